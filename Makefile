@@ -1,0 +1,94 @@
+# luaprof - plain make, artifacts in build/ (see README.md for targets).
+#
+#   make            build the CLI (build/luaprof) and the static library
+#   make test       build and run the whole test suite (tests/run.sh)
+#   make fuzz       build the libFuzzer targets (clang)
+#   make bench      build the benchmark tools
+#   V=1             show the full commands
+
+CC       ?= cc
+CLANG    ?= clang
+BUILD    ?= build
+PROTOC_C ?= protoc-c
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-unused-parameter
+CPPFLAGS += -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE
+ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS)
+LDLIBS   += -lprotobuf-c -lz -lm
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+LIB_SRCS  := $(wildcard src/util/*.c src/stream/*.c src/report/*.c)
+CLI_SRCS  := $(wildcard src/cli/*.c)
+GEN_PROTO := $(BUILD)/gen/profile.pb-c.c
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/profile.pb-c.o
+CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test unit fuzz bench clean
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(BUILD)/luaprof $(BUILD)/libluaprof.a
+
+$(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h: src/report/profile.proto
+	@mkdir -p $(BUILD)/gen
+	$(Q)$(PROTOC_C) --proto_path=src/report --c_out=$(BUILD)/gen src/report/profile.proto
+
+$(BUILD)/obj/gen/profile.pb-c.o: $(BUILD)/gen/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=c11 $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+# Every object depends on the generated header so the first parallel build is ordered.
+$(BUILD)/obj/%.o: %.c | $(BUILD)/gen/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/libluaprof.a: $(LIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/luaprof: $(CLI_OBJS) $(BUILD)/libluaprof.a
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libluaprof.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libluaprof.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -Itests/unit -o $@ $< $(BUILD)/libluaprof.a $(LDLIBS)
+
+unit: $(UNIT_BINS)
+
+test: all unit
+	$(Q)tests/run.sh
+
+# Fuzz targets are rebuilt from source with clang's libFuzzer and sanitizers.
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(GEN_PROTO)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $@"
+	$(Q)$(CLANG) -std=c11 $(WARN) $(FUZZ_FLAGS) $(CPPFLAGS) -o $@ $< $(LIB_SRCS) $(GEN_PROTO) $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libluaprof.a
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libluaprof.a $(LDLIBS)
+
+bench: all $(BENCH_BINS)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

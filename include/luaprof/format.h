@@ -1,0 +1,56 @@
+/*
+** luaprof stream format constants: symtab "ljs" v3, memprof "ljm" v3, sysprof "ljp" v2.
+**
+** These are byte-compatible with the final formats of Tarantool's LuaJIT fork, so that
+** streams written by either side can be read by the other's tools. The grammar, byte by
+** byte, is in docs/FORMAT.md; this header only names the numbers.
+*/
+#ifndef LUAPROF_FORMAT_H
+#define LUAPROF_FORMAT_H
+
+/* Every stream section opens with 3 magic bytes, a version byte and 3 reserved zero bytes. */
+#define LP_PROLOGUE_SIZE 7
+
+/* -- Symbol table ("ljs") -------------------------------------------------- */
+
+#define LP_SYMTAB_VERSION 3
+#define LP_SYMTAB_LFUNC   0    /* sym-addr(proto) chunk-name first-line */
+#define LP_SYMTAB_CFUNC   1    /* sym-addr(function) name */
+#define LP_SYMTAB_TRACE   2    /* trace-no sym-addr(start proto) start-line */
+#define LP_SYMTAB_FINAL   0x80 /* closes the symbol table */
+
+/* -- Memory profile ("ljm") ------------------------------------------------ */
+
+#define LP_MEMPROF_VERSION 3
+/* Event header byte: [FUUSSSEE] - EE event kind, SSS allocation source, F final. */
+#define LP_AEVENT_SYMTAB  0
+#define LP_AEVENT_ALLOC   1
+#define LP_AEVENT_FREE    2
+#define LP_AEVENT_REALLOC 3
+#define LP_AEVENT_MASK    0x3
+#define LP_ASOURCE_INT    (1 << 2) /* GC, JIT compiler and other VM-internal work */
+#define LP_ASOURCE_LFUNC  (2 << 2) /* Lua function: proto address and current line */
+#define LP_ASOURCE_CFUNC  (3 << 2) /* C function: its address */
+#define LP_ASOURCE_TRACE  (4 << 2) /* JIT trace: its number */
+#define LP_ASOURCE_MASK   (7 << 2)
+#define LP_MEMPROF_EPILOGUE 0x80
+
+/* -- System profile ("ljp") ------------------------------------------------ */
+
+#define LP_SYSPROF_VERSION 2
+/* A sample's header byte is the VM state it was taken in, 0..9, in this order. */
+enum lp_vmstate {
+	LP_VMST_INTERP, LP_VMST_LFUNC, LP_VMST_FFUNC, LP_VMST_CFUNC, LP_VMST_GC,
+	LP_VMST_EXIT, LP_VMST_RECORD, LP_VMST_OPT, LP_VMST_ASM, LP_VMST_TRACE,
+	LP_VMST__MAX
+};
+#define LP_FRAME_LFUNC     1    /* frame-header sym-addr(proto) line */
+#define LP_FRAME_CFUNC     2    /* frame-header address of the C function */
+#define LP_FRAME_FFUNC     3    /* frame-header fast-function id */
+#define LP_FRAME_LUA_LAST  0x80 /* ends the Lua stack of a sample */
+#define LP_SYSPROF_SYM_LFUNC 10 /* mid-stream symbol events: a sym-* body follows */
+#define LP_SYSPROF_SYM_CFUNC 11
+#define LP_SYSPROF_SYM_TRACE 12
+#define LP_SYSPROF_EPILOGUE  0x80
+
+#endif

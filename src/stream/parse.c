@@ -1,0 +1,338 @@
+/*
+** Streaming parser for symtab + memprof / sysprof streams.
+*/
+#include "stream/parse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const vmstate_names[LP_VMST__MAX] = {
+	"INTERP", "LFUNC", "FFUNC", "CFUNC", "GC", "EXIT", "RECORD", "OPT", "ASM", "TRACE"
+};
+
+const char *lp_vmstate_name(unsigned vmstate)
+{
+	return vmstate < LP_VMST__MAX ? vmstate_names[vmstate] : NULL;
+}
+
+#define TRY(expr)                         \
+	do {                              \
+		int rc_ = (expr);         \
+		if (rc_ != LP_OK)         \
+			return rc_;       \
+	} while (0)
+
+/* Runs a consumer callback; a non-zero answer aborts the parse. */
+#define CALLBACK(in, call)                                                          \
+	do {                                                                        \
+		if (call)                                                           \
+			return lp_input_fail((in), LP_ERR_ABORT, lp_input_offset(in), \
+					     "stopped by the consumer");              \
+	} while (0)
+
+static int prologue(struct lp_input *in, const char *magic, unsigned expect, const char *what,
+		    unsigned *version)
+{
+	uint64_t start = lp_input_offset(in);
+	uint8_t p[LP_PROLOGUE_SIZE];
+	TRY(lp_input_bytes(in, p, sizeof(p)));
+	if (memcmp(p, magic, 3) != 0)
+		return lp_input_fail(in, LP_ERR_FORMAT, start,
+				     "bad %s prologue: expected magic \"%s\", found %02x %02x %02x",
+				     what, magic, p[0], p[1], p[2]);
+	if (p[3] != expect)
+		return lp_input_fail(in, LP_ERR_VERSION, start + 3,
+				     "%s version mismatch: luaprof expects %u, the file has %u",
+				     what, expect, p[3]);
+	*version = p[3];
+	return LP_OK;
+}
+
+/* -- Symbols ----------------------------------------------------------------- */
+
+static int sym_body(struct lp_input *in, const struct lp_parse_handlers *h, unsigned type,
+		    struct lp_parse_stats *st)
+{
+	uint64_t addr, line, traceno;
+	const char *s;
+	size_t len;
+	switch (type) {
+	case LP_SYMTAB_LFUNC:
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_string(in, &s, &len));
+		TRY(lp_input_uleb(in, &line));
+		if (h->sym_lua)
+			CALLBACK(in, h->sym_lua(h->ctx, addr, s, len, line));
+		break;
+	case LP_SYMTAB_CFUNC:
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_string(in, &s, &len));
+		if (h->sym_cfunc)
+			CALLBACK(in, h->sym_cfunc(h->ctx, addr, s, len));
+		break;
+	case LP_SYMTAB_TRACE:
+		TRY(lp_input_uleb(in, &traceno));
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_uleb(in, &line));
+		if (h->sym_trace)
+			CALLBACK(in, h->sym_trace(h->ctx, traceno, addr, line));
+		break;
+	}
+	st->symbols++;
+	return LP_OK;
+}
+
+static int symtab(struct lp_input *in, const struct lp_parse_handlers *h, struct lp_parse_stats *st)
+{
+	unsigned version;
+	TRY(prologue(in, "ljs", LP_SYMTAB_VERSION, "symtab", &version));
+	for (;;) {
+		uint64_t at = lp_input_offset(in);
+		uint8_t hdr;
+		TRY(lp_input_u8(in, &hdr));
+		if (hdr == LP_SYMTAB_FINAL)
+			break;
+		if (hdr > LP_SYMTAB_TRACE)
+			return lp_input_fail(in, LP_ERR_FORMAT, at,
+					     "unknown symtab entry header 0x%02x", hdr);
+		TRY(sym_body(in, h, hdr, st));
+	}
+	if (h->symtab_end)
+		CALLBACK(in, h->symtab_end(h->ctx));
+	return LP_OK;
+}
+
+/* -- Memprof ----------------------------------------------------------------- */
+
+static int memprof(struct lp_input *in, const struct lp_parse_handlers *h, struct lp_parse_stats *st)
+{
+	for (;;) {
+		struct lp_mem_event ev;
+		memset(&ev, 0, sizeof(ev));
+		ev.offset = lp_input_offset(in);
+		TRY(lp_input_u8(in, &ev.header));
+		if (ev.header == LP_MEMPROF_EPILOGUE)
+			return LP_OK;
+		ev.event = ev.header & LP_AEVENT_MASK;
+		ev.source = ev.header & LP_ASOURCE_MASK;
+		if ((ev.header & ~(LP_AEVENT_MASK | LP_ASOURCE_MASK)) ||
+		    ev.source < LP_ASOURCE_INT || ev.source > LP_ASOURCE_TRACE ||
+		    (ev.event == LP_AEVENT_SYMTAB && ev.source == LP_ASOURCE_INT))
+			return lp_input_fail(in, LP_ERR_FORMAT, ev.offset,
+					     "unknown memprof event header 0x%02x", ev.header);
+		if (ev.event == LP_AEVENT_SYMTAB) {
+			static const unsigned kind[] = {
+				[LP_ASOURCE_LFUNC >> 2] = LP_SYMTAB_LFUNC,
+				[LP_ASOURCE_CFUNC >> 2] = LP_SYMTAB_CFUNC,
+				[LP_ASOURCE_TRACE >> 2] = LP_SYMTAB_TRACE,
+			};
+			TRY(sym_body(in, h, kind[ev.source >> 2], st));
+			continue;
+		}
+		switch (ev.source) {
+		case LP_ASOURCE_LFUNC:
+			TRY(lp_input_uleb(in, &ev.loc_addr));
+			TRY(lp_input_uleb(in, &ev.loc_line));
+			break;
+		case LP_ASOURCE_CFUNC:
+			TRY(lp_input_uleb(in, &ev.loc_addr));
+			break;
+		case LP_ASOURCE_TRACE:
+			TRY(lp_input_uleb(in, &ev.traceno));
+			break;
+		}
+		if (ev.event != LP_AEVENT_ALLOC) {
+			TRY(lp_input_uleb(in, &ev.oaddr));
+			TRY(lp_input_uleb(in, &ev.osize));
+		}
+		if (ev.event != LP_AEVENT_FREE) {
+			TRY(lp_input_uleb(in, &ev.naddr));
+			TRY(lp_input_uleb(in, &ev.nsize));
+		}
+		st->events++;
+		if (h->mem_event)
+			CALLBACK(in, h->mem_event(h->ctx, &ev));
+	}
+}
+
+/* -- Sysprof ----------------------------------------------------------------- */
+
+struct sys_scratch {
+	struct lp_lua_frame *lua;
+	uint64_t *host;
+	size_t luacap, hostcap;
+};
+
+/* Appends to a growing array without trusting the stream for its final size. */
+static int grow(struct lp_input *in, void **arr, size_t *cap, size_t n, size_t elsize,
+		size_t max, uint64_t at, const char *what)
+{
+	if (n < *cap)
+		return LP_OK;
+	if (n >= max)
+		return lp_input_fail(in, LP_ERR_FORMAT, at, "%s has more than %zu frames", what, max);
+	size_t ncap = *cap ? *cap * 2 : 64;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return lp_input_fail(in, LP_ERR_NOMEM, at, "out of memory");
+	*arr = p;
+	*cap = ncap;
+	return LP_OK;
+}
+
+static int lua_stack(struct lp_input *in, struct sys_scratch *sc, size_t *n, uint64_t at)
+{
+	*n = 0;
+	for (;;) {
+		uint64_t fat = lp_input_offset(in);
+		uint8_t hdr;
+		TRY(lp_input_u8(in, &hdr));
+		if (hdr == LP_FRAME_LUA_LAST)
+			return LP_OK;
+		TRY(grow(in, (void **)&sc->lua, &sc->luacap, *n, sizeof(*sc->lua),
+			 LP_MAX_LUA_FRAMES, at, "Lua stack"));
+		struct lp_lua_frame *f = &sc->lua[*n];
+		f->type = hdr;
+		f->line = 0;
+		switch (hdr) {
+		case LP_FRAME_LFUNC:
+			TRY(lp_input_uleb(in, &f->addr));
+			TRY(lp_input_uleb(in, &f->line));
+			break;
+		case LP_FRAME_CFUNC:
+		case LP_FRAME_FFUNC:
+			TRY(lp_input_uleb(in, &f->addr));
+			break;
+		default:
+			return lp_input_fail(in, LP_ERR_FORMAT, fat,
+					     "unknown Lua frame header 0x%02x", hdr);
+		}
+		(*n)++;
+	}
+}
+
+static int host_stack(struct lp_input *in, struct sys_scratch *sc, size_t *n, uint64_t at)
+{
+	*n = 0;
+	for (;;) {
+		uint64_t addr;
+		TRY(lp_input_uleb(in, &addr));
+		if (addr == 0)
+			return LP_OK;
+		TRY(grow(in, (void **)&sc->host, &sc->hostcap, *n, sizeof(*sc->host),
+			 LP_MAX_HOST_FRAMES, at, "host stack"));
+		sc->host[(*n)++] = addr;
+	}
+}
+
+static int sysprof(struct lp_input *in, const struct lp_parse_handlers *h,
+		   struct lp_parse_stats *st, struct sys_scratch *sc)
+{
+	for (;;) {
+		struct lp_sys_sample s;
+		memset(&s, 0, sizeof(s));
+		s.offset = lp_input_offset(in);
+		uint8_t hdr;
+		TRY(lp_input_u8(in, &hdr));
+		if (hdr == LP_SYSPROF_EPILOGUE)
+			return LP_OK;
+		if (hdr >= LP_SYSPROF_SYM_LFUNC && hdr <= LP_SYSPROF_SYM_TRACE) {
+			TRY(sym_body(in, h, hdr - LP_SYSPROF_SYM_LFUNC, st));
+			continue;
+		}
+		if (hdr >= LP_VMST__MAX)
+			return lp_input_fail(in, LP_ERR_FORMAT, s.offset,
+					     "unknown sysprof sample header 0x%02x", hdr);
+		s.vmstate = hdr;
+		switch (hdr) {
+		case LP_VMST_LFUNC:
+		case LP_VMST_FFUNC:
+		case LP_VMST_CFUNC:
+			TRY(lua_stack(in, sc, &s.nlua, s.offset));
+			TRY(host_stack(in, sc, &s.nhost, s.offset));
+			break;
+		case LP_VMST_TRACE:
+			TRY(lp_input_uleb(in, &s.traceno));
+			TRY(lp_input_uleb(in, &s.trace_addr));
+			TRY(lp_input_uleb(in, &s.trace_line));
+			break;
+		default:
+			TRY(host_stack(in, sc, &s.nhost, s.offset));
+			break;
+		}
+		s.lua = sc->lua;
+		s.host = sc->host;
+		st->events++;
+		if (h->sys_sample)
+			CALLBACK(in, h->sys_sample(h->ctx, &s));
+	}
+}
+
+/* -- Whole stream ------------------------------------------------------------ */
+
+static int profile_section(struct lp_input *in, const struct lp_parse_handlers *h,
+			   struct lp_parse_stats *st, struct sys_scratch *sc)
+{
+	uint64_t start = lp_input_offset(in);
+	uint8_t p[3];
+	unsigned version;
+	if (lp_input_at_eof(in))
+		return lp_input_fail(in, LP_ERR_TRUNCATED, start,
+				     "the symbol table is not followed by a profile (ljm or ljp)");
+	TRY(lp_input_bytes(in, p, 3));
+	const char *magic = NULL;
+	if (!memcmp(p, "ljm", 3))
+		magic = "ljm";
+	else if (!memcmp(p, "ljp", 3))
+		magic = "ljp";
+	else
+		return lp_input_fail(in, LP_ERR_FORMAT, start,
+				     "bad profile prologue: expected magic \"ljm\" or \"ljp\", "
+				     "found %02x %02x %02x", p[0], p[1], p[2]);
+	uint8_t rest[LP_PROLOGUE_SIZE - 3];
+	TRY(lp_input_bytes(in, rest, sizeof(rest)));
+	version = rest[0];
+	enum lp_stream_kind kind = magic[2] == 'm' ? LP_STREAM_MEMPROF : LP_STREAM_SYSPROF;
+	unsigned expect = kind == LP_STREAM_MEMPROF ? LP_MEMPROF_VERSION : LP_SYSPROF_VERSION;
+	const char *what = kind == LP_STREAM_MEMPROF ? "memprof" : "sysprof";
+	if (version != expect)
+		return lp_input_fail(in, LP_ERR_VERSION, start + 3,
+				     "%s version mismatch: luaprof expects %u, the file has %u",
+				     what, expect, version);
+	st->kind = kind;
+	if (h->stream)
+		CALLBACK(in, h->stream(h->ctx, kind, version));
+	if (kind == LP_STREAM_MEMPROF)
+		return memprof(in, h, st);
+	return sysprof(in, h, st, sc);
+}
+
+int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
+		    struct lp_parse_stats *stats)
+{
+	struct lp_parse_stats local;
+	struct sys_scratch sc = {0};
+	struct lp_parse_stats *st = stats ? stats : &local;
+	memset(st, 0, sizeof(*st));
+
+	int rc = symtab(in, h, st);
+	if (rc == LP_OK)
+		rc = profile_section(in, h, st, &sc);
+	if (rc == LP_OK) {
+		st->complete = 1;
+		uint64_t end = lp_input_offset(in);
+		if (!lp_input_at_eof(in))
+			rc = lp_input_fail(in, LP_ERR_FORMAT, end,
+					   "unexpected data after the epilogue");
+	}
+	if (rc == LP_ERR_TRUNCATED && st->kind)
+		snprintf(in->err, sizeof(in->err),
+			 "the file is truncated (no epilogue): the report covers the %llu "
+			 "events read before this byte",
+			 (unsigned long long)st->events);
+	st->bytes = lp_input_offset(in);
+	free(sc.lua);
+	free(sc.host);
+	return rc;
+}

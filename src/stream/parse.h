@@ -1,0 +1,88 @@
+/*
+** Streaming parser for profile files: symtab "ljs" followed by memprof "ljm" or sysprof "ljp".
+**
+** The parser validates every byte and hands each complete item to a callback as soon as it
+** is read, keeping no per-event state itself, so memory stays constant however long the
+** stream is. An item is delivered only once it is read completely; when input ends early
+** everything before the cut has been delivered and the status is LP_ERR_TRUNCATED.
+*/
+#ifndef LP_PARSE_H
+#define LP_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "luaprof/format.h"
+#include "stream/input.h"
+
+/* Bounds on one sysprof sample; deeper stacks are malformed (LuaJIT itself cannot nest
+ * more than ~65500 stack slots, and host unwinders stop far earlier). */
+#define LP_MAX_LUA_FRAMES  65536
+#define LP_MAX_HOST_FRAMES 8192
+
+enum lp_stream_kind { LP_STREAM_MEMPROF = 1, LP_STREAM_SYSPROF = 2 };
+
+struct lp_lua_frame {
+	uint8_t type;   /* LP_FRAME_LFUNC, LP_FRAME_CFUNC or LP_FRAME_FFUNC */
+	uint64_t addr;  /* proto address (LFUNC), function address (CFUNC), ffid (FFUNC) */
+	uint64_t line;  /* LFUNC only */
+};
+
+struct lp_sys_sample {
+	uint8_t vmstate;                  /* enum lp_vmstate */
+	uint64_t offset;                  /* stream offset of the sample header */
+	size_t nlua;                      /* Lua frames, innermost first */
+	const struct lp_lua_frame *lua;
+	size_t nhost;                     /* host return addresses, innermost first */
+	const uint64_t *host;
+	uint64_t traceno, trace_addr, trace_line; /* TRACE samples only */
+};
+
+struct lp_mem_event {
+	uint8_t header;     /* raw header byte */
+	uint8_t event;      /* LP_AEVENT_ALLOC, _FREE or _REALLOC */
+	uint8_t source;     /* LP_ASOURCE_* */
+	uint64_t loc_addr;  /* proto (LFUNC), C function (CFUNC); 0 otherwise */
+	uint64_t loc_line;  /* LFUNC current line */
+	uint64_t traceno;   /* TRACE */
+	uint64_t oaddr, osize, naddr, nsize;
+	uint64_t offset;    /* stream offset of the event header */
+};
+
+/*
+** Callbacks; any may be NULL. A callback returns 0 to continue or non-zero to abort the
+** parse with LP_ERR_ABORT (it should set the input's message with lp_input_fail first).
+** Strings are valid only during the call.
+*/
+struct lp_parse_handlers {
+	void *ctx;
+	int (*stream)(void *ctx, enum lp_stream_kind kind, unsigned version);
+	int (*sym_lua)(void *ctx, uint64_t addr, const char *chunk, size_t len, uint64_t line);
+	int (*sym_cfunc)(void *ctx, uint64_t addr, const char *name, size_t len);
+	int (*sym_trace)(void *ctx, uint64_t traceno, uint64_t addr, uint64_t line);
+	int (*symtab_end)(void *ctx);
+	int (*mem_event)(void *ctx, const struct lp_mem_event *ev);
+	int (*sys_sample)(void *ctx, const struct lp_sys_sample *s);
+};
+
+/* Counters of what was read; valid whatever the status. */
+struct lp_parse_stats {
+	enum lp_stream_kind kind;  /* 0 until the profile section's magic is read */
+	uint64_t symbols;          /* symtab entries and mid-stream symbol events */
+	uint64_t events;           /* memprof events or sysprof samples */
+	uint64_t bytes;            /* bytes consumed */
+	int complete;              /* the epilogue was read */
+};
+
+/*
+** Parses one whole stream from `in`. Returns LP_OK, or a status with the message in `in`
+** (see lp_input_message). Bytes after the epilogue are ignored only if `in` ends there;
+** otherwise they are reported as malformed.
+*/
+int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
+		    struct lp_parse_stats *stats);
+
+/* Name of a VM state ("INTERP", ...), or NULL when out of range. */
+const char *lp_vmstate_name(unsigned vmstate);
+
+#endif

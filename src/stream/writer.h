@@ -1,0 +1,42 @@
+/*
+** Producers of symtab / memprof / sysprof streams on top of a write buffer.
+**
+** One function per grammar item (docs/FORMAT.md), so a profiler emits a stream by calling
+** them in grammar order. None allocates; all are usable from a signal handler.
+*/
+#ifndef LP_WRITER_H
+#define LP_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stream/parse.h"
+#include "stream/wbuf.h"
+
+/* -- Symbol table -- */
+void lp_write_symtab_prologue(struct lp_wbuf *w);
+void lp_write_sym_lua(struct lp_wbuf *w, uint64_t proto, const char *chunk, size_t len, uint64_t line);
+void lp_write_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
+void lp_write_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
+void lp_write_symtab_final(struct lp_wbuf *w);
+
+/* -- Memprof -- */
+void lp_write_memprof_prologue(struct lp_wbuf *w);
+/* Writes an alloc, free or realloc event; which fields are written follows ev->event and
+ * ev->source exactly as lp_parse_stream reads them. */
+void lp_write_mem_event(struct lp_wbuf *w, const struct lp_mem_event *ev);
+void lp_write_mem_sym_lua(struct lp_wbuf *w, uint64_t proto, const char *chunk, size_t len, uint64_t line);
+void lp_write_mem_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
+void lp_write_mem_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
+void lp_write_memprof_epilogue(struct lp_wbuf *w);
+
+/* -- Sysprof -- */
+void lp_write_sysprof_prologue(struct lp_wbuf *w);
+/* Writes one sample in the shape its vmstate calls for (guest, host or trace). */
+void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s);
+void lp_write_sys_sym_lua(struct lp_wbuf *w, uint64_t proto, const char *chunk, size_t len, uint64_t line);
+void lp_write_sys_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
+void lp_write_sys_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
+void lp_write_sysprof_epilogue(struct lp_wbuf *w);
+
+#endif
