@@ -1,0 +1,95 @@
+/*
+** Collapsed ("folded") stacks: one "root;...;leaf count" line per distinct stack.
+**
+** This is flamegraph.pl's input and Pyroscope's "folded" format. Lines are sorted so the
+** output is deterministic; ';' inside a frame label would split the frame, and a
+** newline would split the line, so both are replaced (by ':' and ' ').
+*/
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/render.h"
+
+struct line {
+	char *text;
+	int64_t value;
+};
+
+static int line_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct line *)a)->text, ((const struct line *)b)->text);
+}
+
+/* Appends ";" (unless first) and the frame's label with separators neutralised. */
+static int append_label(char **buf, size_t *len, size_t *cap, const struct lp_frame *f, int sep)
+{
+	char tmp[1024];
+	int n = lp_frame_label(f, tmp, sizeof(tmp));
+	if (n < 0)
+		return -EINVAL;
+	size_t k = (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1;
+	if (*len + k + 3 > *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		while (ncap < *len + k + 3)
+			ncap *= 2;
+		char *p = realloc(*buf, ncap);
+		if (!p)
+			return -ENOMEM;
+		*buf = p;
+		*cap = ncap;
+	}
+	if (sep)
+		(*buf)[(*len)++] = ';';
+	for (size_t i = 0; i < k; i++) {
+		char ch = tmp[i];
+		(*buf)[(*len)++] = ch == ';' ? ':' : (ch == '\n' || ch == '\r') ? ' ' : ch;
+	}
+	(*buf)[*len] = '\0';
+	return 0;
+}
+
+int lp_render_collapsed(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+			char *err, size_t errlen)
+{
+	size_t n = lp_profile_nstacks(p), nl = 0;
+	struct line *lines = calloc(n + 1, sizeof(*lines));
+	int rc = 0;
+	if (!lines) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *v;
+		lp_profile_stack(p, i, &fr, &depth, &v);
+		if (v[o->value] == 0 || depth == 0)
+			continue;
+		char *buf = NULL;
+		size_t len = 0, cap = 0;
+		for (size_t d = 0; d < depth; d++) {
+			if ((rc = append_label(&buf, &len, &cap, lp_profile_frame(p, fr[d]), d > 0)) != 0)
+				break;
+		}
+		if (rc) {
+			free(buf);
+			goto done;
+		}
+		lines[nl].text = buf;
+		lines[nl++].value = v[o->value];
+	}
+	qsort(lines, nl, sizeof(*lines), line_cmp);
+	for (size_t i = 0; i < nl; i++)
+		fprintf(out, "%s %" PRId64 "\n", lines[i].text, lines[i].value);
+	if (fflush(out) || ferror(out))
+		rc = -(errno ? errno : EIO);
+done:
+	for (size_t i = 0; i < nl; i++)
+		free(lines[i].text);
+	free(lines);
+	if (rc)
+		snprintf(err, errlen, "cannot write collapsed stacks: %s", strerror(-rc));
+	return rc;
+}

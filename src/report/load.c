@@ -1,0 +1,103 @@
+/*
+** Reading a whole profile file into aggregates.
+*/
+#include "report/load.h"
+
+#include <string.h>
+
+struct ctx {
+	struct lp_input *in;
+	struct lp_loaded *l;
+	const struct lp_sysprof_opts *so;
+};
+
+static int nomem(struct ctx *c)
+{
+	lp_input_fail(c->in, LP_ERR_NOMEM, lp_input_offset(c->in), "out of memory");
+	return 1;
+}
+
+static int on_stream(void *p, enum lp_stream_kind kind, unsigned version)
+{
+	struct ctx *c = p;
+	c->l->kind = kind;
+	if (kind == LP_STREAM_MEMPROF)
+		c->l->mem = lp_memprof_new(c->l->st);
+	else
+		c->l->sys = lp_sysprof_new(c->l->st, c->so);
+	return c->l->mem || c->l->sys ? 0 : nomem(c);
+}
+
+static int on_sym_lua(void *p, uint64_t addr, const char *chunk, size_t len, uint64_t line)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_lua(c->l->st, addr, chunk, len, line) ? nomem(c) : 0;
+}
+
+static int on_sym_cfunc(void *p, uint64_t addr, const char *name, size_t len)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_cfunc(c->l->st, addr, name, len) ? nomem(c) : 0;
+}
+
+static int on_sym_trace(void *p, uint64_t traceno, uint64_t addr, uint64_t line)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_trace(c->l->st, traceno, addr, line) ? nomem(c) : 0;
+}
+
+static int on_mem(void *p, const struct lp_mem_event *ev)
+{
+	struct ctx *c = p;
+	return lp_memprof_event(c->l->mem, ev) ? nomem(c) : 0;
+}
+
+static int on_sys(void *p, const struct lp_sys_sample *s)
+{
+	struct ctx *c = p;
+	return lp_sysprof_sample(c->l->sys, s) ? nomem(c) : 0;
+}
+
+int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loaded *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->st = lp_symtab_new();
+	if (!out->st)
+		return lp_input_fail(in, LP_ERR_NOMEM, 0, "out of memory");
+	struct ctx c = { in, out, so };
+	const struct lp_parse_handlers h = {
+		.ctx = &c,
+		.stream = on_stream,
+		.sym_lua = on_sym_lua,
+		.sym_cfunc = on_sym_cfunc,
+		.sym_trace = on_sym_trace,
+		.mem_event = on_mem,
+		.sys_sample = on_sys,
+	};
+	return lp_parse_stream(in, &h, &out->stats);
+}
+
+void lp_loaded_free(struct lp_loaded *l)
+{
+	lp_memprof_free(l->mem);
+	lp_sysprof_free(l->sys);
+	lp_symtab_free(l->st);
+	memset(l, 0, sizeof(*l));
+}
+
+struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
+{
+	struct lp_profile *p = NULL;
+	if (l->mem)
+		p = lp_memprof_profile(l->mem);
+	else if (l->sys)
+		p = lp_sysprof_profile(l->sys);
+	if (!p)
+		return NULL;
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = source;
+	m->event = l->mem ? "memory" : "cpu";
+	m->samples = l->stats.events;
+	m->truncated = !l->stats.complete;
+	return p;
+}

@@ -1,0 +1,35 @@
+/*
+** Reading a whole profile file into aggregates: symtab, then memprof or sysprof events.
+**
+** This is the one place that connects the streaming parser to the aggregators; the CLI,
+** the fuzz targets and the benchmarks all go through it.
+*/
+#ifndef LP_LOAD_H
+#define LP_LOAD_H
+
+#include "report/memprof.h"
+#include "report/symtab.h"
+#include "report/sysprof.h"
+#include "stream/parse.h"
+
+struct lp_loaded {
+	enum lp_stream_kind kind;     /* 0 when the profile section was never reached */
+	struct lp_symtab *st;
+	struct lp_memprof *mem;       /* memprof streams */
+	struct lp_sysprof *sys;       /* sysprof streams */
+	struct lp_parse_stats stats;
+};
+
+/*
+** Parses `in` to the end. Returns LP_OK or the parser's status (message in `in`). On
+** LP_ERR_TRUNCATED the aggregates hold every complete event before the cut and can be
+** reported. Free with lp_loaded_free whatever the result.
+*/
+int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loaded *out);
+void lp_loaded_free(struct lp_loaded *l);
+
+/* The loaded data as an aggregated profile (sysprof: samples; memprof: the four
+ * allocation columns), with meta filled in. NULL on ENOMEM. Caller frees. */
+struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source);
+
+#endif

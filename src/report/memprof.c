@@ -1,0 +1,559 @@
+/*
+** Memory profile aggregation and the memprof text report.
+*/
+#include "report/memprof.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "luaprof/format.h"
+#include "util/addrmap.h"
+#include "util/iset.h"
+
+enum { SEC_ALLOC, SEC_REALLOC, SEC_FREE, SEC__MAX };
+
+/* An allocation site as the stream identifies it (source, address, line, trace). */
+struct loc {
+	uint8_t source;
+	uint64_t addr, line, traceno;
+	uint32_t label;       /* index into labels */
+	uint32_t frame;       /* frame description for profiles */
+	struct lp_frame f;    /* name points into labels' storage or the symtab */
+};
+
+/* Per-label totals: the HEAP SUMMARY merges sites that print the same. */
+struct label {
+	char *text;
+	int64_t dbytes;
+	uint64_t nalloc, nfree;
+	uint64_t last_alloc;  /* sequence number of the latest allocation */
+};
+
+/* One line of a section: events of one kind at one site. */
+struct entry {
+	uint32_t loc;
+	uint64_t num, alloc, free;
+	uint64_t first;       /* sequence number of its first event */
+};
+
+/* What an entry's reallocs / frees did to blocks allocated at another site. */
+struct primary {
+	uint32_t entry;       /* index into the section's entries */
+	uint32_t origin;      /* loc that allocated the block */
+	uint64_t allocated, freed, count;
+};
+
+struct section {
+	struct entry *entries;
+	size_t n, cap;
+	struct lp_addrmap byloc;   /* loc -> entry index */
+	struct primary *prim;
+	size_t nprim, primcap;
+	struct lp_addrmap byprim;  /* (entry << 32 | origin) -> primary index */
+};
+
+struct lp_memprof {
+	struct lp_symtab *st;
+	struct loc *locs;
+	size_t nlocs, loccap;
+	struct lp_iset locset;
+	struct label *labels;
+	size_t nlabels, labelcap;
+	struct lp_iset labelset;
+	struct section sec[SEC__MAX];
+	struct lp_addrmap heap;    /* live block address -> (size, loc) */
+	uint64_t seq;
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 64;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct lp_memprof *lp_memprof_new(struct lp_symtab *st)
+{
+	struct lp_memprof *m = calloc(1, sizeof(*m));
+	if (m)
+		m->st = st;
+	return m;
+}
+
+void lp_memprof_free(struct lp_memprof *m)
+{
+	if (!m)
+		return;
+	free(m->locs);
+	lp_iset_free(&m->locset);
+	for (size_t i = 0; i < m->nlabels; i++)
+		free(m->labels[i].text);
+	free(m->labels);
+	lp_iset_free(&m->labelset);
+	for (int s = 0; s < SEC__MAX; s++) {
+		free(m->sec[s].entries);
+		lp_addrmap_free(&m->sec[s].byloc);
+		free(m->sec[s].prim);
+		lp_addrmap_free(&m->sec[s].byprim);
+	}
+	lp_addrmap_free(&m->heap);
+	free(m);
+}
+
+/* -- Sites and their names ------------------------------------------------------- */
+
+struct label_key {
+	const struct lp_memprof *m;
+	const char *s;
+};
+
+static int label_eq(const void *ctx, uint32_t idx)
+{
+	const struct label_key *k = ctx;
+	return strcmp(k->m->labels[idx].text, k->s) == 0;
+}
+
+static int intern_label(struct lp_memprof *m, const char *s, uint32_t *idx)
+{
+	struct label_key k = { m, s };
+	uint64_t h = lp_hash_bytes(s, strlen(s), 2);
+	if (lp_iset_find(&m->labelset, h, label_eq, &k, idx))
+		return 0;
+	if (grow((void **)&m->labels, &m->labelcap, m->nlabels + 1, sizeof(*m->labels)))
+		return -ENOMEM;
+	char *copy = strdup(s);
+	if (!copy || lp_iset_insert(&m->labelset, h, (uint32_t)m->nlabels)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	memset(&m->labels[m->nlabels], 0, sizeof(*m->labels));
+	m->labels[m->nlabels].text = copy;
+	*idx = (uint32_t)m->nlabels++;
+	return 0;
+}
+
+/* Names a site the way Tarantool's memprof parser does, and describes it as a frame. */
+static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
+{
+	memset(&l->f, 0, sizeof(l->f));
+	switch (l->source) {
+	case LP_ASOURCE_INT:
+		snprintf(buf, len, "INTERNAL");
+		l->f.kind = LP_FK_INTERNAL;
+		l->f.name = "INTERNAL";
+		break;
+	case LP_ASOURCE_LFUNC: {
+		const struct lp_sym_lua *s = lp_symtab_lua(m->st, l->addr);
+		l->f.kind = LP_FK_LUA;
+		l->f.line = l->line > UINT32_MAX ? UINT32_MAX : (uint32_t)l->line;
+		if (s) {
+			snprintf(buf, len, "%s:%" PRIu64, s->chunk, l->line);
+			l->f.name = s->chunk;
+			l->f.fline = s->firstline;
+		} else {
+			snprintf(buf, len, "LFUNC 0x%" PRIx64 ":%" PRIu64, l->addr, l->line);
+			l->f.name = NULL; /* set to the label below */
+		}
+		break;
+	}
+	case LP_ASOURCE_CFUNC: {
+		const struct lp_sym_c *s = lp_symtab_c(m->st, l->addr);
+		l->f.kind = LP_FK_C;
+		if (s) {
+			snprintf(buf, len, "%s:0x%" PRIx64, s->name, s->start);
+			l->f.name = s->name;
+			l->f.addr = s->start;
+		} else {
+			snprintf(buf, len, "CFUNC 0x%" PRIx64, l->addr);
+			l->f.addr = l->addr;
+		}
+		break;
+	}
+	case LP_ASOURCE_TRACE: {
+		const struct lp_sym_trace *t = lp_symtab_trace(m->st, l->traceno);
+		const struct lp_sym_lua *s = t ? lp_symtab_lua(m->st, t->proto) : NULL;
+		l->f.kind = LP_FK_TRACE;
+		l->f.traceno = l->traceno > UINT32_MAX ? UINT32_MAX : (uint32_t)l->traceno;
+		if (t && s) {
+			snprintf(buf, len, "TRACE [%" PRIu64 "] started at %s:%" PRIu32, l->traceno,
+				 s->chunk, t->line);
+			l->f.name = s->chunk;
+			l->f.line = t->line;
+			l->f.fline = s->firstline;
+		} else if (t) {
+			snprintf(buf, len, "TRACE [%" PRIu64 "] started at LFUNC 0x%" PRIx64 ":%" PRIu32,
+				 l->traceno, t->proto, t->line);
+			l->f.name = "?";
+			l->f.line = t->line;
+		} else {
+			snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
+			l->f.name = "?";
+		}
+		break;
+	}
+	}
+}
+
+struct loc_key {
+	const struct lp_memprof *m;
+	const struct lp_mem_event *ev;
+};
+
+static int loc_eq(const void *ctx, uint32_t idx)
+{
+	const struct loc_key *k = ctx;
+	const struct loc *l = &k->m->locs[idx];
+	return l->source == k->ev->source && l->addr == k->ev->loc_addr &&
+	       l->line == k->ev->loc_line && l->traceno == k->ev->traceno;
+}
+
+static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *idx)
+{
+	struct loc_key k = { m, ev };
+	uint64_t h = lp_hash_u64(ev->loc_addr ^ lp_hash_u64(ev->loc_line ^ (ev->traceno << 20)) ^
+				 ev->source);
+	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx))
+		return 0;
+	if (grow((void **)&m->locs, &m->loccap, m->nlocs + 1, sizeof(*m->locs)))
+		return -ENOMEM;
+	struct loc *l = &m->locs[m->nlocs];
+	l->source = ev->source;
+	l->addr = ev->loc_addr;
+	l->line = ev->loc_line;
+	l->traceno = ev->traceno;
+	char buf[1024];
+	describe(m, l, buf, sizeof(buf));
+	if (intern_label(m, buf, &l->label))
+		return -ENOMEM;
+	if (!l->f.name)
+		l->f.name = m->labels[l->label].text;
+	if (lp_iset_insert(&m->locset, h, (uint32_t)m->nlocs))
+		return -ENOMEM;
+	*idx = (uint32_t)m->nlocs++;
+	return 0;
+}
+
+/* -- Events ------------------------------------------------------------------------ */
+
+static struct entry *entry_for(struct lp_memprof *m, struct section *s, uint32_t loc,
+			       uint32_t *eidx)
+{
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->byloc, loc);
+	if (e) {
+		*eidx = (uint32_t)e->a;
+		return &s->entries[e->a];
+	}
+	if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof(*s->entries)) ||
+	    lp_addrmap_put(&s->byloc, loc, s->n, 0))
+		return NULL;
+	struct entry *en = &s->entries[s->n];
+	memset(en, 0, sizeof(*en));
+	en->loc = loc;
+	en->first = m->seq;
+	*eidx = (uint32_t)s->n++;
+	return en;
+}
+
+/* Links a realloc / free to the site that allocated the block, if it was seen. */
+static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
+			 uint64_t oaddr, uint64_t nsize)
+{
+	struct lp_addrmap_entry *blk = lp_addrmap_get(&m->heap, oaddr);
+	if (!blk)
+		return 0;
+	uint32_t origin = (uint32_t)blk->b;
+	uint64_t osize = blk->a;
+	uint64_t key = (uint64_t)eidx << 32 | origin;
+	struct lp_addrmap_entry *pe = lp_addrmap_get(&s->byprim, key);
+	struct primary *p;
+	if (pe) {
+		p = &s->prim[pe->a];
+	} else {
+		if (grow((void **)&s->prim, &s->primcap, s->nprim + 1, sizeof(*s->prim)) ||
+		    lp_addrmap_put(&s->byprim, key, s->nprim, 0))
+			return -ENOMEM;
+		p = &s->prim[s->nprim++];
+		memset(p, 0, sizeof(*p));
+		p->entry = eidx;
+		p->origin = origin;
+	}
+	p->allocated += nsize;
+	p->freed += osize;
+	p->count++;
+	if (nsize > 0)
+		m->labels[m->locs[origin].label].last_alloc = m->seq;
+	return 0;
+}
+
+int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
+{
+	uint32_t loc, eidx;
+	m->seq++;
+	if (site(m, ev, &loc))
+		return -ENOMEM;
+	int sec = ev->event == LP_AEVENT_ALLOC ? SEC_ALLOC
+		: ev->event == LP_AEVENT_REALLOC ? SEC_REALLOC : SEC_FREE;
+	struct section *s = &m->sec[sec];
+	struct entry *en = entry_for(m, s, loc, &eidx);
+	if (!en)
+		return -ENOMEM;
+	en->num++;
+	if (ev->event != LP_AEVENT_FREE)
+		en->alloc += ev->nsize;
+	if (ev->event != LP_AEVENT_ALLOC)
+		en->free += ev->osize;
+
+	if (ev->event == LP_AEVENT_ALLOC) {
+		if (ev->nsize > 0)
+			m->labels[m->locs[loc].label].last_alloc = m->seq;
+	} else {
+		int rc = link_previous(m, s, eidx, ev->oaddr,
+				       ev->event == LP_AEVENT_REALLOC ? ev->nsize : 0);
+		if (rc)
+			return rc;
+		lp_addrmap_remove(&m->heap, ev->oaddr);
+	}
+	if (ev->event != LP_AEVENT_FREE && lp_addrmap_put(&m->heap, ev->naddr, ev->nsize, loc))
+		return -ENOMEM;
+	return 0;
+}
+
+/* -- Text report ---------------------------------------------------------------- */
+
+static void fmt_bytes(char *buf, size_t len, uint64_t bytes, int human)
+{
+	if (!human) {
+		snprintf(buf, len, "%" PRIu64 "B", bytes);
+		return;
+	}
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB" };
+	double v = (double)bytes;
+	int u = 0;
+	while (v >= 1024 && u < 3) {
+		v /= 1024;
+		u++;
+	}
+	if (v == (double)(uint64_t)v)
+		snprintf(buf, len, "%" PRIu64 "%s", (uint64_t)v, units[u]);
+	else
+		snprintf(buf, len, "%.2f%s", v, units[u]);
+}
+
+/* Sorting needs the aggregator; qsort has no context argument, so sort index arrays
+ * through a file-level pointer set just before each qsort (reports are single-threaded). */
+static const struct lp_memprof *sort_m;
+static const struct section *sort_s;
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct entry *x = &sort_s->entries[*(const uint32_t *)a];
+	const struct entry *y = &sort_s->entries[*(const uint32_t *)b];
+	if (x->num != y->num)
+		return x->num > y->num ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static int prim_cmp(const void *a, const void *b)
+{
+	const struct primary *x = &sort_s->prim[*(const uint32_t *)a];
+	const struct primary *y = &sort_s->prim[*(const uint32_t *)b];
+	if (x->entry != y->entry)
+		return x->entry < y->entry ? -1 : 1;
+	int c = strcmp(sort_m->labels[sort_m->locs[x->origin].label].text,
+		       sort_m->labels[sort_m->locs[y->origin].label].text);
+	if (c)
+		return c;
+	return x->origin < y->origin ? -1 : x->origin > y->origin;
+}
+
+static int leak_cmp(const void *a, const void *b)
+{
+	const struct label *x = &sort_m->labels[*(const uint32_t *)a];
+	const struct label *y = &sort_m->labels[*(const uint32_t *)b];
+	if (x->dbytes != y->dbytes)
+		return x->dbytes > y->dbytes ? -1 : 1;
+	return x->last_alloc > y->last_alloc ? -1 : x->last_alloc < y->last_alloc;
+}
+
+static int render_section(struct lp_memprof *m, const char *title, const struct section *s,
+			  const struct lp_memprof_opts *o, FILE *out)
+{
+	uint32_t *order = malloc((s->n + 1) * sizeof(*order));
+	uint32_t *porder = malloc((s->nprim + 1) * sizeof(*porder));
+	size_t *pstart = malloc((s->n + 1) * sizeof(*pstart));
+	if (!order || !porder || !pstart) {
+		free(order);
+		free(porder);
+		free(pstart);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		order[i] = (uint32_t)i;
+	for (size_t i = 0; i < s->nprim; i++)
+		porder[i] = (uint32_t)i;
+	sort_m = m;
+	sort_s = s;
+	qsort(order, s->n, sizeof(*order), entry_cmp);
+	qsort(porder, s->nprim, sizeof(*porder), prim_cmp);
+	/* porder is grouped by entry: find where each entry's group starts. */
+	for (size_t i = 0, j = 0; i <= s->n; i++) {
+		while (j < s->nprim && s->prim[porder[j]].entry < i)
+			j++;
+		pstart[i] = j;
+	}
+	fprintf(out, "%s\n", title);
+	for (size_t i = 0; i < s->n; i++) {
+		const struct entry *e = &s->entries[order[i]];
+		char a[48], f[48];
+		fmt_bytes(a, sizeof(a), e->alloc, o->human_readable);
+		fmt_bytes(f, sizeof(f), e->free, o->human_readable);
+		fprintf(out, "%s: %" PRIu64 " events\t+%s\t-%s\n",
+			m->labels[m->locs[e->loc].label].text, e->num, a, f);
+		size_t from = pstart[order[i]], to = pstart[order[i] + 1];
+		if (from < to) {
+			fprintf(out, "\tOverrides:\n");
+			for (size_t j = from; j < to; j++)
+				fprintf(out, "\t\t%s\n",
+					m->labels[m->locs[s->prim[porder[j]].origin].label].text);
+			fprintf(out, "\n");
+		}
+	}
+	fprintf(out, "\n");
+	free(order);
+	free(porder);
+	free(pstart);
+	return 0;
+}
+
+/* Net bytes per printed site, computed from the aggregates exactly as Tarantool's
+ * process.form_heap_delta does (so zero-sized events count the same way). */
+static void heap_delta(struct lp_memprof *m)
+{
+	for (size_t i = 0; i < m->nlabels; i++) {
+		m->labels[i].dbytes = 0;
+		m->labels[i].nalloc = m->labels[i].nfree = 0;
+	}
+	const struct section *a = &m->sec[SEC_ALLOC];
+	for (size_t i = 0; i < a->n; i++) {
+		struct label *lb = &m->labels[m->locs[a->entries[i].loc].label];
+		if (a->entries[i].alloc > 0) {
+			lb->dbytes += (int64_t)a->entries[i].alloc;
+			lb->nalloc += a->entries[i].num;
+		}
+	}
+	for (int sec = SEC_REALLOC; sec <= SEC_FREE; sec++) {
+		const struct section *s = &m->sec[sec];
+		for (size_t i = 0; i < s->nprim; i++) {
+			const struct primary *p = &s->prim[i];
+			struct label *lb = &m->labels[m->locs[p->origin].label];
+			if (p->allocated > 0) {
+				lb->dbytes += (int64_t)p->allocated;
+				lb->nalloc += p->count;
+			}
+			if (p->freed > 0) {
+				lb->dbytes -= (int64_t)p->freed;
+				lb->nfree += p->count;
+			}
+		}
+	}
+}
+
+int lp_memprof_report(struct lp_memprof *m, const struct lp_memprof_opts *o, FILE *out)
+{
+	if (!o->leak_only) {
+		static const char *const titles[SEC__MAX] = { "ALLOCATIONS", "REALLOCATIONS",
+							      "DEALLOCATIONS" };
+		for (int s = 0; s < SEC__MAX; s++)
+			if (render_section(m, titles[s], &m->sec[s], o, out))
+				return -ENOMEM;
+	}
+	heap_delta(m);
+	uint32_t *leaks = malloc((m->nlabels + 1) * sizeof(*leaks));
+	if (!leaks)
+		return -ENOMEM;
+	size_t n = 0;
+	for (size_t i = 0; i < m->nlabels; i++)
+		if (m->labels[i].dbytes > 0)
+			leaks[n++] = (uint32_t)i;
+	sort_m = m;
+	qsort(leaks, n, sizeof(*leaks), leak_cmp);
+	fprintf(out, "HEAP SUMMARY:\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct label *l = &m->labels[leaks[i]];
+		char b[48];
+		fmt_bytes(b, sizeof(b), (uint64_t)l->dbytes, o->human_readable);
+		fprintf(out, "%s holds %s: %" PRIu64 " allocs, %" PRIu64 " frees\n", l->text, b,
+			l->nalloc, l->nfree);
+	}
+	fprintf(out, "\n");
+	free(leaks);
+
+	size_t na = lp_symtab_naliases(m->st);
+	if (na)
+		fprintf(out, "ALIASES:\n");
+	for (size_t i = 0; i < na; i++) {
+		const char *alias, *chunk;
+		lp_symtab_alias(m->st, i, &alias, &chunk);
+		fprintf(out, "%s:\n", alias);
+		unsigned lineno = 1;
+		for (const char *p = chunk; *p;) {
+			const char *nl = strchr(p, '\n');
+			size_t len = nl ? (size_t)(nl - p) : strlen(p);
+			if (len > 0)
+				fprintf(out, "%u\t| %.*s\n", lineno++, (int)len, p);
+			p += len + (nl ? 1 : 0);
+		}
+		fprintf(out, "\n\n");
+	}
+	if (fflush(out) || ferror(out))
+		return -(errno ? errno : EIO);
+	return 0;
+}
+
+/* -- Profile --------------------------------------------------------------------- */
+
+struct lp_profile *lp_memprof_profile(struct lp_memprof *m)
+{
+	static const struct lp_value_type types[4] = {
+		{ "alloc_space", "bytes" }, { "alloc_objects", "count" },
+		{ "inuse_space", "bytes" }, { "inuse_objects", "count" },
+	};
+	struct lp_profile *p = lp_profile_new(4, types);
+	if (!p)
+		return NULL;
+	lp_profile_meta(p)->event = "memory";
+	for (size_t i = 0; i < m->nlocs; i++)
+		if (lp_profile_frame_id(p, &m->locs[i].f, &m->locs[i].frame))
+			goto fail;
+	for (int s = SEC_ALLOC; s <= SEC_REALLOC; s++) {
+		const struct section *sec = &m->sec[s];
+		for (size_t i = 0; i < sec->n; i++) {
+			const struct entry *e = &sec->entries[i];
+			int64_t v[4] = { (int64_t)e->alloc, (int64_t)e->num, 0, 0 };
+			if (lp_profile_add(p, &m->locs[e->loc].frame, 1, v))
+				goto fail;
+		}
+	}
+	for (size_t i = 0; i < m->heap.cap; i++) {
+		const struct lp_addrmap_entry *b = &m->heap.slots[i];
+		if (!b->used)
+			continue;
+		int64_t v[4] = { 0, 0, (int64_t)b->a, 1 };
+		if (lp_profile_add(p, &m->locs[b->b].frame, 1, v))
+			goto fail;
+	}
+	return p;
+fail:
+	lp_profile_free(p);
+	return NULL;
+}

@@ -1,0 +1,104 @@
+/*
+** Aggregated profile: interned frames, distinct stacks and their values.
+**
+** Every report format renders from this one model. Memory grows with the number of
+** distinct frames and stacks, never with the number of samples or events. Stacks are
+** stored root first. A profile has 1..LP_MAX_VALUES value columns (e.g. samples, or
+** alloc_space/alloc_objects/inuse_space/inuse_objects) in the pprof sense.
+*/
+#ifndef LP_PROFILE_H
+#define LP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LP_MAX_VALUES 4
+
+enum lp_frame_kind {
+	LP_FK_LUA,      /* Lua function: name = chunk name, line = current line */
+	LP_FK_C,        /* native code: name = symbol, "module+0xoff" or "0xaddr" */
+	LP_FK_FFUNC,    /* LuaJIT fast function (builtin): name = "pcall" or "builtin#N" */
+	LP_FK_TRACE,    /* JIT trace: name = chunk, line = line in the trace, traceno set */
+	LP_FK_VMSTATE,  /* VM state pseudo-frame: name = "INTERP", "GC", ... */
+	LP_FK_INTERNAL, /* memprof INTERNAL source */
+	LP_FK__MAX
+};
+
+struct lp_frame {
+	enum lp_frame_kind kind;
+	const char *name;  /* see the kinds above; never NULL */
+	const char *file;  /* object path of a C frame when known, else NULL */
+	uint32_t line;     /* current line (Lua, trace); 0 if none */
+	uint32_t fline;    /* first line of the Lua function (Lua, trace); 0 if unknown */
+	uint32_t traceno;  /* TRACE frames */
+	uint64_t addr;     /* C: symbol start or address (part of the identity); else 0 */
+};
+
+/* What a profile measures, for titles and pprof's period/sample types. */
+struct lp_value_type {
+	const char *type;  /* "samples", "alloc_space", ... */
+	const char *unit;  /* "count", "bytes", "nanoseconds" */
+};
+
+/* Strings in the meta are borrowed: the caller keeps them alive as long as the profile. */
+struct lp_profile_meta {
+	const char *source;       /* input file name */
+	const char *title;        /* command line or description; may be NULL */
+	const char *event;        /* "cpu" or "memory" */
+	uint64_t period_ns;       /* sampling interval, 0 if unknown */
+	uint64_t vmstate[10];     /* sysprof samples per VM state */
+	uint64_t samples;         /* samples or events read */
+	uint64_t dropped;         /* samples the producer or the merge could not use */
+	int truncated;            /* the stream ended without its epilogue */
+};
+
+struct lp_profile;
+
+struct lp_profile *lp_profile_new(unsigned nvalues, const struct lp_value_type *types);
+void lp_profile_free(struct lp_profile *p);
+
+/* Interns a frame (strings copied); equal fields give the same id.
+ * Returns 0 or -ENOMEM. */
+int lp_profile_frame_id(struct lp_profile *p, const struct lp_frame *f, uint32_t *id);
+/* Adds values to the stack of `depth` frame ids, root first. Returns 0 or -ENOMEM. */
+int lp_profile_add(struct lp_profile *p, const uint32_t *frames, size_t depth,
+		   const int64_t *values);
+
+unsigned lp_profile_nvalues(const struct lp_profile *p);
+const struct lp_value_type *lp_profile_value_type(const struct lp_profile *p, unsigned i);
+size_t lp_profile_nframes(const struct lp_profile *p);
+const struct lp_frame *lp_profile_frame(const struct lp_profile *p, uint32_t id);
+size_t lp_profile_nstacks(const struct lp_profile *p);
+/* The i-th distinct stack, in insertion order: frame ids root first and its values. */
+void lp_profile_stack(const struct lp_profile *p, size_t i, const uint32_t **frames,
+		      size_t *depth, const int64_t **values);
+/* Sum of column `v` over all stacks. */
+int64_t lp_profile_total(const struct lp_profile *p, unsigned v);
+
+struct lp_profile_meta *lp_profile_meta(struct lp_profile *p);
+const struct lp_profile_meta *lp_profile_cmeta(const struct lp_profile *p);
+
+/*
+** Writes the display label of a frame: "@app.lua:12" (Lua, current line), "lj_gc_step",
+** "pcall", "TRACE [3] @app.lua:7", "GC", "INTERNAL". Returns the label length (as snprintf).
+*/
+int lp_frame_label(const struct lp_frame *f, char *buf, size_t len);
+
+/* Kind names for legends and formats: "Lua", "C", "builtin", "trace", "vmstate", "internal". */
+const char *lp_frame_kind_name(enum lp_frame_kind k);
+
+/*
+** Returns a new profile whose frames are those of p rewritten by fn (which may point the
+** frame's strings at buf, a scratch of buflen bytes); stacks whose frames become equal
+** merge. NULL on ENOMEM.
+*/
+typedef void (*lp_frame_map_fn)(void *ctx, struct lp_frame *f, char *buf, size_t buflen);
+struct lp_profile *lp_profile_remap(const struct lp_profile *p, lp_frame_map_fn fn, void *ctx);
+
+/*
+** Returns a new profile in which Lua frames are keyed by function (line = first line of the
+** function) instead of by current line; other frames are unchanged. NULL on ENOMEM.
+*/
+struct lp_profile *lp_profile_by_function(const struct lp_profile *p);
+
+#endif

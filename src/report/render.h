@@ -1,0 +1,41 @@
+/*
+** Report renderers: each turns an aggregated profile into one output format.
+**
+** Renderers write to a FILE* opened by the caller and never print diagnostics: on failure
+** they return a negative errno-style code and put a one-line message in err.
+*/
+#ifndef LP_RENDER_H
+#define LP_RENDER_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "report/profile.h"
+
+struct lp_render_opts {
+	unsigned value;        /* value column rendered by single-value formats */
+	const char *title;     /* heading (flame graph title); NULL for a default */
+	int lines;             /* top: rank Lua frames by line rather than by function */
+	unsigned limit;        /* top: rows to print, 0 = default */
+};
+
+typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_opts *o,
+			    FILE *out, char *err, size_t errlen);
+
+/* "frame;frame;frame count" lines, root first, sorted, as flamegraph.pl reads them. */
+int lp_render_collapsed(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+			char *err, size_t errlen);
+/* Self-contained interactive SVG flame graph. */
+int lp_render_flamegraph(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+			 char *err, size_t errlen);
+/* gzipped profile.proto (all value columns). */
+int lp_render_pprof(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+		    char *err, size_t errlen);
+/* speedscope JSON (file-format schema), one sampled profile per value column. */
+int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+			 char *err, size_t errlen);
+/* jit.p-style ranking by self and total. */
+int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+		  char *err, size_t errlen);
+
+#endif

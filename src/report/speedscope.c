@@ -1,0 +1,261 @@
+/*
+** speedscope renderer: the profile as speedscope JSON, one sampled profile per value column.
+**
+** Follows speedscope's src/lib/file-format-spec.ts: a top-level object with "$schema",
+** shared frames, "sampled" profiles (samples = frame-index arrays root first, weights
+** aligned with them), "name", "activeProfileIndex" and "exporter". The current spec has no
+** "version" field, so none is written. Output is streamed; memory is one label buffer.
+*/
+#include "report/render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA_URL "https://www.speedscope.app/file-format-schema.json"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* -- JSON strings ----------------------------------------------------------- */
+
+/*
+** Length of the well-formed UTF-8 sequence at s (1..4), or 0 if there is none: then *bad is
+** the length of the maximal ill-formed subpart to replace by one U+FFFD (Unicode's
+** recommended practice, as Python's and WHATWG's decoders do it).
+*/
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+{
+	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		len = 0;
+	if (c == 0xe0)
+		lo = 0xa0;       /* overlong */
+	else if (c == 0xed)
+		hi = 0x9f;       /* surrogates */
+	else if (c == 0xf0)
+		lo = 0x90;       /* overlong */
+	else if (c == 0xf4)
+		hi = 0x8f;       /* above U+10FFFF */
+	size_t i = 1;
+	for (; len && i < len && i < n; i++) {
+		if (s[i] < lo || s[i] > hi)
+			break;
+		lo = 0x80;
+		hi = 0xbf;
+	}
+	if (len && i == len)
+		return len;
+	*bad = i;
+	return 0;
+}
+
+/* Writes s (n bytes) as a quoted JSON string, ill-formed UTF-8 replaced by U+FFFD. */
+static void json_str(FILE *out, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	putc('"', out);
+	while (i < n) {
+		unsigned char c = u[i];
+		size_t len, bad;
+		if (c == '"' || c == '\\') {
+			putc('\\', out);
+			putc(c, out);
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\u%04x", c);
+			i++;
+		} else if ((len = utf8_seq(u + i, n - i, &bad))) {
+			fwrite(u + i, 1, len, out);
+			i += len;
+		} else {
+			fputs("\\ufffd", out);
+			i += bad;
+		}
+	}
+	putc('"', out);
+}
+
+static void json_cstr(FILE *out, const char *s)
+{
+	json_str(out, s, strlen(s));
+}
+
+/* -- Frames ----------------------------------------------------------------- */
+
+/* speedscope's units are none, nanoseconds, microseconds, milliseconds, seconds, bytes. */
+static const char *unit_name(const char *unit)
+{
+	static const char *const known[] = {
+		"nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"
+	};
+	for (size_t i = 0; unit && i < sizeof(known) / sizeof(known[0]); i++)
+		if (strcmp(unit, known[i]) == 0)
+			return known[i];
+	return "none";
+}
+
+/* The label buffer grows to the longest label; returns -ENOMEM on failure. */
+static int write_frame(FILE *out, const struct lp_frame *f, char **buf, size_t *cap)
+{
+	int n = lp_frame_label(f, *buf, *cap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= *cap) {
+		size_t ncap = (size_t)n + 1;
+		char *nb = realloc(*buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		*buf = nb;
+		*cap = ncap;
+		lp_frame_label(f, *buf, *cap);
+	}
+	fputs("{\"name\":", out);
+	json_str(out, *buf, (size_t)n);
+	const char *file = NULL;
+	int has_line = 0;
+	if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE) {
+		/* Lua chunk names: "@path" for files, "=name" for special sources. */
+		file = f->name;
+		if (file[0] == '@' || file[0] == '=')
+			file++;
+		has_line = f->line != 0;
+	} else if (f->kind == LP_FK_C) {
+		file = f->file;
+	}
+	if (file && file[0]) {
+		fputs(",\"file\":", out);
+		json_cstr(out, file);
+	}
+	if (has_line)
+		fprintf(out, ",\"line\":%" PRIu32, f->line);
+	putc('}', out);
+	return 0;
+}
+
+/* -- Profiles --------------------------------------------------------------- */
+
+/* Stacks with a non-positive weight are left out: speedscope cannot draw them. */
+static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, const char *name)
+{
+	const struct lp_value_type *t = lp_profile_value_type(p, v);
+	size_t nstacks = lp_profile_nstacks(p);
+	int64_t end = 0;
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		if (val[v] > 0)
+			end += val[v];
+	}
+
+	fputs("{\"type\":\"sampled\",\"name\":", out);
+	size_t nlen = strlen(name), tlen = strlen(t->type);
+	char *pname = malloc(nlen + tlen + 4);
+	if (pname) {
+		snprintf(pname, nlen + tlen + 4, "%s (%s)", name, t->type);
+		json_cstr(out, pname);
+		free(pname);
+	} else {
+		json_cstr(out, t->type);
+	}
+	fputs(",\"unit\":", out);
+	json_cstr(out, unit_name(t->unit));
+	fprintf(out, ",\"startValue\":0,\"endValue\":%" PRId64 ",\n\"samples\":[", end);
+	int first = 1;
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		if (val[v] <= 0)
+			continue;
+		fputs(first ? "\n[" : ",\n[", out);
+		first = 0;
+		for (size_t d = 0; d < depth; d++)
+			fprintf(out, d ? ",%" PRIu32 : "%" PRIu32, fr[d]);
+		putc(']', out);
+	}
+	fputs("],\n\"weights\":[", out);
+	first = 1;
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		if (val[v] <= 0)
+			continue;
+		fprintf(out, first ? "%" PRId64 : ",%" PRId64, val[v]);
+		first = 0;
+	}
+	fputs("]}", out);
+}
+
+int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+			 char *err, size_t errlen)
+{
+	unsigned nvalues = lp_profile_nvalues(p);
+	unsigned active = o ? o->value : 0;
+	if (active >= nvalues) {
+		set_err(err, errlen, "value column %u out of range (the profile has %u)", active,
+			nvalues);
+		return -EINVAL;
+	}
+	const struct lp_profile_meta *m = lp_profile_cmeta(p);
+	const char *name = o && o->title ? o->title :
+			   m->title ? m->title :
+			   m->source ? m->source : "luaprof";
+
+	fputs("{\"$schema\":\"" SCHEMA_URL "\",\n\"shared\":{\"frames\":[", out);
+	size_t nframes = lp_profile_nframes(p);
+	size_t cap = 256;
+	char *buf = malloc(cap);
+	if (!buf) {
+		set_err(err, errlen, "speedscope: out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nframes; i++) {
+		fputs(i ? ",\n" : "\n", out);
+		if (write_frame(out, lp_profile_frame(p, (uint32_t)i), &buf, &cap)) {
+			free(buf);
+			set_err(err, errlen, "speedscope: out of memory");
+			return -ENOMEM;
+		}
+	}
+	free(buf);
+	fputs("]},\n\"profiles\":[", out);
+	for (unsigned v = 0; v < nvalues; v++) {
+		if (v)
+			fputs(",\n", out);
+		write_profile(out, p, v, name);
+	}
+	fputs("],\n\"name\":", out);
+	json_cstr(out, name);
+	fprintf(out, ",\n\"activeProfileIndex\":%u,\n\"exporter\":\"luaprof\"}\n", active);
+	if (fflush(out) || ferror(out)) {
+		int e = errno ? errno : EIO;
+		set_err(err, errlen, "speedscope: write error: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}

@@ -1,0 +1,309 @@
+/*
+** Symbol table built from a stream.
+*/
+#include "report/symtab.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/iset.h"
+
+struct lua_entry {
+	uint64_t proto;
+	struct lp_sym_lua sym;
+};
+
+struct trace_entry {
+	uint64_t traceno;
+	struct lp_sym_trace sym;
+};
+
+struct alias {
+	char *alias;
+	const char *chunk;
+};
+
+struct lp_symtab {
+	char **chunks;              /* distinct chunk display names */
+	size_t nchunks, chunkcap;
+	struct lp_iset chunkset;    /* keyed by the raw chunk name */
+	char **rawchunks;           /* raw names, parallel to chunks */
+
+	struct lua_entry *lua;
+	size_t nlua, luacap;
+	struct lp_iset luaset;
+
+	struct trace_entry *traces;
+	size_t ntraces, tracecap;
+	struct lp_iset traceset;
+
+	struct lp_sym_c *csyms;     /* sorted by start when !cdirty */
+	size_t ncsyms, ccap;
+	int cdirty;
+	char **cnames;              /* owned names, in insertion order */
+	size_t ncnames, cnamecap;
+
+	struct alias *aliases;
+	size_t naliases, aliascap;
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct lp_symtab *lp_symtab_new(void)
+{
+	return calloc(1, sizeof(struct lp_symtab));
+}
+
+void lp_symtab_free(struct lp_symtab *st)
+{
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->nchunks; i++) {
+		if (st->chunks[i] != st->rawchunks[i])
+			free(st->chunks[i]);
+		free(st->rawchunks[i]);
+	}
+	free(st->chunks);
+	free(st->rawchunks);
+	lp_iset_free(&st->chunkset);
+	free(st->lua);
+	lp_iset_free(&st->luaset);
+	free(st->traces);
+	lp_iset_free(&st->traceset);
+	for (size_t i = 0; i < st->ncnames; i++)
+		free(st->cnames[i]);
+	free(st->cnames);
+	free(st->csyms);
+	for (size_t i = 0; i < st->naliases; i++)
+		free(st->aliases[i].alias);
+	free(st->aliases);
+	free(st);
+}
+
+/* -- Chunk names -------------------------------------------------------------- */
+
+struct chunk_key {
+	const struct lp_symtab *st;
+	const char *s;
+	size_t len;
+};
+
+static int chunk_eq(const void *ctx, uint32_t idx)
+{
+	const struct chunk_key *k = ctx;
+	const char *c = k->st->rawchunks[idx];
+	return strlen(c) == k->len && memcmp(c, k->s, k->len) == 0;
+}
+
+/* Returns the display name for a raw chunk name, interning it. NUL bytes inside a
+ * name cut it short: the rest cannot be shown anyway. */
+static const char *chunk_name(struct lp_symtab *st, const char *s, size_t len)
+{
+	size_t nul = strnlen(s, len);
+	len = nul;
+	struct chunk_key k = { st, s, len };
+	uint64_t h = lp_hash_bytes(s, len, 1);
+	uint32_t idx;
+	if (lp_iset_find(&st->chunkset, h, chunk_eq, &k, &idx))
+		return st->chunks[idx];
+	if (grow((void **)&st->chunks, &st->chunkcap, st->nchunks + 1, sizeof(char *)))
+		return NULL;
+	char **rc = realloc(st->rawchunks, st->chunkcap * sizeof(char *));
+	if (!rc)
+		return NULL;
+	st->rawchunks = rc;
+	char *raw = strndup(s, len);
+	if (!raw)
+		return NULL;
+	char *display = raw;
+	if (memchr(s, '\n', len)) {
+		if (grow((void **)&st->aliases, &st->aliascap, st->naliases + 1,
+			 sizeof(*st->aliases))) {
+			free(raw);
+			return NULL;
+		}
+		char buf[40];
+		snprintf(buf, sizeof(buf), "function_alias_%zu", st->naliases + 1);
+		display = strdup(buf);
+		if (!display) {
+			free(raw);
+			return NULL;
+		}
+		st->aliases[st->naliases].alias = display;
+		st->aliases[st->naliases].chunk = raw;
+		st->naliases++;
+	}
+	if (lp_iset_insert(&st->chunkset, h, (uint32_t)st->nchunks)) {
+		if (display != raw)
+			st->naliases--, free(display);
+		free(raw);
+		return NULL;
+	}
+	st->rawchunks[st->nchunks] = raw;
+	st->chunks[st->nchunks++] = display;
+	return display;
+}
+
+/* -- Lua prototypes and traces ---------------------------------------------------- */
+
+struct u64_key {
+	const void *arr;
+	size_t stride;
+	uint64_t key;
+};
+
+static int u64_eq(const void *ctx, uint32_t idx)
+{
+	const struct u64_key *k = ctx;
+	const uint64_t *v = (const uint64_t *)((const char *)k->arr + idx * k->stride);
+	return *v == k->key;
+}
+
+static uint32_t clamp32(uint64_t v)
+{
+	return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, size_t len,
+		      uint64_t firstline)
+{
+	const char *name = chunk_name(st, chunk, len);
+	if (!name)
+		return -ENOMEM;
+	struct u64_key k = { st->lua, sizeof(*st->lua), proto };
+	uint64_t h = lp_hash_u64(proto);
+	uint32_t idx;
+	if (!lp_iset_find(&st->luaset, h, u64_eq, &k, &idx)) {
+		if (grow((void **)&st->lua, &st->luacap, st->nlua + 1, sizeof(*st->lua)) ||
+		    lp_iset_insert(&st->luaset, h, (uint32_t)st->nlua))
+			return -ENOMEM;
+		idx = (uint32_t)st->nlua++;
+		st->lua[idx].proto = proto;
+	}
+	st->lua[idx].sym.chunk = name;
+	st->lua[idx].sym.firstline = clamp32(firstline);
+	return 0;
+}
+
+int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, uint64_t line)
+{
+	struct u64_key k = { st->traces, sizeof(*st->traces), traceno };
+	uint64_t h = lp_hash_u64(traceno);
+	uint32_t idx;
+	if (!lp_iset_find(&st->traceset, h, u64_eq, &k, &idx)) {
+		if (grow((void **)&st->traces, &st->tracecap, st->ntraces + 1,
+			 sizeof(*st->traces)) ||
+		    lp_iset_insert(&st->traceset, h, (uint32_t)st->ntraces))
+			return -ENOMEM;
+		idx = (uint32_t)st->ntraces++;
+		st->traces[idx].traceno = traceno;
+	}
+	st->traces[idx].sym.proto = proto;
+	st->traces[idx].sym.line = clamp32(line);
+	return 0;
+}
+
+const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t proto)
+{
+	struct u64_key k = { st->lua, sizeof(*st->lua), proto };
+	uint32_t idx;
+	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &k, &idx))
+		return NULL;
+	return &st->lua[idx].sym;
+}
+
+const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t traceno)
+{
+	struct u64_key k = { st->traces, sizeof(*st->traces), traceno };
+	uint32_t idx;
+	if (!lp_iset_find(&st->traceset, lp_hash_u64(traceno), u64_eq, &k, &idx))
+		return NULL;
+	return &st->traces[idx].sym;
+}
+
+/* -- C symbols ------------------------------------------------------------------ */
+
+int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len)
+{
+	if (grow((void **)&st->csyms, &st->ccap, st->ncsyms + 1, sizeof(*st->csyms)) ||
+	    grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
+		return -ENOMEM;
+	char *copy = strndup(name, len);
+	if (!copy)
+		return -ENOMEM;
+	st->cnames[st->ncnames++] = copy;
+	st->csyms[st->ncsyms].name = copy;
+	st->csyms[st->ncsyms].start = addr;
+	st->ncsyms++;
+	st->cdirty = 1;
+	return 0;
+}
+
+static int csym_cmp(const void *a, const void *b)
+{
+	const struct lp_sym_c *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	/* Aliases at one address: prefer a stable, readable choice (shortest, then name). */
+	size_t lx = strlen(x->name), ly = strlen(y->name);
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
+{
+	if (st->cdirty) {
+		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
+		st->cdirty = 0;
+	}
+	size_t lo = 0, hi = st->ncsyms;
+	while (lo < hi) { /* first symbol with start > addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->csyms[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	const struct lp_sym_c *s = &st->csyms[lo - 1];
+	/* Walk back to the first alias at that address (qsort put the preferred first). */
+	while (s > st->csyms && (s - 1)->start == s->start)
+		s--;
+	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
+		return NULL;
+	return s;
+}
+
+size_t lp_symtab_ncsyms(const struct lp_symtab *st)
+{
+	return st->ncsyms;
+}
+
+size_t lp_symtab_naliases(const struct lp_symtab *st)
+{
+	return st->naliases;
+}
+
+void lp_symtab_alias(const struct lp_symtab *st, size_t i, const char **alias,
+		     const char **chunk)
+{
+	*alias = st->aliases[i].alias;
+	*chunk = st->aliases[i].chunk;
+}

@@ -1,0 +1,60 @@
+/*
+** Symbol table built from a stream: Lua prototypes, JIT traces and C symbols, and how
+** addresses found in events are named.
+**
+** Entries arrive in the stream's symtab section and mid-stream; a later Lua prototype or
+** trace at the same key replaces the earlier one (the VM reuses addresses after a GC), so
+** callers resolve each event when they read it. C symbols carry no size in the format:
+** an address is named after the closest symbol below it only when it lies within
+** LP_SYMTAB_MAX_CSPAN of it, otherwise it is shown as a raw address rather than as an
+** unrelated function.
+*/
+#ifndef LP_SYMTAB_H
+#define LP_SYMTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest distance from a C symbol at which an address is still attributed to it. */
+#define LP_SYMTAB_MAX_CSPAN (256u * 1024u)
+
+struct lp_symtab;
+
+struct lp_sym_lua {
+	const char *chunk;   /* display chunk name (an alias for multi-line names) */
+	uint32_t firstline;
+};
+
+struct lp_sym_trace {
+	uint64_t proto;      /* start prototype */
+	uint32_t line;       /* start line */
+};
+
+struct lp_sym_c {
+	const char *name;
+	uint64_t start;      /* symbol address */
+};
+
+struct lp_symtab *lp_symtab_new(void);
+void lp_symtab_free(struct lp_symtab *st);
+
+/* Each returns 0 or -ENOMEM. */
+int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, size_t len,
+		      uint64_t firstline);
+int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len);
+int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, uint64_t line);
+
+/* Lookups return NULL when unknown; results stay valid until the next add. */
+const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t proto);
+const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t traceno);
+/* The C symbol that contains addr under the span rule above, or NULL. */
+const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
+/* Number of C symbols added so far (changes invalidate callers' address caches). */
+size_t lp_symtab_ncsyms(const struct lp_symtab *st);
+
+/* Chunk names containing newlines get aliases "function_alias_N" in order of appearance. */
+size_t lp_symtab_naliases(const struct lp_symtab *st);
+void lp_symtab_alias(const struct lp_symtab *st, size_t i, const char **alias,
+		     const char **chunk);
+
+#endif

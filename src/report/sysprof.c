@@ -1,0 +1,369 @@
+/*
+** CPU profile aggregation: sysprof samples into merged C + Lua stacks.
+*/
+#include "report/sysprof.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "luaprof/format.h"
+#include "util/addrmap.h"
+
+/* What a host address means for the merge. */
+enum anchor {
+	ANCHOR_NONE,
+	ANCHOR_VM_CALL,    /* lj_vm_pcall / lj_vm_call / lj_vm_cpcall / luaV_execute */
+	ANCHOR_VM_RESUME,  /* lj_vm_resume */
+	ANCHOR_API_CALL,   /* lua_pcall / lua_call / lua_cpcall ...: used when no VM entry is named */
+	ANCHOR_API_RESUME  /* lua_resume */
+};
+
+static const struct {
+	const char *name;
+	enum anchor kind;
+} anchor_names[] = {
+	{ "lj_vm_pcall", ANCHOR_VM_CALL },   { "lj_vm_call", ANCHOR_VM_CALL },
+	{ "lj_vm_cpcall", ANCHOR_VM_CALL },  { "luaV_execute", ANCHOR_VM_CALL },
+	{ "lj_vm_resume", ANCHOR_VM_RESUME },
+	{ "lua_pcall", ANCHOR_API_CALL },    { "lua_call", ANCHOR_API_CALL },
+	{ "lua_cpcall", ANCHOR_API_CALL },   { "lua_pcallk", ANCHOR_API_CALL },
+	{ "lua_callk", ANCHOR_API_CALL },
+	{ "lua_resume", ANCHOR_API_RESUME },
+};
+
+struct lp_sysprof {
+	struct lp_symtab *st;
+	struct lp_sysprof_opts opts;
+	struct lp_profile *raw;       /* C frames still unnamed: name "", addr = address */
+	uint64_t vmstate[LP_VMST__MAX];
+	struct lp_addrmap anchors;    /* address -> (anchor kind, symbol start + 1 or 0) */
+	size_t anchors_ncsyms;        /* symbol count the cache was built with */
+	uint32_t vmframe[LP_VMST__MAX]; /* pseudo-frame ids, UINT32_MAX until made */
+	/* Per-sample scratch, grown as needed. */
+	uint32_t *out;
+	size_t outcap;
+	size_t *seg_start;            /* Lua index where each segment starts */
+	size_t segcap;
+	size_t *anchor_at;            /* host index of each usable anchor */
+	size_t anchorcap;
+};
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap : 128;
+	while (ncap < need)
+		ncap *= 2;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+struct lp_sysprof *lp_sysprof_new(struct lp_symtab *st, const struct lp_sysprof_opts *o)
+{
+	static const struct lp_value_type samples = { "samples", "count" };
+	struct lp_sysprof *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->st = st;
+	if (o)
+		s->opts = *o;
+	s->raw = lp_profile_new(1, &samples);
+	if (!s->raw) {
+		free(s);
+		return NULL;
+	}
+	for (int i = 0; i < LP_VMST__MAX; i++)
+		s->vmframe[i] = UINT32_MAX;
+	return s;
+}
+
+void lp_sysprof_free(struct lp_sysprof *s)
+{
+	if (!s)
+		return;
+	lp_profile_free(s->raw);
+	lp_addrmap_free(&s->anchors);
+	free(s->out);
+	free(s->seg_start);
+	free(s->anchor_at);
+	free(s);
+}
+
+const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s)
+{
+	return s->vmstate;
+}
+
+/* -- Frames ---------------------------------------------------------------------- */
+
+static int push(struct lp_sysprof *s, size_t *n, uint32_t id)
+{
+	if (grow((void **)&s->out, &s->outcap, *n + 1, sizeof(*s->out)))
+		return -ENOMEM;
+	s->out[(*n)++] = id;
+	return 0;
+}
+
+static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
+{
+	struct lp_frame f = { .kind = LP_FK_C, .name = "", .addr = addr };
+	return lp_profile_frame_id(s->raw, &f, id);
+}
+
+static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32_t *id)
+{
+	struct lp_frame f;
+	char buf[64];
+	memset(&f, 0, sizeof(f));
+	switch (lf->type) {
+	case LP_FRAME_LFUNC: {
+		const struct lp_sym_lua *sym = lp_symtab_lua(s->st, lf->addr);
+		f.kind = LP_FK_LUA;
+		f.line = lf->line > UINT32_MAX ? UINT32_MAX : (uint32_t)lf->line;
+		if (sym) {
+			f.name = sym->chunk;
+			f.fline = sym->firstline;
+		} else {
+			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", lf->addr);
+			f.name = buf;
+		}
+		return lp_profile_frame_id(s->raw, &f, id);
+	}
+	case LP_FRAME_CFUNC:
+		return c_frame(s, lf->addr, id);
+	default: /* LP_FRAME_FFUNC: fast-function ids are build-specific, no names in v2 */
+		snprintf(buf, sizeof(buf), "builtin#%" PRIu64, lf->addr);
+		f.kind = LP_FK_FFUNC;
+		f.name = buf;
+		return lp_profile_frame_id(s->raw, &f, id);
+	}
+}
+
+static int vm_frame(struct lp_sysprof *s, unsigned vmstate, uint32_t *id)
+{
+	if (s->vmframe[vmstate] == UINT32_MAX) {
+		struct lp_frame f = { .kind = LP_FK_VMSTATE, .name = lp_vmstate_name(vmstate) };
+		if (lp_profile_frame_id(s->raw, &f, &s->vmframe[vmstate]))
+			return -ENOMEM;
+	}
+	*id = s->vmframe[vmstate];
+	return 0;
+}
+
+/* -- Anchors ---------------------------------------------------------------------- */
+
+/* Classifies a host address (cached; the cache is dropped when symbols are added). */
+static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symstart)
+{
+	if (s->anchors_ncsyms != lp_symtab_ncsyms(s->st)) {
+		lp_addrmap_clear(&s->anchors);
+		s->anchors_ncsyms = lp_symtab_ncsyms(s->st);
+	}
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->anchors, addr);
+	if (e) {
+		*symstart = e->b;
+		return (enum anchor)e->a;
+	}
+	enum anchor kind = ANCHOR_NONE;
+	const struct lp_sym_c *sym = lp_symtab_c(s->st, addr);
+	*symstart = sym ? sym->start + 1 : 0;
+	for (size_t i = 0; sym && i < sizeof(anchor_names) / sizeof(anchor_names[0]); i++)
+		if (strcmp(sym->name, anchor_names[i].name) == 0)
+			kind = anchor_names[i].kind;
+	/* A failed insert only costs a later lookup. */
+	(void)lp_addrmap_put(&s->anchors, addr, kind, *symstart);
+	return kind;
+}
+
+/* -- Merge -------------------------------------------------------------------------- */
+
+/*
+** Builds the merged stack of a guest sample into s->out, root first.
+** lua[] and host[] arrive innermost first, as in the stream.
+*/
+static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *n)
+{
+	size_t nl = smp->nlua, nh = smp->nhost;
+	const struct lp_lua_frame *lua = smp->lua;   /* lua[nl-1] is the outermost */
+	const uint64_t *host = smp->host;            /* host[nh-1] is the outermost */
+
+	/* Usable anchors, outermost first: one tier only (VM entries when any is named,
+	 * else API calls), and only from the innermost resume inwards. */
+	int have_vm = 0;
+	for (size_t i = 0; i < nh; i++) {
+		uint64_t ss;
+		enum anchor a = classify(s, host[i], &ss);
+		if (a == ANCHOR_VM_CALL || a == ANCHOR_VM_RESUME)
+			have_vm = 1;
+	}
+	size_t na = 0;
+	for (size_t k = nh; k-- > 0;) {
+		uint64_t ss;
+		enum anchor a = classify(s, host[k], &ss);
+		int call = have_vm ? a == ANCHOR_VM_CALL : a == ANCHOR_API_CALL;
+		int resume = have_vm ? a == ANCHOR_VM_RESUME : a == ANCHOR_API_RESUME;
+		if (resume)
+			na = 0; /* frames outside belong to other coroutines */
+		if (call || resume) {
+			if (grow((void **)&s->anchor_at, &s->anchorcap, na + 1, sizeof(size_t)))
+				return -ENOMEM;
+			s->anchor_at[na++] = k;
+		}
+	}
+
+	/* Segments, outermost first. A C function with Lua frames inside it is a definite
+	 * boundary; a builtin with Lua inside is one only when the host stack has more
+	 * anchors than definite segments (C-implemented builtins such as table.sort call
+	 * back through lj_vm_call, assembler ones such as pcall do not), taken innermost
+	 * first. Segment j covers lua indices [seg_start[j], seg_start[j+1]) in outermost-
+	 * first order, where the boundary frame ends the outer segment. */
+	size_t definite = 0, optional = 0;
+	for (size_t i = 1; i < nl; i++) { /* lua[i] has lua[i-1] inside it */
+		if (lua[i].type == LP_FRAME_CFUNC)
+			definite++;
+		else if (lua[i].type == LP_FRAME_FFUNC)
+			optional++;
+	}
+	size_t nseg = definite + 1;
+	size_t want_opt = na > nseg ? na - nseg : 0;
+	if (want_opt > optional)
+		want_opt = optional;
+	if (grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
+		return -ENOMEM;
+	/* Walk outermost first (o = 0 is lua[nl-1]); decide optional boundaries innermost
+	 * first by counting how many optional boundaries lie further in. */
+	size_t opt_seen = 0, nsegs = 0;
+	s->seg_start[nsegs++] = 0;
+	for (size_t o = 0; o + 1 < nl; o++) {
+		const struct lp_lua_frame *f = &lua[nl - 1 - o];
+		int boundary = 0;
+		if (f->type == LP_FRAME_CFUNC) {
+			boundary = 1;
+		} else if (f->type == LP_FRAME_FFUNC) {
+			opt_seen++;
+			boundary = optional - opt_seen < want_opt;
+		}
+		if (boundary)
+			s->seg_start[nsegs++] = o + 1;
+	}
+	s->seg_start[nsegs] = nl;
+
+	size_t matched = na < nsegs ? na : nsegs;
+	size_t first_seg = nsegs - matched;   /* segments before it have no anchor */
+	size_t first_anchor = na - matched;   /* anchors before it own no segment */
+	uint32_t id;
+
+	/* Unmatched outer segments, with their boundary frames, form the root; with no
+	 * anchor at all (L mode's single host frame) that is the whole Lua stack. */
+	for (size_t o = 0; o < s->seg_start[first_seg]; o++) {
+		if (lua_frame(s, &lua[nl - 1 - o], &id) || push(s, n, id))
+			return -ENOMEM;
+	}
+	/* Host frames, outermost first, with matched segments after their anchors. */
+	size_t seg = first_seg, anc = first_anchor;
+	for (size_t k = nh; k-- > 0;) {
+		if (c_frame(s, host[k], &id) || push(s, n, id))
+			return -ENOMEM;
+		if (anc < na && s->anchor_at[anc] == k) {
+			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];
+			/* The boundary frame ending a segment is named by the host stack. */
+			if (seg + 1 < nsegs)
+				to--;
+			for (size_t o = from; o < to; o++) {
+				const struct lp_lua_frame *f = &lua[nl - 1 - o];
+				/* The running C function is named by the host frames inside. */
+				if (o == nl - 1 && f->type == LP_FRAME_CFUNC && k > 0) {
+					int named = 0;
+					for (size_t j = k; j-- > 0 && !named;) {
+						uint64_t ss;
+						classify(s, host[j], &ss);
+						named = ss == f->addr + 1;
+					}
+					if (named)
+						continue;
+				}
+				if (lua_frame(s, f, &id) || push(s, n, id))
+					return -ENOMEM;
+			}
+			seg++;
+			anc++;
+		}
+	}
+	return 0;
+}
+
+int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+{
+	size_t n = 0;
+	uint32_t id;
+	if (smp->vmstate >= LP_VMST__MAX)
+		return 0;
+	s->vmstate[smp->vmstate]++;
+	lp_profile_meta(s->raw)->vmstate[smp->vmstate]++;
+	lp_profile_meta(s->raw)->samples++;
+	if (s->opts.split) {
+		if (vm_frame(s, smp->vmstate, &id) || push(s, &n, id))
+			return -ENOMEM;
+	}
+	size_t base = n;
+	if (smp->vmstate == LP_VMST_TRACE) {
+		const struct lp_sym_lua *sym = lp_symtab_lua(s->st, smp->trace_addr);
+		char buf[64];
+		struct lp_frame f = { .kind = LP_FK_TRACE };
+		f.traceno = smp->traceno > UINT32_MAX ? UINT32_MAX : (uint32_t)smp->traceno;
+		f.line = smp->trace_line > UINT32_MAX ? UINT32_MAX : (uint32_t)smp->trace_line;
+		if (sym) {
+			f.name = sym->chunk;
+			f.fline = sym->firstline;
+		} else {
+			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", smp->trace_addr);
+			f.name = buf;
+		}
+		if (lp_profile_frame_id(s->raw, &f, &id) || push(s, &n, id))
+			return -ENOMEM;
+	} else if (smp->nlua > 0) {
+		if (merge(s, smp, &n))
+			return -ENOMEM;
+	} else {
+		for (size_t k = smp->nhost; k-- > 0;)
+			if (c_frame(s, smp->host[k], &id) || push(s, &n, id))
+				return -ENOMEM;
+	}
+	/* A sample with no frames at all is still time spent: show its VM state. */
+	if (n == base && !s->opts.split) {
+		if (vm_frame(s, smp->vmstate, &id) || push(s, &n, id))
+			return -ENOMEM;
+	}
+	int64_t one = 1;
+	return lp_profile_add(s->raw, s->out, n, &one) ? -ENOMEM : 0;
+}
+
+/* -- Naming C frames ----------------------------------------------------------------- */
+
+static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
+{
+	struct lp_sysprof *s = ctx;
+	if (f->kind != LP_FK_C || f->name[0] != '\0')
+		return;
+	const struct lp_sym_c *sym = lp_symtab_c(s->st, f->addr);
+	if (sym) {
+		f->name = sym->name;
+		f->addr = sym->start;
+	} else {
+		snprintf(buf, buflen, "0x%" PRIx64, f->addr);
+		f->name = buf;
+	}
+}
+
+struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)
+{
+	return lp_profile_remap(s->raw, name_c, s);
+}

@@ -1,0 +1,42 @@
+/*
+** CPU profile aggregation: sysprof samples into merged C + Lua stacks.
+**
+** A sample carries the Lua stack of the running coroutine and the host (C) stack
+** separately. They are merged root first: host frames, with each Lua segment spliced
+** right after the host frame through which C entered the VM for it (lj_vm_pcall,
+** lj_vm_call, lj_vm_cpcall, lj_vm_resume; the lua_* API or luaV_execute when those are
+** not named). Segments are split at the C functions that called back into Lua, and those
+** C functions are then named by the host stack, so no frame is counted twice; nested
+** C -> Lua -> C -> Lua works at any depth. Pairing runs from the innermost segment
+** outwards, so a short host stack still keeps every Lua frame (unmatched outer segments
+** become the root), and only anchors at or inside the innermost resume take part,
+** because the stream holds the running coroutine's frames only.
+**
+** C addresses are resolved after the whole stream is read, so the symbol table and
+** anything learned late name them consistently.
+*/
+#ifndef LP_SYSPROF_H
+#define LP_SYSPROF_H
+
+#include "report/profile.h"
+#include "report/symtab.h"
+#include "stream/parse.h"
+
+struct lp_sysprof_opts {
+	int split;  /* add one pseudo-root per VM state */
+};
+
+struct lp_sysprof;
+
+/* The symtab is borrowed and must outlive the aggregator. */
+struct lp_sysprof *lp_sysprof_new(struct lp_symtab *st, const struct lp_sysprof_opts *o);
+void lp_sysprof_free(struct lp_sysprof *s);
+/* Accounts one sample. Returns 0 or -ENOMEM. */
+int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp);
+/* Builds the final profile (column "samples"), C frames named. NULL on ENOMEM. The
+ * caller owns the result; the aggregator may be freed afterwards. */
+struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s);
+/* Samples counted per VM state so far. */
+const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s);
+
+#endif

@@ -1,0 +1,263 @@
+/*
+** top renderer: a jit.p-style text ranking of frames by self and total value.
+**
+** self = value of the stacks whose leaf is the frame; total = value of the stacks that
+** contain it, each stack counted once however often the frame recurs in it. Lua frames are
+** ranked by function (chunk:first line) unless o->lines asks for current lines.
+*/
+#include "report/render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "luaprof/format.h"
+
+#define DEFAULT_LIMIT 20
+
+struct row {
+	uint32_t id;     /* frame id in the ranked profile */
+	int64_t self;    /* value of the stacks ending in the frame */
+	int64_t total;   /* value of the stacks containing it, each counted once */
+	char *label;     /* display label, control bytes replaced */
+	enum lp_frame_kind kind;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* -- Formatting ------------------------------------------------------------- */
+
+/* Bytes and nanoseconds are scaled for reading; other units print as plain integers. */
+static void fmt_value(char *buf, size_t len, int64_t v, const char *unit)
+{
+	static const char *const bytes[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const times[] = { "ns", "us", "ms", "s" };
+	double x = (double)v, ax = x < 0 ? -x : x;
+	unsigned i = 0;
+	if (unit && strcmp(unit, "bytes") == 0) {
+		if (ax < 1024) {
+			snprintf(buf, len, "%" PRId64 " B", v);
+			return;
+		}
+		while (ax >= 1024 && i + 1 < sizeof(bytes) / sizeof(bytes[0])) {
+			ax /= 1024;
+			x /= 1024;
+			i++;
+		}
+		snprintf(buf, len, "%.1f %s", x, bytes[i]);
+	} else if (unit && strcmp(unit, "nanoseconds") == 0) {
+		if (ax < 1000) {
+			snprintf(buf, len, "%" PRId64 " ns", v);
+			return;
+		}
+		while (ax >= 1000 && i + 1 < sizeof(times) / sizeof(times[0])) {
+			ax /= 1000;
+			x /= 1000;
+			i++;
+		}
+		snprintf(buf, len, "%.2f %s", x, times[i]);
+	} else {
+		snprintf(buf, len, "%" PRId64, v);
+	}
+}
+
+static double pct(int64_t part, int64_t whole)
+{
+	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* Label with terminal control bytes replaced by '?'; NULL on ENOMEM. */
+static char *make_label(const struct lp_frame *f)
+{
+	int n = lp_frame_label(f, NULL, 0);
+	if (n < 0)
+		n = 0;
+	char *s = malloc((size_t)n + 1);
+	if (!s)
+		return NULL;
+	lp_frame_label(f, s, (size_t)n + 1);
+	for (char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
+			*c = '?';
+	return s;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	int c = strcmp(x->label, y->label);
+	if (c)
+		return c;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* -- Output ----------------------------------------------------------------- */
+
+static void write_header(FILE *out, const struct lp_profile_meta *m,
+			 const struct lp_value_type *t, int64_t grand)
+{
+	char tot[64];
+	fmt_value(tot, sizeof(tot), grand, t->unit);
+	int cpu = m->event && strcmp(m->event, "cpu") == 0;
+	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s\n",
+		m->source ? m->source : "-", t->type, tot, cpu ? "Samples" : "Events",
+		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
+	if (!cpu)
+		return;
+	static const char *const names[LP_VMST__MAX] = {
+		"INTERP", "LFUNC", "FFUNC", "CFUNC", "GC", "EXIT", "RECORD", "OPT", "ASM", "TRACE"
+	};
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < LP_VMST__MAX; i++)
+		sum += m->vmstate[i];
+	if (!sum)
+		return;
+	fputs("VM states:", out);
+	for (unsigned i = 0; i < LP_VMST__MAX; i++)
+		if (m->vmstate[i])
+			fprintf(out, " %s %.1f%%", names[i],
+				100.0 * (double)m->vmstate[i] / (double)sum);
+	putc('\n', out);
+}
+
+static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t limit,
+		       const struct lp_value_type *t, int64_t grand, int lines)
+{
+	if (nrows == 0) {
+		fputs("No samples.\n", out);
+		return;
+	}
+	fprintf(out, "\n%7s %10s %7s %10s  %-8s %s\n", "%self", "self", "%total", "total",
+		"kind", lines ? "frame (by line)" : "frame (by function)");
+	size_t shown = nrows < limit ? nrows : limit;
+	for (size_t i = 0; i < shown; i++) {
+		const struct row *r = &rows[i];
+		char self[64], total[64];
+		fmt_value(self, sizeof(self), r->self, t->unit);
+		fmt_value(total, sizeof(total), r->total, t->unit);
+		fprintf(out, "%6.2f%% %10s %6.2f%% %10s  %-8s %s\n", pct(r->self, grand), self,
+			pct(r->total, grand), total, lp_frame_kind_name(r->kind), r->label);
+	}
+	if (nrows > shown)
+		fprintf(out, "... %zu more frame%s omitted\n", nrows - shown,
+			nrows - shown == 1 ? "" : "s");
+}
+
+/* -- Ranking ---------------------------------------------------------------- */
+
+/* Fills *rows with the frames of q that carry any value in column v, sorted. */
+static int rank(const struct lp_profile *q, unsigned v, struct row **rowsp, size_t *nrowsp)
+{
+	size_t nframes = lp_profile_nframes(q), nstacks = lp_profile_nstacks(q);
+	int64_t *self = calloc(nframes + 1, sizeof(*self));
+	int64_t *total = calloc(nframes + 1, sizeof(*total));
+	size_t *seen = calloc(nframes + 1, sizeof(*seen)); /* last stack index + 1 */
+	struct row *rows = NULL;
+	size_t nrows = 0;
+	int rc = -ENOMEM;
+	if (!self || !total || !seen)
+		goto out;
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(q, i, &fr, &depth, &val);
+		if (!depth || !val[v])
+			continue;
+		self[fr[depth - 1]] += val[v];
+		for (size_t d = 0; d < depth; d++) {
+			if (seen[fr[d]] == i + 1)
+				continue;
+			seen[fr[d]] = i + 1;
+			total[fr[d]] += val[v];
+		}
+	}
+	rows = calloc(nframes + 1, sizeof(*rows));
+	if (!rows)
+		goto out;
+	for (size_t id = 0; id < nframes; id++) {
+		if (!self[id] && !total[id])
+			continue;
+		const struct lp_frame *f = lp_profile_frame(q, (uint32_t)id);
+		struct row *r = &rows[nrows];
+		r->id = (uint32_t)id;
+		r->self = self[id];
+		r->total = total[id];
+		r->kind = f->kind;
+		if (!(r->label = make_label(f)))
+			goto out;
+		nrows++;
+	}
+	qsort(rows, nrows, sizeof(*rows), row_cmp);
+	rc = 0;
+out:
+	if (rc) {
+		for (size_t i = 0; rows && i < nrows; i++)
+			free(rows[i].label);
+		free(rows);
+		rows = NULL;
+		nrows = 0;
+	}
+	free(self);
+	free(total);
+	free(seen);
+	*rowsp = rows;
+	*nrowsp = nrows;
+	return rc;
+}
+
+int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+		  char *err, size_t errlen)
+{
+	unsigned v = o ? o->value : 0;
+	if (v >= lp_profile_nvalues(p)) {
+		set_err(err, errlen, "value column %u out of range (the profile has %u)", v,
+			lp_profile_nvalues(p));
+		return -EINVAL;
+	}
+	size_t limit = o && o->limit ? o->limit : DEFAULT_LIMIT;
+	struct lp_profile *byfn = NULL;
+	const struct lp_profile *q = p;
+	if (!(o && o->lines)) {
+		if (!(byfn = lp_profile_by_function(p))) {
+			set_err(err, errlen, "top: out of memory");
+			return -ENOMEM;
+		}
+		q = byfn;
+	}
+	struct row *rows;
+	size_t nrows;
+	if (rank(q, v, &rows, &nrows)) {
+		lp_profile_free(byfn);
+		set_err(err, errlen, "top: out of memory");
+		return -ENOMEM;
+	}
+	const struct lp_value_type *t = lp_profile_value_type(p, v);
+	int64_t grand = lp_profile_total(p, v);
+	write_header(out, lp_profile_cmeta(p), t, grand);
+	write_rows(out, rows, nrows, limit, t, grand, o && o->lines);
+	for (size_t i = 0; i < nrows; i++)
+		free(rows[i].label);
+	free(rows);
+	lp_profile_free(byfn);
+	if (fflush(out) || ferror(out)) {
+		int e = errno ? errno : EIO;
+		set_err(err, errlen, "top: write error: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}

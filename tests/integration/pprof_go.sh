@@ -1,0 +1,277 @@
+#!/bin/sh
+# Integration test: luaprof's pprof output read back by a real reader, `go tool pprof`.
+#
+# Builds tests/integration/pprof_driver.c against build/libluaprof.a, renders a CPU and a
+# memory profile with fixed stacks, and checks -raw, -top, -traces and -sample_index output.
+# Needs Go (Debian golang-go; installed with apt-get when missing and running as root).
+# Works offline: HOME, GOCACHE, GOPATH live in a temp dir. Exit 0 pass, 1 fail, 2 skip.
+set -u
+
+cd "$(dirname "$0")/../.." || exit 1
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pprof_go.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+
+failures=0
+skip() {
+	echo "SKIP pprof_go: $*"
+	exit 2
+}
+die() {
+	echo "FAIL pprof_go: $*"
+	exit 1
+}
+fail() {
+	echo "  $*" >&2
+	failures=$((failures + 1))
+}
+
+# -- Go -----------------------------------------------------------------------
+
+if ! command -v go >/dev/null 2>&1; then
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		skip "go not found and golang-go cannot be installed (needs root and apt-get)"
+	fi
+	echo "pprof_go: installing golang-go" >&2
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >"$tmp/apt.log" 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get update >>"$tmp/apt.log" 2>&1
+		DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >>"$tmp/apt.log" 2>&1 ||
+			skip "apt-get install golang-go failed: $(tail -n 1 "$tmp/apt.log")"
+	fi
+	command -v go >/dev/null 2>&1 || skip "golang-go installed but no go in PATH"
+fi
+
+mkdir -p "$tmp/home" "$tmp/gocache" "$tmp/gopath" || exit 1
+export HOME="$tmp/home" GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOFLAGS=-mod=mod \
+	GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off PPROF_TMPDIR="$tmp"
+go tool -n pprof >/dev/null 2>&1 || skip "this Go ($(go version 2>&1)) has no 'go tool pprof'"
+
+# -- Build ----------------------------------------------------------------------
+
+make -s build/libluaprof.a >"$tmp/make.log" 2>&1 || {
+	cat "$tmp/make.log" >&2
+	die "make build/libluaprof.a failed"
+}
+${CC:-cc} -std=c11 -Iinclude -Isrc -Ibuild/gen -D_GNU_SOURCE tests/integration/pprof_driver.c \
+	build/libluaprof.a -lprotobuf-c -lz -lm -o "$tmp/pprof_driver" 2>"$tmp/cc.log" || {
+	cat "$tmp/cc.log" >&2
+	die "cannot compile tests/integration/pprof_driver.c"
+}
+"$tmp/pprof_driver" cpu "$tmp/cpu.pb.gz" || die "pprof_driver cpu failed"
+"$tmp/pprof_driver" mem "$tmp/mem.pb.gz" || die "pprof_driver mem failed"
+
+# -- Helpers --------------------------------------------------------------------
+
+FFFD=$(printf '\357\277\275') # U+FFFD, what the driver's "bad\xffname" must become
+
+# pp NAME ARGS...: runs go tool pprof ARGS into $tmp/NAME.out.
+pp() {
+	name=$1
+	shift
+	if ! go tool pprof "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+		fail "go tool pprof $* failed:"
+		sed 's/^/    /' "$tmp/$name.err" >&2
+		return 1
+	fi
+	# pprof tries to symbolize locations unless the mapping says it need not.
+	if grep -Eiq 'symboliz|binary filename' "$tmp/$name.err"; then
+		fail "go tool pprof $* warned:"
+		sed 's/^/    /' "$tmp/$name.err" >&2
+	fi
+	return 0
+}
+
+# expect_has NAME LINE: $tmp/NAME.out has this exact line.
+expect_has() {
+	grep -Fxq -- "$2" "$tmp/$1.out" || fail "$1: no line '$2'"
+}
+
+# expect_rows NAME KIND: compares the KIND rows of $tmp/NAME.out with stdin, unordered.
+#   top:    "function|flat|cum" for every -top row
+#   traces: "value|leaf;...;root" for every -traces sample
+#   raw:    "v1 v2 ..." values of every -raw sample
+expect_rows() {
+	name=$1
+	kind=$2
+	sort >"$tmp/$name.want"
+	case $kind in
+	top)
+		awk 'rows { n = $0; for (i = 0; i < 5; i++) sub(/^ *[^ ]+/, "", n)
+			    sub(/^ +/, "", n); print n "|" $1 "|" $4 }
+		     /^ *flat  *flat%/ { rows = 1 }' "$tmp/$name.out" ;;
+	traces)
+		awk 'function flush() { if (v != "") print v "|" s; v = ""; s = "" }
+		     /^-+\+-+$/ { flush(); in_trace = 1; next }
+		     in_trace && v == "" { v = $1; n = $0; sub(/^ *[^ ]+ +/, "", n); s = n; next }
+		     in_trace { n = $0; sub(/^ +/, "", n); s = s ";" n }
+		     END { flush() }' "$tmp/$name.out" ;;
+	raw)
+		awk '/^Locations/ { s = 0 } s == 2 { sub(/:.*/, ""); $1 = $1; print }
+		     s == 1 { s = 2 } /^Samples:/ { s = 1 }' "$tmp/$name.out" ;;
+	esac | sort >"$tmp/$name.got"
+	if ! cmp -s "$tmp/$name.got" "$tmp/$name.want"; then
+		fail "$name: $kind rows differ (- expected, + got):"
+		diff -u "$tmp/$name.want" "$tmp/$name.got" | tail -n +3 | sed 's/^/    /' >&2
+	fi
+}
+
+TOP="-nodecount=1000 -nodefraction=0 -edgefraction=0"
+
+# -- CPU profile ----------------------------------------------------------------
+
+if pp cpu_raw -raw "$tmp/cpu.pb.gz"; then
+	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
+	expect_has cpu_raw "PeriodType: cpu nanoseconds"
+	expect_has cpu_raw "Period: 1000000"
+	expect_has cpu_raw "samples/count[dflt] cpu/nanoseconds"
+	expect_rows cpu_raw raw <<-EOF
+		30 30000000
+		20 20000000
+		40 40000000
+		5 5000000
+		5 5000000
+	EOF
+	# Location lines without pprof's own id: address, mapping, function, file:line, start.
+	sed 's/^ *[0-9]*: //' "$tmp/cpu_raw.out" >"$tmp/cpu_locs.out"
+	expect_has cpu_locs "0x41000 M=1 lj_gc_step /usr/lib/libluajit-5.1.so.2:0 s=0"
+	expect_has cpu_locs "0x42000 M=1 malloc :0 s=0"
+	expect_has cpu_locs "0x0 M=1 @app.lua:10 app.lua:12 s=10"
+	expect_has cpu_locs "0x0 M=1 @app.lua:10 app.lua:15 s=10"
+	expect_has cpu_locs "0x0 M=1 =stdin:1 stdin:3 s=1"
+	expect_has cpu_locs "0x0 M=1 TRACE [3] @app.lua:7 app.lua:7 s=0"
+	expect_has cpu_locs "0x43000 M=1 bad${FFFD}name :0 s=0"
+	if grep -q "$(printf '\377')" "$tmp/cpu_raw.out"; then
+		fail "cpu_raw: invalid UTF-8 byte 0xff reached pprof"
+	fi
+fi
+
+# Function view: both lines of @app.lua:10 merge into one function.
+if pp cpu_top -top $TOP "$tmp/cpu.pb.gz"; then
+	expect_has cpu_top "Type: samples"
+	expect_has cpu_top "Showing nodes accounting for 100, 100% of 100 total"
+	expect_rows cpu_top top <<-EOF
+		TRACE [3] @app.lua:7|40|40
+		lj_gc_step|30|30
+		malloc|20|20
+		GC|5|5
+		bad${FFFD}name|5|5
+		=stdin:1|0|90
+		@app.lua:10|0|50
+		pcall|0|5
+	EOF
+fi
+
+# Line view: the current lines of @app.lua:10 stay apart.
+if pp cpu_lines -top -lines $TOP "$tmp/cpu.pb.gz"; then
+	expect_rows cpu_lines top <<-EOF
+		TRACE [3] @app.lua:7 app.lua:7|40|40
+		lj_gc_step /usr/lib/libluajit-5.1.so.2|30|30
+		malloc|20|20
+		GC|5|5
+		bad${FFFD}name|5|5
+		=stdin:1 stdin:3|0|90
+		@app.lua:10 app.lua:12|0|30
+		@app.lua:10 app.lua:15|0|20
+		pcall|0|5
+	EOF
+fi
+
+# Stacks, leaf first.
+if pp cpu_traces -traces "$tmp/cpu.pb.gz"; then
+	expect_rows cpu_traces traces <<-EOF
+		30|lj_gc_step;@app.lua:10;=stdin:1
+		20|malloc;@app.lua:10;=stdin:1
+		40|TRACE [3] @app.lua:7;=stdin:1
+		5|GC;pcall
+		5|bad${FFFD}name
+	EOF
+fi
+
+# The second column.
+if pp cpu_ns -top -sample_index=cpu -unit=ns $TOP "$tmp/cpu.pb.gz"; then
+	expect_has cpu_ns "Type: cpu"
+	expect_rows cpu_ns top <<-EOF
+		TRACE [3] @app.lua:7|40000000ns|40000000ns
+		lj_gc_step|30000000ns|30000000ns
+		malloc|20000000ns|20000000ns
+		GC|5000000ns|5000000ns
+		bad${FFFD}name|5000000ns|5000000ns
+		=stdin:1|0|90000000ns
+		@app.lua:10|0|50000000ns
+		pcall|0|5000000ns
+	EOF
+fi
+
+# -- Memory profile -------------------------------------------------------------
+
+if pp mem_raw -raw "$tmp/mem.pb.gz"; then
+	expect_has mem_raw "Comment: luajit app.lua (memory)"
+	expect_has mem_raw \
+		"alloc_space/bytes alloc_objects/count inuse_space/bytes[dflt] inuse_objects/count"
+	expect_rows mem_raw raw <<-EOF
+		4096 4 1024 1
+		65536 16 0 0
+		512 8 256 4
+		64 1 64 1
+		128 2 0 0
+	EOF
+fi
+
+# default_sample_type selects inuse_space.
+if pp mem_top -top -unit=B $TOP "$tmp/mem.pb.gz"; then
+	expect_has mem_top "Type: inuse_space"
+	expect_has mem_top "Showing nodes accounting for 1344B, 100% of 1344B total"
+	expect_rows mem_top top <<-EOF
+		lj_gc_step|1024B|1024B
+		TRACE [3] @app.lua:7|256B|256B
+		GC|64B|64B
+		=stdin:1|0|1280B
+		@app.lua:10|0|1024B
+		pcall|0|64B
+	EOF
+fi
+
+if pp mem_alloc_space -top -sample_index=alloc_space -unit=B $TOP "$tmp/mem.pb.gz"; then
+	expect_has mem_alloc_space "Type: alloc_space"
+	expect_rows mem_alloc_space top <<-EOF
+		malloc|65536B|65536B
+		lj_gc_step|4096B|4096B
+		TRACE [3] @app.lua:7|512B|512B
+		bad${FFFD}name|128B|128B
+		GC|64B|64B
+		=stdin:1|0|70144B
+		@app.lua:10|0|69632B
+		pcall|0|64B
+	EOF
+fi
+
+if pp mem_alloc_objects -traces -sample_index=alloc_objects "$tmp/mem.pb.gz"; then
+	expect_has mem_alloc_objects "Type: alloc_objects"
+	expect_rows mem_alloc_objects traces <<-EOF
+		4|lj_gc_step;@app.lua:10;=stdin:1
+		16|malloc;@app.lua:10;=stdin:1
+		8|TRACE [3] @app.lua:7;=stdin:1
+		1|GC;pcall
+		2|bad${FFFD}name
+	EOF
+fi
+
+if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$tmp/mem.pb.gz"; then
+	expect_has mem_inuse_objects "Type: inuse_objects"
+	expect_rows mem_inuse_objects top <<-EOF
+		TRACE [3] @app.lua:7|4|4
+		lj_gc_step|1|1
+		GC|1|1
+		=stdin:1|0|5
+		@app.lua:10|0|1
+		pcall|0|1
+	EOF
+fi
+
+if [ "$failures" -ne 0 ]; then
+	echo "FAIL pprof_go: $failures check(s) failed ($(go version))"
+	exit 1
+fi
+echo "PASS pprof_go ($(go version | cut -d' ' -f3))"
+exit 0

@@ -1,0 +1,288 @@
+/*
+** Tests of the sysprof merge: streams written with the writer, loaded through lp_load,
+** and compared as collapsed stacks, so every stage a real report uses is exercised.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/load.h"
+#include "report/render.h"
+#include "stream/writer.h"
+#include "unit.h"
+
+/* -- A growing in-memory stream ------------------------------------------------ */
+
+struct mem { uint8_t *data; size_t len, cap; };
+
+static size_t mem_writer(const void **data, size_t len, void *ctx)
+{
+	struct mem *m = ctx;
+	if (m->len + len > m->cap) {
+		m->cap = (m->len + len) * 2;
+		m->data = realloc(m->data, m->cap);
+	}
+	memcpy(m->data + m->len, *data, len);
+	m->len += len;
+	return len;
+}
+
+static struct mem stream;
+static struct lp_wbuf wb;
+static uint8_t wbuf_space[64];
+
+enum {
+	A_MAIN = 0x1000, A_LUA_PCALL = 0x2000, A_LUA_CALL = 0x2100, A_LUA_CPCALL = 0x2200,
+	A_VM_PCALL = 0x3000, A_VM_CALL = 0x3100, A_VM_CPCALL = 0x3200, A_VM_RESUME = 0x3300,
+	A_BC = 0x3400, A_CFUNC = 0x5000, A_PMAIN = 0x6000, A_SORT = 0x7000, A_LAST = 0x8000,
+	P_MAIN = 0xa000, P_F = 0xa100, P_G = 0xa200
+};
+
+static void begin(void)
+{
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	static const struct { uint64_t a; const char *n; } syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CALL, "lua_call" },
+		{ A_LUA_CPCALL, "lua_cpcall" }, { A_VM_PCALL, "lj_vm_pcall" },
+		{ A_VM_CALL, "lj_vm_call" }, { A_VM_CPCALL, "lj_vm_cpcall" },
+		{ A_VM_RESUME, "lj_vm_resume" }, { A_BC, "lj_BC_CALL" }, { A_CFUNC, "my_cfunc" },
+		{ A_PMAIN, "pmain" }, { A_SORT, "lj_cf_table_sort" }, { A_LAST, "last_sym" },
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
+	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
+	lp_write_sym_lua(&wb, P_G, "@app.lua", 8, 20);
+	lp_write_sym_trace(&wb, 3, P_F, 14);
+	lp_write_symtab_final(&wb);
+	lp_write_sysprof_prologue(&wb);
+}
+
+#define L(addr_, line_) { LP_FRAME_LFUNC, addr_, line_ }
+#define C(addr_) { LP_FRAME_CFUNC, addr_, 0 }
+#define FF(id_) { LP_FRAME_FFUNC, id_, 0 }
+
+/* Writes a guest sample from outermost-first arrays (the stream wants innermost first). */
+static void sample(uint8_t vmstate, const struct lp_lua_frame *lua, size_t nl,
+		   const uint64_t *host, size_t nh)
+{
+	struct lp_lua_frame rl[64];
+	uint64_t rh[64];
+	for (size_t i = 0; i < nl; i++)
+		rl[i] = lua[nl - 1 - i];
+	for (size_t i = 0; i < nh; i++)
+		rh[i] = host[nh - 1 - i];
+	struct lp_sys_sample s = { .vmstate = vmstate, .nlua = nl, .lua = rl, .nhost = nh,
+				   .host = rh };
+	lp_write_sys_sample(&wb, &s);
+}
+
+#define SAMPLE(vm, lua, host) \
+	sample(vm, lua, sizeof(lua) / sizeof(lua[0]), host, sizeof(host) / sizeof(host[0]))
+
+/* Finishes the stream, loads it and returns its collapsed rendering (static buffer). */
+static const char *collapse(int split, int functions)
+{
+	static char text[8192];
+	lp_write_sysprof_epilogue(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	struct lp_sysprof_opts so = { .split = split };
+	int rc = lp_load(&in, &so, &l);
+	CHECK_EQ(rc, LP_OK);
+	struct lp_profile *p = lp_loaded_profile(&l, "test");
+	if (functions) {
+		struct lp_profile *q = lp_profile_by_function(p);
+		lp_profile_free(p);
+		p = q;
+	}
+	FILE *f = fmemopen(text, sizeof(text), "w");
+	struct lp_render_opts ro = { 0 };
+	char err[256];
+	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
+	fclose(f);
+	lp_profile_free(p);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return text;
+}
+
+static void test_simple(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 12) };
+	uint64_t host[] = { A_MAIN + 9, A_LUA_PCALL + 4, A_VM_PCALL + 30, A_BC + 2 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12;lj_BC_CALL 2\n");
+}
+
+static void test_nested_sandwich(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 12), C(A_CFUNC), L(P_G, 22) };
+	uint64_t host[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC, A_CFUNC + 8, A_LUA_CALL,
+			    A_VM_CALL, A_BC, A_CFUNC + 8, A_LUA_CALL, A_VM_CALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;lj_vm_pcall;@app.lua:5;lj_BC_CALL;my_cfunc;lua_call;lj_vm_call;"
+		  "@app.lua:12;lj_BC_CALL;my_cfunc;lua_call;lj_vm_call;@app.lua:22;lj_BC_CALL 1\n");
+}
+
+static void test_short_host_stack(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 12) };
+	uint64_t host[] = { A_VM_CALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0), "@app.lua:5;my_cfunc;lj_vm_call;@app.lua:12;lj_BC_CALL 1\n");
+}
+
+static void test_leaf_mode(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 12) };
+	uint64_t host[] = { A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	struct lp_lua_frame lua2[] = { L(P_MAIN, 5), L(P_G, 21) };
+	sample(LP_VMST_LFUNC, lua2, 2, NULL, 0);
+	CHECK_STR(collapse(0, 0),
+		  "@app.lua:5;@app.lua:12;lj_BC_CALL 1\n@app.lua:5;@app.lua:21 1\n");
+}
+
+static void test_cpcall(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { C(A_PMAIN), L(P_MAIN, 5), L(P_F, 12) };
+	uint64_t host[] = { A_MAIN, A_LUA_CPCALL, A_VM_CPCALL, A_BC, A_PMAIN + 3, A_LUA_PCALL,
+			    A_VM_PCALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0), "main;lua_cpcall;lj_vm_cpcall;lj_BC_CALL;pmain;lua_pcall;"
+				  "lj_vm_pcall;@app.lua:5;@app.lua:12;lj_BC_CALL 1\n");
+}
+
+static void test_resume(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_G, 22) };
+	uint64_t host[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC, A_VM_RESUME, A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;lj_vm_pcall;lj_BC_CALL;lj_vm_resume;@app.lua:22;lj_BC_CALL 1\n");
+}
+
+static void test_running_cfunc(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), C(A_CFUNC) };
+	uint64_t named[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC, A_CFUNC + 16 };
+	uint64_t unnamed[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC };
+	SAMPLE(LP_VMST_CFUNC, lua, named);
+	SAMPLE(LP_VMST_CFUNC, lua, unnamed);
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;lj_vm_pcall;@app.lua:5;lj_BC_CALL;my_cfunc 1\n"
+				  "main;lua_pcall;lj_vm_pcall;@app.lua:5;my_cfunc;lj_BC_CALL 1\n");
+}
+
+static void test_builtins(void)
+{
+	begin();
+	/* table.sort is implemented in C and calls the comparator through lj_vm_call. */
+	struct lp_lua_frame sort[] = { L(P_MAIN, 5), FF(18), L(P_F, 12) };
+	uint64_t sorthost[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC, A_SORT, A_LUA_CALL,
+				A_VM_CALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, sort, sorthost);
+	/* pcall is an assembler fast function: no host frame of its own. */
+	struct lp_lua_frame pc[] = { L(P_MAIN, 5), FF(20), L(P_F, 12) };
+	uint64_t pchost[] = { A_MAIN, A_LUA_PCALL, A_VM_PCALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, pc, pchost);
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;lj_vm_pcall;@app.lua:5;builtin#20;@app.lua:12;lj_BC_CALL 1\n"
+		  "main;lua_pcall;lj_vm_pcall;@app.lua:5;lj_BC_CALL;lj_cf_table_sort;lua_call;"
+		  "lj_vm_call;@app.lua:12;lj_BC_CALL 1\n");
+}
+
+static void test_api_anchors(void)
+{
+	begin();
+	/* A stripped VM: only the API entry points are named. */
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 12) };
+	uint64_t host[] = { A_MAIN, A_LUA_PCALL, 0x3ff0, A_CFUNC, A_LUA_CALL, 0x3ff0 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;@app.lua:5;lj_BC_CALL;my_cfunc;lua_call;"
+				  "@app.lua:12;lj_BC_CALL 1\n");
+}
+
+static void test_trace_host_split(void)
+{
+	begin();
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = 15 };
+	lp_write_sys_sample(&wb, &t);
+	uint64_t gc[] = { A_CFUNC + 4, A_MAIN };
+	struct lp_sys_sample g = { .vmstate = LP_VMST_GC, .nhost = 2, .host = gc };
+	lp_write_sys_sample(&wb, &g);
+	struct lp_sys_sample e = { .vmstate = LP_VMST_INTERP };
+	lp_write_sys_sample(&wb, &e);
+	CHECK_STR(collapse(0, 0), "INTERP 1\nTRACE [3] @app.lua:15 1\nmain;my_cfunc 1\n");
+	begin();
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sample(&wb, &g);
+	lp_write_sys_sample(&wb, &e);
+	CHECK_STR(collapse(1, 0), "GC;main;my_cfunc 1\nINTERP 1\nTRACE;TRACE [3] @app.lua:15 1\n");
+}
+
+static void test_unknown_addresses(void)
+{
+	begin();
+	/* Past the last symbol by more than any function spans: not "last_sym". */
+	uint64_t host[] = { A_MAIN, A_LAST + 0x10, A_LAST + 0x1000000 };
+	struct lp_sys_sample s = { .vmstate = LP_VMST_INTERP, .nhost = 3 };
+	uint64_t rh[3] = { host[2], host[1], host[0] };
+	s.host = rh;
+	lp_write_sys_sample(&wb, &s);
+	CHECK_STR(collapse(0, 0), "main;last_sym;0x1008000 1\n");
+}
+
+static void test_function_granularity(void)
+{
+	begin();
+	struct lp_lua_frame a[] = { L(P_MAIN, 5), L(P_F, 12) };
+	struct lp_lua_frame b[] = { L(P_MAIN, 5), L(P_F, 13) };
+	sample(LP_VMST_LFUNC, a, 2, NULL, 0);
+	sample(LP_VMST_LFUNC, b, 2, NULL, 0);
+	CHECK_STR(collapse(0, 1), "@app.lua:0;@app.lua:10 2\n");
+}
+
+static void test_proto_address_reuse(void)
+{
+	begin();
+	struct lp_lua_frame a[] = { L(P_F, 12) };
+	sample(LP_VMST_LFUNC, a, 1, NULL, 0);
+	/* The prototype at P_F was collected and the address reused by another chunk. */
+	lp_write_sys_sym_lua(&wb, P_F, "@other.lua", 10, 40);
+	sample(LP_VMST_LFUNC, a, 1, NULL, 0);
+	CHECK_STR(collapse(0, 0), "@app.lua:12 1\n@other.lua:12 1\n");
+}
+
+int main(void)
+{
+	RUN(test_simple);
+	RUN(test_nested_sandwich);
+	RUN(test_short_host_stack);
+	RUN(test_leaf_mode);
+	RUN(test_cpcall);
+	RUN(test_resume);
+	RUN(test_running_cfunc);
+	RUN(test_builtins);
+	RUN(test_api_anchors);
+	RUN(test_trace_host_split);
+	RUN(test_unknown_addresses);
+	RUN(test_function_granularity);
+	RUN(test_proto_address_reuse);
+	free(stream.data);
+	return UNIT_RESULT();
+}

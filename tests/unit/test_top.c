@@ -1,0 +1,207 @@
+/*
+** Tests for the top renderer: exact self/total figures, ordering, granularity and limits.
+*/
+#include <errno.h>
+#include <stdlib.h>
+
+#include "report/render.h"
+#include "unit.h"
+
+/* Renders p into a malloc'd string; NULL if the renderer failed (err then holds why). */
+static char *render(const struct lp_profile *p, const struct lp_render_opts *o, char *err,
+		    size_t errlen)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	int rc = lp_render_top(p, o, out, err, errlen);
+	fclose(out);
+	if (rc) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static uint32_t frame(struct lp_profile *p, enum lp_frame_kind kind, const char *name,
+		      uint32_t line, uint32_t fline)
+{
+	struct lp_frame f = { .kind = kind, .name = name, .line = line, .fline = fline };
+	uint32_t id = UINT32_MAX;
+	CHECK_EQ(lp_profile_frame_id(p, &f, &id), 0);
+	return id;
+}
+
+static void add(struct lp_profile *p, const uint32_t *fr, size_t depth, int64_t v)
+{
+	CHECK_EQ(lp_profile_add(p, fr, depth, &v), 0);
+}
+
+/*
+** main.lua:10 calls fib (first line 1) which recurses through its lines 3 and 5:
+**   main fib:3 fib:5 fib:3   10   (recursion: fib counts once in total)
+**   main fib:3                5
+**   main fib:5 lj_str_new     3
+**   main                      2
+*/
+static struct lp_profile *recursive_profile(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "fib.bin";
+	m->event = "cpu";
+	m->samples = 21;
+	m->dropped = 1;
+	m->truncated = 1;
+	m->vmstate[0] = 15; /* INTERP */
+	m->vmstate[4] = 5;  /* GC */
+	uint32_t main10 = frame(p, LP_FK_LUA, "@main.lua", 10, 1);
+	uint32_t fib3 = frame(p, LP_FK_LUA, "@fib.lua", 3, 1);
+	uint32_t fib5 = frame(p, LP_FK_LUA, "@fib.lua", 5, 1);
+	uint32_t str = frame(p, LP_FK_C, "lj_str_new", 0, 0);
+	add(p, (uint32_t[]){ main10, fib3, fib5, fib3 }, 4, 10);
+	add(p, (uint32_t[]){ main10, fib3 }, 2, 5);
+	add(p, (uint32_t[]){ main10, fib5, str }, 3, 3);
+	add(p, (uint32_t[]){ main10 }, 1, 2);
+	return p;
+}
+
+#define RECURSIVE_HEADER                                                              \
+	"Source: fib.bin  Total samples: 20  Samples: 21  Dropped: 1  (truncated)\n"  \
+	"VM states: INTERP 75.0% GC 25.0%\n"                                          \
+	"\n"
+
+static void test_by_function(void)
+{
+	struct lp_profile *p = recursive_profile();
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, RECURSIVE_HEADER
+		  "  %self       self  %total      total  kind     frame (by function)\n"
+		  " 75.00%         15  90.00%         18  Lua      @fib.lua:1\n"
+		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
+		  " 10.00%          2 100.00%         20  Lua      @main.lua:1\n");
+	free(s);
+	lp_profile_free(p);
+}
+
+static void test_by_line(void)
+{
+	struct lp_profile *p = recursive_profile();
+	struct lp_render_opts o = { .lines = 1 };
+	char err[128] = "";
+	char *s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, RECURSIVE_HEADER
+		  "  %self       self  %total      total  kind     frame (by line)\n"
+		  " 75.00%         15  75.00%         15  Lua      @fib.lua:3\n"
+		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
+		  " 10.00%          2 100.00%         20  Lua      @main.lua:10\n"
+		  "  0.00%          0  65.00%         13  Lua      @fib.lua:5\n");
+	free(s);
+	lp_profile_free(p);
+}
+
+static void test_limit(void)
+{
+	struct lp_profile *p = recursive_profile();
+	struct lp_render_opts o = { .limit = 2 };
+	char err[128] = "";
+	char *s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, RECURSIVE_HEADER
+		  "  %self       self  %total      total  kind     frame (by function)\n"
+		  " 75.00%         15  90.00%         18  Lua      @fib.lua:1\n"
+		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
+		  "... 1 more frame omitted\n");
+	free(s);
+	o.lines = 1;
+	s = render(p, &o, err, sizeof(err));
+	CHECK(s && strstr(s, "lj_str_new\n... 2 more frames omitted\n"));
+	CHECK(s && !strstr(s, "@main.lua"));
+	free(s);
+	lp_profile_free(p);
+}
+
+/* 25 leaf frames with distinct self values and a tie broken by label. */
+static void test_default_limit(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	char name[32];
+	for (int i = 0; i < 25; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		uint32_t id = frame(p, LP_FK_C, name, 0, 0);
+		add(p, &id, 1, i < 2 ? 100 : 50 - i);
+	}
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK(s != NULL);
+	if (s) {
+		char *f00 = strstr(s, "f00"), *f01 = strstr(s, "f01"), *f02 = strstr(s, "f02");
+		CHECK(f00 && f01 && f02 && f00 < f01 && f01 < f02);
+		CHECK(strstr(s, "f19\n") != NULL);
+		CHECK(strstr(s, "f20") == NULL);
+		CHECK(strstr(s, "\n... 5 more frames omitted\n") != NULL);
+		int rows = 0;
+		for (char *c = s; (c = strstr(c, "  C  ")); c++)
+			rows++;
+		CHECK_EQ(rows, 20);
+	}
+	free(s);
+	lp_profile_free(p);
+}
+
+static void test_empty(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	lp_profile_meta(p)->event = "cpu";
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, "Source: -  Total samples: 0  Samples: 0  Dropped: 0\n"
+		     "No samples.\n");
+	free(s);
+	lp_profile_free(p);
+}
+
+/* Memory profile: second value column in bytes, no VM state line, human-readable sizes. */
+static void test_bytes(void)
+{
+	static const struct lp_value_type types[] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" }
+	};
+	struct lp_profile *p = lp_profile_new(2, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "mem.bin";
+	m->event = "memory";
+	m->samples = 7;
+	m->vmstate[0] = 3; /* ignored outside CPU profiles */
+	uint32_t a = frame(p, LP_FK_LUA, "@a.lua", 4, 2);
+	uint32_t in = frame(p, LP_FK_INTERNAL, "INTERNAL", 0, 0);
+	CHECK_EQ(lp_profile_add(p, &a, 1, (int64_t[]){ 2, 1536 }), 0);
+	CHECK_EQ(lp_profile_add(p, (uint32_t[]){ a, in }, 2, (int64_t[]){ 5, 3 << 20 }), 0);
+	struct lp_render_opts o = { .value = 1 };
+	char err[128] = "";
+	char *s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, "Source: mem.bin  Total alloc_space: 3.0 MiB  Events: 7  Dropped: 0\n"
+		     "\n"
+		     "  %self       self  %total      total  kind     frame (by function)\n"
+		     " 99.95%    3.0 MiB  99.95%    3.0 MiB  internal INTERNAL\n"
+		     "  0.05%    1.5 KiB 100.00%    3.0 MiB  Lua      @a.lua:2\n");
+	free(s);
+	o.value = 2;
+	CHECK(render(p, &o, err, sizeof(err)) == NULL);
+	CHECK_STR(err, "value column 2 out of range (the profile has 2)");
+	lp_profile_free(p);
+}
+
+int main(void)
+{
+	RUN(test_by_function);
+	RUN(test_by_line);
+	RUN(test_limit);
+	RUN(test_default_limit);
+	RUN(test_empty);
+	RUN(test_bytes);
+	return UNIT_RESULT();
+}
