@@ -53,4 +53,13 @@ enum lp_vmstate {
 #define LP_SYSPROF_SYM_TRACE 12
 #define LP_SYSPROF_EPILOGUE  0x80
 
+/* -- luaprof extension ("lpx"), optional, after a profile's epilogue ------------------
+ * Facts the Tarantool formats cannot carry. Tarantool's parsers stop at the epilogue and
+ * never see it. Records are length-prefixed so readers skip types they do not know. */
+
+#define LP_EXT_VERSION 1
+#define LP_EXT_END     0x00 /* closes the extension */
+#define LP_EXT_MAP     0x01 /* start end file-offset path build-id: one mapped object */
+#define LP_EXT_META    0x02 /* key value: facts about the recording */
+
 #endif

@@ -3,6 +3,7 @@
 */
 #include "report/load.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 struct ctx {
@@ -58,6 +59,30 @@ static int on_sys(void *p, const struct lp_sys_sample *s)
 	return lp_sysprof_sample(c->l->sys, s) ? nomem(c) : 0;
 }
 
+static int on_ext_map(void *p, uint64_t start, uint64_t end, uint64_t offset,
+		      const char *path, const uint8_t *build_id, size_t build_id_len)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_map(c->l->st, start, end, offset, path) ? nomem(c) : 0;
+}
+
+/* Unknown keys are facts for newer readers, not errors. */
+static int on_ext_meta(void *p, const char *key, const char *value)
+{
+	struct ctx *c = p;
+	if (!strcmp(key, "cmdline")) {
+		free(c->l->cmdline);
+		if (!(c->l->cmdline = strdup(value)))
+			return nomem(c);
+	} else if (!strcmp(key, "interval_ns")) {
+		char *end;
+		unsigned long long v = strtoull(value, &end, 10);
+		if (*value && !*end)
+			c->l->interval_ns = v;
+	}
+	return 0;
+}
+
 int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loaded *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -73,6 +98,8 @@ int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loa
 		.sym_trace = on_sym_trace,
 		.mem_event = on_mem,
 		.sys_sample = on_sys,
+		.ext_map = on_ext_map,
+		.ext_meta = on_ext_meta,
 	};
 	return lp_parse_stream(in, &h, &out->stats);
 }
@@ -82,6 +109,7 @@ void lp_loaded_free(struct lp_loaded *l)
 	lp_memprof_free(l->mem);
 	lp_sysprof_free(l->sys);
 	lp_symtab_free(l->st);
+	free(l->cmdline);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -99,5 +127,7 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->event = l->mem ? "memory" : "cpu";
 	m->samples = l->stats.events;
 	m->truncated = !l->stats.complete;
+	m->title = l->cmdline;
+	m->period_ns = l->interval_ns;
 	return p;
 }

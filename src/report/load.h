@@ -18,6 +18,8 @@ struct lp_loaded {
 	struct lp_memprof *mem;       /* memprof streams */
 	struct lp_sysprof *sys;       /* sysprof streams */
 	struct lp_parse_stats stats;
+	char *cmdline;                /* extension meta "cmdline", or NULL */
+	uint64_t interval_ns;         /* extension meta "interval_ns", or 0 */
 };
 
 /*

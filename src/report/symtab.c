@@ -20,6 +20,11 @@ struct trace_entry {
 	struct lp_sym_trace sym;
 };
 
+struct map {
+	uint64_t start, end, offset;
+	char *path;
+};
+
 struct alias {
 	char *alias;
 	const char *chunk;
@@ -47,6 +52,10 @@ struct lp_symtab {
 
 	struct alias *aliases;
 	size_t naliases, aliascap;
+
+	struct map *maps;           /* sorted by start when !mdirty */
+	size_t nmaps, mapcap;
+	int mdirty;
 };
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
@@ -73,11 +82,9 @@ void lp_symtab_free(struct lp_symtab *st)
 {
 	if (!st)
 		return;
-	for (size_t i = 0; i < st->nchunks; i++) {
-		if (st->chunks[i] != st->rawchunks[i])
-			free(st->chunks[i]);
+	/* Display names are either the raw name itself or an alias owned by aliases[]. */
+	for (size_t i = 0; i < st->nchunks; i++)
 		free(st->rawchunks[i]);
-	}
 	free(st->chunks);
 	free(st->rawchunks);
 	lp_iset_free(&st->chunkset);
@@ -92,6 +99,9 @@ void lp_symtab_free(struct lp_symtab *st)
 	for (size_t i = 0; i < st->naliases; i++)
 		free(st->aliases[i].alias);
 	free(st->aliases);
+	for (size_t i = 0; i < st->nmaps; i++)
+		free(st->maps[i].path);
+	free(st->maps);
 	free(st);
 }
 
@@ -306,4 +316,66 @@ void lp_symtab_alias(const struct lp_symtab *st, size_t i, const char **alias,
 {
 	*alias = st->aliases[i].alias;
 	*chunk = st->aliases[i].chunk;
+}
+
+/* -- Mapped objects ------------------------------------------------------------------ */
+
+int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
+		      const char *path)
+{
+	if (grow((void **)&st->maps, &st->mapcap, st->nmaps + 1, sizeof(*st->maps)))
+		return -ENOMEM;
+	char *copy = strdup(path);
+	if (!copy)
+		return -ENOMEM;
+	st->maps[st->nmaps++] = (struct map){ start, end, offset, copy };
+	st->mdirty = 1;
+	return 0;
+}
+
+static int map_cmp(const void *a, const void *b)
+{
+	const struct map *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static const struct map *map_of(struct lp_symtab *st, uint64_t addr)
+{
+	if (st->mdirty) {
+		qsort(st->maps, st->nmaps, sizeof(*st->maps), map_cmp);
+		st->mdirty = 0;
+	}
+	size_t lo = 0, hi = st->nmaps;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr >= st->maps[lo - 1].end)
+		return NULL;
+	return &st->maps[lo - 1];
+}
+
+const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
+			     uint64_t *start, const char **object)
+{
+	const struct lp_sym_c *sym = lp_symtab_c(st, addr);
+	const struct map *m = st->nmaps ? map_of(st, addr) : NULL;
+	*object = m ? m->path : NULL;
+	if (sym && (!st->nmaps || (m && sym->start >= m->start))) {
+		*start = sym->start;
+		snprintf(buf, len, "%s", sym->name);
+		return buf;
+	}
+	*start = addr;
+	if (m) {
+		const char *base = strrchr(m->path, '/');
+		snprintf(buf, len, "%s+0x%llx", base ? base + 1 : m->path,
+			 (unsigned long long)(addr - m->start + m->offset));
+	} else {
+		snprintf(buf, len, "0x%llx", (unsigned long long)addr);
+	}
+	return buf;
 }

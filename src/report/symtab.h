@@ -6,8 +6,9 @@
 ** trace at the same key replaces the earlier one (the VM reuses addresses after a GC), so
 ** callers resolve each event when they read it. C symbols carry no size in the format:
 ** an address is named after the closest symbol below it only when it lies within
-** LP_SYMTAB_MAX_CSPAN of it, otherwise it is shown as a raw address rather than as an
-** unrelated function.
+** LP_SYMTAB_MAX_CSPAN of it and, when the stream lists the mapped objects (luaprof
+** extension), inside the same object; otherwise it is shown as "object+0xoffset" or as
+** a raw address, never as an unrelated function.
 */
 #ifndef LP_SYMTAB_H
 #define LP_SYMTAB_H
@@ -49,6 +50,16 @@ const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t prot
 const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t traceno);
 /* The C symbol that contains addr under the span rule above, or NULL. */
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
+/* A mapped object from the luaprof extension. Returns 0 or -ENOMEM. */
+int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
+		      const char *path);
+/*
+** Names a native address by the rules above: writes the name to buf and returns buf.
+** *start gets the symbol address (the address itself when there is no symbol) and
+** *object the object's path or NULL.
+*/
+const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
+			     uint64_t *start, const char **object);
 /* Number of C symbols added so far (changes invalidate callers' address caches). */
 size_t lp_symtab_ncsyms(const struct lp_symtab *st);
 

@@ -353,14 +353,7 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	struct lp_sysprof *s = ctx;
 	if (f->kind != LP_FK_C || f->name[0] != '\0')
 		return;
-	const struct lp_sym_c *sym = lp_symtab_c(s->st, f->addr);
-	if (sym) {
-		f->name = sym->name;
-		f->addr = sym->start;
-	} else {
-		snprintf(buf, buflen, "0x%" PRIx64, f->addr);
-		f->name = buf;
-	}
+	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);
 }
 
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)

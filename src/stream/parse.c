@@ -269,6 +269,98 @@ static int sysprof(struct lp_input *in, const struct lp_parse_handlers *h,
 	}
 }
 
+/* -- luaprof extension -------------------------------------------------------- */
+
+/* Longest record accepted; records are small (paths, build-ids, short values). */
+#define EXT_MAX_RECORD (1u << 20)
+
+static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, uint8_t type,
+		      uint64_t len, uint64_t at)
+{
+	uint64_t start = lp_input_offset(in);
+	/* Strings are read one at a time into the input's scratch, so copy what must
+	 * outlive the next read. */
+	char *first = NULL;
+	int rc = LP_OK;
+	if (type == LP_EXT_MAP) {
+		uint64_t lo, hi, off;
+		const char *s;
+		size_t n;
+		TRY(lp_input_uleb(in, &lo));
+		TRY(lp_input_uleb(in, &hi));
+		TRY(lp_input_uleb(in, &off));
+		TRY(lp_input_string(in, &s, &n));
+		if (!(first = strndup(s, n)))
+			return lp_input_fail(in, LP_ERR_NOMEM, at, "out of memory");
+		rc = lp_input_string(in, &s, &n);
+		if (rc == LP_OK && hi <= lo)
+			rc = lp_input_fail(in, LP_ERR_FORMAT, at,
+					   "mapping record with end 0x%llx not above start 0x%llx",
+					   (unsigned long long)hi, (unsigned long long)lo);
+		if (rc == LP_OK && h->ext_map && h->ext_map(h->ctx, lo, hi, off, first,
+							       (const uint8_t *)s, n))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_META) {
+		const char *s;
+		size_t n;
+		TRY(lp_input_string(in, &s, &n));
+		if (!(first = strndup(s, n)))
+			return lp_input_fail(in, LP_ERR_NOMEM, at, "out of memory");
+		rc = lp_input_string(in, &s, &n);
+		if (rc == LP_OK && h->ext_meta && h->ext_meta(h->ctx, first, s))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else {
+		/* A record type from a newer writer: skip it whole. */
+		for (uint64_t left = len; left > 0 && rc == LP_OK;) {
+			uint8_t skip[256];
+			size_t k = left < sizeof(skip) ? (size_t)left : sizeof(skip);
+			rc = lp_input_bytes(in, skip, k);
+			left -= k;
+		}
+	}
+	free(first);
+	if (rc != LP_OK)
+		return rc;
+	if (lp_input_offset(in) - start != len)
+		return lp_input_fail(in, LP_ERR_FORMAT, at,
+				     "extension record 0x%02x is %llu bytes long but its fields "
+				     "take %llu", type, (unsigned long long)len,
+				     (unsigned long long)(lp_input_offset(in) - start));
+	return LP_OK;
+}
+
+static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
+		     struct lp_parse_stats *st)
+{
+	uint64_t start = lp_input_offset(in);
+	uint8_t p[LP_PROLOGUE_SIZE];
+	for (int i = 0; i < 3; i++) {
+		TRY(lp_input_u8(in, &p[i]));
+		if (p[i] != (uint8_t)"lpx"[i])
+			return lp_input_fail(in, LP_ERR_FORMAT, start,
+					     "unexpected data after the epilogue");
+	}
+	TRY(lp_input_bytes(in, p + 3, sizeof(p) - 3));
+	if (p[3] != LP_EXT_VERSION)
+		return lp_input_fail(in, LP_ERR_VERSION, start + 3,
+				     "luaprof extension version mismatch: luaprof expects %u, the "
+				     "file has %u", LP_EXT_VERSION, p[3]);
+	st->extension = 1;
+	for (;;) {
+		uint64_t at = lp_input_offset(in), len;
+		uint8_t type;
+		TRY(lp_input_u8(in, &type));
+		if (type == LP_EXT_END)
+			return LP_OK;
+		TRY(lp_input_uleb(in, &len));
+		if (len > EXT_MAX_RECORD)
+			return lp_input_fail(in, LP_ERR_FORMAT, at,
+					     "extension record of %llu bytes exceeds the %u-byte "
+					     "limit", (unsigned long long)len, EXT_MAX_RECORD);
+		TRY(ext_record(in, h, type, len, at));
+	}
+}
+
 /* -- Whole stream ------------------------------------------------------------ */
 
 static int profile_section(struct lp_input *in, const struct lp_parse_handlers *h,
@@ -321,12 +413,14 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 		rc = profile_section(in, h, st, &sc);
 	if (rc == LP_OK) {
 		st->complete = 1;
-		uint64_t end = lp_input_offset(in);
 		if (!lp_input_at_eof(in))
+			rc = extension(in, h, st);
+		uint64_t end = lp_input_offset(in);
+		if (rc == LP_OK && !lp_input_at_eof(in))
 			rc = lp_input_fail(in, LP_ERR_FORMAT, end,
-					   "unexpected data after the epilogue");
+					   "unexpected data after the extension");
 	}
-	if (rc == LP_ERR_TRUNCATED && st->kind)
+	if (rc == LP_ERR_TRUNCATED && st->kind && !st->complete)
 		snprintf(in->err, sizeof(in->err),
 			 "the file is truncated (no epilogue): the report covers the %llu "
 			 "events read before this byte",

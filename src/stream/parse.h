@@ -63,6 +63,10 @@ struct lp_parse_handlers {
 	int (*symtab_end)(void *ctx);
 	int (*mem_event)(void *ctx, const struct lp_mem_event *ev);
 	int (*sys_sample)(void *ctx, const struct lp_sys_sample *s);
+	/* luaprof extension records (docs/FORMAT.md); build_id is raw bytes. */
+	int (*ext_map)(void *ctx, uint64_t start, uint64_t end, uint64_t offset,
+		       const char *path, const uint8_t *build_id, size_t build_id_len);
+	int (*ext_meta)(void *ctx, const char *key, const char *value);
 };
 
 /* Counters of what was read; valid whatever the status. */
@@ -72,12 +76,13 @@ struct lp_parse_stats {
 	uint64_t events;           /* memprof events or sysprof samples */
 	uint64_t bytes;            /* bytes consumed */
 	int complete;              /* the epilogue was read */
+	int extension;             /* an "lpx" extension followed the epilogue */
 };
 
 /*
 ** Parses one whole stream from `in`. Returns LP_OK, or a status with the message in `in`
-** (see lp_input_message). Bytes after the epilogue are ignored only if `in` ends there;
-** otherwise they are reported as malformed.
+** (see lp_input_message). After the epilogue only a luaprof extension may follow; any
+** other trailing bytes are malformed.
 */
 int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 		    struct lp_parse_stats *stats);

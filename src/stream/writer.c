@@ -3,6 +3,8 @@
 */
 #include "stream/writer.h"
 
+#include <string.h>
+
 #include "luaprof/format.h"
 
 static void prologue(struct lp_wbuf *w, const char *magic, uint8_t version)
@@ -164,4 +166,48 @@ void lp_write_sys_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto,
 void lp_write_sysprof_epilogue(struct lp_wbuf *w)
 {
 	lp_wbuf_u8(w, LP_SYSPROF_EPILOGUE);
+}
+
+void lp_write_ext_prologue(struct lp_wbuf *w)
+{
+	prologue(w, "lpx", LP_EXT_VERSION);
+}
+
+static size_t uleb_len(uint64_t v)
+{
+	uint8_t tmp[10];
+	return lp_uleb_encode(v, tmp);
+}
+
+static size_t string_len(size_t n)
+{
+	return uleb_len(n) + n;
+}
+
+void lp_write_ext_map(struct lp_wbuf *w, uint64_t start, uint64_t end, uint64_t offset,
+		      const char *path, const uint8_t *build_id, size_t build_id_len)
+{
+	size_t plen = strlen(path);
+	lp_wbuf_u8(w, LP_EXT_MAP);
+	lp_wbuf_uleb(w, uleb_len(start) + uleb_len(end) + uleb_len(offset) + string_len(plen) +
+			       string_len(build_id_len));
+	lp_wbuf_uleb(w, start);
+	lp_wbuf_uleb(w, end);
+	lp_wbuf_uleb(w, offset);
+	lp_wbuf_string(w, path, plen);
+	lp_wbuf_string(w, (const char *)build_id, build_id_len);
+}
+
+void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value)
+{
+	size_t kl = strlen(key), vl = strlen(value);
+	lp_wbuf_u8(w, LP_EXT_META);
+	lp_wbuf_uleb(w, string_len(kl) + string_len(vl));
+	lp_wbuf_string(w, key, kl);
+	lp_wbuf_string(w, value, vl);
+}
+
+void lp_write_ext_end(struct lp_wbuf *w)
+{
+	lp_wbuf_u8(w, LP_EXT_END);
 }

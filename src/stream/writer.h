@@ -39,4 +39,11 @@ void lp_write_sys_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, 
 void lp_write_sys_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
 void lp_write_sysprof_epilogue(struct lp_wbuf *w);
 
+/* -- luaprof extension, after either epilogue -- */
+void lp_write_ext_prologue(struct lp_wbuf *w);
+void lp_write_ext_map(struct lp_wbuf *w, uint64_t start, uint64_t end, uint64_t offset,
+		      const char *path, const uint8_t *build_id, size_t build_id_len);
+void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value);
+void lp_write_ext_end(struct lp_wbuf *w);
+
 #endif

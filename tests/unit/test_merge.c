@@ -82,11 +82,18 @@ static void sample(uint8_t vmstate, const struct lp_lua_frame *lua, size_t nl,
 #define SAMPLE(vm, lua, host) \
 	sample(vm, lua, sizeof(lua) / sizeof(lua[0]), host, sizeof(host) / sizeof(host[0]))
 
+/* Optional luaprof extension written after the epilogue by the next collapse(). */
+static void (*trailer)(void);
+static char title[256];
+
 /* Finishes the stream, loads it and returns its collapsed rendering (static buffer). */
 static const char *collapse(int split, int functions)
 {
 	static char text[8192];
 	lp_write_sysprof_epilogue(&wb);
+	if (trailer)
+		trailer();
+	trailer = NULL;
 	lp_wbuf_flush(&wb);
 	struct lp_input in;
 	lp_input_open_mem(&in, stream.data, stream.len, "test");
@@ -95,6 +102,7 @@ static const char *collapse(int split, int functions)
 	int rc = lp_load(&in, &so, &l);
 	CHECK_EQ(rc, LP_OK);
 	struct lp_profile *p = lp_loaded_profile(&l, "test");
+	snprintf(title, sizeof(title), "%s", lp_profile_cmeta(p)->title ? lp_profile_cmeta(p)->title : "");
 	if (functions) {
 		struct lp_profile *q = lp_profile_by_function(p);
 		lp_profile_free(p);
@@ -268,6 +276,71 @@ static void test_proto_address_reuse(void)
 	CHECK_STR(collapse(0, 0), "@app.lua:12 1\n@other.lua:12 1\n");
 }
 
+static void maps_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "cmdline", "luajit app.lua");
+	lp_write_ext_meta(&wb, "future-key", "ignored");
+	/* The executable holds main..last_sym; libfoo.so has no symbols in the stream. */
+	lp_write_ext_map(&wb, 0x1000, 0x9000, 0, "/usr/bin/luajit", (const uint8_t *)"\x12\x34", 2);
+	lp_write_ext_map(&wb, 0x20000, 0x30000, 0x4000, "/usr/lib/libfoo.so", NULL, 0);
+	/* A record type from a newer writer is skipped by its length. */
+	lp_wbuf_u8(&wb, 0x7f);
+	lp_wbuf_uleb(&wb, 3);
+	lp_wbuf_bytes(&wb, "abc", 3);
+	lp_write_ext_end(&wb);
+}
+
+static void test_extension_maps(void)
+{
+	begin();
+	/* 0x20010 is within 256 KiB of last_sym but in another object: never last_sym. */
+	uint64_t rh[] = { 0x50000, 0x20010, A_LAST + 4, A_MAIN };
+	struct lp_sys_sample s = { .vmstate = LP_VMST_INTERP, .nhost = 4, .host = rh };
+	lp_write_sys_sample(&wb, &s);
+	trailer = maps_trailer;
+	CHECK_STR(collapse(0, 0), "main;last_sym;libfoo.so+0x4010;0x50000 1\n");
+	CHECK_STR(title, "luajit app.lua");
+}
+
+static int parse_status(const uint8_t *tail, size_t n, char *msg, size_t msglen)
+{
+	begin();
+	lp_write_sysprof_epilogue(&wb);
+	lp_wbuf_bytes(&wb, tail, n);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "x");
+	struct lp_loaded l;
+	int rc = lp_load(&in, NULL, &l);
+	lp_input_message(&in, msg, msglen);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return rc;
+}
+
+static void test_extension_errors(void)
+{
+	char msg[512];
+	static const uint8_t v2[] = { 'l', 'p', 'x', 2, 0, 0, 0, 0 };
+	CHECK_EQ(parse_status(v2, sizeof(v2), msg, sizeof(msg)), LP_ERR_VERSION);
+	CHECK(strstr(msg, "extension version mismatch: luaprof expects 1, the file has 2") != NULL);
+	/* A mapping record whose length disagrees with its fields. */
+	static const uint8_t badlen[] = { 'l', 'p', 'x', 1, 0, 0, 0, 1, 9, 1, 2, 0, 0, 0, 0 };
+	CHECK_EQ(parse_status(badlen, sizeof(badlen), msg, sizeof(msg)), LP_ERR_FORMAT);
+	static const uint8_t huge[] = { 'l', 'p', 'x', 1, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0x0f };
+	CHECK_EQ(parse_status(huge, sizeof(huge), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "exceeds") != NULL);
+	static const uint8_t cut[] = { 'l', 'p', 'x', 1, 0, 0, 0, 2 };
+	CHECK_EQ(parse_status(cut, sizeof(cut), msg, sizeof(msg)), LP_ERR_TRUNCATED);
+	static const uint8_t junk[] = { 'l', 'q' };
+	CHECK_EQ(parse_status(junk, sizeof(junk), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "unexpected data after the epilogue") != NULL);
+	static const uint8_t after[] = { 'l', 'p', 'x', 1, 0, 0, 0, 0, 1 };
+	CHECK_EQ(parse_status(after, sizeof(after), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "after the extension") != NULL);
+}
+
 int main(void)
 {
 	RUN(test_simple);
@@ -283,6 +356,8 @@ int main(void)
 	RUN(test_unknown_addresses);
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
+	RUN(test_extension_maps);
+	RUN(test_extension_errors);
 	free(stream.data);
 	return UNIT_RESULT();
 }

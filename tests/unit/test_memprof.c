@@ -1,0 +1,179 @@
+/*
+** Tests of the memprof aggregation and text report on streams written with the writer:
+** exact sections, Overrides, HEAP SUMMARY, human-readable sizes, aliases, every source.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/load.h"
+#include "report/render.h"
+#include "stream/writer.h"
+#include "unit.h"
+
+struct mem { uint8_t *data; size_t len, cap; };
+
+static size_t mem_writer(const void **data, size_t len, void *ctx)
+{
+	struct mem *m = ctx;
+	if (m->len + len > m->cap) {
+		m->cap = (m->len + len) * 2;
+		m->data = realloc(m->data, m->cap);
+	}
+	memcpy(m->data + m->len, *data, len);
+	m->len += len;
+	return len;
+}
+
+static struct mem stream;
+static struct lp_wbuf wb;
+static uint8_t space[256];
+
+enum { P_MAIN = 0x100, P_F = 0x200, P_ALIAS = 0x300, C_FN = 0x7000 };
+
+static void begin(void)
+{
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, space, sizeof(space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	lp_write_sym_lua(&wb, P_MAIN, "@m.lua", 6, 0);
+	lp_write_sym_lua(&wb, P_F, "@m.lua", 6, 4);
+	lp_write_sym_cfunc(&wb, C_FN, "str_rep", 7);
+	lp_write_symtab_final(&wb);
+	lp_write_memprof_prologue(&wb);
+}
+
+static void ev(uint8_t event, uint8_t source, uint64_t loc, uint64_t line, uint64_t oaddr,
+	       uint64_t osize, uint64_t naddr, uint64_t nsize)
+{
+	struct lp_mem_event e = { .event = event, .source = source, .oaddr = oaddr,
+				  .osize = osize, .naddr = naddr, .nsize = nsize };
+	if (source == LP_ASOURCE_TRACE)
+		e.traceno = loc;
+	else
+		e.loc_addr = loc;
+	e.loc_line = line;
+	lp_write_mem_event(&wb, &e);
+}
+
+/* Loads the stream and renders the text report (and the profile, if asked). */
+static const char *report(int leak_only, int human, struct lp_profile **prof)
+{
+	static char text[8192];
+	lp_write_memprof_epilogue(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "t");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	FILE *f = fmemopen(text, sizeof(text), "w");
+	struct lp_memprof_opts o = { leak_only, human };
+	CHECK_EQ(lp_memprof_report(l.mem, &o, f), 0);
+	fclose(f);
+	if (prof)
+		*prof = lp_loaded_profile(&l, "t");
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return text;
+}
+
+static void test_sections_and_overrides(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x1000, 40);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x2000, 40);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, C_FN, 0, 0, 0, 0x3000, 100);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_MAIN, 9, 0x1000, 40, 0x4000, 80);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x2000, 40, 0, 0);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x3000, 100, 0, 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x5000, 16);
+	struct lp_profile *p = NULL;
+	CHECK_STR(report(0, 0, &p),
+		  "ALLOCATIONS\n"
+		  "@m.lua:5: 2 events\t+80B\t-0B\n"
+		  "str_rep:0x7000: 1 events\t+100B\t-0B\n"
+		  "TRACE [2]: 1 events\t+16B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "@m.lua:9: 1 events\t+80B\t-40B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:5\n"
+		  "\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "INTERNAL: 2 events\t+0B\t-140B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:5\n"
+		  "\t\tstr_rep:0x7000\n"
+		  "\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "@m.lua:5 holds 80B: 3 allocs, 2 frees\n"
+		  "TRACE [2] holds 16B: 1 allocs, 0 frees\n"
+		  "\n");
+	/* In-use at the end: the realloc'd block (80B, allocated at line 9) and the trace's. */
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ(lp_profile_total(p, 0), 80 + 100 + 16 + 80);
+		CHECK_EQ(lp_profile_total(p, 1), 5);
+		CHECK_EQ(lp_profile_total(p, 2), 96);
+		CHECK_EQ(lp_profile_total(p, 3), 2);
+		lp_profile_free(p);
+	}
+}
+
+static void test_human_readable_and_leak_only(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 6, 0, 0, 0x1000, 2049);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 7, 0, 0, 0x2000, 2560);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 8, 0, 0, 0x3000, 1 << 20);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 9, 0, 0, 0x4000, 100);
+	CHECK_STR(report(1, 1, NULL),
+		  "HEAP SUMMARY:\n"
+		  "@m.lua:8 holds 1MiB: 1 allocs, 0 frees\n"
+		  "@m.lua:7 holds 2.50KiB: 1 allocs, 0 frees\n"
+		  "@m.lua:6 holds 2.00KiB: 1 allocs, 0 frees\n"
+		  "@m.lua:9 holds 100B: 1 allocs, 0 frees\n"
+		  "\n");
+}
+
+static void test_aliases_and_late_symbols(void)
+{
+	begin();
+	/* A chunk loaded from a string after start: its symbol arrives mid-stream. */
+	const char *src = "local t = {}\n\nreturn t\n";
+	lp_write_mem_sym_lua(&wb, P_ALIAS, src, strlen(src), 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS, 1, 0, 0, 0x1000, 56);
+	CHECK_STR(report(1, 0, NULL),
+		  "HEAP SUMMARY:\n"
+		  "function_alias_1:1 holds 56B: 1 allocs, 0 frees\n"
+		  "\n"
+		  "ALIASES:\n"
+		  "function_alias_1:\n"
+		  "1\t| local t = {}\n"
+		  "2\t| return t\n"
+		  "\n\n");
+}
+
+static void test_unknown_locations(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0xdead, 3, 0, 0, 0x1000, 8);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0x10, 0, 0, 0, 0x2000, 8);
+	CHECK_STR(report(1, 0, NULL),
+		  "HEAP SUMMARY:\n"
+		  "CFUNC 0x10 holds 8B: 1 allocs, 0 frees\n"
+		  "LFUNC 0xdead:3 holds 8B: 1 allocs, 0 frees\n"
+		  "\n");
+}
+
+int main(void)
+{
+	RUN(test_sections_and_overrides);
+	RUN(test_human_readable_and_leak_only);
+	RUN(test_aliases_and_late_symbols);
+	RUN(test_unknown_locations);
+	free(stream.data);
+	return UNIT_RESULT();
+}
