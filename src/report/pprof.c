@@ -375,7 +375,8 @@ static int zwrite(struct pp *w, const void *data, size_t len, int flush)
 			if (rc)
 				return rc;
 		} while (w->z.avail_out == 0 || (fl == Z_FINISH && zr != Z_STREAM_END));
-		d += chunk;
+		if (chunk) /* the final flush passes no data at all */
+			d += chunk;
 		len -= chunk;
 	} while (len);
 	return 0;

@@ -168,12 +168,31 @@ static void test_unknown_locations(void)
 		  "\n");
 }
 
+/* The example given in docs/FORMAT.md, byte for byte. */
+static void test_format_doc_example(void)
+{
+	uint8_t buf[64];
+	struct mem m = { 0 };
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, buf, sizeof(buf), mem_writer, &m);
+	struct lp_mem_event e = { .event = LP_AEVENT_ALLOC, .source = LP_ASOURCE_LFUNC,
+				  .loc_addr = 0x412c9140, .loc_line = 5, .naddr = 0x3020,
+				  .nsize = 32 };
+	lp_write_mem_event(&w, &e);
+	lp_wbuf_flush(&w);
+	static const uint8_t want[] = { 0x09, 0xc0, 0xa2, 0xb2, 0x89, 0x04, 0x05, 0xa0, 0x60, 0x20 };
+	CHECK_EQ(m.len, sizeof(want));
+	CHECK(m.len == sizeof(want) && memcmp(m.data, want, sizeof(want)) == 0);
+	free(m.data);
+}
+
 int main(void)
 {
 	RUN(test_sections_and_overrides);
 	RUN(test_human_readable_and_leak_only);
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
+	RUN(test_format_doc_example);
 	free(stream.data);
 	return UNIT_RESULT();
 }
