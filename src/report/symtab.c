@@ -38,6 +38,7 @@ struct lp_symtab {
 
 	struct lua_entry *lua;
 	size_t nlua, luacap;
+	uint64_t luagen;            /* bumped by every lp_symtab_add_lua */
 	struct lp_iset luaset;
 
 	struct trace_entry *traces;
@@ -207,6 +208,7 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 	}
 	st->lua[idx].sym.chunk = name;
 	st->lua[idx].sym.firstline = clamp32(firstline);
+	st->luagen++;
 	return 0;
 }
 
@@ -299,6 +301,11 @@ const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
 	return s;
+}
+
+uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)
+{
+	return st->luagen;
 }
 
 size_t lp_symtab_ncsyms(const struct lp_symtab *st)

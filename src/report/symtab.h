@@ -60,6 +60,8 @@ int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64
 */
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object);
+/* Counts Lua prototype additions and replacements, so callers can cache names. */
+uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
 /* Number of C symbols added so far (changes invalidate callers' address caches). */
 size_t lp_symtab_ncsyms(const struct lp_symtab *st);
 

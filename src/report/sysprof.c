@@ -42,6 +42,10 @@ struct lp_sysprof {
 	struct lp_addrmap anchors;    /* address -> (anchor kind, symbol start + 1 or 0) */
 	size_t anchors_ncsyms;        /* symbol count the cache was built with */
 	uint32_t vmframe[LP_VMST__MAX]; /* pseudo-frame ids, UINT32_MAX until made */
+	/* Frame-id caches: interning hashes the frame's strings, too slow per frame. */
+	struct lp_addrmap cframes;    /* raw address -> frame id */
+	struct lp_addrmap luaframes;  /* proto ^ hashed line -> (line, frame id) */
+	uint64_t luagen;              /* symtab generation luaframes was filled with */
 	/* Per-sample scratch, grown as needed. */
 	uint32_t *out;
 	size_t outcap;
@@ -91,6 +95,8 @@ void lp_sysprof_free(struct lp_sysprof *s)
 		return;
 	lp_profile_free(s->raw);
 	lp_addrmap_free(&s->anchors);
+	lp_addrmap_free(&s->cframes);
+	lp_addrmap_free(&s->luaframes);
 	free(s->out);
 	free(s->seg_start);
 	free(s->anchor_at);
@@ -114,8 +120,15 @@ static int push(struct lp_sysprof *s, size_t *n, uint32_t id)
 
 static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 {
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->cframes, addr);
+	if (e) {
+		*id = (uint32_t)e->a;
+		return 0;
+	}
 	struct lp_frame f = { .kind = LP_FK_C, .name = "", .addr = addr };
-	return lp_profile_frame_id(s->raw, &f, id);
+	if (lp_profile_frame_id(s->raw, &f, id))
+		return -ENOMEM;
+	return lp_addrmap_put(&s->cframes, addr, *id, 0);
 }
 
 static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32_t *id)
@@ -125,6 +138,16 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 	memset(&f, 0, sizeof(f));
 	switch (lf->type) {
 	case LP_FRAME_LFUNC: {
+		/* One cached line per prototype: the hot line of a function repeats most. */
+		if (s->luagen != lp_symtab_lua_generation(s->st)) {
+			lp_addrmap_clear(&s->luaframes);
+			s->luagen = lp_symtab_lua_generation(s->st);
+		}
+		struct lp_addrmap_entry *e = lp_addrmap_get(&s->luaframes, lf->addr);
+		if (e && e->a == lf->line) {
+			*id = (uint32_t)e->b;
+			return 0;
+		}
 		const struct lp_sym_lua *sym = lp_symtab_lua(s->st, lf->addr);
 		f.kind = LP_FK_LUA;
 		f.line = lf->line > UINT32_MAX ? UINT32_MAX : (uint32_t)lf->line;
@@ -135,7 +158,9 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", lf->addr);
 			f.name = buf;
 		}
-		return lp_profile_frame_id(s->raw, &f, id);
+		if (lp_profile_frame_id(s->raw, &f, id))
+			return -ENOMEM;
+		return lp_addrmap_put(&s->luaframes, lf->addr, lf->line, *id);
 	}
 	case LP_FRAME_CFUNC:
 		return c_frame(s, lf->addr, id);

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages luaprof needs, only those missing, and builds it.
+#
+#   scripts/setup.sh          build dependencies, then `make`
+#   scripts/setup.sh --test   also what the test suite uses (clang's libFuzzer,
+#                             golang-go for `go tool pprof`, chromium, python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_pkgs=(make gcc libc6-dev pkg-config protobuf-c-compiler libprotobuf-c-dev zlib1g-dev)
+test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time)
+
+want=("${build_pkgs[@]}")
+[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	sudo=""
+	[ "$(id -u)" -ne 0 ] && sudo="sudo"
+	echo "setup: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq >/dev/null
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+make -s -j"$(nproc)"

@@ -1,0 +1,20 @@
+/*
+** Subcommands of the luaprof command-line tool.
+*/
+#ifndef LP_CLI_H
+#define LP_CLI_H
+
+#include <stdio.h>
+
+/* Exit codes shared by every subcommand (documented in each --help). */
+enum {
+	LP_EXIT_OK = 0,
+	LP_EXIT_USAGE = 1,      /* bad arguments, unreadable input, unwritable output */
+	LP_EXIT_MALFORMED = 2,  /* the input is not a valid profile stream */
+	LP_EXIT_TRUNCATED = 3   /* the input ends early: the report covers what was read */
+};
+
+int lp_cmd_report(int argc, char **argv);
+void lp_cmd_report_usage(FILE *out);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+** luaprof command-line entry point: dispatches to subcommands.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define LUAPROF_VERSION "0.1.0"
+
+static void usage(FILE *out)
+{
+	fputs("luaprof " LUAPROF_VERSION " - CPU and memory profiles of Lua and LuaJIT programs\n"
+	      "\n"
+	      "Usage: luaprof <command> [options]\n"
+	      "\n"
+	      "Commands:\n"
+	      "  report FILE    render a sysprof (CPU) or memprof (memory) stream as a flame\n"
+	      "                 graph, collapsed stacks, pprof, speedscope, a top-N table or\n"
+	      "                 the memprof text report\n"
+	      "  help [CMD]     show this help, or the help of a command\n"
+	      "  version        print the version\n"
+	      "\n"
+	      "Streams are Tarantool-compatible: files written by Tarantool's misc.sysprof and\n"
+	      "misc.memprof can be reported directly.\n"
+	      "\n"
+	      "Examples:\n"
+	      "  luaprof report cpu.bin -o cpu.svg       interactive flame graph\n"
+	      "  luaprof report mem.bin --leak-only      who still holds memory\n"
+	      "  luaprof report cpu.bin -f pprof -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
+	      out);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return LP_EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "report"))
+		return lp_cmd_report(argc - 1, argv + 1);
+	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		if (argc > 2 && !strcmp(argv[2], "report"))
+			lp_cmd_report_usage(stdout);
+		else
+			usage(stdout);
+		return LP_EXIT_OK;
+	}
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+		puts("luaprof " LUAPROF_VERSION);
+		return LP_EXIT_OK;
+	}
+	fprintf(stderr, "luaprof: unknown command '%s' (try 'luaprof help')\n", cmd);
+	return LP_EXIT_USAGE;
+}

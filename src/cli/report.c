@@ -1,0 +1,437 @@
+/*
+** `luaprof report`: renders a profile stream in the format asked for.
+**
+** Output goes to a temporary file beside the destination and is renamed into place only
+** once complete, so a failed run never leaves a half-written or clobbered report.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "report/load.h"
+#include "report/render.h"
+
+enum fmt { FMT_NONE, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_PPROF, FMT_SPEEDSCOPE, FMT_TOP,
+	   FMT_MEMPROF };
+
+static const struct {
+	const char *name;
+	enum fmt fmt;
+} formats[] = {
+	{ "flamegraph", FMT_FLAMEGRAPH }, { "svg", FMT_FLAMEGRAPH },
+	{ "collapsed", FMT_COLLAPSED },   { "folded", FMT_COLLAPSED },
+	{ "pprof", FMT_PPROF },           { "speedscope", FMT_SPEEDSCOPE },
+	{ "top", FMT_TOP },               { "memprof", FMT_MEMPROF },
+};
+
+/* Extension -> format; "txt" means the stream's natural text report. */
+static const struct {
+	const char *ext;
+	enum fmt fmt;
+} extensions[] = {
+	{ ".svg", FMT_FLAMEGRAPH },     { ".folded", FMT_COLLAPSED },
+	{ ".collapsed", FMT_COLLAPSED }, { ".pb.gz", FMT_PPROF },
+	{ ".pprof", FMT_PPROF },         { ".pb", FMT_PPROF },
+	{ ".speedscope.json", FMT_SPEEDSCOPE }, { ".json", FMT_SPEEDSCOPE },
+	{ ".txt", FMT_NONE },
+};
+
+void lp_cmd_report_usage(FILE *out)
+{
+	fputs("Usage: luaprof report [options] FILE\n"
+	      "\n"
+	      "Render a profile stream: sysprof (CPU samples) or memprof (allocations), as\n"
+	      "written by luaprof or by Tarantool's misc.sysprof / misc.memprof. FILE may be\n"
+	      "'-' for standard input.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -f, --format FMT     flamegraph  interactive SVG flame graph\n"
+	      "                       collapsed   folded stacks for flamegraph.pl / Pyroscope\n"
+	      "                       pprof       gzipped profile.proto (go tool pprof, Parca)\n"
+	      "                       speedscope  JSON for speedscope.app\n"
+	      "                       top         jit.p-style ranking by self and total\n"
+	      "                       memprof     ALLOCATIONS / REALLOCATIONS / DEALLOCATIONS /\n"
+	      "                                   HEAP SUMMARY, as Tarantool's `luajit -tm`\n"
+	      "                       Default: from the -o extension (.svg .folded .collapsed\n"
+	      "                       .pb.gz .pprof .json .txt), else 'top' for CPU streams\n"
+	      "                       and 'memprof' for memory streams.\n"
+	      "  -o, --output PATH    write there instead of standard output\n"
+	      "      --split          CPU: add one root frame per VM state (INTERP, LFUNC, GC...)\n"
+	      "      --functions      merge the lines of each Lua function into one frame\n"
+	      "      --lines          top: rank Lua lines instead of functions\n"
+	      "  -n, --limit N        top: print N rows (default 20)\n"
+	      "      --value TYPE     memory: alloc_space (default), alloc_objects, inuse_space\n"
+	      "                       or inuse_objects for single-value formats\n"
+	      "      --leak-only      memory: only the HEAP SUMMARY; graphs show inuse_space\n"
+	      "      --human-readable memory: sizes in KiB / MiB / GiB\n"
+	      "      --title TEXT     flame graph title\n"
+	      "  -q, --quiet          no summary on standard error\n"
+	      "  -h, --help           this help\n"
+	      "\n"
+	      "Exit status: 0 success; 1 bad usage or I/O error; 2 the input is not a valid\n"
+	      "stream (nothing is written); 3 the input is truncated (the report covers what\n"
+	      "was read before the cut).\n"
+	      "\n"
+	      "Examples:\n"
+	      "  luaprof report cpu.bin -o cpu.svg\n"
+	      "  luaprof report cpu.bin --split -f collapsed | flamegraph.pl > cpu.svg\n"
+	      "  luaprof report cpu.bin -f top --lines -n 40\n"
+	      "  luaprof report mem.bin --leak-only --human-readable\n"
+	      "  luaprof report mem.bin --value inuse_space -o heap.svg\n"
+	      "  luaprof report cpu.bin -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
+	      out);
+}
+
+struct opts {
+	enum fmt fmt;
+	const char *output;
+	const char *input;
+	const char *value;
+	const char *title;
+	struct lp_sysprof_opts sys;
+	struct lp_memprof_opts mem;
+	int functions, lines, quiet;
+	unsigned limit;
+};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("luaprof report: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return LP_EXIT_USAGE;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+	return ls >= lx && strcasecmp(s + ls - lx, suffix) == 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { O_SPLIT = 256, O_FUNCTIONS, O_LINES, O_VALUE, O_LEAK, O_HUMAN, O_TITLE };
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ "split", no_argument, NULL, O_SPLIT },
+		{ "functions", no_argument, NULL, O_FUNCTIONS },
+		{ "lines", no_argument, NULL, O_LINES },
+		{ "value", required_argument, NULL, O_VALUE },
+		{ "leak-only", no_argument, NULL, O_LEAK },
+		{ "human-readable", no_argument, NULL, O_HUMAN },
+		{ "title", required_argument, NULL, O_TITLE },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof(*o));
+	optind = 1;
+	opterr = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, ":f:o:n:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': {
+			size_t i;
+			for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+				if (!strcmp(optarg, formats[i].name))
+					break;
+			if (i == sizeof(formats) / sizeof(formats[0]))
+				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
+					    "speedscope, top, memprof)", optarg);
+			o->fmt = formats[i].fmt;
+			break;
+		}
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'n': {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 1 || v > 1000000)
+				return fail("--limit expects a number from 1 to 1000000, not '%s'",
+					    optarg);
+			o->limit = (unsigned)v;
+			break;
+		}
+		case O_SPLIT: o->sys.split = 1; break;
+		case O_FUNCTIONS: o->functions = 1; break;
+		case O_LINES: o->lines = 1; break;
+		case O_VALUE: o->value = optarg; break;
+		case O_LEAK: o->mem.leak_only = 1; break;
+		case O_HUMAN: o->mem.human_readable = 1; break;
+		case O_TITLE: o->title = optarg; break;
+		case 'q': o->quiet = 1; break;
+		case 'h':
+			lp_cmd_report_usage(stdout);
+			exit(LP_EXIT_OK);
+		case ':':
+			return fail("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return fail("unknown option '%s' (see 'luaprof report --help')",
+				    argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return fail("no input file (see 'luaprof report --help')");
+	if (optind + 1 < argc)
+		return fail("one input file at a time; got '%s' and '%s'", argv[optind],
+			    argv[optind + 1]);
+	o->input = argv[optind];
+	if (o->fmt == FMT_NONE && o->output) {
+		size_t i;
+		for (i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
+			if (ends_with(o->output, extensions[i].ext))
+				break;
+		if (i == sizeof(extensions) / sizeof(extensions[0]))
+			return fail("cannot tell the format from '%s'; use -f", o->output);
+		o->fmt = extensions[i].fmt;
+	}
+	if (o->functions && o->lines)
+		return fail("--functions and --lines contradict each other");
+	return 0;
+}
+
+/* Checks options against the kind of stream found. */
+static int check_kind(struct opts *o, enum lp_stream_kind kind)
+{
+	int mem = kind == LP_STREAM_MEMPROF;
+	if (o->fmt == FMT_NONE)
+		o->fmt = mem ? FMT_MEMPROF : FMT_TOP;
+	if (!mem && o->fmt == FMT_MEMPROF)
+		return fail("%s is a CPU (sysprof) stream; the memprof report needs a memory "
+			    "stream", o->input);
+	if (!mem && (o->mem.leak_only || o->mem.human_readable || o->value))
+		return fail("%s is a CPU (sysprof) stream; --leak-only, --human-readable and "
+			    "--value apply to memory streams", o->input);
+	if (mem && o->sys.split)
+		return fail("%s is a memory (memprof) stream; --split applies to CPU streams",
+			    o->input);
+	return 0;
+}
+
+/*
+** Opens the destination. A regular file (or a new path) is written through a temporary
+** file renamed into place at the end (tmp[0] is then set); anything else that exists,
+** such as /dev/null, a FIFO or a terminal, is written directly: renaming over it would
+** replace the device or pipe with a file.
+*/
+static FILE *open_output(const struct opts *o, char *tmp, size_t tmplen)
+{
+	tmp[0] = '\0';
+	if (!o->output || !strcmp(o->output, "-"))
+		return stdout;
+	struct stat sb;
+	if (stat(o->output, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+		if (S_ISDIR(sb.st_mode)) {
+			errno = EISDIR;
+			return NULL;
+		}
+		return fopen(o->output, "w");
+	}
+	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", o->output) >= tmplen) {
+		errno = ENAMETOOLONG;
+		tmp[0] = '\0';
+		return NULL;
+	}
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		tmp[0] = '\0';
+		return NULL;
+	}
+	fchmod(fd, 0644);
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		int e = errno;
+		close(fd);
+		unlink(tmp);
+		tmp[0] = '\0';
+		errno = e;
+	}
+	return f;
+}
+
+static void summary(const struct opts *o, const struct lp_loaded *l, const char *fmtname)
+{
+	if (o->quiet)
+		return;
+	if (l->kind == LP_STREAM_SYSPROF) {
+		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " CPU samples", o->input, l->stats.events);
+		const char *sep = " (";
+		for (unsigned i = 0; i < LP_VMST__MAX && l->stats.events; i++) {
+			if (!vm[i])
+				continue;
+			fprintf(stderr, "%s%s %.1f%%", sep, lp_vmstate_name(i),
+				100.0 * (double)vm[i] / (double)l->stats.events);
+			sep = ", ";
+		}
+		fputs(*sep == ',' ? ")" : "", stderr);
+	} else {
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory events", o->input,
+			l->stats.events);
+	}
+	fprintf(stderr, ", %" PRIu64 " symbols", l->stats.symbols);
+	if (o->output && strcmp(o->output, "-"))
+		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
+	fputc('\n', stderr);
+}
+
+static const char *fmt_name(enum fmt f)
+{
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+		if (formats[i].fmt == f)
+			return formats[i].name;
+	return "?";
+}
+
+static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen)
+{
+	if (o->fmt == FMT_MEMPROF) {
+		int rc = lp_memprof_report(l->mem, &o->mem, out);
+		if (rc)
+			snprintf(err, errlen, "cannot write the report: %s", strerror(-rc));
+		return rc;
+	}
+	struct lp_profile *p = lp_loaded_profile(l, o->input);
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (o->functions && o->fmt != FMT_TOP) {
+		struct lp_profile *q = lp_profile_by_function(p);
+		lp_profile_free(p);
+		if (!(p = q)) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	struct lp_render_opts ro = { .title = o->title, .lines = o->lines, .limit = o->limit };
+	const char *want = o->value ? o->value
+		: l->kind == LP_STREAM_MEMPROF && o->mem.leak_only ? "inuse_space" : NULL;
+	if (want) {
+		unsigned i;
+		for (i = 0; i < lp_profile_nvalues(p); i++)
+			if (!strcmp(lp_profile_value_type(p, i)->type, want))
+				break;
+		if (i == lp_profile_nvalues(p)) {
+			snprintf(err, errlen, "unknown --value '%s' (alloc_space, alloc_objects, "
+				 "inuse_space, inuse_objects)", want);
+			lp_profile_free(p);
+			return -EINVAL;
+		}
+		ro.value = i;
+	}
+	static const lp_render_fn fns[] = {
+		[FMT_COLLAPSED] = lp_render_collapsed, [FMT_FLAMEGRAPH] = lp_render_flamegraph,
+		[FMT_PPROF] = lp_render_pprof,         [FMT_SPEEDSCOPE] = lp_render_speedscope,
+		[FMT_TOP] = lp_render_top,
+	};
+	int rc = fns[o->fmt](p, &ro, out, err, errlen);
+	lp_profile_free(p);
+	return rc;
+}
+
+int lp_cmd_report(int argc, char **argv)
+{
+	struct opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+
+	int fd = strcmp(o.input, "-") ? open(o.input, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
+	if (fd < 0)
+		return fail("cannot open %s: %s", o.input, strerror(errno));
+	struct lp_input in;
+	struct lp_loaded l;
+	int exit_code = LP_EXIT_OK;
+	char msg[1024];
+	if (lp_input_open_fd(&in, fd, o.input) != LP_OK) {
+		lp_input_message(&in, msg, sizeof(msg));
+		if (fd != STDIN_FILENO)
+			close(fd);
+		return fail("%s", msg);
+	}
+	int st = lp_load(&in, &o.sys, &l);
+	lp_input_message(&in, msg, sizeof(msg));
+	if (fd != STDIN_FILENO)
+		close(fd);
+
+	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
+		fprintf(stderr, "luaprof report: %s: empty file, not a profile stream\n", o.input);
+		exit_code = LP_EXIT_MALFORMED;
+	} else if (st == LP_ERR_TRUNCATED && !l.kind) {
+		fprintf(stderr, "luaprof report: %s (the symbol table is incomplete: nothing "
+				"to report)\n", msg);
+		exit_code = LP_EXIT_TRUNCATED;
+	} else if (st == LP_ERR_FORMAT || st == LP_ERR_VERSION) {
+		fprintf(stderr, "luaprof report: %s\n", msg);
+		exit_code = LP_EXIT_MALFORMED;
+	} else if (st != LP_OK && st != LP_ERR_TRUNCATED) {
+		fprintf(stderr, "luaprof report: %s\n", msg);
+		exit_code = LP_EXIT_USAGE;
+	}
+	if (exit_code != LP_EXIT_OK)
+		goto out;
+	if ((rc = check_kind(&o, l.kind)) != 0) {
+		exit_code = rc;
+		goto out;
+	}
+	if (o.fmt == FMT_PPROF && (!o.output || !strcmp(o.output, "-")) && isatty(STDOUT_FILENO)) {
+		exit_code = fail("pprof output is binary; give a file with -o");
+		goto out;
+	}
+
+	char tmp[PATH_MAX], err[1024] = "";
+	FILE *out = open_output(&o, tmp, sizeof(tmp));
+	if (!out) {
+		exit_code = fail("cannot write %s: %s", o.output, strerror(errno));
+		goto out;
+	}
+	rc = render(&o, &l, out, err, sizeof(err));
+	if (out != stdout) {
+		if (fclose(out) && !rc) {
+			rc = -errno;
+			snprintf(err, sizeof(err), "cannot write %s: %s", o.output, strerror(errno));
+		}
+		if (!rc && tmp[0] && rename(tmp, o.output)) {
+			rc = -errno;
+			snprintf(err, sizeof(err), "cannot write %s: %s", o.output, strerror(errno));
+		}
+		if (rc && tmp[0])
+			unlink(tmp);
+	} else if (fflush(stdout) && !rc) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "cannot write the report: %s", strerror(errno));
+	}
+	if (rc) {
+		fprintf(stderr, "luaprof report: %s\n", err);
+		exit_code = LP_EXIT_USAGE;
+		goto out;
+	}
+	summary(&o, &l, fmt_name(o.fmt));
+	if (st == LP_ERR_TRUNCATED) {
+		fprintf(stderr, "luaprof report: warning: %s\n", msg);
+		exit_code = LP_EXIT_TRUNCATED;
+	}
+out:
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return exit_code;
+}

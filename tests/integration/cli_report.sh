@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# `luaprof report` end to end: Tarantool's own streams give Tarantool's own reports, every
+# format is produced from them, and bad input gets a one-line message naming the file and
+# byte offset with the documented exit status, leaving an existing output untouched.
+set -u
+cd "$(dirname "$0")/../.."
+lp=build/luaprof
+vec=../shared/vectors/tarantool
+ex=examples
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# expect STATUS PATTERN -- command...: checks exit status and that stderr matches.
+expect() {
+	local want=$1 pat=$2
+	shift 3
+	"$@" >"$t/out" 2>"$t/err"
+	local rc=$?
+	[ "$rc" -eq "$want" ] || fail "$* exited $rc, want $want: $(cat "$t/err")"
+	grep -Eq -- "$pat" "$t/err" || fail "$*: stderr does not match /$pat/: $(cat "$t/err")"
+}
+
+[ -x $lp ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+# The bundled examples are copies of the vectors; use the vectors when shared/ is there.
+[ -d $vec ] || vec=""
+mp=${vec:+$vec/mp_leak.bin}; mp=${mp:-$ex/leak-mem.bin}
+sp=${vec:+$vec/sp_fib_L.bin}; sp=${sp:-$ex/fib-cpu.bin}
+
+# -- Tarantool's memprof vectors: byte-identical reports.
+if [ -n "$vec" ]; then
+	$lp report -q $mp >"$t/mp.txt" || fail "memprof report failed"
+	cmp -s "$t/mp.txt" $vec/mp_leak.expected.txt || fail "memprof report differs: $(diff "$t/mp.txt" $vec/mp_leak.expected.txt | head)"
+	$lp report -q --leak-only $mp >"$t/leak.txt" || fail "leak-only report failed"
+	cmp -s "$t/leak.txt" $vec/mp_leak.leak.expected.txt || fail "leak-only report differs"
+fi
+$lp report -q $mp -f memprof --human-readable | grep -q '^@mp_leak.lua:5 holds 20.41KiB: 309 allocs, 8 frees$' \
+	|| fail "human-readable HEAP SUMMARY"
+
+# -- The sysprof vector parses completely, with the VM-state split Tarantool recorded.
+$lp report $sp -f top >"$t/top.txt" 2>"$t/err" || fail "sysprof top failed: $(cat "$t/err")"
+grep -q '106 CPU samples (INTERP 44.3%, LFUNC 54.7%, FFUNC 0.9%)' "$t/err" || fail "sysprof summary: $(cat "$t/err")"
+$lp report -q $sp --split -f collapsed >"$t/split.txt" || fail "split"
+[ "$(awk '{s += $NF} END {print s}' "$t/split.txt")" = 106 ] || fail "split counts do not add up to 106"
+for st in INTERP LFUNC FFUNC; do
+	grep -q "^$st;\|^$st " "$t/split.txt" || fail "--split has no $st root"
+done
+grep -q '^LFUNC;pmain;@sp_fib.lua:0;@sp_fib.lua:3;@sp_fib.lua:2;@sp_fib.lua:2' "$t/split.txt" \
+	|| fail "merged Lua stack missing: $(head -3 "$t/split.txt")"
+
+# -- Every format, inferred from the extension.
+for out in cpu.svg cpu.folded cpu.pb.gz cpu.json cpu.txt; do
+	$lp report -q $sp -o "$t/$out" || fail "report -o $out"
+	[ -s "$t/$out" ] || fail "$out is empty"
+done
+head -c 5 "$t/cpu.svg" | grep -q '<?xml\|<svg' || fail "svg output is not SVG"
+gzip -t "$t/cpu.pb.gz" || fail "pprof output is not gzip"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["profiles"]' "$t/cpu.json" || fail "speedscope JSON"
+grep -q '%self' "$t/cpu.txt" || fail "txt for a CPU stream should be top"
+$lp report -q $mp -o "$t/mem.txt" && grep -q '^HEAP SUMMARY:' "$t/mem.txt" || fail "txt for a memory stream should be memprof"
+$lp report -q $mp -o "$t/mem.folded" && grep -q '^@mp_leak.lua:8 168000$' "$t/mem.folded" || fail "memory collapsed alloc_space"
+$lp report -q $mp --value inuse_objects -f collapsed | grep -q '^@mp_leak.lua:5 301$' || fail "inuse_objects"
+cat $sp | $lp report -q - -f collapsed >/dev/null || fail "reading standard input"
+
+# -- Misuse.
+expect 1 "cannot open .*nope.bin: No such file" -- $lp report "$t/nope.bin"
+expect 1 "no input file" -- $lp report
+expect 1 "unknown format 'png'" -- $lp report -f png $sp
+expect 1 "cannot tell the format from '.*x.png'" -- $lp report -o "$t/x.png" $sp
+expect 1 "memprof report needs a memory stream" -- $lp report -f memprof $sp
+expect 1 "split applies to CPU streams" -- $lp report --split $mp
+expect 1 "unknown --value 'bogus'" -- $lp report --value bogus -f collapsed $mp
+expect 1 "unknown option '--bogus'" -- $lp report --bogus $sp
+expect 1 "cannot write .*no/such/dir" -- $lp report -o "$t/no/such/dir/x.svg" $sp
+expect 1 "cannot write .*: Is a directory" -- $lp report -f collapsed -o "$t" $sp
+# A FIFO (or a device such as /dev/null) is written in place, never renamed over.
+mkfifo "$t/fifo"
+cat "$t/fifo" >"$t/fromfifo" &
+$lp report -q -f collapsed -o "$t/fifo" $sp || fail "writing to a FIFO"
+wait
+[ -p "$t/fifo" ] || fail "the FIFO was replaced by a file"
+grep -q '@sp_fib.lua' "$t/fromfifo" || fail "nothing came through the FIFO"
+$lp report --help | grep -q 'Exit status' || fail "--help does not explain exit status"
+
+# -- Bad input: message names file and byte, exit 2 (malformed) or 3 (truncated).
+: >"$t/empty.bin"
+expect 2 "empty.bin: empty file" -- $lp report "$t/empty.bin"
+head -c 4000 /dev/urandom | sed '1s/^/x/' >"$t/garbage.bin"
+expect 2 "garbage.bin: byte 0: bad symtab prologue" -- $lp report "$t/garbage.bin"
+{ printf 'ljs\004\0\0\0'; } >"$t/v4.bin"
+expect 2 "v4.bin: byte 3: symtab version mismatch: luaprof expects 3, the file has 4" -- $lp report "$t/v4.bin"
+size=$(stat -c %s $mp)
+head -c $((size - 1)) $mp >"$t/cut.bin"    # no epilogue
+echo "previous" >"$t/keep.txt"
+expect 3 "cut.bin: byte $((size - 1)): the file is truncated \(no epilogue\)" -- $lp report -q "$t/cut.bin" -o "$t/keep.txt"
+grep -q '^ALLOCATIONS' "$t/keep.txt" || fail "a truncated stream should still be reported"
+head -c $((size - 1000)) $mp >"$t/half.bin"
+expect 3 "half.bin: byte [0-9]+: the file is truncated" -- $lp report -q "$t/half.bin" -f collapsed
+head -c 5000 $mp >"$t/sym.bin"              # inside the symbol table
+echo "previous" >"$t/keep2.txt"
+expect 3 "sym.bin: byte 5000: unexpected end of input \(the symbol table is incomplete" -- $lp report "$t/sym.bin" -o "$t/keep2.txt"
+[ "$(cat "$t/keep2.txt")" = previous ] || fail "an existing output was overwritten on failure"
+{ cat $sp; printf 'junk'; } >"$t/trail.bin"
+expect 2 "trail.bin: byte $(stat -c %s $sp): unexpected data after the epilogue" -- $lp report "$t/trail.bin"
+# A sysprof stream whose first sample header is not a VM state.
+python3 - "$sp" "$t/badhdr.bin" <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+i = d.index(b'ljp\x02') + 7
+d[i] = 0x3f
+open(sys.argv[2], 'wb').write(d)
+PY
+expect 2 "badhdr.bin: byte [0-9]+: unknown sysprof sample header 0x3f" -- $lp report "$t/badhdr.bin"
+
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all report checks passed"
