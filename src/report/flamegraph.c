@@ -320,12 +320,12 @@ static int tree_build(struct tree *t, const struct lp_profile *p, unsigned col,
 			continue;
 		}
 		uint32_t cur = 0;
-		t->nodes[0].value += v;
+		t->nodes[0].value = lp_sat_add(t->nodes[0].value, v);
 		for (size_t d = 0; d < depth; d++) {
 			cur = tree_child(t, cur, fr[d]);
 			if (cur == NONE)
 				return -ENOMEM;
-			t->nodes[cur].value += v;
+			t->nodes[cur].value = lp_sat_add(t->nodes[cur].value, v);
 		}
 	}
 	return 0;
@@ -391,7 +391,7 @@ static size_t tree_layout(struct tree *t, double minv, uint32_t *order, uint32_t
 		for (uint32_t c = n->child; c != NONE; c = t->nodes[c].next) {
 			struct node *cn = &t->nodes[c];
 			cn->x = cx;
-			cx += cn->value;
+			cx = lp_sat_add(cx, cn->value);
 			if ((double)cn->value >= minv)
 				stack[sp++] = c;
 		}

@@ -435,6 +435,11 @@ static int render_section(struct lp_memprof *m, const char *title, const struct 
 	return 0;
 }
 
+static int64_t clamp64(uint64_t v)
+{
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
 /* Net bytes per printed site, computed from the aggregates exactly as Tarantool's
  * process.form_heap_delta does (so zero-sized events count the same way). */
 static void heap_delta(struct lp_memprof *m)
@@ -447,7 +452,7 @@ static void heap_delta(struct lp_memprof *m)
 	for (size_t i = 0; i < a->n; i++) {
 		struct label *lb = &m->labels[m->locs[a->entries[i].loc].label];
 		if (a->entries[i].alloc > 0) {
-			lb->dbytes += (int64_t)a->entries[i].alloc;
+			lb->dbytes = lp_sat_add(lb->dbytes, clamp64(a->entries[i].alloc));
 			lb->nalloc += a->entries[i].num;
 		}
 	}
@@ -457,11 +462,11 @@ static void heap_delta(struct lp_memprof *m)
 			const struct primary *p = &s->prim[i];
 			struct label *lb = &m->labels[m->locs[p->origin].label];
 			if (p->allocated > 0) {
-				lb->dbytes += (int64_t)p->allocated;
+				lb->dbytes = lp_sat_add(lb->dbytes, clamp64(p->allocated));
 				lb->nalloc += p->count;
 			}
 			if (p->freed > 0) {
-				lb->dbytes -= (int64_t)p->freed;
+				lb->dbytes = lp_sat_add(lb->dbytes, -clamp64(p->freed));
 				lb->nfree += p->count;
 			}
 		}
@@ -539,7 +544,7 @@ struct lp_profile *lp_memprof_profile(struct lp_memprof *m)
 		const struct section *sec = &m->sec[s];
 		for (size_t i = 0; i < sec->n; i++) {
 			const struct entry *e = &sec->entries[i];
-			int64_t v[4] = { (int64_t)e->alloc, (int64_t)e->num, 0, 0 };
+			int64_t v[4] = { clamp64(e->alloc), clamp64(e->num), 0, 0 };
 			if (lp_profile_add(p, &m->locs[e->loc].frame, 1, v))
 				goto fail;
 		}
@@ -548,7 +553,7 @@ struct lp_profile *lp_memprof_profile(struct lp_memprof *m)
 		const struct lp_addrmap_entry *b = &m->heap.slots[i];
 		if (!b->used)
 			continue;
-		int64_t v[4] = { 0, 0, (int64_t)b->a, 1 };
+		int64_t v[4] = { 0, 0, clamp64(b->a), 1 };
 		if (lp_profile_add(p, &m->locs[b->b].frame, 1, v))
 			goto fail;
 	}

@@ -211,7 +211,7 @@ int lp_profile_add(struct lp_profile *p, const uint32_t *frames, size_t depth,
 	}
 	int64_t *v = p->values + (size_t)idx * p->nvalues;
 	for (unsigned i = 0; i < p->nvalues; i++)
-		v[i] += values[i];
+		v[i] = lp_sat_add(v[i], values[i]);
 	return 0;
 }
 
@@ -255,7 +255,7 @@ int64_t lp_profile_total(const struct lp_profile *p, unsigned v)
 {
 	int64_t t = 0;
 	for (size_t i = 0; i < p->nstacks; i++)
-		t += p->values[i * p->nvalues + v];
+		t = lp_sat_add(t, p->values[i * p->nvalues + v]);
 	return t;
 }
 

@@ -72,7 +72,16 @@ size_t lp_profile_nstacks(const struct lp_profile *p);
 /* The i-th distinct stack, in insertion order: frame ids root first and its values. */
 void lp_profile_stack(const struct lp_profile *p, size_t i, const uint32_t **frames,
 		      size_t *depth, const int64_t **values);
-/* Sum of column `v` over all stacks. */
+/* a + b, clamped to the int64_t range: values come from untrusted streams. */
+static inline int64_t lp_sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* Sum of column `v` over all stacks (saturating). */
 int64_t lp_profile_total(const struct lp_profile *p, unsigned v);
 
 struct lp_profile_meta *lp_profile_meta(struct lp_profile *p);

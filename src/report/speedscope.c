@@ -166,7 +166,7 @@ static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, con
 		const int64_t *val;
 		lp_profile_stack(p, i, &fr, &depth, &val);
 		if (val[v] > 0)
-			end += val[v];
+			end = lp_sat_add(end, val[v]);
 	}
 
 	fputs("{\"type\":\"sampled\",\"name\":", out);

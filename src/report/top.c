@@ -178,12 +178,12 @@ static int rank(const struct lp_profile *q, unsigned v, struct row **rowsp, size
 		lp_profile_stack(q, i, &fr, &depth, &val);
 		if (!depth || !val[v])
 			continue;
-		self[fr[depth - 1]] += val[v];
+		self[fr[depth - 1]] = lp_sat_add(self[fr[depth - 1]], val[v]);
 		for (size_t d = 0; d < depth; d++) {
 			if (seen[fr[d]] == i + 1)
 				continue;
 			seen[fr[d]] = i + 1;
-			total[fr[d]] += val[v];
+			total[fr[d]] = lp_sat_add(total[fr[d]], val[v]);
 		}
 	}
 	rows = calloc(nframes + 1, sizeof(*rows));

@@ -1,0 +1,426 @@
+/*
+** Seed corpus for the fuzz targets: small valid memprof / sysprof streams written with
+** stream/writer.h, plus slimmed and truncated copies of real streams given on the command line.
+**
+**   make_corpus OUTDIR [STREAM...]     (built and run by tests/fuzz/make_corpus.sh)
+**
+** Every seed is small (a few KiB at most) so libFuzzer's default max_len stays small and
+** mutations stay fast; together they reach every item kind of both grammars.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "luaprof/format.h"
+#include "stream/input.h"
+#include "stream/parse.h"
+#include "stream/wbuf.h"
+#include "stream/writer.h"
+
+static const char *outdir;
+
+/* -- Output: one wbuf writing to one seed file -------------------------------- */
+
+struct out {
+	int fd;
+	uint8_t buf[4096];
+	struct lp_wbuf w;
+};
+
+static size_t fd_writer(const void **data, size_t len, void *ctx)
+{
+	struct out *o = ctx;
+	const uint8_t *p = *data;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(o->fd, p + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	return done;
+}
+
+static struct lp_wbuf *out_open(struct out *o, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", outdir, name);
+	o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (o->fd < 0) {
+		fprintf(stderr, "make_corpus: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	lp_wbuf_init(&o->w, o->buf, sizeof(o->buf), fd_writer, o);
+	return &o->w;
+}
+
+static void out_close(struct out *o)
+{
+	lp_wbuf_flush(&o->w);
+	if (!lp_wbuf_ok(&o->w)) {
+		fprintf(stderr, "make_corpus: write failed: %s\n", strerror(o->w.saved_errno));
+		exit(1);
+	}
+	close(o->fd);
+}
+
+/* Writes the first `len` bytes of `data` as a seed. */
+static void write_raw(const char *name, const void *data, size_t len)
+{
+	struct out o;
+	struct lp_wbuf *w = out_open(&o, name);
+	lp_wbuf_bytes(w, data, len);
+	out_close(&o);
+}
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Mostly plausible numbers, sometimes the ULEB128 extremes. */
+static uint64_t num(void)
+{
+	switch (rnd() % 8) {
+	case 0: return 0;
+	case 1: return UINT64_MAX;
+	case 2: return 1ull << 63;
+	case 3: return rnd() % 128;
+	default: return rnd() >> (rnd() % 64);
+	}
+}
+
+/* -- Hand-made streams ---------------------------------------------------------- */
+
+static void symtab(struct lp_wbuf *w)
+{
+	lp_write_symtab_prologue(w);
+	lp_write_sym_lua(w, 0x40001000, "@app.lua", 8, 1);
+	lp_write_sym_lua(w, 0x40002000, "=stdin", 6, 12);
+	lp_write_sym_cfunc(w, 0x555555556000ull, "lj_BC_FUNCC", 11);
+	lp_write_sym_cfunc(w, 0x7ffff7a10000ull, "malloc", 6);
+	lp_write_sym_trace(w, 1, 0x40001000, 3);
+	lp_write_symtab_final(w);
+}
+
+static void mem_event(struct lp_wbuf *w, uint8_t event, uint8_t source, uint64_t loc,
+		      uint64_t line, uint64_t oaddr, uint64_t osize, uint64_t naddr, uint64_t nsize)
+{
+	struct lp_mem_event ev = { .event = event, .source = source, .loc_addr = loc,
+				   .loc_line = line, .traceno = loc, .oaddr = oaddr,
+				   .osize = osize, .naddr = naddr, .nsize = nsize };
+	lp_write_mem_event(w, &ev);
+}
+
+static void seeds_memprof(void)
+{
+	struct out o;
+	struct lp_wbuf *w = out_open(&o, "mp-empty");
+	lp_write_symtab_prologue(w);
+	lp_write_symtab_final(w);
+	lp_write_memprof_prologue(w);
+	lp_write_memprof_epilogue(w);
+	out_close(&o);
+
+	/* Every event from every source, and the three mid-stream symbol events. */
+	w = out_open(&o, "mp-each");
+	symtab(w);
+	lp_write_memprof_prologue(w);
+	static const uint8_t src[] = { LP_ASOURCE_INT, LP_ASOURCE_LFUNC, LP_ASOURCE_CFUNC,
+				       LP_ASOURCE_TRACE };
+	for (int s = 0; s < 4; s++) {
+		uint64_t loc = src[s] == LP_ASOURCE_LFUNC ? 0x40001000 :
+			       src[s] == LP_ASOURCE_CFUNC ? 0x555555556000ull : 1;
+		mem_event(w, LP_AEVENT_ALLOC, src[s], loc, 5, 0, 0, 0x41000000 + 64 * s, 48);
+		mem_event(w, LP_AEVENT_REALLOC, src[s], loc, 6, 0x41000000 + 64 * s, 48,
+			  0x42000000 + 128 * s, 96);
+		mem_event(w, LP_AEVENT_FREE, src[s], loc, 7, 0x42000000 + 128 * s, 96, 0, 0);
+	}
+	lp_write_mem_sym_lua(w, 0x40003000, "@loaded.lua", 11, 1);
+	mem_event(w, LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0x40003000, 2, 0, 0, 0x43000000, 32);
+	lp_write_mem_sym_cfunc(w, 0x7fffe0000000ull, "luaopen_ext", 11);
+	mem_event(w, LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0x7fffe0000000ull, 0, 0, 0, 0x43000100, 16);
+	lp_write_mem_sym_trace(w, 2, 0x40003000, 2);
+	mem_event(w, LP_AEVENT_FREE, LP_ASOURCE_TRACE, 2, 0, 0x43000000, 32, 0, 0);
+	lp_write_memprof_epilogue(w);
+	out_close(&o);
+
+	/* Random mixes, some truncated. */
+	for (int k = 0; k < 8; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "mp-random-%d%s", k, k >= 6 ? "-cut" : "");
+		w = out_open(&o, name);
+		symtab(w);
+		lp_write_memprof_prologue(w);
+		int n = 10 + (int)(rnd() % 60);
+		for (int i = 0; i < n; i++) {
+			if (rnd() % 10 == 0) {
+				switch (rnd() % 3) {
+				case 0: lp_write_mem_sym_lua(w, num(), "@r.lua", 6, num()); break;
+				case 1: lp_write_mem_sym_cfunc(w, num(), "cf", 2); break;
+				default: lp_write_mem_sym_trace(w, num(), num(), num()); break;
+				}
+				continue;
+			}
+			mem_event(w, (uint8_t)(1 + rnd() % 3), (uint8_t)((1 + rnd() % 4) << 2), num(),
+				  num(), num(), num(), num(), num());
+		}
+		if (k < 6)
+			lp_write_memprof_epilogue(w);
+		out_close(&o);
+	}
+}
+
+static void sample(struct lp_wbuf *w, uint8_t vmstate, size_t nlua, size_t nhost)
+{
+	struct lp_lua_frame lua[128];
+	uint64_t host[128];
+	for (size_t i = 0; i < nlua && i < 128; i++) {
+		lua[i].type = (uint8_t)(LP_FRAME_LFUNC + i % 3);
+		lua[i].addr = lua[i].type == LP_FRAME_FFUNC ? 1 + i % 40 :
+			      lua[i].type == LP_FRAME_LFUNC ? 0x40001000 : 0x555555556000ull + i;
+		lua[i].line = lua[i].type == LP_FRAME_LFUNC ? 1 + i : 0;
+	}
+	for (size_t i = 0; i < nhost && i < 128; i++)
+		host[i] = 0x555555556000ull + 16 * i + 1;
+	struct lp_sys_sample s = { .vmstate = vmstate, .nlua = nlua, .lua = lua, .nhost = nhost,
+				   .host = host, .traceno = 1, .trace_addr = 0x40001000,
+				   .trace_line = 3 };
+	lp_write_sys_sample(w, &s);
+}
+
+static void seeds_sysprof(void)
+{
+	struct out o;
+	struct lp_wbuf *w = out_open(&o, "sp-empty");
+	lp_write_symtab_prologue(w);
+	lp_write_symtab_final(w);
+	lp_write_sysprof_prologue(w);
+	lp_write_sysprof_epilogue(w);
+	out_close(&o);
+
+	/* One sample per VM state, the three frame kinds, mid-stream symbols 10, 11, 12. */
+	w = out_open(&o, "sp-each");
+	symtab(w);
+	lp_write_sysprof_prologue(w);
+	for (uint8_t st = 0; st < LP_VMST__MAX; st++)
+		sample(w, st, 3, 4);
+	lp_write_sys_sym_lua(w, 0x40003000, "@late.lua", 9, 4);
+	sample(w, LP_VMST_LFUNC, 1, 0);
+	lp_write_sys_sym_cfunc(w, 0x7fffe0000000ull, "late_c", 6);
+	sample(w, LP_VMST_CFUNC, 0, 1);
+	lp_write_sys_sym_trace(w, 2, 0x40003000, 5);
+	sample(w, LP_VMST_TRACE, 0, 0);
+	lp_write_sysprof_epilogue(w);
+	out_close(&o);
+
+	/* Deep stacks. */
+	w = out_open(&o, "sp-deep");
+	symtab(w);
+	lp_write_sysprof_prologue(w);
+	sample(w, LP_VMST_LFUNC, 120, 120);
+	sample(w, LP_VMST_INTERP, 0, 128);
+	lp_write_sysprof_epilogue(w);
+	out_close(&o);
+
+	for (int k = 0; k < 8; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "sp-random-%d%s", k, k >= 6 ? "-cut" : "");
+		w = out_open(&o, name);
+		symtab(w);
+		lp_write_sysprof_prologue(w);
+		int n = 5 + (int)(rnd() % 40);
+		for (int i = 0; i < n; i++) {
+			if (rnd() % 10 == 0) {
+				switch (rnd() % 3) {
+				case 0: lp_write_sys_sym_lua(w, num(), "@r.lua", 6, num()); break;
+				case 1: lp_write_sys_sym_cfunc(w, num(), "cf", 2); break;
+				default: lp_write_sys_sym_trace(w, num(), num(), num()); break;
+				}
+				continue;
+			}
+			sample(w, (uint8_t)(rnd() % LP_VMST__MAX), rnd() % 12, rnd() % 20);
+		}
+		if (k < 6)
+			lp_write_sysprof_epilogue(w);
+		out_close(&o);
+	}
+}
+
+/* -- Slimmed copies of real streams ---------------------------------------------- */
+
+/* Re-emits a real stream keeping its Lua and trace symbols, a few C symbols and the first
+ * events, so the seed has the real shape without a multi-megabyte ELF symbol table. */
+struct slim {
+	struct lp_wbuf *w;
+	int in_profile;
+	enum lp_stream_kind kind;
+	unsigned cfuncs, items;
+};
+
+#define SLIM_CFUNCS 24
+#define SLIM_ITEMS 400
+
+static int slim_stream(void *ctx, enum lp_stream_kind kind, unsigned version)
+{
+	struct slim *s = ctx;
+	s->in_profile = 1;
+	s->kind = kind;
+	if (kind == LP_STREAM_MEMPROF)
+		lp_write_memprof_prologue(s->w);
+	else
+		lp_write_sysprof_prologue(s->w);
+	return 0;
+}
+
+static int slim_full(struct slim *s)
+{
+	return s->in_profile && ++s->items > SLIM_ITEMS;
+}
+
+static int slim_lua(void *ctx, uint64_t addr, const char *chunk, size_t len, uint64_t line)
+{
+	struct slim *s = ctx;
+	if (slim_full(s))
+		return 1;
+	if (!s->in_profile)
+		lp_write_sym_lua(s->w, addr, chunk, len, line);
+	else if (s->kind == LP_STREAM_MEMPROF)
+		lp_write_mem_sym_lua(s->w, addr, chunk, len, line);
+	else
+		lp_write_sys_sym_lua(s->w, addr, chunk, len, line);
+	return 0;
+}
+
+static int slim_cfunc(void *ctx, uint64_t addr, const char *name, size_t len)
+{
+	struct slim *s = ctx;
+	if (slim_full(s))
+		return 1;
+	if (!s->in_profile && s->cfuncs++ >= SLIM_CFUNCS)
+		return 0;
+	if (!s->in_profile)
+		lp_write_sym_cfunc(s->w, addr, name, len);
+	else if (s->kind == LP_STREAM_MEMPROF)
+		lp_write_mem_sym_cfunc(s->w, addr, name, len);
+	else
+		lp_write_sys_sym_cfunc(s->w, addr, name, len);
+	return 0;
+}
+
+static int slim_trace(void *ctx, uint64_t traceno, uint64_t addr, uint64_t line)
+{
+	struct slim *s = ctx;
+	if (slim_full(s))
+		return 1;
+	if (!s->in_profile)
+		lp_write_sym_trace(s->w, traceno, addr, line);
+	else if (s->kind == LP_STREAM_MEMPROF)
+		lp_write_mem_sym_trace(s->w, traceno, addr, line);
+	else
+		lp_write_sys_sym_trace(s->w, traceno, addr, line);
+	return 0;
+}
+
+static int slim_symtab_end(void *ctx)
+{
+	lp_write_symtab_final(((struct slim *)ctx)->w);
+	return 0;
+}
+
+static int slim_mem(void *ctx, const struct lp_mem_event *ev)
+{
+	struct slim *s = ctx;
+	if (slim_full(s))
+		return 1;
+	lp_write_mem_event(s->w, ev);
+	return 0;
+}
+
+static int slim_sys(void *ctx, const struct lp_sys_sample *smp)
+{
+	struct slim *s = ctx;
+	if (slim_full(s))
+		return 1;
+	lp_write_sys_sample(s->w, smp);
+	return 0;
+}
+
+static void seeds_from(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0) {
+		fprintf(stderr, "make_corpus: %s: %s (skipped)\n", path, strerror(errno));
+		return;
+	}
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	char name[256];
+	snprintf(name, sizeof(name), "real-%s", base);
+
+	struct out o;
+	struct slim s = { .w = out_open(&o, name) };
+	lp_write_symtab_prologue(s.w); /* the parser has no callback for it */
+	struct lp_parse_handlers h = {
+		.ctx = &s, .stream = slim_stream, .sym_lua = slim_lua, .sym_cfunc = slim_cfunc,
+		.sym_trace = slim_trace, .symtab_end = slim_symtab_end, .mem_event = slim_mem,
+		.sys_sample = slim_sys,
+	};
+	struct lp_input in;
+	int rc = lp_input_open_fd(&in, fd, path);
+	if (rc == LP_OK)
+		rc = lp_parse_stream(&in, &h, NULL);
+	if (rc != LP_OK && rc != LP_ERR_ABORT) {
+		char msg[700];
+		lp_input_message(&in, msg, sizeof(msg));
+		fprintf(stderr, "make_corpus: %s (kept what was read)\n", msg);
+	}
+	if (s.kind == LP_STREAM_MEMPROF)
+		lp_write_memprof_epilogue(&o.w);
+	else if (s.kind == LP_STREAM_SYSPROF)
+		lp_write_sysprof_epilogue(&o.w);
+	out_close(&o);
+	lp_input_close(&in);
+	close(fd);
+
+	/* A copy of the slim stream cut in the middle, and the raw file's first bytes. */
+	char full[4096];
+	snprintf(full, sizeof(full), "%s/%s", outdir, name);
+	FILE *f = fopen(full, "rb");
+	static uint8_t buf[1 << 20];
+	size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
+	if (f)
+		fclose(f);
+	snprintf(name, sizeof(name), "real-%s-cut", base);
+	write_raw(name, buf, len / 2);
+	f = fopen(path, "rb");
+	len = f ? fread(buf, 1, 4096, f) : 0;
+	if (f)
+		fclose(f);
+	snprintf(name, sizeof(name), "real-%s-head", base);
+	write_raw(name, buf, len);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: make_corpus OUTDIR [STREAM...]\n");
+		return 2;
+	}
+	outdir = argv[1];
+	seeds_memprof();
+	seeds_sysprof();
+	for (int i = 2; i < argc; i++)
+		seeds_from(argv[i]);
+	return 0;
+}

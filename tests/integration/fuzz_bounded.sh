@@ -1,0 +1,126 @@
+#!/bin/sh
+# Bounded fuzzing run: builds every tests/fuzz/fuzz_*.c target (`make fuzz`), seeds them with
+# one shared corpus (tests/fuzz/make_corpus.sh) and runs each for a fixed time.
+#
+#   tests/integration/fuzz_bounded.sh
+#
+# Exit status: 0 no crash, 1 a target crashed (or failed to build; the reproducer path is
+# printed), 2 skipped (clang with libFuzzer is unavailable and cannot be installed).
+#
+# Environment:
+#   FUZZ_BUDGET   seconds shared by all targets (default 80; each gets 10..45 s of it)
+#   FUZZ_SECONDS  seconds per target, overriding the budget
+#   FUZZ_KEEP=1   keep the temporary corpus directory
+#   CLANG         compiler (default clang)
+# Reproducers are copied to build/fuzz-artifacts/; rerun one with build/fuzz/TARGET FILE.
+set -u
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+CLANG=${CLANG:-clang}
+export CLANG
+
+# -- Toolchain: clang with the libFuzzer runtime ---------------------------------------
+probe_libfuzzer() {
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/fuzzprobe.XXXXXX") || return 1
+	cat >"$dir/p.c" <<'PROBE'
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }
+PROBE
+	"$CLANG" -fsanitize=fuzzer,address,undefined -o "$dir/p" "$dir/p.c" >/dev/null 2>&1
+	rc=$?
+	rm -rf "$dir"
+	return $rc
+}
+
+if ! command -v "$CLANG" >/dev/null 2>&1 || ! probe_libfuzzer; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "fuzz_bounded: installing clang and libclang-rt-14-dev" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y clang libclang-rt-14-dev >&2 ||
+			{ apt-get update >&2 && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y clang libclang-rt-14-dev >&2; }
+	fi
+	if ! command -v "$CLANG" >/dev/null 2>&1 || ! probe_libfuzzer; then
+		echo "SKIP fuzz_bounded: $CLANG with -fsanitize=fuzzer is not available" >&2
+		exit 2
+	fi
+fi
+
+# -- Build -------------------------------------------------------------------------------
+status=0
+if ! make -k fuzz; then
+	echo "FAIL fuzz_bounded: some fuzz targets did not build (running the others)" >&2
+	status=1
+fi
+
+targets=
+for bin in build/fuzz/fuzz_*; do
+	[ -x "$bin" ] && [ -f "$bin" ] || continue
+	name=${bin##*/}
+	[ -f "tests/fuzz/$name.c" ] || continue  # stale binary of a removed target
+	targets="$targets $bin"
+done
+if [ -z "$targets" ]; then
+	echo "FAIL fuzz_bounded: no fuzz targets built" >&2
+	exit 1
+fi
+ntargets=$(echo $targets | wc -w)
+
+# -- Corpus and time budget ---------------------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/luaprof-fuzz.XXXXXX") || exit 1
+cleanup() {
+	if [ "${FUZZ_KEEP:-0}" = 1 ]; then
+		echo "fuzz_bounded: kept $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+trap cleanup EXIT
+if ! tests/fuzz/make_corpus.sh "$work/seed"; then
+	echo "FAIL fuzz_bounded: could not build the seed corpus" >&2
+	exit 1
+fi
+
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+	per=$FUZZ_SECONDS
+else
+	per=$(( ${FUZZ_BUDGET:-80} / ntargets ))
+	[ "$per" -lt 10 ] && per=10
+	[ "$per" -gt 45 ] && per=45
+fi
+dict=
+[ -f tests/fuzz/stream.dict ] && dict=-dict=tests/fuzz/stream.dict
+artifacts=$root/build/fuzz-artifacts
+mkdir -p "$artifacts"
+
+# -- Run -------------------------------------------------------------------------------
+for bin in $targets; do
+	name=${bin##*/}
+	mkdir -p "$work/$name"
+	echo "fuzz_bounded: $name for ${per}s" >&2
+	"$bin" -max_total_time="$per" -rss_limit_mb=2048 -timeout=5 -print_final_stats=1 \
+		-artifact_prefix="$work/$name-" $dict "$work/$name" "$work/seed" \
+		>"$work/$name.log" 2>&1
+	rc=$?
+	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$work/$name.log" |
+		sed "s/^/  $name /" >&2
+	if [ $rc -ne 0 ]; then
+		status=1
+		tail -n 25 "$work/$name.log" >&2
+		cp "$work/$name.log" "$artifacts/$name.log"
+		echo "  log: $artifacts/$name.log" >&2
+		found=0
+		for a in "$work/$name"-*; do
+			[ -f "$a" ] || continue
+			cp "$a" "$artifacts/" && found=1
+			echo "FAIL $name: reproducer $artifacts/${a##*/}" >&2
+			echo "  rerun: $bin $artifacts/${a##*/}" >&2
+		done
+		[ $found = 1 ] || echo "FAIL $name: exit status $rc, no reproducer written" >&2
+	else
+		echo "PASS $name" >&2
+	fi
+done
+exit $status
