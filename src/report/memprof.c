@@ -20,6 +20,7 @@ struct loc {
 	uint64_t addr, line, traceno;
 	uint32_t label;       /* index into labels */
 	uint32_t frame;       /* frame description for profiles */
+	uint32_t entry[3];    /* its line in each section, UINT32_MAX if none yet */
 	struct lp_frame f;    /* name points into labels' storage or the symtab */
 };
 
@@ -48,7 +49,6 @@ struct primary {
 struct section {
 	struct entry *entries;
 	size_t n, cap;
-	struct lp_addrmap byloc;   /* loc -> entry index */
 	struct primary *prim;
 	size_t nprim, primcap;
 	struct lp_addrmap byprim;  /* (entry << 32 | origin) -> primary index */
@@ -65,6 +65,7 @@ struct lp_memprof {
 	struct section sec[SEC__MAX];
 	struct lp_addrmap heap;    /* live block address -> (size, loc) */
 	uint64_t seq;
+	uint32_t last;             /* site of the previous event (loops repeat sites) */
 };
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
@@ -102,7 +103,6 @@ void lp_memprof_free(struct lp_memprof *m)
 	lp_iset_free(&m->labelset);
 	for (int s = 0; s < SEC__MAX; s++) {
 		free(m->sec[s].entries);
-		lp_addrmap_free(&m->sec[s].byloc);
 		free(m->sec[s].prim);
 		lp_addrmap_free(&m->sec[s].byprim);
 	}
@@ -219,11 +219,17 @@ static int loc_eq(const void *ctx, uint32_t idx)
 
 static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *idx)
 {
+	if (m->nlocs && loc_eq(&(struct loc_key){ m, ev }, m->last)) {
+		*idx = m->last;
+		return 0;
+	}
 	struct loc_key k = { m, ev };
 	uint64_t h = lp_hash_u64(ev->loc_addr ^ lp_hash_u64(ev->loc_line ^ (ev->traceno << 20)) ^
 				 ev->source);
-	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx))
+	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx)) {
+		m->last = *idx;
 		return 0;
+	}
 	if (grow((void **)&m->locs, &m->loccap, m->nlocs + 1, sizeof(*m->locs)))
 		return -ENOMEM;
 	struct loc *l = &m->locs[m->nlocs];
@@ -231,6 +237,7 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 	l->addr = ev->loc_addr;
 	l->line = ev->loc_line;
 	l->traceno = ev->traceno;
+	l->entry[0] = l->entry[1] = l->entry[2] = UINT32_MAX;
 	char buf[1024];
 	describe(m, l, buf, sizeof(buf));
 	if (intern_label(m, buf, &l->label))
@@ -239,28 +246,27 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 		l->f.name = m->labels[l->label].text;
 	if (lp_iset_insert(&m->locset, h, (uint32_t)m->nlocs))
 		return -ENOMEM;
-	*idx = (uint32_t)m->nlocs++;
+	*idx = m->last = (uint32_t)m->nlocs++;
 	return 0;
 }
 
 /* -- Events ------------------------------------------------------------------------ */
 
-static struct entry *entry_for(struct lp_memprof *m, struct section *s, uint32_t loc,
-			       uint32_t *eidx)
+static struct entry *entry_for(struct lp_memprof *m, int sec, uint32_t loc, uint32_t *eidx)
 {
-	struct lp_addrmap_entry *e = lp_addrmap_get(&s->byloc, loc);
-	if (e) {
-		*eidx = (uint32_t)e->a;
-		return &s->entries[e->a];
+	struct section *s = &m->sec[sec];
+	uint32_t e = m->locs[loc].entry[sec];
+	if (e != UINT32_MAX) {
+		*eidx = e;
+		return &s->entries[e];
 	}
-	if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof(*s->entries)) ||
-	    lp_addrmap_put(&s->byloc, loc, s->n, 0))
+	if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof(*s->entries)))
 		return NULL;
 	struct entry *en = &s->entries[s->n];
 	memset(en, 0, sizeof(*en));
 	en->loc = loc;
 	en->first = m->seq;
-	*eidx = (uint32_t)s->n++;
+	*eidx = m->locs[loc].entry[sec] = (uint32_t)s->n++;
 	return en;
 }
 
@@ -304,7 +310,7 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 	int sec = ev->event == LP_AEVENT_ALLOC ? SEC_ALLOC
 		: ev->event == LP_AEVENT_REALLOC ? SEC_REALLOC : SEC_FREE;
 	struct section *s = &m->sec[sec];
-	struct entry *en = entry_for(m, s, loc, &eidx);
+	struct entry *en = entry_for(m, sec, loc, &eidx);
 	if (!en)
 		return -ENOMEM;
 	en->num++;

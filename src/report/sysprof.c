@@ -11,6 +11,7 @@
 
 #include "luaprof/format.h"
 #include "util/addrmap.h"
+#include "util/iset.h"
 
 /* What a host address means for the merge. */
 enum anchor {
@@ -44,7 +45,7 @@ struct lp_sysprof {
 	uint32_t vmframe[LP_VMST__MAX]; /* pseudo-frame ids, UINT32_MAX until made */
 	/* Frame-id caches: interning hashes the frame's strings, too slow per frame. */
 	struct lp_addrmap cframes;    /* raw address -> frame id */
-	struct lp_addrmap luaframes;  /* proto ^ hashed line -> (line, frame id) */
+	struct lp_addrmap luaframes;  /* hash(proto, line) -> (proto, line << 32 | frame id) */
 	uint64_t luagen;              /* symtab generation luaframes was filled with */
 	/* Per-sample scratch, grown as needed. */
 	uint32_t *out;
@@ -138,13 +139,15 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 	memset(&f, 0, sizeof(f));
 	switch (lf->type) {
 	case LP_FRAME_LFUNC: {
-		/* One cached line per prototype: the hot line of a function repeats most. */
+		/* Cached by (prototype, line); a hash collision just misses the cache. */
 		if (s->luagen != lp_symtab_lua_generation(s->st)) {
 			lp_addrmap_clear(&s->luaframes);
 			s->luagen = lp_symtab_lua_generation(s->st);
 		}
-		struct lp_addrmap_entry *e = lp_addrmap_get(&s->luaframes, lf->addr);
-		if (e && e->a == lf->line) {
+		uint64_t line32 = lf->line > UINT32_MAX ? UINT32_MAX : lf->line;
+		uint64_t key = lp_hash_u64(lf->addr ^ lp_hash_u64(line32));
+		struct lp_addrmap_entry *e = lp_addrmap_get(&s->luaframes, key);
+		if (e && e->a == lf->addr && e->b >> 32 == line32) {
 			*id = (uint32_t)e->b;
 			return 0;
 		}
@@ -160,7 +163,9 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 		}
 		if (lp_profile_frame_id(s->raw, &f, id))
 			return -ENOMEM;
-		return lp_addrmap_put(&s->luaframes, lf->addr, lf->line, *id);
+		if (e)
+			return 0; /* collision: keep the entry that is there */
+		return lp_addrmap_put(&s->luaframes, key, lf->addr, line32 << 32 | *id);
 	}
 	case LP_FRAME_CFUNC:
 		return c_frame(s, lf->addr, id);
