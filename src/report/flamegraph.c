@@ -247,14 +247,14 @@ struct node {
 };
 
 struct tree {
-	struct node *nodes;
+	struct node *nodes;     /* node 0 is the root ("all") */
 	size_t n, cap;
 	struct lp_iset index;   /* (parent, frame) -> node */
 };
 
 struct child_key {
 	const struct tree *t;
-	uint32_t parent, frame;
+	uint32_t parent, frame;  /* the node looked up */
 };
 
 static int child_eq(const void *ctx, uint32_t idx)
@@ -411,8 +411,8 @@ static size_t tree_layout(struct tree *t, double minv, uint32_t *order, uint32_t
 struct labels {
 	char **s;        /* clean label per frame id */
 	uint32_t *rank;  /* frame id -> position in label order */
-	size_t n;
-	const struct lp_profile *p;
+	size_t n;        /* frames */
+	const struct lp_profile *p;  /* for tie-breaks between equal labels */
 };
 
 static int strcmp_null(const char *a, const char *b)
@@ -646,13 +646,14 @@ static const char *const script[] = {
 struct fg {
 	FILE *out;
 	const struct lp_profile *p;
-	const struct lp_value_type *vt;
+	const struct lp_value_type *vt;  /* the rendered column's type */
 	struct tree t;
 	struct labels l;
-	uint32_t *order;
-	size_t norder, negative;
-	uint32_t maxdepth;
-	int64_t total;
+	uint32_t *order;     /* drawn nodes in pre-order; order[0] is the root */
+	size_t norder;       /* drawn nodes; t.n - norder were elided */
+	size_t negative;     /* stacks skipped for a negative value */
+	uint32_t maxdepth;   /* deepest drawn node, root = 0 */
+	int64_t total;       /* root value: sum of the positive stack values */
 };
 
 static void put_header(struct fg *g, int height, const char *title, const char *sub,
@@ -700,7 +701,7 @@ static void put_legend(struct fg *g)
 			"%s</text>",
 			x, (pal->lo[0] + pal->hi[0]) / 2, (pal->lo[1] + pal->hi[1]) / 2,
 			(pal->lo[2] + pal->hi[2]) / 2, x + 16, pal->legend);
-		x += 16 + (int)strlen(pal->legend) * 7 + 14;
+		x += 16 + (int)strlen(pal->legend) * 13 / 2 + 14;  /* ~6.5 px a character */
 	}
 	fprintf(out,
 		"<text class=\"sub\" x=\"%d\" y=\"63\">width = share of total; x order is "
@@ -784,8 +785,8 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 		ADD(" | %zu frames narrower than 0.1%% elided", g->t.n - g->norder);
 	if (g->negative)
 		ADD(" | %zu stacks with negative values not drawn", g->negative);
-	if (m->title)
-		ADD(" | %s", m->title);
+	if (m->title)  /* a command line can be long; the title line has one row */
+		ADD(" | %.120s%s", m->title, strlen(m->title) > 120 ? "..." : "");
 #undef ADD
 }
 
