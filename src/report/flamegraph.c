@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "util/iset.h"
+#include "util/utf8.h"
 
 /* -- Geometry --------------------------------------------------------------- */
 
@@ -49,59 +50,31 @@
 
 /*
  * Returns a malloc'd copy of s that is valid UTF-8 and valid XML 1.0 character data:
- * invalid or overlong sequences, surrogates, C0 controls (including newline and tab), DEL
+ * ill-formed sequences (see util/utf8.h), C0 controls (including newline and tab), DEL
  * and U+FFFE/U+FFFF each become U+FFFD. Frame names come from arbitrary programs, so this
  * is the only way to promise a well-formed document. NULL on ENOMEM.
  */
 static char *clean_utf8(const char *s)
 {
-	static const char repl[] = "\xef\xbf\xbd";
 	const unsigned char *p = (const unsigned char *)s;
-	char *out = malloc(strlen(s) * 3 + 1);
+	size_t n = strlen(s);
+	char *out = malloc(n * 3 + 1);
 	if (!out)
 		return NULL;
 	char *o = out;
-	while (*p) {
-		unsigned c = *p;
-		size_t len;
-		uint32_t cp;
-		if (c < 0x80) {
-			len = 1;
-			cp = c;
-		} else if (c >= 0xc2 && c <= 0xdf) {
-			len = 2;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			len = 3;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
-			goto bad;
-		}
-		/* A NUL is not a continuation byte, so this never reads past the string. */
-		for (size_t k = 1; k < len; k++) {
-			if ((p[k] & 0xc0) != 0x80)
-				goto bad;
-			cp = cp << 6 | (p[k] & 0x3f);
-		}
-		if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			goto bad;
-		if (cp < 0x20 || cp == 0x7f || cp == 0xfffe || cp == 0xffff) {
-			memcpy(o, repl, 3);
-			o += 3;
-		} else {
-			memcpy(o, p, len);
+	for (size_t i = 0; i < n;) {
+		size_t bad = 0;
+		uint32_t cp = 0;
+		size_t len = lp_utf8_seq(p + i, n - i, &bad, &cp);
+		if (len && !(cp < 0x20 || cp == 0x7f || cp == 0xfffe || cp == 0xffff)) {
+			memcpy(o, p + i, len);
 			o += len;
+			i += len;
+		} else {
+			memcpy(o, LP_UTF8_REPLACEMENT, 3);
+			o += 3;
+			i += len ? len : bad;
 		}
-		p += len;
-		continue;
-bad:
-		memcpy(o, repl, 3);
-		o += 3;
-		p++;
 	}
 	*o = 0;
 	return out;

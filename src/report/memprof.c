@@ -10,6 +10,7 @@
 
 #include "luaprof/format.h"
 #include "util/addrmap.h"
+#include "util/grow.h"
 #include "util/iset.h"
 
 enum { SEC_ALLOC, SEC_REALLOC, SEC_FREE, SEC__MAX };
@@ -68,21 +69,6 @@ struct lp_memprof {
 	uint32_t last;             /* site of the previous event (loops repeat sites) */
 };
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, ncap * elsize);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 struct lp_memprof *lp_memprof_new(struct lp_symtab *st)
 {
 	struct lp_memprof *m = calloc(1, sizeof(*m));
@@ -129,7 +115,7 @@ static int intern_label(struct lp_memprof *m, const char *s, uint32_t *idx)
 	uint64_t h = lp_hash_bytes(s, strlen(s), 2);
 	if (lp_iset_find(&m->labelset, h, label_eq, &k, idx))
 		return 0;
-	if (grow((void **)&m->labels, &m->labelcap, m->nlabels + 1, sizeof(*m->labels)))
+	if (lp_grow((void **)&m->labels, &m->labelcap, m->nlabels + 1, sizeof(*m->labels)))
 		return -ENOMEM;
 	char *copy = strdup(s);
 	if (!copy || lp_iset_insert(&m->labelset, h, (uint32_t)m->nlabels)) {
@@ -230,7 +216,7 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 		m->last = *idx;
 		return 0;
 	}
-	if (grow((void **)&m->locs, &m->loccap, m->nlocs + 1, sizeof(*m->locs)))
+	if (lp_grow((void **)&m->locs, &m->loccap, m->nlocs + 1, sizeof(*m->locs)))
 		return -ENOMEM;
 	struct loc *l = &m->locs[m->nlocs];
 	l->source = ev->source;
@@ -260,7 +246,7 @@ static struct entry *entry_for(struct lp_memprof *m, int sec, uint32_t loc, uint
 		*eidx = e;
 		return &s->entries[e];
 	}
-	if (grow((void **)&s->entries, &s->cap, s->n + 1, sizeof(*s->entries)))
+	if (lp_grow((void **)&s->entries, &s->cap, s->n + 1, sizeof(*s->entries)))
 		return NULL;
 	struct entry *en = &s->entries[s->n];
 	memset(en, 0, sizeof(*en));
@@ -285,7 +271,7 @@ static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
 	if (pe) {
 		p = &s->prim[pe->a];
 	} else {
-		if (grow((void **)&s->prim, &s->primcap, s->nprim + 1, sizeof(*s->prim)) ||
+		if (lp_grow((void **)&s->prim, &s->primcap, s->nprim + 1, sizeof(*s->prim)) ||
 		    lp_addrmap_put(&s->byprim, key, s->nprim, 0))
 			return -ENOMEM;
 		p = &s->prim[s->nprim++];

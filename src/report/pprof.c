@@ -23,6 +23,7 @@
 ** message otherwise; frame names come from the traced process and may be any bytes.
 */
 #include "report/render.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,6 +34,7 @@
 #include <zlib.h>
 
 #include "profile.pb-c.h"
+#include "util/grow.h"
 #include "util/iset.h"
 
 typedef Perftools__Profiles__Profile PbProfile;
@@ -99,76 +101,19 @@ static int nomem(struct pp *w)
 	return fail(w, -ENOMEM, "pprof: out of memory");
 }
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / elsize)
-		return -ENOMEM;
-	void *p = realloc(*arr, ncap * elsize);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 /* -- UTF-8 ------------------------------------------------------------------ */
-
-/*
-** Length (1..4) of the well-formed UTF-8 sequence at s, or 0 with *bad set to the length of
-** the maximal ill-formed prefix (>= 1), which becomes one U+FFFD as Unicode recommends.
-** s is NUL-terminated and NUL never passes as a continuation byte.
-*/
-static size_t utf8_seq(const unsigned char *s, size_t *bad)
-{
-	unsigned c = s[0], lo = 0x80, hi = 0xBF;
-	size_t len;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF) {
-		len = 2;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		len = 3;
-		if (c == 0xE0)
-			lo = 0xA0; /* overlong */
-		else if (c == 0xED)
-			hi = 0x9F; /* surrogates */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		len = 4;
-		if (c == 0xF0)
-			lo = 0x90; /* overlong */
-		else if (c == 0xF4)
-			hi = 0x8F; /* beyond U+10FFFF */
-	} else {
-		*bad = 1;
-		return 0;
-	}
-	for (size_t i = 1; i < len; i++) {
-		if (s[i] < lo || s[i] > hi) {
-			*bad = i;
-			return 0;
-		}
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	return len;
-}
 
 /* Copies s into w->san with ill-formed sequences replaced by U+FFFD; sets its length. */
 static int sanitize(struct pp *w, const char *s, size_t *outlen)
 {
 	size_t n = strlen(s);
 	/* Each replaced byte grows to at most 3 bytes. */
-	if (n > (SIZE_MAX - 1) / 3 || grow((void **)&w->san, &w->sancap, 3 * n + 1, 1))
+	if (n > (SIZE_MAX - 1) / 3 || lp_grow((void **)&w->san, &w->sancap, 3 * n + 1, 1))
 		return -ENOMEM;
 	const unsigned char *u = (const unsigned char *)s;
 	char *o = w->san;
 	for (size_t i = 0; i < n;) {
-		size_t bad = 0, len = utf8_seq(u + i, &bad);
+		size_t bad = 0, len = lp_utf8_seq(u + i, n - i, &bad, NULL);
 		if (len) {
 			memcpy(o, u + i, len);
 			o += len;
@@ -215,7 +160,7 @@ static int intern(struct pp *w, const char *s, int64_t *idx)
 		return 0;
 	}
 	if (w->nstrs >= UINT32_MAX ||
-	    grow((void **)&w->strs, &w->strcap, w->nstrs + 1, sizeof(*w->strs)))
+	    lp_grow((void **)&w->strs, &w->strcap, w->nstrs + 1, sizeof(*w->strs)))
 		return -ENOMEM;
 	char *copy = malloc(len + 1);
 	if (!copy)
@@ -242,7 +187,7 @@ static int format(struct pp *w, const char *fmt, ...)
 			return -EINVAL;
 		if ((size_t)n < w->tmpcap)
 			return 0;
-		if (grow((void **)&w->tmp, &w->tmpcap, (size_t)n + 1, 1))
+		if (lp_grow((void **)&w->tmp, &w->tmpcap, (size_t)n + 1, 1))
 			return -ENOMEM;
 	}
 }
@@ -255,7 +200,7 @@ static int frame_label(struct pp *w, const struct lp_frame *f)
 			return -EINVAL;
 		if ((size_t)n < w->tmpcap)
 			return 0;
-		if (grow((void **)&w->tmp, &w->tmpcap, (size_t)n + 1, 1))
+		if (lp_grow((void **)&w->tmp, &w->tmpcap, (size_t)n + 1, 1))
 			return -ENOMEM;
 	}
 }
@@ -292,7 +237,7 @@ static int func_id(struct pp *w, const struct func *fn, uint64_t *id)
 		return 0;
 	}
 	if (w->nfuncs >= UINT32_MAX ||
-	    grow((void **)&w->funcs, &w->funccap, w->nfuncs + 1, sizeof(*w->funcs)) ||
+	    lp_grow((void **)&w->funcs, &w->funccap, w->nfuncs + 1, sizeof(*w->funcs)) ||
 	    lp_iset_insert(&w->funcset, h, (uint32_t)w->nfuncs))
 		return -ENOMEM;
 	w->funcs[w->nfuncs] = *fn;
@@ -386,7 +331,7 @@ static int zwrite(struct pp *w, const void *data, size_t len, int flush)
 static int emit(struct pp *w, const PbProfile *part)
 {
 	size_t n = perftools__profiles__profile__get_packed_size(part);
-	if (grow((void **)&w->pack, &w->packcap, n, 1))
+	if (lp_grow((void **)&w->pack, &w->packcap, n, 1))
 		return nomem(w);
 	size_t got = perftools__profiles__profile__pack(part, w->pack);
 	if (got != n)
@@ -421,7 +366,7 @@ static int emit_samples(struct pp *w)
 		const int64_t *v;
 		size_t depth;
 		lp_profile_stack(w->p, i, &frames, &depth, &v);
-		if (grow((void **)&w->locs, &w->loccap, depth + 1, sizeof(*w->locs)))
+		if (lp_grow((void **)&w->locs, &w->loccap, depth + 1, sizeof(*w->locs)))
 			return nomem(w);
 		for (size_t d = 0; d < depth; d++)
 			w->locs[d] = (uint64_t)frames[depth - 1 - d] + 1; /* leaf first */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/iset.h"
 
 struct stack {
@@ -38,21 +39,6 @@ struct lp_profile {
 	size_t valuecap;
 	struct lp_iset stackset;
 };
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, ncap * elsize);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 struct lp_profile *lp_profile_new(unsigned nvalues, const struct lp_value_type *types)
 {
@@ -105,7 +91,7 @@ static const char *intern(struct lp_profile *p, const char *s)
 	uint32_t idx;
 	if (lp_iset_find(&p->strset, h, str_eq, &k, &idx))
 		return p->strs[idx];
-	if (grow((void **)&p->strs, &p->strcap, p->nstrs + 1, sizeof(*p->strs)))
+	if (lp_grow((void **)&p->strs, &p->strcap, p->nstrs + 1, sizeof(*p->strs)))
 		return NULL;
 	char *copy = strdup(s);
 	if (!copy)
@@ -158,7 +144,7 @@ int lp_profile_frame_id(struct lp_profile *p, const struct lp_frame *f, uint32_t
 	uint64_t h = frame_hash(&fr);
 	if (lp_iset_find(&p->frameset, h, frame_eq, &k, id))
 		return 0;
-	if (grow((void **)&p->frames, &p->framecap, p->nframes + 1, sizeof(*p->frames)))
+	if (lp_grow((void **)&p->frames, &p->framecap, p->nframes + 1, sizeof(*p->frames)))
 		return -ENOMEM;
 	if (lp_iset_insert(&p->frameset, h, (uint32_t)p->nframes))
 		return -ENOMEM;
@@ -191,10 +177,10 @@ int lp_profile_add(struct lp_profile *p, const uint32_t *frames, size_t depth,
 	uint32_t idx;
 	if (!lp_iset_find(&p->stackset, h, stack_eq, &k, &idx)) {
 		if (depth > UINT32_MAX ||
-		    grow((void **)&p->stacks, &p->stackcap, p->nstacks + 1, sizeof(*p->stacks)) ||
-		    grow((void **)&p->values, &p->valuecap, (p->nstacks + 1) * p->nvalues,
+		    lp_grow((void **)&p->stacks, &p->stackcap, p->nstacks + 1, sizeof(*p->stacks)) ||
+		    lp_grow((void **)&p->values, &p->valuecap, (p->nstacks + 1) * p->nvalues,
 			 sizeof(*p->values)) ||
-		    grow((void **)&p->stackbuf, &p->stackbufcap, p->stackbuflen + depth,
+		    lp_grow((void **)&p->stackbuf, &p->stackbufcap, p->stackbuflen + depth,
 			 sizeof(*p->stackbuf)))
 			return -ENOMEM;
 		if (lp_iset_insert(&p->stackset, h, (uint32_t)p->nstacks))
@@ -313,7 +299,7 @@ struct lp_profile *lp_profile_remap(const struct lp_profile *p, lp_frame_map_fn 
 		size_t depth;
 		const int64_t *v;
 		lp_profile_stack(p, i, &fr, &depth, &v);
-		if (grow((void **)&tmp, &tmpcap, depth + 1, sizeof(*tmp)))
+		if (lp_grow((void **)&tmp, &tmpcap, depth + 1, sizeof(*tmp)))
 			goto fail;
 		for (size_t d = 0; d < depth; d++)
 			tmp[d] = map[fr[d]];

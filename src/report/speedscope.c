@@ -7,6 +7,7 @@
 ** "version" field, so none is written. Output is streamed; memory is one label buffer.
 */
 #include "report/render.h"
+#include "util/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,46 +29,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* -- JSON strings ----------------------------------------------------------- */
 
-/*
-** Length of the well-formed UTF-8 sequence at s (1..4), or 0 if there is none: then *bad is
-** the length of the maximal ill-formed subpart to replace by one U+FFFD (Unicode's
-** recommended practice, as Python's and WHATWG's decoders do it).
-*/
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xbf;
-	size_t len;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4;
-	else
-		len = 0;
-	if (c == 0xe0)
-		lo = 0xa0;       /* overlong */
-	else if (c == 0xed)
-		hi = 0x9f;       /* surrogates */
-	else if (c == 0xf0)
-		lo = 0x90;       /* overlong */
-	else if (c == 0xf4)
-		hi = 0x8f;       /* above U+10FFFF */
-	size_t i = 1;
-	for (; len && i < len && i < n; i++) {
-		if (s[i] < lo || s[i] > hi)
-			break;
-		lo = 0x80;
-		hi = 0xbf;
-	}
-	if (len && i == len)
-		return len;
-	*bad = i;
-	return 0;
-}
-
 /* Writes s (n bytes) as a quoted JSON string, ill-formed UTF-8 replaced by U+FFFD. */
 static void json_str(FILE *out, const char *s, size_t n)
 {
@@ -84,7 +45,7 @@ static void json_str(FILE *out, const char *s, size_t n)
 		} else if (c < 0x20 || c == 0x7f) {
 			fprintf(out, "\\u%04x", c);
 			i++;
-		} else if ((len = utf8_seq(u + i, n - i, &bad))) {
+		} else if ((len = lp_utf8_seq(u + i, n - i, &bad, NULL))) {
 			fwrite(u + i, 1, len, out);
 			i += len;
 		} else {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/iset.h"
 
 struct lua_entry {
@@ -58,21 +59,6 @@ struct lp_symtab {
 	size_t nmaps, mapcap;
 	int mdirty;
 };
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, ncap * elsize);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 struct lp_symtab *lp_symtab_new(void)
 {
@@ -132,7 +118,7 @@ static const char *chunk_name(struct lp_symtab *st, const char *s, size_t len)
 	uint32_t idx;
 	if (lp_iset_find(&st->chunkset, h, chunk_eq, &k, &idx))
 		return st->chunks[idx];
-	if (grow((void **)&st->chunks, &st->chunkcap, st->nchunks + 1, sizeof(char *)))
+	if (lp_grow((void **)&st->chunks, &st->chunkcap, st->nchunks + 1, sizeof(char *)))
 		return NULL;
 	char **rc = realloc(st->rawchunks, st->chunkcap * sizeof(char *));
 	if (!rc)
@@ -143,7 +129,7 @@ static const char *chunk_name(struct lp_symtab *st, const char *s, size_t len)
 		return NULL;
 	char *display = raw;
 	if (memchr(s, '\n', len)) {
-		if (grow((void **)&st->aliases, &st->aliascap, st->naliases + 1,
+		if (lp_grow((void **)&st->aliases, &st->aliascap, st->naliases + 1,
 			 sizeof(*st->aliases))) {
 			free(raw);
 			return NULL;
@@ -200,7 +186,7 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 	uint64_t h = lp_hash_u64(proto);
 	uint32_t idx;
 	if (!lp_iset_find(&st->luaset, h, u64_eq, &k, &idx)) {
-		if (grow((void **)&st->lua, &st->luacap, st->nlua + 1, sizeof(*st->lua)) ||
+		if (lp_grow((void **)&st->lua, &st->luacap, st->nlua + 1, sizeof(*st->lua)) ||
 		    lp_iset_insert(&st->luaset, h, (uint32_t)st->nlua))
 			return -ENOMEM;
 		idx = (uint32_t)st->nlua++;
@@ -218,7 +204,7 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 	uint64_t h = lp_hash_u64(traceno);
 	uint32_t idx;
 	if (!lp_iset_find(&st->traceset, h, u64_eq, &k, &idx)) {
-		if (grow((void **)&st->traces, &st->tracecap, st->ntraces + 1,
+		if (lp_grow((void **)&st->traces, &st->tracecap, st->ntraces + 1,
 			 sizeof(*st->traces)) ||
 		    lp_iset_insert(&st->traceset, h, (uint32_t)st->ntraces))
 			return -ENOMEM;
@@ -252,8 +238,8 @@ const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t 
 
 int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len)
 {
-	if (grow((void **)&st->csyms, &st->ccap, st->ncsyms + 1, sizeof(*st->csyms)) ||
-	    grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
+	if (lp_grow((void **)&st->csyms, &st->ccap, st->ncsyms + 1, sizeof(*st->csyms)) ||
+	    lp_grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
 		return -ENOMEM;
 	char *copy = strndup(name, len);
 	if (!copy)
@@ -330,7 +316,7 @@ void lp_symtab_alias(const struct lp_symtab *st, size_t i, const char **alias,
 int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
 		      const char *path)
 {
-	if (grow((void **)&st->maps, &st->mapcap, st->nmaps + 1, sizeof(*st->maps)))
+	if (lp_grow((void **)&st->maps, &st->mapcap, st->nmaps + 1, sizeof(*st->maps)))
 		return -ENOMEM;
 	char *copy = strdup(path);
 	if (!copy)

@@ -11,6 +11,7 @@
 
 #include "luaprof/format.h"
 #include "util/addrmap.h"
+#include "util/grow.h"
 #include "util/iset.h"
 
 /* What a host address means for the merge. */
@@ -56,21 +57,6 @@ struct lp_sysprof {
 	size_t anchorcap;
 };
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elsize)
-{
-	if (need <= *cap)
-		return 0;
-	size_t ncap = *cap ? *cap : 128;
-	while (ncap < need)
-		ncap *= 2;
-	void *p = realloc(*arr, ncap * elsize);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 struct lp_sysprof *lp_sysprof_new(struct lp_symtab *st, const struct lp_sysprof_opts *o)
 {
 	static const struct lp_value_type samples = { "samples", "count" };
@@ -113,7 +99,7 @@ const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s)
 
 static int push(struct lp_sysprof *s, size_t *n, uint32_t id)
 {
-	if (grow((void **)&s->out, &s->outcap, *n + 1, sizeof(*s->out)))
+	if (lp_grow((void **)&s->out, &s->outcap, *n + 1, sizeof(*s->out)))
 		return -ENOMEM;
 	s->out[(*n)++] = id;
 	return 0;
@@ -243,7 +229,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 		if (resume)
 			na = 0; /* frames outside belong to other coroutines */
 		if (call || resume) {
-			if (grow((void **)&s->anchor_at, &s->anchorcap, na + 1, sizeof(size_t)))
+			if (lp_grow((void **)&s->anchor_at, &s->anchorcap, na + 1, sizeof(size_t)))
 				return -ENOMEM;
 			s->anchor_at[na++] = k;
 		}
@@ -266,7 +252,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 	size_t want_opt = na > nseg ? na - nseg : 0;
 	if (want_opt > optional)
 		want_opt = optional;
-	if (grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
+	if (lp_grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
 		return -ENOMEM;
 	/* Walk outermost first (o = 0 is lua[nl-1]); decide optional boundaries innermost
 	 * first by counting how many optional boundaries lie further in. */
