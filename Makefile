@@ -23,7 +23,13 @@ else
 Q := @
 endif
 
-LIB_SRCS  := $(wildcard src/util/*.c src/stream/*.c src/report/*.c)
+LIB_SRCS  := $(wildcard src/util/*.c src/stream/*.c src/report/*.c src/vm/*.c)
+# The in-process agent is a Lua C module: position-independent, exporting only its API.
+AGENT_SRCS := $(wildcard src/agent/*.c)
+AGENT_DEPS := $(wildcard src/util/*.c src/stream/*.c src/vm/*.c)
+AGENT_OBJS := $(AGENT_SRCS:%.c=$(BUILD)/pic/%.o) $(AGENT_DEPS:%.c=$(BUILD)/pic/%.o)
+LUA_CFLAGS ?= -I/usr/include/luajit-2.1
+AGENT_LIBS ?= -lpthread -lrt
 CLI_SRCS  := $(wildcard src/cli/*.c)
 GEN_PROTO := $(BUILD)/gen/profile.pb-c.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/profile.pb-c.o
@@ -39,7 +45,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(BUILD)/luaprof $(BUILD)/libluaprof.a
+all: $(BUILD)/luaprof $(BUILD)/libluaprof.a $(if $(AGENT_SRCS),$(BUILD)/luaprof.so)
 
 $(BUILD)/gen/profile.pb-c.c $(BUILD)/gen/profile.pb-c.h: src/report/profile.proto
 	@mkdir -p $(BUILD)/gen
@@ -54,6 +60,15 @@ $(BUILD)/obj/%.o: %.c | $(BUILD)/gen/profile.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (pic)"
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) $(LUA_CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c -o $@ $<
+
+$(BUILD)/luaprof.so: $(AGENT_OBJS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) -shared -o $@ $^ $(AGENT_LIBS)
 
 $(BUILD)/libluaprof.a: $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -91,4 +106,4 @@ bench: all $(BENCH_BINS)
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
