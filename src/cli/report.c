@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -348,6 +349,31 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 	return rc;
 }
 
+/* Progress on a terminal for long reads: at most once a second, cleared at the end. */
+struct progress {
+	const char *name;
+	uint64_t size;      /* 0 when unknown (a pipe) */
+	struct timespec last;
+	int shown;
+};
+
+static void show_progress(void *ctx, uint64_t offset)
+{
+	struct progress *pr = ctx;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec - pr->last.tv_sec < 1)
+		return;
+	pr->last = now;
+	pr->shown = 1;
+	if (pr->size)
+		fprintf(stderr, "\rluaprof: reading %s: %3.0f%% (%" PRIu64 " of %" PRIu64 " MB)",
+			pr->name, 100.0 * (double)offset / (double)pr->size, offset / 1000000,
+			pr->size / 1000000);
+	else
+		fprintf(stderr, "\rluaprof: reading %s: %" PRIu64 " MB", pr->name, offset / 1000000);
+}
+
 int lp_cmd_report(int argc, char **argv)
 {
 	struct opts o;
@@ -368,7 +394,15 @@ int lp_cmd_report(int argc, char **argv)
 			close(fd);
 		return fail("%s", msg);
 	}
-	int st = lp_load(&in, &o.sys, &l);
+	struct progress pr = { .name = o.input };
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+		pr.size = (uint64_t)sb.st_size;
+	clock_gettime(CLOCK_MONOTONIC, &pr.last);
+	int tty = !o.quiet && isatty(STDERR_FILENO);
+	int st = lp_load_ex(&in, &o.sys, tty ? show_progress : NULL, &pr, &l);
+	if (pr.shown)
+		fputs("\r\033[K", stderr);
 	lp_input_message(&in, msg, sizeof(msg));
 	if (fd != STDIN_FILENO)
 		close(fd);

@@ -10,7 +10,18 @@ struct ctx {
 	struct lp_input *in;
 	struct lp_loaded *l;
 	const struct lp_sysprof_opts *so;
+	lp_load_progress_fn progress;
+	void *pctx;
+	unsigned countdown;
 };
+
+static void tick(struct ctx *c)
+{
+	if (c->progress && --c->countdown == 0) {
+		c->countdown = LP_LOAD_PROGRESS_EVENTS;
+		c->progress(c->pctx, lp_input_offset(c->in));
+	}
+}
 
 static int nomem(struct ctx *c)
 {
@@ -50,12 +61,14 @@ static int on_sym_trace(void *p, uint64_t traceno, uint64_t addr, uint64_t line)
 static int on_mem(void *p, const struct lp_mem_event *ev)
 {
 	struct ctx *c = p;
+	tick(c);
 	return lp_memprof_event(c->l->mem, ev) ? nomem(c) : 0;
 }
 
 static int on_sys(void *p, const struct lp_sys_sample *s)
 {
 	struct ctx *c = p;
+	tick(c);
 	return lp_sysprof_sample(c->l->sys, s) ? nomem(c) : 0;
 }
 
@@ -85,11 +98,17 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 
 int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loaded *out)
 {
+	return lp_load_ex(in, so, NULL, NULL, out);
+}
+
+int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
+	       lp_load_progress_fn progress, void *pctx, struct lp_loaded *out)
+{
 	memset(out, 0, sizeof(*out));
 	out->st = lp_symtab_new();
 	if (!out->st)
 		return lp_input_fail(in, LP_ERR_NOMEM, 0, "out of memory");
-	struct ctx c = { in, out, so };
+	struct ctx c = { in, out, so, progress, pctx, LP_LOAD_PROGRESS_EVENTS };
 	const struct lp_parse_handlers h = {
 		.ctx = &c,
 		.stream = on_stream,

@@ -28,6 +28,11 @@ struct lp_loaded {
 ** reported. Free with lp_loaded_free whatever the result.
 */
 int lp_load(struct lp_input *in, const struct lp_sysprof_opts *so, struct lp_loaded *out);
+/* The same, calling progress(ctx, bytes read so far) every LP_LOAD_PROGRESS_EVENTS items. */
+#define LP_LOAD_PROGRESS_EVENTS 65536
+typedef void (*lp_load_progress_fn)(void *ctx, uint64_t offset);
+int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
+	       lp_load_progress_fn progress, void *pctx, struct lp_loaded *out);
 void lp_loaded_free(struct lp_loaded *l);
 
 /* The loaded data as an aggregated profile (sysprof: samples; memprof: the four
