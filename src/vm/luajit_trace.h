@@ -1,0 +1,65 @@
+/*
+** LuaJIT traces: J->trace[n] -> machine code range, stack adjustment and start location, and
+** the snapshot lookup that maps an address inside a trace's machine code to the bytecode PC
+** (and so the Lua line) the trace is working on.
+**
+** Async-signal-safe when the reader is, like the rest of the model (luajit.h).
+*/
+#ifndef LP_VM_LUAJIT_TRACE_H
+#define LP_VM_LUAJIT_TRACE_H
+
+#include "vm/luajit.h"
+
+struct lp_lj_trace {
+	uint64_t addr;     /* GCtrace */
+	uint64_t mcode;    /* machine code [mcode, mcode + szmcode) */
+	uint64_t startpt;  /* GCproto where recording started (symbol of the trace) */
+	uint64_t startpc;  /* bytecode address where recording started */
+	uint64_t ir, snap, snapmap; /* IR (indexed by biased refs), SnapShot[nsnap], SnapEntry[] */
+	uint32_t szmcode;
+	uint32_t traceno;
+	uint16_t nsnap;
+	uint16_t spadjust; /* native unwind from trace code: CFA = rsp + CFRAME_SIZE_JIT + this */
+	uint16_t root;     /* root trace of a side trace, 0 for a root trace */
+	uint16_t link;     /* trace jumped to at the end (0 none; == traceno for a loop) */
+};
+
+/* Reads J->trace[traceno] and checks it (gct byte, traceno field, mcode range). LP_LJ_ENONE
+** for an empty slot or a number beyond J->sizetrace. */
+int lp_lj_trace_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t traceno,
+		     struct lp_lj_trace *t);
+
+static inline int lp_lj_trace_has(const struct lp_lj_trace *t, uint64_t ip)
+{
+	return ip >= t->mcode && ip - t->mcode < t->szmcode;
+}
+
+/* Finds the trace whose machine code contains ip by scanning J->trace (one read per slot:
+** meant for out-of-process use or rare cases; a sampler normally knows the number from
+** vmstate). LP_LJ_ENONE if none. */
+int lp_lj_trace_find(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t ip,
+		     struct lp_lj_trace *t);
+
+struct lp_lj_trace_loc {
+	uint64_t pc;     /* one past the instruction the trace resumes at on an exit from here:
+			  * LuaJIT's frame convention, usable as leaf_pc for lp_lj_walk */
+	uint64_t pt;     /* GCproto holding pc, 0 if it could not be determined */
+	int32_t line;    /* current line (0 if pt is 0 or the proto has no line info) */
+	uint32_t snapno; /* snapshot in effect at ip */
+	uint8_t inlined; /* pt is a function inlined into the trace, not its start function */
+};
+
+/*
+** Maps ip inside trace t to the snapshot in effect there (rightmost snapshot whose machine
+** code offset is <= ip - mcode, as LuaJIT's own unwinder does) and to that snapshot's
+** bytecode PC. The PC is attributed to the innermost function of the snapshot's frames that
+** contains it, else to base_pt (the prototype of the frame at g->jit_base, 0 if unknown),
+** else to the trace's start prototype. Approximate by nature: code between two guards is
+** attributed to the later guard's snapshot region. LP_LJ_ENONE if ip is outside the trace
+** or the trace has no snapshot.
+*/
+int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+		       struct lp_lj_trace_loc *loc);
+
+#endif
