@@ -61,5 +61,6 @@ enum lp_vmstate {
 #define LP_EXT_END     0x00 /* closes the extension */
 #define LP_EXT_MAP     0x01 /* start end file-offset path build-id: one mapped object */
 #define LP_EXT_META    0x02 /* key value: facts about the recording */
+#define LP_EXT_CSIZE   0x03 /* addr size: extent of a C symbol of the symtab */
 
 #endif

@@ -79,6 +79,13 @@ static int on_ext_map(void *p, uint64_t start, uint64_t end, uint64_t offset,
 	return lp_symtab_add_map(c->l->st, start, end, offset, path) ? nomem(c) : 0;
 }
 
+static int on_ext_csize(void *p, uint64_t addr, uint64_t size)
+{
+	struct ctx *c = p;
+	lp_symtab_set_csize(c->l->st, addr, size);
+	return 0;
+}
+
 /* Unknown keys are facts for newer readers, not errors. */
 static int on_ext_meta(void *p, const char *key, const char *value)
 {
@@ -87,11 +94,14 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		free(c->l->cmdline);
 		if (!(c->l->cmdline = strdup(value)))
 			return nomem(c);
-	} else if (!strcmp(key, "interval_ns")) {
+	} else if (!strcmp(key, "interval_ns") || !strcmp(key, "dropped")) {
 		char *end;
 		unsigned long long v = strtoull(value, &end, 10);
 		if (*value && !*end)
-			c->l->interval_ns = v;
+			*(key[0] == 'i' ? &c->l->interval_ns : &c->l->dropped) = v;
+	} else if (!strcmp(key, "ffnames") && c->l->sys) {
+		if (lp_sysprof_set_ffnames(c->l->sys, value))
+			return nomem(c);
 	}
 	return 0;
 }
@@ -119,6 +129,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.sys_sample = on_sys,
 		.ext_map = on_ext_map,
 		.ext_meta = on_ext_meta,
+		.ext_csize = on_ext_csize,
 	};
 	return lp_parse_stream(in, &h, &out->stats);
 }
@@ -148,5 +159,6 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
+	m->dropped = l->dropped;
 	return p;
 }

@@ -20,6 +20,7 @@ struct lp_loaded {
 	struct lp_parse_stats stats;
 	char *cmdline;                /* extension meta "cmdline", or NULL */
 	uint64_t interval_ns;         /* extension meta "interval_ns", or 0 */
+	uint64_t dropped;             /* extension meta "dropped": samples the producer lost */
 };
 
 /*

@@ -247,6 +247,7 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->cnames[st->ncnames++] = copy;
 	st->csyms[st->ncsyms].name = copy;
 	st->csyms[st->ncsyms].start = addr;
+	st->csyms[st->ncsyms].size = 0;
 	st->ncsyms++;
 	st->cdirty = 1;
 	return 0;
@@ -286,7 +287,30 @@ const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 		s--;
 	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
-	return s;
+	/* With sizes known, an address past the end of every alias is in unnamed code. */
+	for (const struct lp_sym_c *a = s; a < st->csyms + st->ncsyms && a->start == s->start; a++)
+		if (!a->size || addr - a->start < a->size)
+			return a;
+	return NULL;
+}
+
+void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
+{
+	if (st->cdirty) {
+		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
+		st->cdirty = 0;
+	}
+	size_t lo = 0, hi = st->ncsyms;
+	while (lo < hi) { /* first symbol with start >= addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->csyms[mid].start < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < st->ncsyms && st->csyms[lo].start == addr; lo++)
+		if (!st->csyms[lo].size || size > st->csyms[lo].size)
+			st->csyms[lo].size = size;
 }
 
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)

@@ -34,6 +34,7 @@ struct lp_sym_trace {
 struct lp_sym_c {
 	const char *name;
 	uint64_t start;      /* symbol address */
+	uint64_t size;       /* extent when the stream gives it, else 0 */
 };
 
 struct lp_symtab *lp_symtab_new(void);
@@ -50,6 +51,9 @@ const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t prot
 const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t traceno);
 /* The C symbol that contains addr under the span rule above, or NULL. */
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
+/* The extent of the C symbol at addr (luaprof extension); addresses past it are not
+ * named after it. Unknown addresses are ignored. */
+void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size);
 /* A mapped object from the luaprof extension. Returns 0 or -ENOMEM. */
 int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
 		      const char *path);

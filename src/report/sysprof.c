@@ -55,6 +55,9 @@ struct lp_sysprof {
 	size_t segcap;
 	size_t *anchor_at;            /* host index of each usable anchor */
 	size_t anchorcap;
+	char *ffbuf;                  /* fast-function names, NUL-separated ... */
+	const char **ffnames;         /* ... indexed by id (NULL = unknown) */
+	size_t nffnames;
 };
 
 struct lp_sysprof *lp_sysprof_new(struct lp_symtab *st, const struct lp_sysprof_opts *o)
@@ -87,7 +90,27 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->out);
 	free(s->seg_start);
 	free(s->anchor_at);
+	free(s->ffbuf);
+	free(s->ffnames);
 	free(s);
+}
+
+int lp_sysprof_set_ffnames(struct lp_sysprof *s, const char *names)
+{
+	free(s->ffbuf);
+	free(s->ffnames);
+	s->ffnames = NULL;
+	s->nffnames = 0;
+	if (!(s->ffbuf = strdup(names)))
+		return -ENOMEM;
+	size_t cap = 0;
+	for (char *save = NULL, *tok = strtok_r(s->ffbuf, " ", &save); tok;
+	     tok = strtok_r(NULL, " ", &save)) {
+		if (lp_grow((void **)&s->ffnames, &cap, s->nffnames + 1, sizeof(*s->ffnames)))
+			return -ENOMEM;
+		s->ffnames[s->nffnames++] = strcmp(tok, "-") ? tok : NULL;
+	}
+	return 0;
 }
 
 const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s)
@@ -159,6 +182,7 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 		snprintf(buf, sizeof(buf), "builtin#%" PRIu64, lf->addr);
 		f.kind = LP_FK_FFUNC;
 		f.name = buf;
+		f.addr = lf->addr; /* the id, for naming once the producer's list is known */
 		return lp_profile_frame_id(s->raw, &f, id);
 	}
 }
@@ -367,6 +391,12 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 {
 	struct lp_sysprof *s = ctx;
+	if (f->kind == LP_FK_FFUNC) {
+		if (f->addr < s->nffnames && s->ffnames[f->addr])
+			f->name = s->ffnames[f->addr];
+		f->addr = 0;
+		return;
+	}
 	if (f->kind != LP_FK_C || f->name[0] != '\0')
 		return;
 	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);

@@ -36,6 +36,9 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 /* Builds the final profile (column "samples"), C frames named. NULL on ENOMEM. The
  * caller owns the result; the aggregator may be freed afterwards. */
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s);
+/* Names fast functions by id from the producer's list (space-separated, "-" for none; the
+ * lpx meta "ffnames"); frames of unknown ids stay "builtin#N". Returns 0 or -ENOMEM. */
+int lp_sysprof_set_ffnames(struct lp_sysprof *s, const char *names);
 /* Samples counted per VM state so far. */
 const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s);
 

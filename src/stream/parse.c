@@ -309,6 +309,12 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		rc = lp_input_string(in, &s, &n);
 		if (rc == LP_OK && h->ext_meta && h->ext_meta(h->ctx, first, s))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_CSIZE) {
+		uint64_t addr, size;
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_uleb(in, &size));
+		if (h->ext_csize && h->ext_csize(h->ctx, addr, size))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else {
 		/* A record type from a newer writer: skip it whole. */
 		for (uint64_t left = len; left > 0 && rc == LP_OK;) {

@@ -67,6 +67,7 @@ struct lp_parse_handlers {
 	int (*ext_map)(void *ctx, uint64_t start, uint64_t end, uint64_t offset,
 		       const char *path, const uint8_t *build_id, size_t build_id_len);
 	int (*ext_meta)(void *ctx, const char *key, const char *value);
+	int (*ext_csize)(void *ctx, uint64_t addr, uint64_t size);
 };
 
 /* Counters of what was read; valid whatever the status. */

@@ -207,6 +207,14 @@ void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value)
 	lp_wbuf_string(w, value, vl);
 }
 
+void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size)
+{
+	lp_wbuf_u8(w, LP_EXT_CSIZE);
+	lp_wbuf_uleb(w, uleb_len(addr) + uleb_len(size));
+	lp_wbuf_uleb(w, addr);
+	lp_wbuf_uleb(w, size);
+}
+
 void lp_write_ext_end(struct lp_wbuf *w)
 {
 	lp_wbuf_u8(w, LP_EXT_END);

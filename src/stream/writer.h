@@ -44,6 +44,7 @@ void lp_write_ext_prologue(struct lp_wbuf *w);
 void lp_write_ext_map(struct lp_wbuf *w, uint64_t start, uint64_t end, uint64_t offset,
 		      const char *path, const uint8_t *build_id, size_t build_id_len);
 void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value);
+void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size);
 void lp_write_ext_end(struct lp_wbuf *w);
 
 #endif

@@ -303,6 +303,28 @@ static void test_extension_maps(void)
 	CHECK_STR(title, "luajit app.lua");
 }
 
+static void ffnames_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "ffnames", "lua - assert type pcall");
+	lp_write_ext_end(&wb);
+}
+
+static void test_extension_ffnames(void)
+{
+	begin();
+	struct lp_lua_frame a[] = { L(P_MAIN, 5), FF(4), L(P_F, 12) };
+	struct lp_lua_frame b[] = { L(P_MAIN, 5), FF(1), L(P_F, 12) };
+	struct lp_lua_frame c[] = { L(P_MAIN, 5), FF(9) };
+	sample(LP_VMST_LFUNC, a, 3, NULL, 0);
+	sample(LP_VMST_LFUNC, b, 3, NULL, 0);
+	sample(LP_VMST_FFUNC, c, 2, NULL, 0);
+	trailer = ffnames_trailer;
+	CHECK_STR(collapse(0, 0), "@app.lua:5;builtin#1;@app.lua:12 1\n"
+				  "@app.lua:5;builtin#9 1\n"
+				  "@app.lua:5;pcall;@app.lua:12 1\n");
+}
+
 static int parse_status(const uint8_t *tail, size_t n, char *msg, size_t msglen)
 {
 	begin();
@@ -358,6 +380,7 @@ int main(void)
 	RUN(test_proto_address_reuse);
 	RUN(test_extension_maps);
 	RUN(test_extension_errors);
+	RUN(test_extension_ffnames);
 	free(stream.data);
 	return UNIT_RESULT();
 }
