@@ -284,6 +284,7 @@ static void maps_trailer(void)
 	/* The executable holds main..last_sym; libfoo.so has no symbols in the stream. */
 	lp_write_ext_map(&wb, 0x1000, 0x9000, 0, "/usr/bin/luajit", (const uint8_t *)"\x12\x34", 2);
 	lp_write_ext_map(&wb, 0x20000, 0x30000, 0x4000, "/usr/lib/libfoo.so", NULL, 0);
+	lp_write_ext_csize(&wb, A_LAST, 0x10);
 	/* A record type from a newer writer is skipped by its length. */
 	lp_wbuf_u8(&wb, 0x7f);
 	lp_wbuf_uleb(&wb, 3);
@@ -295,11 +296,12 @@ static void test_extension_maps(void)
 {
 	begin();
 	/* 0x20010 is within 256 KiB of last_sym but in another object: never last_sym. */
-	uint64_t rh[] = { 0x50000, 0x20010, A_LAST + 4, A_MAIN };
-	struct lp_sys_sample s = { .vmstate = LP_VMST_INTERP, .nhost = 4, .host = rh };
+	/* 0x8020 is past last_sym's 16 bytes: static code of the executable. */
+	uint64_t rh[] = { 0x50000, 0x20010, A_LAST + 0x20, A_LAST + 4, A_MAIN };
+	struct lp_sys_sample s = { .vmstate = LP_VMST_INTERP, .nhost = 5, .host = rh };
 	lp_write_sys_sample(&wb, &s);
 	trailer = maps_trailer;
-	CHECK_STR(collapse(0, 0), "main;last_sym;libfoo.so+0x4010;0x50000 1\n");
+	CHECK_STR(collapse(0, 0), "main;last_sym;luajit+0x7020;libfoo.so+0x4010;0x50000 1\n");
 	CHECK_STR(title, "luajit app.lua");
 }
 
