@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev)
+build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev
+	libluajit-5.1-dev libunwind-dev luajit)
 test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time)
 
 want=("${build_pkgs[@]}")

@@ -16,5 +16,7 @@ enum {
 
 int lp_cmd_report(int argc, char **argv);
 void lp_cmd_report_usage(FILE *out);
+int lp_cmd_record(int argc, char **argv);
+void lp_cmd_record_usage(FILE *out);
 
 #endif

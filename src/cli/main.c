@@ -18,6 +18,7 @@ static void usage(FILE *out)
 	      "  report FILE    render a sysprof (CPU) or memprof (memory) stream as a flame\n"
 	      "                 graph, collapsed stacks, pprof, speedscope, a top-N table or\n"
 	      "                 the memprof text report\n"
+	      "  record -- CMD  run a LuaJIT program under the CPU profiler and render it\n"
 	      "  help [CMD]     show this help, or the help of a command\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -25,6 +26,7 @@ static void usage(FILE *out)
 	      "misc.memprof can be reported directly.\n"
 	      "\n"
 	      "Examples:\n"
+	      "  luaprof record -o cpu.svg -- luajit app.lua   profile a script, C and Lua stacks\n"
 	      "  luaprof report cpu.bin -o cpu.svg       interactive flame graph\n"
 	      "  luaprof report mem.bin --leak-only      who still holds memory\n"
 	      "  luaprof report cpu.bin -f pprof -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
@@ -40,9 +42,13 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "report"))
 		return lp_cmd_report(argc - 1, argv + 1);
+	if (!strcmp(cmd, "record"))
+		return lp_cmd_record(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		if (argc > 2 && !strcmp(argv[2], "report"))
 			lp_cmd_report_usage(stdout);
+		else if (argc > 2 && !strcmp(argv[2], "record"))
+			lp_cmd_record_usage(stdout);
 		else
 			usage(stdout);
 		return LP_EXIT_OK;

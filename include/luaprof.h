@@ -1,0 +1,193 @@
+/*
+** luaprof agent: C API of the in-process CPU profiler for stock LuaJIT 2.1.
+**
+** The shape and the return codes are those of Tarantool's luaM_sysprof_* (lmisclib.h), so
+** an embedder written for Tarantool's LuaJIT ports by renaming. The same profiler is
+** reachable from Lua as require("luaprof").sysprof (and misc.sysprof when the host has
+** none). There is one profiler per process, profiling one VM at a time, sampling the OS
+** thread that called luaprof_sysprof_start.
+**
+** Sampling uses the agent's own POSIX timer and a real-time signal (never SIGPROF, so
+** LuaJIT's jit.p keeps working alongside). The signal handler allocates nothing, takes
+** no locks and writes complete samples into a double buffer that a writer thread drains
+** through the writer callback; a sample that cannot be taken safely or that finds both
+** halves full is counted as dropped.
+**
+** Stream written in LUAPROF_SYSPROF_LEAF / _CALLGRAPH modes: symtab "ljs" v3, sysprof
+** "ljp" v2 (both byte-compatible with Tarantool's), then the luaprof extension "lpx" v1
+** (mapped objects, command line, interval) - docs/FORMAT.md.
+*/
+#ifndef LUAPROF_H
+#define LUAPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define LUAPROF_API __attribute__((visibility("default")))
+#else
+#define LUAPROF_API
+#endif
+
+struct lua_State;
+
+/* -- Return codes (as Tarantool's PROFILE_*) -------------------------------- */
+
+#define LUAPROF_PROFILE_SUCCESS 0
+#define LUAPROF_PROFILE_ERRUSE  1 /* bad options, unconfigured, or another VM's profiler */
+#define LUAPROF_PROFILE_ERRRUN  2 /* start: already running; stop: not running */
+#define LUAPROF_PROFILE_ERRMEM  3 /* out of memory while setting up */
+#define LUAPROF_PROFILE_ERRIO   4 /* the writer failed or asked to stop; errno is set */
+
+/* -- Modes ------------------------------------------------------------------ */
+
+#define LUAPROF_SYSPROF_DEFAULT   0 /* "D": per-VM-state counters only, no stream */
+#define LUAPROF_SYSPROF_LEAF      1 /* "L": counters + innermost host and Lua frame */
+#define LUAPROF_SYSPROF_CALLGRAPH 2 /* "C": counters + full host and Lua stacks */
+
+/* -- Clocks (luaprof extension) --------------------------------------------- */
+
+#define LUAPROF_CLOCK_CPU  0 /* CPU time of the sampled thread (default) */
+#define LUAPROF_CLOCK_WALL 1 /* wall-clock time (CLOCK_MONOTONIC): also samples while
+                                the thread is off-CPU, e.g. blocked in a system call */
+
+/*
+** The buffer given in the options is split into two halves used as a double buffer;
+** it must hold at least this many bytes, so that any one sample fits in a half.
+*/
+#define LUAPROF_SYSPROF_BUF_MIN (64 * 1024)
+
+/*
+** Writer: consumes len bytes at *data and returns how many it wrote. A short count is an
+** I/O error (errno as the writer left it is kept); setting *data to NULL asks the profiler
+** to stop (errno ECANCELED). Either way sampling stops and luaprof_sysprof_stop returns
+** LUAPROF_PROFILE_ERRIO. The agent double-buffers itself: any other change to *data is
+** ignored. Called from the thread that starts or stops the profiler (symbol table,
+** epilogue) and from the agent's writer thread (samples), never from the signal handler
+** and never concurrently with itself.
+*/
+typedef size_t (*luaprof_sysprof_writer)(const void **data, size_t len, void *ctx);
+
+/*
+** Called once when a profile ends - by luaprof_sysprof_stop, when the profiled VM is
+** closed while running (lua_close), at process exit - and, as in Tarantool, whenever
+** luaprof_sysprof_start fails, with that call's ctx and buf, so the caller's resources can
+** be released. Returns 0 on success; non-zero makes stop return LUAPROF_PROFILE_ERRIO.
+*/
+typedef int (*luaprof_sysprof_on_stop)(void *ctx, uint8_t *buf);
+
+/*
+** Host stack backtracer, called from the signal handler in CALLGRAPH mode: it must be
+** async-signal-safe. It calls frame_writer(frame_no, addr) for each frame from the
+** innermost outwards and stops when frame_writer returns NULL. Frames that belong to the
+** signal handler itself are recognised by the agent and skipped (the interrupted
+** instruction pointer marks where the sampled stack starts), so the backtracer may simply
+** unwind from where it is. NULL restores the default: libunwind on a checked memory
+** reader, stepping JIT trace frames by the VM's frame rule.
+*/
+typedef void (*luaprof_sysprof_backtracer)(void *(*frame_writer)(int frame_no, void *addr));
+
+struct luaprof_sysprof_options {
+	uint8_t mode;         /* LUAPROF_SYSPROF_DEFAULT / _LEAF / _CALLGRAPH */
+	uint64_t interval;    /* sampling interval in ms, >= 1 (ignored if interval_ns) */
+	uint8_t *buf;         /* stream buffer (LEAF / CALLGRAPH), >= LUAPROF_SYSPROF_BUF_MIN */
+	size_t len;           /* its size in bytes */
+	void *ctx;            /* passed to the writer and to on_stop */
+	/* luaprof extensions; zero means the default. */
+	uint8_t clock;        /* LUAPROF_CLOCK_CPU (default) or LUAPROF_CLOCK_WALL */
+	uint64_t interval_ns; /* when non-zero, the interval in ns (>= 100000) */
+};
+
+/* Samples per VM state, in Tarantool's order; samples is their sum. */
+struct luaprof_sysprof_counters {
+	uint64_t vmst_interp;
+	uint64_t vmst_lfunc;
+	uint64_t vmst_ffunc;
+	uint64_t vmst_cfunc;
+	uint64_t vmst_gc;
+	uint64_t vmst_exit;
+	uint64_t vmst_record;
+	uint64_t vmst_opt;
+	uint64_t vmst_asm;
+	uint64_t vmst_trace;
+	uint64_t samples;
+};
+
+/* What the agent saw beyond Tarantool's counters. */
+struct luaprof_sysprof_stats {
+	uint64_t dropped;     /* timer expiries that produced no sample (unsafe state, both
+	                         buffer halves full, VM not in a readable state) */
+	uint64_t overruns;    /* expiries the kernel merged because the handler was late */
+	uint64_t truncated;   /* samples whose host or Lua stack was cut at the depth limit */
+	uint64_t bytes;       /* stream bytes accepted by the writer */
+	uint64_t handler_ns;  /* time spent in the signal handler: the sampling overhead */
+	uint64_t started_ns;  /* CLOCK_MONOTONIC at start */
+	uint64_t stopped_ns;  /* CLOCK_MONOTONIC at stop, 0 while running */
+};
+
+/*
+** Setters fail with LUAPROF_PROFILE_ERRUSE while a profile runs (and for a NULL writer or
+** on_stop). A writer and an on_stop callback are required for LEAF and CALLGRAPH modes:
+** there are no defaults. The Lua API writes files with its own writer and on_stop, so
+** those two setters do not affect it; the backtracer applies to both.
+*/
+LUAPROF_API int luaprof_sysprof_set_writer(luaprof_sysprof_writer writer);
+LUAPROF_API int luaprof_sysprof_set_on_stop(luaprof_sysprof_on_stop on_stop);
+LUAPROF_API int luaprof_sysprof_set_backtracer(luaprof_sysprof_backtracer backtracer);
+
+/*
+** Starts sampling the calling thread, which must be the one running L's VM.
+** LUAPROF_PROFILE_ERRUSE: mode > 2, interval 0 (or interval_ns < 100000), LEAF/CALLGRAPH
+** without buf, with len < LUAPROF_SYSPROF_BUF_MIN, or without writer/on_stop; an unknown
+** clock; an unsupported LuaJIT build ("unsupported LuaJIT build (...)"); CALLGRAPH with
+** the default backtracer where libunwind is missing; no free real-time signal.
+** LUAPROF_PROFILE_ERRRUN: already running. LUAPROF_PROFILE_ERRMEM: setup failed (errno
+** set). LUAPROF_PROFILE_ERRIO: the writer failed on the symbol table (errno set). On every
+** failure on_stop(ctx, buf) is called when set. luaprof_sysprof_error() describes the last
+** failure in one line.
+**
+** Lua functions and traces are named in the stream by symbol events written before the
+** first sample that meets them (fingerprinted, so a function collected and replaced at the
+** same address is named anew); C symbols of every loaded object are in the symbol table,
+** and objects loaded while sampling are named by symbol events from the writer thread.
+**
+** A stock VM has no LFUNC/FFUNC/CFUNC states: they are derived from the interrupted
+** instruction pointer and the top frame (bytecode -> LFUNC, an assembler builtin or a
+** builtin's C code -> FFUNC, a lua_CFunction -> CFUNC). C code called from a JIT trace
+** (FFI calls, library and VM helper functions) counts as CFUNC, with the Lua frames
+** below the trace, where Tarantool's VM counts it as TRACE: TRACE is time in trace
+** machine code only.
+*/
+LUAPROF_API int luaprof_sysprof_start(struct lua_State *L,
+				      const struct luaprof_sysprof_options *opt);
+
+/*
+** Stops sampling, writes the epilogue and the extension, calls on_stop.
+** LUAPROF_PROFILE_ERRRUN: not running. LUAPROF_PROFILE_ERRUSE: L belongs to another VM
+** than the one profiled. LUAPROF_PROFILE_ERRIO: the stream failed while running or while
+** finishing (errno is that of the first failure); the profiler is stopped all the same.
+*/
+LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L);
+
+/* Copies the counters; valid while running (a consistent snapshot: samples equals the
+ * sum of the states) and after stop, until the next start. Always succeeds. */
+LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *counters);
+
+/* Same for the extra statistics. Always succeeds. */
+LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *stats);
+
+/* One-line description of the last failed start/stop, "" if none. */
+LUAPROF_API const char *luaprof_sysprof_error(void);
+
+/* Lua module entry point: require "luaprof". */
+LUAPROF_API int luaopen_luaprof(struct lua_State *L);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,157 @@
+/*
+** In-process agent: internal interfaces between the profiler core, the VM sampler, the
+** host unwinder and the stream helpers.
+**
+** Everything here is compiled into build/luaprof.so with -fvisibility=hidden; only
+** include/luaprof.h is exported.
+*/
+#ifndef LP_AGENT_H
+#define LP_AGENT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "luaprof.h"
+#include "stream/parse.h"
+#include "stream/wbuf.h"
+
+/* Depth limits of one sample: deeper stacks keep their innermost frames and are counted
+ * as truncated. They bound the size of an encoded sample (AGENT_SAMPLE_MAX). */
+#define AGENT_MAX_LUA   512
+#define AGENT_MAX_HOST  256
+/* Symbols a sample may introduce (functions first seen by the sampler), and the bytes of
+ * their names; a chunk name longer than AGENT_NAME_MAX is cut there. */
+#define AGENT_MAX_NEWSYMS 32
+#define AGENT_NAME_MAX    512
+/* Upper bound of one encoded sample with its new symbols:
+ * header + Lua frames (1 + 10 + 10 each) + 0x80 + host frames (10 each) + 0,
+ * plus per symbol 1 + 10 + (10 + name) + 10. */
+#define AGENT_SAMPLE_MAX (1 + AGENT_MAX_LUA * 21 + 1 + AGENT_MAX_HOST * 10 + 10 + \
+			  AGENT_MAX_NEWSYMS * (31 + AGENT_NAME_MAX) + 64)
+
+/* Register numbers of a native frame, as libunwind's UNW_X86_64_* (checked in unwind.c). */
+enum {
+	AGENT_RAX, AGENT_RDX, AGENT_RCX, AGENT_RBX, AGENT_RSI, AGENT_RDI, AGENT_RBP, AGENT_RSP,
+	AGENT_R8, AGENT_R9, AGENT_R10, AGENT_R11, AGENT_R12, AGENT_R13, AGENT_R14, AGENT_R15,
+	AGENT_RIP, AGENT_NREGS
+};
+
+/* -- What the VM sampler hands to the core (filled inside the signal handler) ----- */
+
+struct agent_sym {
+	uint8_t event;      /* LP_SYSPROF_SYM_LFUNC or LP_SYSPROF_SYM_TRACE */
+	uint64_t addr;      /* proto address (LFUNC), start proto (TRACE) */
+	uint64_t line;      /* first line (LFUNC), start line (TRACE) */
+	uint64_t traceno;   /* TRACE */
+	const char *name;   /* LFUNC chunk name, in the sampler's static storage */
+	size_t len;
+};
+
+struct agent_sample {
+	uint8_t vmstate;                      /* enum lp_vmstate, 0..9 */
+	size_t nlua;                          /* Lua frames, innermost first */
+	struct lp_lua_frame lua[AGENT_MAX_LUA];
+	int lua_truncated;                    /* the Lua stack went deeper than AGENT_MAX_LUA */
+	uint64_t traceno, trace_proto, trace_line; /* vmstate == LP_VMST_TRACE */
+	size_t nsyms;                         /* symbols to emit before the sample */
+	struct agent_sym syms[AGENT_MAX_NEWSYMS];
+};
+
+/* -- VM sampler (vmsample.c): the only part that knows LuaJIT's memory layout --------- */
+
+/*
+** Detects and validates the VM that L belongs to, outside the handler. Returns 0, or -1
+** with a one-line reason in err ("unsupported LuaJIT build (...)").
+*/
+int agent_vm_attach(struct lua_State *L, char *err, size_t errlen);
+void agent_vm_detach(void);
+
+/*
+** Called in the signal handler with the interrupted context. Fills s for the mode
+** (LUAPROF_SYSPROF_DEFAULT: vmstate only; _LEAF: plus the innermost Lua frame; _CALLGRAPH:
+** plus every Lua frame). Returns 0, or -1 when the VM state cannot be read safely (the
+** sample is then dropped, never guessed).
+*/
+int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
+
+/*
+** This build's fast-function names in id order, separated by spaces ("-" for an unnamed
+** id), for the extension's meta "ffnames": the stream itself carries builtins by id only.
+*/
+void agent_vm_ffnames(char *buf, size_t len);
+/* The detected build, e.g. "Debian luajit 2.1.0~beta3+git20220320 (x86_64 GC64)". */
+const char *agent_vm_name(void);
+
+/* Writes symtab entries for the VM's own code (outside the handler). */
+void agent_vm_symbols(struct lp_wbuf *w);
+
+/*
+** Unwinder hook, in the handler after agent_vm_sample: decides how to step the native
+** frame at ip, with the frame's registers in regs (indexed by AGENT_R*; in_object: ip
+** lies in a loaded object's text). Returns 0 when the object's DWARF unwind table applies;
+** 1 when it stepped the frame itself and left the caller's ip, sp and callee-saved
+** registers in regs (JIT trace code: CFA = sp + CFRAME_SIZE_JIT + spadjust; a helper the
+** interpreter called at the end of its code block); -1 when the frame cannot be stepped
+** safely (the walk ends there).
+*/
+int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object);
+
+/* -- Host unwinder (unwind.c) --------------------------------------------------------- */
+
+/* Loads and primes libunwind on the calling (sampled) thread, after agent_objects_init
+ * (objects.h). Returns 0 or -1 with a message. */
+int agent_unwind_init(char *err, size_t errlen);
+
+/*
+** In the handler: the host stack of the interrupted context, innermost first (pcs[0] is
+** the interrupted instruction). Returns the number of frames; *truncated is set when the
+** walk stopped at max frames.
+*/
+size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated);
+
+/* -- Symbols and mappings (elfsyms.c, maps.c) ----------------------------------------- */
+
+/*
+** Writes an entry for every named function symbol of the loaded objects (ELF .symtab,
+** else .dynsym; the vDSO from memory): symtab entries for all of them, or (midstream)
+** sysprof symbol events for those not named yet, loaded while sampling. Not for the
+** handler.
+*/
+void agent_symtab_cfuncs(struct lp_wbuf *w, int midstream);
+/* Writes the extents of those symbols as lpx csize records (objects loaded now). */
+void agent_symtab_csizes(struct lp_wbuf *w);
+/* The dynamic loader's count of objects ever loaded (dlpi_adds): changes when one is. */
+unsigned long long agent_objects_adds(void);
+
+/* Records the executable mappings of /proc/self/maps (with build-ids) seen now; the
+ * extension lists every mapping recorded since the last agent_maps_reset. */
+void agent_maps_reset(void);
+void agent_maps_note(void);
+/* Writes the lpx extension: the recorded mappings and the current ones, then the meta
+ * records given as NULL-terminated key/value pairs; resets the record. */
+void agent_write_extension(struct lp_wbuf *w, const char *const *meta);
+
+/* The process's command line, arguments joined by spaces, into buf. */
+void agent_cmdline(char *buf, size_t len);
+
+/* -- Core (sysprof.c), used by the Lua binding ---------------------------------------- */
+
+/*
+** Starts with explicit callbacks (the Lua API passes its file writer; the C API the
+** configured ones). Same contract as luaprof_sysprof_start.
+*/
+int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
+		luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop);
+/* Stops whatever runs, from any thread, without a lua_State (VM close, exit). */
+int agent_stop_any(void);
+/* The run id of the current (or last) profile; identifies the profiled VM. */
+uint64_t agent_run_id(void);
+int agent_running(void);
+
+/* Lua module: the sentinel that stops the profile when its VM closes. */
+int agent_lua_anchor(struct lua_State *L, uint64_t run_id);
+int agent_lua_owns(struct lua_State *L, uint64_t run_id);
+
+#endif

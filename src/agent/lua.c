@@ -1,0 +1,480 @@
+/*
+** Lua binding of the agent: require "luaprof" -> { sysprof = { start, stop, report, stats } }.
+**
+** The functions, their defaults, messages and errno values are those of Tarantool's
+** misc.sysprof (lib_misc.c), so code written for Tarantool runs unchanged; when the global
+** `misc` has no `sysprof`, the module installs itself there. Runtime failures return
+** nil, message, errno; only an argument of the wrong type raises.
+**
+** `luaprof record` loads the module through LUA_INIT and passes its settings in the
+** environment (LUAPROF_RECORD); see autostart().
+*/
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "agent/agent.h"
+
+#define DEFAULT_INTERVAL_MS 10
+#define DEFAULT_PATH "sysprof.bin"
+/* Stream buffer of the Lua API: two halves of 2 MiB, over 10 s of full C-mode samples
+ * at 1 kHz each, so the writer thread never falls behind on a healthy disk. */
+#define FILE_BUF_SIZE (4u << 20)
+
+#define MSG_MISUSE   "profiler misuse"
+#define MSG_RUNNING  "profiler is running already"
+#define MSG_NOTRUN   "profiler is not running"
+#define MSG_BADMODE  "profiler mode must be 'D', 'L' or 'C'"
+#define MSG_BADINTV  "profiler interval must be greater than 1"
+#define MSG_BADPATH  "profiler path should be a string"
+#define MSG_BADCLOCK "profiler clock must be 'cpu' or 'wall'"
+
+/* -- The file writer of the Lua API ---------------------------------------------------- */
+
+struct file_ctx {
+	int fd;
+	uint8_t buf[FILE_BUF_SIZE];
+};
+
+/* The path of the running (or last) Lua-API profile, for I/O messages. */
+static char cur_path[4096];
+
+static size_t file_writer(const void **data, size_t len, void *ctx)
+{
+	struct file_ctx *fc = ctx;
+	const uint8_t *p = *data;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fc->fd, p + done, len - done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return done; /* errno tells why */
+		}
+		done += (size_t)n;
+	}
+	return done;
+}
+
+static int file_on_stop(void *ctx, uint8_t *buf)
+{
+	struct file_ctx *fc = ctx;
+	if (!fc)
+		return 0;
+	int rc = close(fc->fd);
+	int e = errno;
+	free(fc);
+	errno = e;
+	return rc;
+}
+
+/* -- sysprof.start / stop / report ------------------------------------------------------ */
+
+static int push_fail(lua_State *L, const char *msg, int e)
+{
+	lua_pushnil(L);
+	lua_pushstring(L, msg);
+	lua_pushinteger(L, e);
+	return 3;
+}
+
+static int push_misuse(lua_State *L, const char *detail)
+{
+	lua_pushnil(L);
+	if (detail && *detail)
+		lua_pushfstring(L, MSG_MISUSE ": %s", detail);
+	else
+		lua_pushstring(L, MSG_MISUSE);
+	lua_pushinteger(L, EINVAL);
+	return 3;
+}
+
+/* luaL_fileresult's shape: nil, "<path>: <strerror>", errno. */
+static int push_ioerr(lua_State *L, const char *path, int e)
+{
+	lua_pushnil(L);
+	if (path && *path)
+		lua_pushfstring(L, "%s: %s", path, strerror(e));
+	else
+		lua_pushstring(L, strerror(e));
+	lua_pushinteger(L, e);
+	return 3;
+}
+
+struct start_args {
+	struct luaprof_sysprof_options opt;
+	const char *path;
+};
+
+/* Parses the options table at index 1; returns NULL or the misuse detail. */
+static const char *parse_opts(lua_State *L, struct start_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->opt.mode = LUAPROF_SYSPROF_DEFAULT;
+	a->opt.interval = DEFAULT_INTERVAL_MS;
+	a->path = DEFAULT_PATH;
+	if (lua_gettop(L) == 0)
+		return NULL;
+	luaL_checktype(L, 1, LUA_TTABLE);
+
+	lua_getfield(L, 1, "mode");
+	if (!lua_isnil(L, -1)) {
+		size_t len;
+		const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+		if (!m || len != 1)
+			return MSG_BADMODE;
+		switch (*m) {
+		case 'D': a->opt.mode = LUAPROF_SYSPROF_DEFAULT; break;
+		case 'L': a->opt.mode = LUAPROF_SYSPROF_LEAF; break;
+		case 'C': a->opt.mode = LUAPROF_SYSPROF_CALLGRAPH; break;
+		default: return MSG_BADMODE;
+		}
+	}
+	lua_pop(L, 1);
+
+	lua_getfield(L, 1, "interval");
+	if (!lua_isnil(L, -1)) {
+		if (lua_type(L, -1) != LUA_TNUMBER)
+			return MSG_BADINTV;
+		lua_Number v = lua_tonumber(L, -1);
+		if (!(v >= 1) || v > 2147483647.0) /* NaN too; Tarantool reads an int32 */
+			return MSG_BADINTV;
+		a->opt.interval = (uint64_t)v;
+	}
+	lua_pop(L, 1);
+
+	lua_getfield(L, 1, "clock");
+	if (!lua_isnil(L, -1)) {
+		const char *c = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+		if (!strcmp(c, "cpu"))
+			a->opt.clock = LUAPROF_CLOCK_CPU;
+		else if (!strcmp(c, "wall"))
+			a->opt.clock = LUAPROF_CLOCK_WALL;
+		else
+			return MSG_BADCLOCK;
+	}
+	lua_pop(L, 1);
+
+	/* As in Tarantool, the path matters only when there is a stream. */
+	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
+		lua_getfield(L, 1, "path");
+		if (!lua_isnil(L, -1)) {
+			if (lua_type(L, -1) != LUA_TSTRING)
+				return MSG_BADPATH;
+			a->path = lua_tostring(L, -1); /* anchored by the options table */
+		}
+		lua_pop(L, 1);
+	}
+	return NULL;
+}
+
+/* Starts with parsed options; pushes the Lua results. */
+static int start_with(lua_State *L, struct start_args *a)
+{
+	if (agent_running())
+		return push_fail(L, MSG_RUNNING, EINVAL);
+	struct file_ctx *fc = NULL;
+	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
+		int fd = open(a->path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return push_ioerr(L, a->path, errno);
+		fc = malloc(sizeof(*fc));
+		if (!fc) {
+			close(fd);
+			return push_fail(L, "not enough memory", ENOMEM);
+		}
+		fc->fd = fd;
+		a->opt.buf = fc->buf;
+		a->opt.len = sizeof(fc->buf);
+		a->opt.ctx = fc;
+		snprintf(cur_path, sizeof(cur_path), "%s", a->path);
+	} else {
+		cur_path[0] = '\0';
+	}
+	/* From here on file_on_stop owns fc, whatever happens. */
+	int rc = agent_start(L, &a->opt, file_writer, file_on_stop);
+	int e = errno;
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, luaprof_sysprof_error());
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_RUNNING, EINVAL);
+	case LUAPROF_PROFILE_ERRIO:
+		return push_ioerr(L, a->path, e);
+	default:
+		return push_fail(L, luaprof_sysprof_error(), e ? e : ENOMEM);
+	}
+}
+
+/* local ok, err, errno = sysprof.start{mode=, interval=, path=, clock=} */
+static int l_start(lua_State *L)
+{
+	struct start_args a;
+	const char *bad = parse_opts(L, &a);
+	if (bad)
+		return push_misuse(L, bad);
+	return start_with(L, &a);
+}
+
+/* local ok, err, errno = sysprof.stop() */
+static int l_stop(lua_State *L)
+{
+	int rc = luaprof_sysprof_stop(L);
+	int e = errno;
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_NOTRUN, EINVAL);
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, NULL);
+	default:
+		return push_ioerr(L, cur_path, e ? e : EIO);
+	}
+}
+
+static void setnum(lua_State *L, const char *k, uint64_t v)
+{
+	lua_pushnumber(L, (lua_Number)v);
+	lua_setfield(L, -2, k);
+}
+
+/* sysprof.report() -> {samples = N, vmstate = {INTERP = ..., ...}} */
+static int l_report(lua_State *L)
+{
+	struct luaprof_sysprof_counters c;
+	luaprof_sysprof_report(&c);
+	lua_createtable(L, 0, 2);
+	setnum(L, "samples", c.samples);
+	lua_createtable(L, 0, 10);
+	setnum(L, "INTERP", c.vmst_interp);
+	setnum(L, "LFUNC", c.vmst_lfunc);
+	setnum(L, "FFUNC", c.vmst_ffunc);
+	setnum(L, "CFUNC", c.vmst_cfunc);
+	setnum(L, "GC", c.vmst_gc);
+	setnum(L, "EXIT", c.vmst_exit);
+	setnum(L, "RECORD", c.vmst_record);
+	setnum(L, "OPT", c.vmst_opt);
+	setnum(L, "ASM", c.vmst_asm);
+	setnum(L, "TRACE", c.vmst_trace);
+	lua_setfield(L, -2, "vmstate");
+	return 1;
+}
+
+/* sysprof.stats() -> {dropped, overruns, truncated, bytes, handler = s, duration = s}
+ * (luaprof extension) */
+static int l_stats(lua_State *L)
+{
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_stats(&s);
+	lua_createtable(L, 0, 5);
+	setnum(L, "dropped", s.dropped);
+	setnum(L, "overruns", s.overruns);
+	setnum(L, "truncated", s.truncated);
+	setnum(L, "bytes", s.bytes);
+	lua_pushnumber(L, (lua_Number)s.handler_ns / 1e9);
+	lua_setfield(L, -2, "handler");
+	uint64_t end = s.stopped_ns;
+	if (!end && s.started_ns) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	lua_pushnumber(L, s.started_ns ? (lua_Number)(end - s.started_ns) / 1e9 : 0);
+	lua_setfield(L, -2, "duration");
+	return 1;
+}
+
+/* -- The sentinel: stops the profile when its VM is closed ------------------------------ */
+
+/* Registry key (a light userdata: reading it allocates nothing). */
+static const char anchor_key = 0;
+
+struct anchor {
+	uint64_t run_id;
+};
+
+static int anchor_gc(lua_State *L)
+{
+	struct anchor *a = lua_touserdata(L, 1);
+	if (a && a->run_id == agent_run_id() && agent_running())
+		agent_stop_any();
+	return 0;
+}
+
+static int anchor_setup(lua_State *L)
+{
+	uint64_t run_id = *(const uint64_t *)lua_touserdata(L, 1);
+	lua_pushlightuserdata(L, (void *)&anchor_key);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	struct anchor *a = lua_touserdata(L, -1);
+	if (!a) {
+		a = lua_newuserdata(L, sizeof(*a));
+		lua_createtable(L, 0, 1);
+		lua_pushcfunction(L, anchor_gc);
+		lua_setfield(L, -2, "__gc");
+		lua_setmetatable(L, -2);
+		lua_pushlightuserdata(L, (void *)&anchor_key);
+		lua_pushvalue(L, -2);
+		lua_rawset(L, LUA_REGISTRYINDEX);
+	}
+	a->run_id = run_id;
+	return 0;
+}
+
+int agent_lua_anchor(lua_State *L, uint64_t run_id)
+{
+	/* Protected: the C API may be called outside any Lua call. */
+	return lua_cpcall(L, anchor_setup, &run_id) == 0 ? 0 : -1;
+}
+
+int agent_lua_owns(lua_State *L, uint64_t run_id)
+{
+	lua_pushlightuserdata(L, (void *)&anchor_key);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	const struct anchor *a = lua_touserdata(L, -1);
+	int owns = a && a->run_id == run_id;
+	lua_pop(L, 1);
+	return owns;
+}
+
+/* -- Module ------------------------------------------------------------------------------ */
+
+/*
+** Keeps this library mapped for the life of the process. LuaJIT unloads C modules when
+** the state closes, but the exit handler, the fork handler and a signal left queued by a
+** stop on another thread may still run our code afterwards.
+*/
+static void pin_self(void)
+{
+	static int pinned;
+	Dl_info info;
+	if (pinned || !dladdr((void *)pin_self, &info) || !info.dli_fname)
+		return;
+	if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD))
+		pinned = 1;
+}
+
+/*
+** `luaprof record` sets LUAPROF_RECORD="mode=C,interval_ns=N,clock=cpu,path=FILE" (path
+** last: it may contain commas) and loads the module from LUA_INIT. The variable is
+** removed so that child processes are not profiled into the same file, and LUA_INIT is
+** given back its original value (LUAPROF_LUA_INIT) for them.
+*/
+static void autostart(lua_State *L)
+{
+	const char *env = getenv("LUAPROF_RECORD");
+	if (!env)
+		return;
+	char spec[4096];
+	snprintf(spec, sizeof(spec), "%s", env);
+	unsetenv("LUAPROF_RECORD");
+	const char *orig = getenv("LUAPROF_LUA_INIT");
+	if (orig)
+		setenv("LUA_INIT", orig, 1);
+	else
+		unsetenv("LUA_INIT");
+
+	struct start_args a;
+	memset(&a, 0, sizeof(a));
+	a.opt.mode = LUAPROF_SYSPROF_CALLGRAPH;
+	a.opt.interval = DEFAULT_INTERVAL_MS;
+	a.path = DEFAULT_PATH;
+	const char *bad = NULL;
+	for (char *p = spec; p && *p && !bad;) {
+		char *val = strchr(p, '=');
+		if (!val) {
+			bad = "malformed LUAPROF_RECORD";
+			break;
+		}
+		*val++ = '\0';
+		if (!strcmp(p, "path")) {
+			a.path = val;
+			break;
+		}
+		char *next = strchr(val, ',');
+		if (next)
+			*next++ = '\0';
+		if (!strcmp(p, "mode")) {
+			a.opt.mode = !strcmp(val, "D") ? LUAPROF_SYSPROF_DEFAULT
+				   : !strcmp(val, "L") ? LUAPROF_SYSPROF_LEAF
+				   : LUAPROF_SYSPROF_CALLGRAPH;
+			if (strcmp(val, "D") && strcmp(val, "L") && strcmp(val, "C"))
+				bad = MSG_BADMODE;
+		} else if (!strcmp(p, "interval_ns")) {
+			char *end;
+			a.opt.interval_ns = strtoull(val, &end, 10);
+			if (*end || !a.opt.interval_ns)
+				bad = MSG_BADINTV;
+		} else if (!strcmp(p, "clock")) {
+			if (!strcmp(val, "wall"))
+				a.opt.clock = LUAPROF_CLOCK_WALL;
+			else if (strcmp(val, "cpu"))
+				bad = MSG_BADCLOCK;
+		} else {
+			bad = "unknown LUAPROF_RECORD setting";
+		}
+		p = next;
+	}
+	if (bad) {
+		fprintf(stderr, "luaprof: not profiling: %s\n", bad);
+		return;
+	}
+	int top = lua_gettop(L);
+	start_with(L, &a);
+	if (!lua_toboolean(L, top + 1))
+		fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
+	lua_settop(L, top);
+}
+
+static const luaL_Reg sysprof_funcs[] = {
+	{ "start", l_start },
+	{ "stop", l_stop },
+	{ "report", l_report },
+	{ "stats", l_stats },
+	{ NULL, NULL },
+};
+
+LUAPROF_API int luaopen_luaprof(lua_State *L)
+{
+	pin_self();
+	lua_createtable(L, 0, 2);
+	lua_pushliteral(L, "luaprof 0.1.0");
+	lua_setfield(L, -2, "_VERSION");
+	lua_createtable(L, 0, 4);
+	luaL_register(L, NULL, sysprof_funcs);
+	lua_setfield(L, -2, "sysprof");
+
+	/* misc.sysprof for code written for Tarantool, unless the host has its own. */
+	lua_getglobal(L, "misc");
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_setglobal(L, "misc");
+	}
+	if (lua_istable(L, -1)) {
+		lua_getfield(L, -1, "sysprof");
+		if (lua_isnil(L, -1)) {
+			lua_getfield(L, -3, "sysprof");
+			lua_setfield(L, -3, "sysprof");
+		}
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);
+
+	autostart(L);
+	return 1;
+}

@@ -1,0 +1,199 @@
+/*
+** The loaded objects as the signal handler sees them: executable segments with their
+** .eh_frame_hdr tables, readable segments, and the sampled thread's stack.
+**
+** The handler may not call dl_iterate_phdr (it takes the loader's lock) nor read an address
+** it has not checked, so a snapshot is taken at start, outside the handler, and answers
+** "is this address code of a loaded object?" and "may this word be read?". Objects loaded
+** later are picked up by agent_objects_refresh, which the writer thread calls when the
+** loader's count of loaded objects changes: it fills the other of two tables and publishes
+** it with an atomic pointer, then waits until the handler is seen outside a lookup before
+** the old table may be reused.
+*/
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/objects.h"
+
+static struct objtab tabs[2];
+static _Atomic(struct objtab *) cur_tab;
+static _Atomic int busy;   /* the handler holds a table from agent_objects_enter */
+static uint64_t stack_lo, stack_hi;
+
+static uint64_t read_u32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* Parses an .eh_frame_hdr with the usual encodings (GNU ld, gold and lld write these). */
+static int parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
+{
+	const uint8_t *h = (const uint8_t *)(uintptr_t)hdr;
+	if (len < 12 || h[0] != 1)
+		return -1;
+	/* eh_frame_ptr: pcrel|sdata4 (0x1b) or u/sdata4; fde_count: udata4 (0x03); table:
+	 * datarel|sdata4 (0x3b), the layout libunwind's table search expects. */
+	if ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03)
+		return -1;
+	if (h[2] != 0x03 || h[3] != 0x3b)
+		return -1;
+	t->hdr = hdr;
+	t->nfde = read_u32(h + 8);
+	t->table = hdr + 12;
+	if (12 + t->nfde * 8 > len)
+		return -1;
+	return 0;
+}
+
+static int add_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct objtab *tab = data;
+	uint64_t base = info->dlpi_addr, hdr = 0, hdrlen = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
+			hdr = base + info->dlpi_phdr[i].p_vaddr;
+			hdrlen = info->dlpi_phdr[i].p_memsz;
+		}
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || ph->p_memsz == 0)
+			continue;
+		uint64_t lo = (base + ph->p_vaddr) & ~4095ull;
+		uint64_t hi = (base + ph->p_vaddr + ph->p_memsz + 4095) & ~4095ull;
+		if (tab->nr < OBJ_MAX_RANGES)
+			tab->r[tab->nr++] = (struct obj_range){ lo, hi };
+		if ((ph->p_flags & PF_X) && tab->ntext < OBJ_MAX_TEXT) {
+			struct obj_text *t = &tab->text[tab->ntext++];
+			memset(t, 0, sizeof(*t));
+			t->lo = base + ph->p_vaddr;
+			t->hi = t->lo + ph->p_memsz;
+			if (!hdr || parse_hdr(hdr, hdrlen, t) != 0)
+				t->hdr = 0;
+		}
+	}
+	return 0;
+}
+
+static int cmp_text(const void *a, const void *b)
+{
+	const struct obj_text *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct obj_range *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void snapshot(struct objtab *tab)
+{
+	tab->ntext = tab->nr = 0;
+	dl_iterate_phdr(add_object, tab);
+	qsort(tab->text, tab->ntext, sizeof(tab->text[0]), cmp_text);
+	qsort(tab->r, tab->nr, sizeof(tab->r[0]), cmp_range);
+}
+
+int agent_objects_init(char *err, size_t errlen)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &attr) != 0 ||
+	    pthread_attr_getstack(&attr, &addr, &size) != 0) {
+		snprintf(err, errlen, "cannot find the thread's stack");
+		return -1;
+	}
+	pthread_attr_destroy(&attr);
+	stack_lo = (uint64_t)(uintptr_t)addr;
+	stack_hi = stack_lo + size;
+	snapshot(&tabs[0]);
+	atomic_store(&cur_tab, &tabs[0]);
+	return 0;
+}
+
+void agent_objects_fini(void)
+{
+	atomic_store(&cur_tab, NULL);
+}
+
+void agent_objects_refresh(void)
+{
+	struct objtab *old = atomic_load(&cur_tab);
+	if (!old)
+		return;
+	struct objtab *next = old == &tabs[0] ? &tabs[1] : &tabs[0];
+	snapshot(next);
+	atomic_store(&cur_tab, next);
+	while (atomic_load(&busy)) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* -- Lookups (handler) ------------------------------------------------------------------ */
+
+const struct objtab *agent_objects_enter(void)
+{
+	atomic_store(&busy, 1);
+	return atomic_load(&cur_tab);
+}
+
+void agent_objects_leave(void)
+{
+	atomic_store(&busy, 0);
+}
+
+const struct obj_text *agent_objects_text(const struct objtab *tab, uint64_t ip)
+{
+	size_t lo = 0, hi = tab ? tab->ntext : 0;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (ip < tab->text[mid].lo)
+			hi = mid;
+		else if (ip >= tab->text[mid].hi)
+			lo = mid + 1;
+		else
+			return &tab->text[mid];
+	}
+	return NULL;
+}
+
+int agent_objects_readable(const struct objtab *tab, uint64_t sp, uint64_t addr, size_t len)
+{
+	if (addr + len < addr || !tab)
+		return 0;
+	if (addr >= sp && addr + len <= stack_hi)
+		return 1;
+	size_t lo = 0, hi = tab->nr;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (addr < tab->r[mid].lo)
+			hi = mid;
+		else if (addr >= tab->r[mid].hi)
+			lo = mid + 1;
+		else
+			return addr + len <= tab->r[mid].hi;
+	}
+	return 0;
+}
+
+int agent_objects_on_stack(uint64_t sp)
+{
+	return sp >= stack_lo && sp < stack_hi;
+}
+
+int agent_in_object(uint64_t ip)
+{
+	const struct objtab *tab = agent_objects_enter();
+	int in = agent_objects_text(tab, ip) != NULL;
+	agent_objects_leave();
+	return in;
+}

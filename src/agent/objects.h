@@ -1,0 +1,50 @@
+/*
+** Snapshot of the loaded objects for the signal handler (objects.c).
+*/
+#ifndef LP_AGENT_OBJECTS_H
+#define LP_AGENT_OBJECTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OBJ_MAX_TEXT   1024 /* executable segments */
+#define OBJ_MAX_RANGES 4096 /* readable (loaded) segments */
+
+struct obj_text {
+	uint64_t lo, hi;  /* executable segment */
+	uint64_t hdr;     /* its object's .eh_frame_hdr, 0 if none (or an unusual encoding) */
+	uint64_t table;   /* the header's binary-search table */
+	uint64_t nfde;    /* entries in that table */
+};
+
+struct obj_range {
+	uint64_t lo, hi;  /* page-aligned */
+};
+
+struct objtab {
+	struct obj_text text[OBJ_MAX_TEXT];   /* sorted by lo */
+	size_t ntext;
+	struct obj_range r[OBJ_MAX_RANGES];   /* sorted by lo */
+	size_t nr;
+};
+
+/* Outside the handler, on the sampled thread (its stack bounds are taken): 0 or -1. */
+int agent_objects_init(char *err, size_t errlen);
+void agent_objects_fini(void);
+/* Re-reads the loaded objects (writer thread, after a load or unload). */
+void agent_objects_refresh(void);
+
+/* Handler: the current table, valid until agent_objects_leave; NULL before init. */
+const struct objtab *agent_objects_enter(void);
+void agent_objects_leave(void);
+/* The executable segment holding ip, or NULL. */
+const struct obj_text *agent_objects_text(const struct objtab *tab, uint64_t ip);
+/* 1 if [addr, addr+len) lies in a loaded segment, or on the sampled thread's stack at or
+ * above sp (the interrupted stack pointer: everything above it is mapped). */
+int agent_objects_readable(const struct objtab *tab, uint64_t sp, uint64_t addr, size_t len);
+/* 1 if sp is on the sampled thread's stack. */
+int agent_objects_on_stack(uint64_t sp);
+/* 1 if ip is code of a loaded object (and so neither JIT code nor anonymous memory). */
+int agent_in_object(uint64_t ip);
+
+#endif

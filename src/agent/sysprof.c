@@ -1,0 +1,905 @@
+/*
+** In-process CPU profiler core: options, timer and signal, the handler, the double buffer
+** and its writer thread, start/stop/report (include/luaprof.h).
+**
+** Sadly the profiler state has to be static, as in Tarantool's and LuaJIT's profilers: a
+** signal handler gets no user pointer. One profile runs at a time, in one VM, sampling the
+** OS thread that started it.
+**
+** Why a writer thread and not write(2) from the handler: a write to a file can block for
+** as long as the disk or the network file system likes, and the handler runs on the
+** profiled thread, so it would stall the program and skew the very time being measured
+** (in CPU-clock mode a blocked write is also invisible to the timer). The handler instead
+** appends each complete sample to the active half of a double buffer; when the half is
+** full it is handed to the writer thread (sem_post is async-signal-safe) and sampling
+** continues in the other half. If the writer thread has not finished the other half yet,
+** the sample is dropped and counted - never lost silently, never blocking. The writer
+** thread also asks the handler every second to hand over a partly filled half, so the file
+** grows while the program runs.
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/objects.h"
+#include "stream/writer.h"
+
+#define LUAPROF_VERSION "0.1.0"
+
+enum { ST_IDLE, ST_RUNNING, ST_HALT, ST_STOPPING };
+
+/* Minimum interval: below 0.1 ms the handler would be most of what the thread does. */
+#define MIN_INTERVAL_NS 100000ull
+
+_Static_assert(AGENT_SAMPLE_MAX <= LUAPROF_SYSPROF_BUF_MIN / 2,
+	       "one encoded sample must fit in half of the smallest stream buffer");
+
+struct half {
+	uint8_t *data;
+	size_t len;          /* filled bytes: the handler's while !full, the writer's while full */
+	uint64_t seq;        /* hand-over order */
+	_Atomic int full;    /* handed to the writer thread */
+};
+
+static struct {
+	/* Configuration of the C API (luaprof_sysprof_set_*). */
+	luaprof_sysprof_writer cfg_writer;
+	luaprof_sysprof_on_stop cfg_on_stop;
+	luaprof_sysprof_backtracer cfg_backtracer;
+
+	_Atomic int state;               /* ST_* */
+	_Atomic int busy;                /* the handler is between its two state checks */
+	uint64_t run_id;                 /* increments at every start */
+
+	/* The running profile. */
+	int mode;
+	int clock;
+	uint64_t interval_ns;
+	luaprof_sysprof_writer writer;
+	luaprof_sysprof_on_stop on_stop;
+	luaprof_sysprof_backtracer backtracer;
+	void *ctx;
+	uint8_t *buf;
+	pid_t tid;                       /* the sampled thread */
+
+	/* Signal and timer. */
+	int signo;
+	int sig_installed;               /* our handler is in place (maybe left inert) */
+	struct sigaction oldsa;          /* what it replaced, restored on stop */
+	timer_t timer;
+	int timer_ok;
+
+	/* Counters: a sequence lock makes a report consistent while the handler runs. */
+	_Atomic uint32_t cnt_seq;
+	_Atomic uint64_t counters[LP_VMST__MAX];
+	_Atomic uint64_t samples;
+	_Atomic uint64_t dropped, overruns, truncated, bytes;
+	_Atomic uint64_t handler_ns;     /* time spent in the handler (CLOCK_MONOTONIC) */
+	uint64_t started_ns, stopped_ns;
+
+	/* Stream. */
+	struct half half[2];
+	size_t halfcap;
+	int active;                      /* half the handler appends to */
+	uint64_t seq;
+	_Atomic int flush_req;           /* writer thread: hand over the active half */
+	_Atomic int io_errno;            /* first I/O failure, 0 if none */
+	sem_t sem;
+	int sem_ok;
+	pthread_t wthread;
+	int wthread_ok;
+	_Atomic int wquit;
+
+	char err[256];                   /* last start/stop failure */
+} sp;
+
+/* Handler-only storage (the handler does not nest: its signal is blocked while it runs). */
+static struct agent_sample hs_sample;
+static uint64_t hs_host[AGENT_MAX_HOST + 64];
+static uint8_t hs_scratch[AGENT_SAMPLE_MAX];
+static size_t hs_bt_n;
+
+static pid_t gettid_raw(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(sp.err, sizeof(sp.err), fmt, ap);
+	va_end(ap);
+}
+
+/* -- Stream output (writer thread, or the starting/stopping thread) ------------------- */
+
+static void io_fail(int e)
+{
+	int zero = 0;
+	if (!atomic_compare_exchange_strong(&sp.io_errno, &zero, e ? e : EIO))
+		return;
+	int running = ST_RUNNING;
+	atomic_compare_exchange_strong(&sp.state, &running, ST_HALT);
+	/* Sampling stops here; the timer itself is deleted by stop. */
+	if (sp.timer_ok) {
+		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+		timer_settime(sp.timer, 0, &off, NULL);
+	}
+}
+
+static void emit(const uint8_t *p, size_t len)
+{
+	if (len == 0 || atomic_load(&sp.io_errno))
+		return;
+	const void *d = p;
+	errno = 0;
+	size_t n = sp.writer(&d, len, sp.ctx);
+	atomic_fetch_add(&sp.bytes, n < len ? n : len);
+	if (d == NULL)
+		io_fail(ECANCELED);
+	else if (n < len)
+		io_fail(errno ? errno : EIO);
+}
+
+static size_t sync_writer(const void **data, size_t len, void *ctx)
+{
+	emit(*data, len);
+	return atomic_load(&sp.io_errno) ? 0 : len;
+}
+
+/* Writes every full half, oldest first. */
+static void drain_full(void)
+{
+	for (;;) {
+		struct half *h = NULL;
+		for (int i = 0; i < 2; i++)
+			if (atomic_load_explicit(&sp.half[i].full, memory_order_acquire) &&
+			    (!h || sp.half[i].seq < h->seq))
+				h = &sp.half[i];
+		if (!h)
+			return;
+		emit(h->data, h->len);
+		h->len = 0;
+		atomic_store_explicit(&h->full, 0, memory_order_release);
+	}
+}
+
+/* Objects loaded since the last look (C modules required while sampling): unwind tables
+ * for the handler, symbols into the stream. Writer thread only. */
+static unsigned long long objs_adds;
+static uint8_t objs_buf[64 * 1024];
+
+static void new_objects(void)
+{
+	unsigned long long adds = agent_objects_adds();
+	if (adds == objs_adds)
+		return;
+	objs_adds = adds;
+	agent_objects_refresh();
+	agent_maps_note();
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, objs_buf, sizeof(objs_buf), sync_writer, NULL);
+	agent_symtab_cfuncs(&w, 1);
+	lp_wbuf_flush(&w);
+}
+
+static void *writer_main(void *arg)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		if (sem_timedwait(&sp.sem, &ts) != 0 && errno == ETIMEDOUT)
+			atomic_store(&sp.flush_req, 1);
+		drain_full();
+		new_objects();
+		if (atomic_load(&sp.wquit)) {
+			drain_full();
+			return NULL;
+		}
+	}
+}
+
+/* -- Signal handler ------------------------------------------------------------------- */
+
+static size_t scratch_overflow(const void **data, size_t len, void *ctx)
+{
+	return 0; /* cannot happen by AGENT_SAMPLE_MAX; if it did, the sample is dropped */
+}
+
+/* Hands h to the writer thread. */
+static void hand_over(struct half *h)
+{
+	h->seq = ++sp.seq;
+	atomic_store_explicit(&h->full, 1, memory_order_release);
+	sem_post(&sp.sem);
+}
+
+/*
+** Appends one encoded sample; -1 when it cannot be placed without waiting. The half not
+** being filled is either with the writer thread (full) or empty: the writer thread resets
+** len before it clears full.
+*/
+static int push(const uint8_t *p, size_t n)
+{
+	struct half *h = &sp.half[sp.active], *o = &sp.half[!sp.active];
+	if (!atomic_load_explicit(&h->full, memory_order_acquire)) {
+		if (h->len + n <= sp.halfcap) {
+			int flush = h->len > 0 && atomic_load(&sp.flush_req) &&
+				    !atomic_load_explicit(&o->full, memory_order_acquire);
+			if (!flush)
+				goto append;
+			atomic_store(&sp.flush_req, 0);
+		}
+		if (h->len == 0)
+			return -1; /* larger than a half: excluded by AGENT_SAMPLE_MAX */
+		hand_over(h);
+	}
+	if (atomic_load_explicit(&o->full, memory_order_acquire))
+		return -1;
+	sp.active = !sp.active;
+	h = o;
+	if (h->len + n > sp.halfcap)
+		return -1;
+append:;
+	/* A plain loop: memcpy is not on POSIX's async-signal-safe list. */
+	uint8_t *dst = h->data + h->len;
+	for (size_t i = 0; i < n; i++)
+		dst[i] = p[i];
+	h->len += n;
+	return 0;
+}
+
+static void *bt_frame_writer(int frame_no, void *addr)
+{
+	if (hs_bt_n >= sizeof(hs_host) / sizeof(hs_host[0]))
+		return NULL;
+	hs_host[hs_bt_n++] = (uint64_t)(uintptr_t)addr;
+	return &hs_bt_n;
+}
+
+/* Host stack through a user backtracer: its frames start inside this handler; the
+ * interrupted instruction pointer marks where the sampled stack begins. */
+static size_t user_backtrace(const ucontext_t *uc, int *truncated)
+{
+	uint64_t ip = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	hs_bt_n = 0;
+	sp.backtracer(bt_frame_writer);
+	size_t i;
+	for (i = 0; i < hs_bt_n && hs_host[i] != ip; i++)
+		;
+	if (i == hs_bt_n) {
+		hs_host[0] = ip;
+		*truncated = 1;
+		return 1;
+	}
+	size_t n = hs_bt_n - i;
+	if (n > AGENT_MAX_HOST) {
+		n = AGENT_MAX_HOST;
+		*truncated = 1;
+	}
+	for (size_t k = 0; k < n; k++)
+		hs_host[k] = hs_host[i + k];
+	return n;
+}
+
+static void count(uint8_t vmstate)
+{
+	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
+	atomic_fetch_add_explicit(&sp.counters[vmstate], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp.samples, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
+}
+
+static void take_sample(const ucontext_t *uc)
+{
+	struct agent_sample *s = &hs_sample;
+	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
+		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
+		return;
+	}
+	count(s->vmstate);
+	if (sp.mode == LUAPROF_SYSPROF_DEFAULT)
+		return;
+
+	int truncated = s->lua_truncated;
+	struct lp_sys_sample out = {
+		.vmstate = s->vmstate, .nlua = s->nlua, .lua = s->lua,
+		.traceno = s->traceno, .trace_addr = s->trace_proto, .trace_line = s->trace_line,
+	};
+	if (s->vmstate != LP_VMST_TRACE) {
+		if (sp.mode == LUAPROF_SYSPROF_LEAF) {
+			hs_host[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+			out.nhost = 1;
+		} else if (sp.backtracer) {
+			out.nhost = user_backtrace(uc, &truncated);
+		} else {
+			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
+		}
+		out.host = hs_host;
+	}
+
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, hs_scratch, sizeof(hs_scratch), scratch_overflow, NULL);
+	for (size_t i = 0; i < s->nsyms; i++) {
+		const struct agent_sym *y = &s->syms[i];
+		if (y->event == LP_SYSPROF_SYM_LFUNC)
+			lp_write_sys_sym_lua(&w, y->addr, y->name, y->len, y->line);
+		else
+			lp_write_sys_sym_trace(&w, y->traceno, y->addr, y->line);
+	}
+	lp_write_sys_sample(&w, &out);
+	if (!lp_wbuf_ok(&w) || push(hs_scratch, (size_t)(w.pos - w.buf)) != 0) {
+		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
+		return;
+	}
+	if (truncated)
+		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
+}
+
+static void on_signal(int sig, siginfo_t *si, void *ucv)
+{
+	int saved = errno;
+	if (si->si_code != SI_TIMER || si->si_value.sival_ptr != (void *)&sp)
+		goto out; /* not our timer (e.g. a stray kill): ignore */
+	if (atomic_load(&sp.state) != ST_RUNNING)
+		goto out;
+	atomic_store(&sp.busy, 1);
+	if (atomic_load(&sp.state) == ST_RUNNING && gettid_raw() == sp.tid) {
+		uint64_t t0 = now_ns();
+		if (si->si_overrun > 0)
+			atomic_fetch_add_explicit(&sp.overruns, (uint64_t)si->si_overrun,
+						  memory_order_relaxed);
+		take_sample((const ucontext_t *)ucv);
+		atomic_fetch_add_explicit(&sp.handler_ns, now_ns() - t0, memory_order_relaxed);
+	}
+	atomic_store(&sp.busy, 0);
+out:
+	errno = saved;
+}
+
+/* -- Signal and timer set-up ---------------------------------------------------------- */
+
+/*
+** The first real-time signal from SIGRTMIN+4 upwards that nobody handles and the sampled
+** thread does not block. glibc keeps two below SIGRTMIN for itself, and programs that use
+** real-time signals tend to start at SIGRTMIN; SIGPROF stays with jit.p.
+*/
+static int install_signal(void)
+{
+	if (sp.sig_installed)
+		return 0; /* left in place (inert) by a stop on another thread: reuse */
+	sigset_t blocked;
+	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+	for (int s = SIGRTMIN + 4; s <= SIGRTMAX; s++) {
+		struct sigaction cur;
+		if (sigaction(s, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+		    cur.sa_handler != SIG_DFL || sigismember(&blocked, s))
+			continue;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_signal;
+		sa.sa_flags = SA_RESTART | SA_SIGINFO;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(s, &sa, &sp.oldsa) != 0)
+			continue;
+		sp.signo = s;
+		sp.sig_installed = 1;
+		return 0;
+	}
+	set_err("no free real-time signal for the sampling timer");
+	return -1;
+}
+
+/*
+** Restores the previous handler. A timer signal already queued for the sampled thread can
+** only be withdrawn by that thread (sigtimedwait); from any other thread, restoring a
+** default disposition could let that signal kill the process, so the (inert) handler
+** stays until the next stop on the sampled thread.
+*/
+static void release_signal(int blocked, const sigset_t *oldmask)
+{
+	if (!blocked)
+		return;
+	{
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sp.signo);
+		struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&set, NULL, &zero) > 0)
+			;
+		sigaction(sp.signo, &sp.oldsa, NULL);
+		sp.sig_installed = 0;
+	}
+	pthread_sigmask(SIG_SETMASK, oldmask, NULL);
+}
+
+static int arm_timer(void)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = sp.signo;
+	sev.sigev_value.sival_ptr = &sp;
+	sev._sigev_un._tid = sp.tid;
+	clockid_t clk = sp.clock == LUAPROF_CLOCK_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
+	if (timer_create(clk, &sev, &sp.timer) != 0) {
+		set_err("cannot create the sampling timer: %s", strerror(errno));
+		return -1;
+	}
+	sp.timer_ok = 1;
+	struct itimerspec its;
+	its.it_interval.tv_sec = (time_t)(sp.interval_ns / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(sp.interval_ns % 1000000000ull);
+	its.it_value = its.it_interval;
+	if (timer_settime(sp.timer, 0, &its, NULL) != 0) {
+		set_err("cannot arm the sampling timer: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* -- Start and stop ------------------------------------------------------------------- */
+
+/* Ends sampling and joins the writer thread. `blocked`: the caller is the sampled thread
+** and has blocked the signal, saving its mask in oldmask. */
+static void teardown(int blocked, const sigset_t *oldmask)
+{
+	if (sp.timer_ok) {
+		timer_delete(sp.timer);
+		sp.timer_ok = 0;
+	}
+	while (atomic_load(&sp.busy)) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+	if (sp.wthread_ok) {
+		atomic_store(&sp.wquit, 1);
+		sem_post(&sp.sem);
+		pthread_join(sp.wthread, NULL);
+		sp.wthread_ok = 0;
+	}
+	release_signal(blocked, oldmask);
+	if (sp.sem_ok) {
+		sem_destroy(&sp.sem);
+		sp.sem_ok = 0;
+	}
+	agent_objects_fini();
+}
+
+static const char *mode_name(int mode)
+{
+	return mode == LUAPROF_SYSPROF_LEAF ? "L" : mode == LUAPROF_SYSPROF_CALLGRAPH ? "C" : "D";
+}
+
+/* The rest of the stream after sampling: what is left in the halves, the epilogue, the
+ * extension. Only once the handler and the writer thread are done. */
+static void finish_stream(void)
+{
+	drain_full();
+	struct half *h = &sp.half[sp.active];
+	emit(h->data, h->len);
+	h->len = 0;
+	if (atomic_load(&sp.io_errno))
+		return;
+
+	char cmdline[4096], interval[32], dropped[32], duration[32], overruns[32], truncated[32];
+	char handler[32];
+	static char ffnames[8192];
+	agent_cmdline(cmdline, sizeof(cmdline));
+	agent_vm_ffnames(ffnames, sizeof(ffnames));
+	snprintf(interval, sizeof(interval), "%llu", (unsigned long long)sp.interval_ns);
+	snprintf(dropped, sizeof(dropped), "%llu", (unsigned long long)atomic_load(&sp.dropped));
+	snprintf(overruns, sizeof(overruns), "%llu", (unsigned long long)atomic_load(&sp.overruns));
+	snprintf(truncated, sizeof(truncated), "%llu",
+		 (unsigned long long)atomic_load(&sp.truncated));
+	snprintf(handler, sizeof(handler), "%llu", (unsigned long long)atomic_load(&sp.handler_ns));
+	snprintf(duration, sizeof(duration), "%llu",
+		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
+	const char *meta[] = {
+		"cmdline", cmdline,
+		"interval_ns", interval,
+		"clock", sp.clock == LUAPROF_CLOCK_WALL ? "wall" : "cpu",
+		"mode", mode_name(sp.mode),
+		"duration_ns", duration,
+		"dropped", dropped,
+		"overruns", overruns,
+		"truncated", truncated,
+		"handler_ns", handler,
+		"agent", "luaprof " LUAPROF_VERSION " in-process",
+		"vm", agent_vm_name(),
+		"ffnames", ffnames,
+		NULL,
+	};
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
+	lp_write_sysprof_epilogue(&w);
+	agent_write_extension(&w, meta);
+	lp_wbuf_flush(&w);
+}
+
+static int stop_locked(int from_state)
+{
+	int on_sampled = gettid_raw() == sp.tid;
+	sigset_t oldmask;
+	sigemptyset(&oldmask);
+	int blocked = on_sampled && sp.sig_installed;
+	if (blocked) {
+		/* No more samples on this thread from here on, queued ones included. */
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sp.signo);
+		pthread_sigmask(SIG_BLOCK, &set, &oldmask);
+	}
+	sp.stopped_ns = now_ns();
+	teardown(blocked, &oldmask);
+	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
+		finish_stream();
+	agent_vm_detach();
+	int rc = LUAPROF_PROFILE_SUCCESS;
+	int e = atomic_load(&sp.io_errno);
+	if (sp.on_stop && sp.on_stop(sp.ctx, sp.buf) != 0 && !e)
+		e = errno ? errno : EIO;
+	if (e) {
+		set_err("cannot write the profile: %s", strerror(e));
+		rc = LUAPROF_PROFILE_ERRIO;
+	}
+	atomic_store(&sp.state, ST_IDLE);
+	errno = e;
+	return rc;
+}
+
+/* Moves RUNNING or HALT to STOPPING; returns the old state or -1. */
+static int claim_stop(void)
+{
+	for (;;) {
+		int st = atomic_load(&sp.state);
+		if (st != ST_RUNNING && st != ST_HALT)
+			return -1;
+		if (atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING))
+			return st;
+	}
+}
+
+int agent_stop_any(void)
+{
+	int st = claim_stop();
+	if (st < 0)
+		return LUAPROF_PROFILE_ERRRUN;
+	return stop_locked(st);
+}
+
+uint64_t agent_run_id(void)
+{
+	return sp.run_id;
+}
+
+int agent_running(void)
+{
+	int st = atomic_load(&sp.state);
+	return st == ST_RUNNING || st == ST_HALT;
+}
+
+static int validate(const struct luaprof_sysprof_options *opt, luaprof_sysprof_writer writer,
+		    luaprof_sysprof_on_stop on_stop)
+{
+	if (opt->mode > LUAPROF_SYSPROF_CALLGRAPH) {
+		set_err("profiler mode must be 'D', 'L' or 'C'");
+		return -1;
+	}
+	if (opt->interval_ns ? opt->interval_ns < MIN_INTERVAL_NS
+			     : (opt->interval == 0 || opt->interval > UINT64_MAX / 1000000ull)) {
+		set_err("profiler interval must be greater than 1");
+		return -1;
+	}
+	if (opt->clock > LUAPROF_CLOCK_WALL) {
+		set_err("unknown profiler clock");
+		return -1;
+	}
+	if (opt->mode != LUAPROF_SYSPROF_DEFAULT) {
+		if (!opt->buf || opt->len < LUAPROF_SYSPROF_BUF_MIN) {
+			set_err("the stream buffer must hold at least 64 KiB");
+			return -1;
+		}
+		if (!writer || !on_stop) {
+			set_err("no writer or on_stop callback configured");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Writes the symbol table and the sysprof prologue synchronously, before sampling. */
+static int write_header(void)
+{
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
+	lp_write_symtab_prologue(&w);
+	/* Lua functions and traces are named by symbol events in the sample stream the
+	 * first time a sample meets them (vmsample.c). */
+	objs_adds = agent_objects_adds();
+	agent_maps_reset();
+	agent_maps_note();
+	agent_symtab_cfuncs(&w, 0);
+	agent_vm_symbols(&w);
+	lp_write_symtab_final(&w);
+	lp_write_sysprof_prologue(&w);
+	lp_wbuf_flush(&w);
+	return atomic_load(&sp.io_errno) ? -1 : 0;
+}
+
+/* A profile still running at exit() (os.exit, or a host that never stops it) is finished
+ * so that the file is complete. */
+static void at_exit(void)
+{
+	agent_stop_any();
+}
+
+/* A forked child has no timer and no writer thread: it is simply not profiling. */
+static void at_fork_child(void)
+{
+	atomic_store(&sp.state, ST_IDLE);
+	sp.timer_ok = 0;
+	sp.wthread_ok = 0;
+	sp.sem_ok = 0;
+}
+
+static void register_once(void)
+{
+	atexit(at_exit);
+	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
+int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
+		luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, register_once);
+	sp.err[0] = '\0';
+	int st = ST_IDLE;
+	if (!atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING)) {
+		set_err("profiler is running already");
+		if (on_stop)
+			on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	/* ST_STOPPING doubles as "being set up": the handler ignores it. */
+	int rc = LUAPROF_PROFILE_ERRUSE, e = 0;
+	if (validate(opt, writer, on_stop) != 0)
+		goto fail_early;
+
+	sp.run_id++;
+	sp.mode = opt->mode;
+	sp.clock = opt->clock;
+	sp.interval_ns = opt->interval_ns ? opt->interval_ns : opt->interval * 1000000ull;
+	sp.writer = writer;
+	sp.on_stop = on_stop;
+	sp.backtracer = sp.cfg_backtracer;
+	sp.ctx = opt->ctx;
+	sp.buf = opt->buf;
+	sp.tid = gettid_raw();
+	for (int i = 0; i < LP_VMST__MAX; i++)
+		atomic_store(&sp.counters[i], 0);
+	atomic_store(&sp.samples, 0);
+	atomic_store(&sp.dropped, 0);
+	atomic_store(&sp.overruns, 0);
+	atomic_store(&sp.truncated, 0);
+	atomic_store(&sp.bytes, 0);
+	atomic_store(&sp.handler_ns, 0);
+	atomic_store(&sp.io_errno, 0);
+	atomic_store(&sp.flush_req, 0);
+	atomic_store(&sp.wquit, 0);
+	sp.stopped_ns = 0;
+	sp.seq = 0;
+	sp.active = 0;
+	if (opt->mode != LUAPROF_SYSPROF_DEFAULT) {
+		sp.halfcap = opt->len / 2;
+		for (int i = 0; i < 2; i++) {
+			sp.half[i].data = opt->buf + i * sp.halfcap;
+			sp.half[i].len = 0;
+			sp.half[i].seq = 0;
+			atomic_store(&sp.half[i].full, 0);
+		}
+	}
+
+	if (agent_vm_attach(L, sp.err, sizeof(sp.err)) != 0)
+		goto fail_early;
+	if (agent_lua_anchor(L, sp.run_id) != 0) {
+		rc = LUAPROF_PROFILE_ERRMEM;
+		e = ENOMEM;
+		set_err("not enough memory");
+		goto fail_vm;
+	}
+	if (agent_objects_init(sp.err, sizeof(sp.err)) != 0) {
+		rc = LUAPROF_PROFILE_ERRMEM;
+		e = ENOMEM;
+		goto fail_vm;
+	}
+	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && !sp.backtracer &&
+	    agent_unwind_init(sp.err, sizeof(sp.err)) != 0) {
+		e = ENOTSUP;
+		goto fail_unwind; /* ERRUSE: C mode needs libunwind, and the message says so */
+	}
+	if (opt->mode != LUAPROF_SYSPROF_DEFAULT) {
+		if (write_header() != 0) {
+			rc = LUAPROF_PROFILE_ERRIO;
+			e = atomic_load(&sp.io_errno);
+			set_err("cannot write the profile: %s", strerror(e));
+			goto fail_unwind;
+		}
+		if (sem_init(&sp.sem, 0, 0) != 0) {
+			rc = LUAPROF_PROFILE_ERRMEM;
+			e = errno;
+			goto fail_unwind;
+		}
+		sp.sem_ok = 1;
+		if ((e = pthread_create(&sp.wthread, NULL, writer_main, NULL)) != 0) {
+			set_err("cannot start the writer thread: %s", strerror(e));
+			rc = LUAPROF_PROFILE_ERRMEM;
+			goto fail_unwind;
+		}
+		sp.wthread_ok = 1;
+	}
+	if (install_signal() != 0) {
+		e = EBUSY;
+		goto fail_unwind;
+	}
+	sp.started_ns = now_ns();
+	atomic_store(&sp.state, ST_RUNNING);
+	if (arm_timer() != 0) {
+		e = errno;
+		atomic_store(&sp.state, ST_STOPPING);
+		sigset_t oldmask;
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sp.signo);
+		pthread_sigmask(SIG_BLOCK, &set, &oldmask);
+		teardown(1, &oldmask);
+		goto fail_vm;
+	}
+	return LUAPROF_PROFILE_SUCCESS;
+
+fail_unwind:
+	if (sp.wthread_ok) {
+		atomic_store(&sp.wquit, 1);
+		sem_post(&sp.sem);
+		pthread_join(sp.wthread, NULL);
+		sp.wthread_ok = 0;
+	}
+	if (sp.sem_ok) {
+		sem_destroy(&sp.sem);
+		sp.sem_ok = 0;
+	}
+	agent_objects_fini();
+fail_vm:
+	agent_vm_detach();
+	goto fail_cb;
+fail_early:
+	e = EINVAL;
+fail_cb:
+	if (on_stop)
+		on_stop(opt->ctx, opt->buf);
+	atomic_store(&sp.state, ST_IDLE);
+	errno = e;
+	return rc;
+}
+
+/* -- Public C API ----------------------------------------------------------------------- */
+
+LUAPROF_API int luaprof_sysprof_set_writer(luaprof_sysprof_writer writer)
+{
+	if (atomic_load(&sp.state) != ST_IDLE || !writer)
+		return LUAPROF_PROFILE_ERRUSE;
+	sp.cfg_writer = writer;
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_sysprof_set_on_stop(luaprof_sysprof_on_stop on_stop)
+{
+	if (atomic_load(&sp.state) != ST_IDLE || !on_stop)
+		return LUAPROF_PROFILE_ERRUSE;
+	sp.cfg_on_stop = on_stop;
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_sysprof_set_backtracer(luaprof_sysprof_backtracer backtracer)
+{
+	if (atomic_load(&sp.state) != ST_IDLE)
+		return LUAPROF_PROFILE_ERRUSE;
+	sp.cfg_backtracer = backtracer;
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_sysprof_start(struct lua_State *L, const struct luaprof_sysprof_options *opt)
+{
+	return agent_start(L, opt, sp.cfg_writer, sp.cfg_on_stop);
+}
+
+LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L)
+{
+	int st = atomic_load(&sp.state);
+	if (st != ST_RUNNING && st != ST_HALT) {
+		set_err("profiler is not running");
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	if (!agent_lua_owns(L, sp.run_id)) {
+		set_err("profiler misuse: the profile runs in another VM");
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	if ((st = claim_stop()) < 0) {
+		set_err("profiler is not running");
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	return stop_locked(st);
+}
+
+LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *c)
+{
+	uint64_t v[LP_VMST__MAX], n;
+	for (;;) {
+		uint32_t s1 = atomic_load_explicit(&sp.cnt_seq, memory_order_acquire);
+		if (s1 & 1) {
+			/* The handler is counting on another thread; it takes nanoseconds. */
+			sched_yield();
+			continue;
+		}
+		for (int i = 0; i < LP_VMST__MAX; i++)
+			v[i] = atomic_load_explicit(&sp.counters[i], memory_order_relaxed);
+		n = atomic_load_explicit(&sp.samples, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&sp.cnt_seq, memory_order_relaxed) == s1)
+			break;
+	}
+	c->vmst_interp = v[LP_VMST_INTERP];
+	c->vmst_lfunc = v[LP_VMST_LFUNC];
+	c->vmst_ffunc = v[LP_VMST_FFUNC];
+	c->vmst_cfunc = v[LP_VMST_CFUNC];
+	c->vmst_gc = v[LP_VMST_GC];
+	c->vmst_exit = v[LP_VMST_EXIT];
+	c->vmst_record = v[LP_VMST_RECORD];
+	c->vmst_opt = v[LP_VMST_OPT];
+	c->vmst_asm = v[LP_VMST_ASM];
+	c->vmst_trace = v[LP_VMST_TRACE];
+	c->samples = n;
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *s)
+{
+	s->dropped = atomic_load(&sp.dropped);
+	s->overruns = atomic_load(&sp.overruns);
+	s->truncated = atomic_load(&sp.truncated);
+	s->bytes = atomic_load(&sp.bytes);
+	s->handler_ns = atomic_load(&sp.handler_ns);
+	s->started_ns = sp.started_ns;
+	s->stopped_ns = sp.stopped_ns;
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API const char *luaprof_sysprof_error(void)
+{
+	return sp.err;
+}

@@ -1,0 +1,306 @@
+/*
+** Host stack of an interrupted thread, from its signal context, with DWARF CFI.
+**
+** libunwind does the CFI work, but through an address space of our own rather than its
+** local one: libunwind's local accessors look unwind tables up with dl_iterate_phdr (the
+** loader lock) and read any address they compute. Ours answer from a snapshot of the
+** loaded objects taken outside the handler (text ranges, .eh_frame_hdr tables, mapped
+** segments) and read memory only inside those segments or on the sampled thread's stack
+** between the interrupted stack pointer and the stack's top, so a corrupt frame ends the
+** walk instead of faulting. Caching is off, so no libunwind cache lock is taken; the only
+** libunwind-internal lock left is its allocation pool for CIE records, which belongs to
+** the generic (remote-capable) flavour of the library that nothing else in a LuaJIT
+** process uses, and is primed before the timer is armed.
+**
+** JIT trace machine code has no unwind table: agent_vm_trace_frame (VM model) steps
+** those frames by LuaJIT's own rule; without it the walk ends at the first trace frame
+** instead of guessing.
+**
+** The snapshot of loaded objects, including those loaded while sampling, is objects.c's.
+**
+** libunwind (Debian libunwind8) is loaded when C mode first starts, not linked: the agent
+** loads and runs its D and L modes on a system without it, and C mode then says what is
+** missing. Building needs its header (libunwind-dev); without it C mode is refused with
+** a message saying so.
+*/
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "agent/objects.h"
+
+#if defined(__has_include)
+#if __has_include(<libunwind.h>)
+#define LP_HAVE_LIBUNWIND 1
+#endif
+#endif
+
+#ifdef LP_HAVE_LIBUNWIND
+#include <libunwind.h>
+
+_Static_assert((int)AGENT_RAX == (int)UNW_X86_64_RAX && (int)AGENT_RBX == (int)UNW_X86_64_RBX &&
+	       (int)AGENT_RSP == (int)UNW_X86_64_RSP && (int)AGENT_R15 == (int)UNW_X86_64_R15 &&
+	       (int)AGENT_RIP == (int)UNW_X86_64_RIP, "register numbering differs from libunwind's");
+
+/* The generic (remote-capable) libunwind and the entry points used, resolved by name. The
+ * table search is not in the public header but is exported, and is what libunwind's own
+ * ptrace and coredump accessors use on an .eh_frame_hdr of a foreign address space. */
+#define LIBUNWIND_SO "libunwind-x86_64.so.8"
+static struct {
+	unw_addr_space_t (*create_addr_space)(unw_accessors_t *, int);
+	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
+	int (*step)(unw_cursor_t *);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*search_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *,
+			    int, void *);
+} U;
+
+static unw_addr_space_t as;
+
+/* Per-walk context handed to the accessors (handler only). */
+static struct walkctx {
+	const struct objtab *tab;
+	uint64_t regs[AGENT_NREGS];
+	uint64_t sp_lo;        /* lowest readable stack address */
+} wc;
+
+/* -- Accessors (called by libunwind inside the handler) --------------------------------- */
+
+static int acc_find_proc_info(unw_addr_space_t a, unw_word_t ip, unw_proc_info_t *pi,
+			      int need_unwind_info, void *arg)
+{
+	const struct walkctx *c = arg;
+	const struct obj_text *t = agent_objects_text(c->tab, ip);
+	if (!t || !t->hdr)
+		return -UNW_ENOINFO;
+	unw_dyn_info_t di;
+	memset(&di, 0, sizeof(di));
+	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di.start_ip = t->lo;
+	di.end_ip = t->hi;
+	di.u.rti.segbase = t->hdr;
+	di.u.rti.table_data = t->table;
+	di.u.rti.table_len = t->nfde * 8 / sizeof(unw_word_t);
+	return U.search_table(a, ip, &di, pi, need_unwind_info, arg);
+}
+
+static void acc_put_unwind_info(unw_addr_space_t a, unw_proc_info_t *pi, void *arg)
+{
+}
+
+static int acc_get_dyn_info_list_addr(unw_addr_space_t a, unw_word_t *dilap, void *arg)
+{
+	return -UNW_ENOINFO;
+}
+
+static int acc_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, int write,
+			  void *arg)
+{
+	const struct walkctx *c = arg;
+	if (write || !agent_objects_readable(c->tab, c->sp_lo, addr, 8))
+		return -UNW_EINVAL;
+	*val = *(const unw_word_t *)(uintptr_t)addr;
+	return 0;
+}
+
+static int acc_access_reg(unw_addr_space_t a, unw_regnum_t reg, unw_word_t *val, int write,
+			  void *arg)
+{
+	struct walkctx *c = arg;
+	if (reg < 0 || reg > UNW_X86_64_RIP)
+		return -UNW_EBADREG;
+	if (write)
+		c->regs[reg] = *val;
+	else
+		*val = c->regs[reg];
+	return 0;
+}
+
+static int acc_access_fpreg(unw_addr_space_t a, unw_regnum_t reg, unw_fpreg_t *val, int write,
+			    void *arg)
+{
+	return -UNW_EBADREG;
+}
+
+static int acc_resume(unw_addr_space_t a, unw_cursor_t *cur, void *arg)
+{
+	return -UNW_EINVAL;
+}
+
+static int acc_get_proc_name(unw_addr_space_t a, unw_word_t ip, char *buf, size_t len,
+			     unw_word_t *offp, void *arg)
+{
+	return -UNW_ENOINFO;
+}
+
+static unw_accessors_t accessors = {
+	.find_proc_info = acc_find_proc_info,
+	.put_unwind_info = acc_put_unwind_info,
+	.get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
+	.access_mem = acc_access_mem,
+	.access_reg = acc_access_reg,
+	.access_fpreg = acc_access_fpreg,
+	.resume = acc_resume,
+	.get_proc_name = acc_get_proc_name,
+};
+
+/* -- The walk ------------------------------------------------------------------------- */
+
+static void regs_from_uc(const ucontext_t *uc, uint64_t *r)
+{
+	const greg_t *g = uc->uc_mcontext.gregs;
+	r[UNW_X86_64_RAX] = (uint64_t)g[REG_RAX];
+	r[UNW_X86_64_RDX] = (uint64_t)g[REG_RDX];
+	r[UNW_X86_64_RCX] = (uint64_t)g[REG_RCX];
+	r[UNW_X86_64_RBX] = (uint64_t)g[REG_RBX];
+	r[UNW_X86_64_RSI] = (uint64_t)g[REG_RSI];
+	r[UNW_X86_64_RDI] = (uint64_t)g[REG_RDI];
+	r[UNW_X86_64_RBP] = (uint64_t)g[REG_RBP];
+	r[UNW_X86_64_RSP] = (uint64_t)g[REG_RSP];
+	r[UNW_X86_64_R8] = (uint64_t)g[REG_R8];
+	r[UNW_X86_64_R9] = (uint64_t)g[REG_R9];
+	r[UNW_X86_64_R10] = (uint64_t)g[REG_R10];
+	r[UNW_X86_64_R11] = (uint64_t)g[REG_R11];
+	r[UNW_X86_64_R12] = (uint64_t)g[REG_R12];
+	r[UNW_X86_64_R13] = (uint64_t)g[REG_R13];
+	r[UNW_X86_64_R14] = (uint64_t)g[REG_R14];
+	r[UNW_X86_64_R15] = (uint64_t)g[REG_R15];
+	r[UNW_X86_64_RIP] = (uint64_t)g[REG_RIP];
+}
+
+/* The registers a caller can rely on after a step: what a trace frame needs. */
+static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
+{
+	static const int keep[] = { UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_RSP,
+				    UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14,
+				    UNW_X86_64_R15, UNW_X86_64_RIP };
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+		unw_word_t v = 0;
+		U.get_reg(c, keep[i], &v);
+		r[keep[i]] = v;
+	}
+}
+
+size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	size_t n = 0;
+	wc.tab = agent_objects_enter();
+	regs_from_uc(uc, wc.regs);
+	uint64_t ip = wc.regs[UNW_X86_64_RIP], sp = wc.regs[UNW_X86_64_RSP];
+	pcs[n++] = ip;
+	if (!wc.tab || !as || !agent_objects_on_stack(sp)) {
+		/* Not on the stack we know (a foreign or alternate stack): the leaf is all
+		 * that can be taken safely. */
+		*truncated = 1;
+		goto out;
+	}
+	wc.sp_lo = sp & ~7ull;
+	unw_cursor_t c;
+	if (U.init_remote(&c, as, &wc) < 0)
+		goto out;
+	while (n < max) {
+		uint64_t r[AGENT_NREGS];
+		memset(r, 0, sizeof(r));
+		regs_from_cursor(&c, r);
+		int t = agent_vm_frame(ip, r, agent_objects_text(wc.tab, ip) != NULL);
+		if (t < 0)
+			break;
+		if (t > 0) {
+			/* Trace frame stepped by the VM's rule: restart libunwind there. */
+			if (r[UNW_X86_64_RSP] <= sp || !agent_objects_on_stack(r[UNW_X86_64_RSP]))
+				break;
+			memcpy(wc.regs, r, sizeof(r));
+			if (U.init_remote(&c, as, &wc) < 0)
+				break;
+		} else if (U.step(&c) <= 0) {
+			break;
+		}
+		unw_word_t v = 0, s = 0;
+		U.get_reg(&c, UNW_REG_IP, &v);
+		U.get_reg(&c, UNW_REG_SP, &s);
+		if (v == 0 || s < sp)
+			break;
+		ip = v;
+		sp = s;
+		pcs[n++] = ip;
+	}
+	if (n == max)
+		*truncated = 1;
+out:
+	agent_objects_leave();
+	return n;
+}
+
+/* -- Set-up ------------------------------------------------------------------------------ */
+
+#define STR_(x) #x
+#define STR(x) STR_(x) /* the header maps unw_step to _Ux86_64_step etc. */
+
+static int load_libunwind(char *err, size_t errlen)
+{
+	void *h = dlopen(LIBUNWIND_SO, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!h) {
+		snprintf(err, errlen, "C mode needs libunwind (%s; Debian package libunwind8)",
+			 dlerror());
+		return -1;
+	}
+	*(void **)&U.create_addr_space = dlsym(h, STR(unw_create_addr_space));
+	*(void **)&U.set_caching_policy = dlsym(h, STR(unw_set_caching_policy));
+	*(void **)&U.init_remote = dlsym(h, STR(unw_init_remote));
+	*(void **)&U.step = dlsym(h, STR(unw_step));
+	*(void **)&U.get_reg = dlsym(h, STR(unw_get_reg));
+	*(void **)&U.search_table = dlsym(h, "_Ux86_64_dwarf_search_unwind_table");
+	if (!U.create_addr_space || !U.set_caching_policy || !U.init_remote || !U.step ||
+	    !U.get_reg || !U.search_table) {
+		snprintf(err, errlen, "C mode needs libunwind: %s lacks an entry point",
+			 LIBUNWIND_SO);
+		return -1;
+	}
+	return 0;
+}
+
+int agent_unwind_init(char *err, size_t errlen)
+{
+	if (!as) {
+		if (load_libunwind(err, errlen) != 0)
+			return -1;
+		as = U.create_addr_space(&accessors, 0);
+		if (!as) {
+			snprintf(err, errlen, "cannot set up libunwind");
+			return -1;
+		}
+		U.set_caching_policy(as, UNW_CACHE_NONE);
+	}
+	/* Prime libunwind (its pools, lazily bound symbols) with a walk of this thread. */
+	ucontext_t uc;
+	uint64_t pcs[16];
+	int trunc = 0;
+	if (getcontext(&uc) == 0)
+		agent_unwind(&uc, pcs, 16, &trunc);
+	return 0;
+}
+
+#else /* !LP_HAVE_LIBUNWIND */
+
+int agent_unwind_init(char *err, size_t errlen)
+{
+	snprintf(err, errlen, "C mode needs libunwind: this agent was built without "
+			      "libunwind-dev");
+	return -1;
+}
+
+size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	pcs[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	return 1;
+}
+
+#endif

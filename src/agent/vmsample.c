@@ -1,0 +1,597 @@
+/*
+** The VM side of a sample: VM state, Lua stack and trace location of the interrupted
+** LuaJIT VM, read through the VM model (src/vm) with a checked memory reader.
+**
+** Reader: the model reads target memory in small pieces; here every piece comes from a
+** per-sample cache of whole 4 KiB pages filled with process_vm_readv on our own pid. The
+** kernel copies with fault handling, so an address that is not mapped gives an error, not
+** a SIGSEGV, and a page is mapped or not as a whole. The sampled thread is stopped in this
+** handler, so its VM cannot change between two reads of one sample; the cache is emptied
+** at the start of each sample.
+**
+** State on a stock VM (no LFUNC/FFUNC states, vm-internals.md §4.1): INTERP with the
+** instruction pointer in the interpreter and its BASE register (rdx) at a Lua frame whose
+** bytecode holds the PC register (rbx) is LFUNC; at a builtin's frame, FFUNC. State C is
+** CFUNC, or FFUNC when the frame at L->base is a builtin implemented in C.
+**
+** Names: the stream's symbol table holds the C symbols only; each Lua prototype and trace
+** is named by a symbol event placed right before the first sample that meets it. A
+** fingerprint (chunk name, first line, size; trace object and start) detects a collected
+** function or flushed trace whose address or number was reused, which is then named anew.
+*/
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/objects.h"
+#include "vm/luajit.h"
+#include "vm/luajit_trace.h"
+#include "vm/luajit_walk.h"
+#include "stream/writer.h"
+
+/* -- Page-cache reader ------------------------------------------------------------------ */
+
+#define PAGE 4096u
+#define NPAGES 32
+
+static struct page {
+	uint64_t addr;   /* page address, 0 = empty */
+	uint32_t used;   /* last use, for eviction */
+	uint8_t data[PAGE];
+} pages[NPAGES];
+static uint32_t page_clock;
+static struct lp_mem_pid pid_ctx;
+static struct lp_mem pid_mem;
+
+static void cache_reset(void)
+{
+	for (int i = 0; i < NPAGES; i++)
+		pages[i].addr = 0;
+}
+
+static const struct page *cache_page(uint64_t addr)
+{
+	struct page *victim = &pages[0];
+	for (int i = 0; i < NPAGES; i++) {
+		if (pages[i].addr == addr) {
+			pages[i].used = ++page_clock;
+			return &pages[i];
+		}
+		if (pages[i].used < victim->used || !pages[i].addr)
+			victim = &pages[i];
+	}
+	if (lp_mem_read(&pid_mem, addr, victim->data, PAGE) != 0) {
+		victim->addr = 0;
+		return NULL;
+	}
+	victim->addr = addr;
+	victim->used = ++page_clock;
+	return victim;
+}
+
+/* The VM's own block (GG_State: main thread, global_State, jit_State, dispatch table) is
+ * allocated by luaL_newstate and freed by lua_close, after the profile of that VM has been
+ * stopped: it is read directly. */
+static uint64_t gg_lo, gg_hi;
+
+static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	uint8_t *out = buf;
+	if (addr >= gg_lo && addr < gg_hi && len <= gg_hi - addr) {
+		const uint8_t *src = (const uint8_t *)(uintptr_t)addr;
+		for (size_t i = 0; i < len; i++)
+			out[i] = src[i];
+		return 0;
+	}
+	while (len > 0) {
+		uint64_t pa = addr & ~(uint64_t)(PAGE - 1);
+		size_t off = (size_t)(addr - pa), n = PAGE - off;
+		if (n > len)
+			n = len;
+		if (pa == 0)
+			return -1;
+		const struct page *p = cache_page(pa);
+		if (!p)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			out[i] = p->data[off + i];
+		out += n;
+		addr += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static const struct lp_mem mem = { cache_read, NULL };
+
+/* -- Attached VM -------------------------------------------------------------------------- */
+
+static struct lp_lj_vm vm;
+static int attached;
+
+int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
+{
+	struct lp_mem_pid p;
+	struct lp_mem m;
+	lp_mem_pid_init(&m, &p, getpid());
+	if (lp_lj_detect(&vm, &m, (uint64_t)(uintptr_t)L, err, errlen) != LP_LJ_OK)
+		return -1;
+	lp_mem_pid_init(&pid_mem, &pid_ctx, getpid());
+	gg_lo = vm.mainL;
+	gg_hi = vm.disp + 8 * ((uint64_t)vm.lay->len_ddisp + vm.lay->len_sdisp);
+	if (gg_lo > vm.g || gg_hi <= vm.g)
+		gg_lo = gg_hi = 0; /* not the layout described: read everything through the kernel */
+	attached = 1;
+	return 0;
+}
+
+/*
+** Names for the interpreter's code block, which the stripped Debian binaries do not have:
+** its start and the FFI call routine right after it (the block's extent is the model's).
+*/
+void agent_vm_symbols(struct lp_wbuf *w)
+{
+	static const char begin[] = "lj_vm_asm_begin", ffi[] = "lj_vm_ffi_call";
+	if (!attached)
+		return;
+	lp_write_sym_cfunc(w, vm.vm_lo, begin, sizeof(begin) - 1);
+	lp_write_sym_cfunc(w, vm.vm_hi, ffi, sizeof(ffi) - 1);
+}
+
+const char *agent_vm_name(void)
+{
+	return attached ? vm.lay->name : "";
+}
+
+void agent_vm_ffnames(char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	if (!attached)
+		return;
+	for (unsigned id = 0; id < vm.lay->nffnames; id++) {
+		const char *name = lp_lj_ffname(vm.lay, id);
+		int k = snprintf(buf + n, len - n, "%s%s", id ? " " : "", name && *name ? name : "-");
+		if (k < 0 || (size_t)k >= len - n) {
+			buf[n] = '\0';
+			return;
+		}
+		n += (size_t)k;
+	}
+}
+
+/* -- Known symbols ------------------------------------------------------------------------ */
+
+#define KNOWN_SLOTS 32768u /* power of two */
+#define TRACE_KEY   (UINT64_C(1) << 63)
+
+static struct known {
+	uint64_t key;  /* proto address, or TRACE_KEY | traceno; 0 = empty */
+	uint64_t fp;   /* fingerprint of what was named */
+} known[KNOWN_SLOTS];
+static size_t nknown;
+
+static void known_reset(void)
+{
+	memset(known, 0, sizeof(known));
+	nknown = 0;
+}
+
+/* Returns the slot for key (matching or empty), NULL if the table is too full to add. */
+static struct known *known_slot(uint64_t key)
+{
+	uint64_t h = key * UINT64_C(0x9e3779b97f4a7c15);
+	for (uint32_t i = 0; i < KNOWN_SLOTS; i++) {
+		struct known *k = &known[(h + i) & (KNOWN_SLOTS - 1)];
+		if (k->key == key || k->key == 0)
+			return k->key == 0 && nknown >= KNOWN_SLOTS / 4 * 3 ? NULL : k;
+	}
+	return NULL;
+}
+
+/* 1 if key is already named with fingerprint fp. */
+static int is_known(uint64_t key, uint64_t fp)
+{
+	const struct known *k = known_slot(key);
+	return k && k->key == key && k->fp == fp;
+}
+
+/* Records key as named (a full table only means names are written again). */
+static void set_known(uint64_t key, uint64_t fp)
+{
+	struct known *k = known_slot(key);
+	if (!k)
+		return;
+	if (k->key == 0)
+		nknown++;
+	k->key = key;
+	k->fp = fp;
+}
+
+/* -- Symbol events for one sample -------------------------------------------------------- */
+
+static char names[AGENT_MAX_NEWSYMS][AGENT_NAME_MAX];
+
+static uint64_t proto_fp(const struct lp_lj_proto *p)
+{
+	return p->chunkname ^ ((uint64_t)(uint32_t)p->firstline << 32) ^
+	       ((uint64_t)p->sizebc << 12) ^ p->numline;
+}
+
+/* Queues a symbol event for prototype pt unless named already. */
+static void need_proto(struct agent_sample *s, uint64_t pt)
+{
+	struct lp_lj_proto p;
+	if (pt == 0 || s->nsyms == AGENT_MAX_NEWSYMS || lp_lj_proto_read(&vm, &mem, pt, &p))
+		return;
+	uint64_t fp = proto_fp(&p);
+	if (is_known(pt, fp))
+		return;
+	for (size_t i = 0; i < s->nsyms; i++)
+		if (s->syms[i].event == LP_SYSPROF_SYM_LFUNC && s->syms[i].addr == pt)
+			return;
+	size_t len = 0;
+	char *buf = names[s->nsyms];
+	if (lp_lj_str(&vm, &mem, p.chunkname, buf, AGENT_NAME_MAX, &len) != LP_LJ_OK)
+		return;
+	struct agent_sym *y = &s->syms[s->nsyms++];
+	y->event = LP_SYSPROF_SYM_LFUNC;
+	y->addr = pt;
+	y->line = p.firstline >= 0 ? (uint64_t)p.firstline : 0;
+	y->traceno = 0;
+	y->name = buf;
+	y->len = len < AGENT_NAME_MAX ? len : AGENT_NAME_MAX - 1;
+	set_known(pt, fp);
+}
+
+static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
+{
+	uint64_t key = TRACE_KEY | t->traceno, fp = t->addr ^ (t->startpt << 1) ^ t->startpc;
+	need_proto(s, t->startpt);
+	if (is_known(key, fp) || s->nsyms == AGENT_MAX_NEWSYMS)
+		return;
+	struct lp_lj_proto p;
+	int32_t line = 0;
+	if (lp_lj_proto_read(&vm, &mem, t->startpt, &p) == LP_LJ_OK &&
+	    lp_lj_pc_line(&vm, &mem, &p, t->startpc + 4, &line) != LP_LJ_OK)
+		line = p.firstline;
+	struct agent_sym *y = &s->syms[s->nsyms++];
+	y->event = LP_SYSPROF_SYM_TRACE;
+	y->addr = t->startpt;
+	y->line = line > 0 ? (uint64_t)line : 0;
+	y->traceno = t->traceno;
+	y->name = NULL;
+	y->len = 0;
+	set_known(key, fp);
+}
+
+/*
+** The running thread. lp_lj_thread_read also requires L->stack <= L->base <= L->top, but
+** the VM syncs base and top only when it leaves to C: while the interpreter or a trace
+** runs they are stale, and a sample there (a fifth of JIT-on samples, measured) would be
+** lost. The walk is given the interpreter's own BASE register in that case and needs only
+** the stack bounds and the C frame, so this accepts a thread whose base/top are out of
+** order (checking everything else through the model's layout) and sets *stale; base and
+** top are then cleared so that nothing relies on them.
+*/
+static int running_thread(uint64_t L, struct lp_lj_thread *t, int *stale)
+{
+	int rc = lp_lj_thread_read(&vm, &mem, L, t);
+	*stale = 0;
+	if (rc != LP_LJ_EINVAL)
+		return rc;
+	*stale = 1;
+	const struct lp_lj_layout *lay = vm.lay;
+	uint8_t gct, ffid;
+	uint64_t g, stack, maxstack, cframe;
+	uint32_t size;
+	if (lp_mem_u8(&mem, L + lay->l_gct, &gct) || lp_mem_u8(&mem, L + lay->l_dummy_ffid, &ffid) ||
+	    lp_mem_u64(&mem, L + lay->l_glref, &g) || lp_mem_u64(&mem, L + lay->l_stack, &stack) ||
+	    lp_mem_u64(&mem, L + lay->l_maxstack, &maxstack) ||
+	    lp_mem_u64(&mem, L + lay->l_cframe, &cframe) ||
+	    lp_mem_u32(&mem, L + lay->l_stacksize, &size))
+		return LP_LJ_EREAD;
+	uint64_t end = stack + 8 * (uint64_t)size;
+	if (gct != LP_LJ_GCT_THREAD || ffid != LP_LJ_FFID_C || g != vm.g || !stack ||
+	    (stack & 7) || !size || size > (1u << 20) || maxstack < stack || maxstack >= end)
+		return LP_LJ_EINVAL;
+	memset(t, 0, sizeof(*t));
+	t->L = L;
+	t->stack = stack;
+	t->maxstack = maxstack;
+	t->stack_end = end;
+	t->cframe = cframe;
+	t->stacksize = size;
+	t->base = t->top = stack + 16;
+	return LP_LJ_OK;
+}
+
+/* -- The sample --------------------------------------------------------------------------- */
+
+#define MAX_CFRAMES 64
+#define MAX_RESUMES 16
+
+static struct lp_lj_frame frames[AGENT_MAX_LUA];
+/* Interpreter C frames on the native stack, for agent_vm_frame. */
+static uint64_t cframes[MAX_CFRAMES];
+static unsigned ncframes;
+static struct lp_lj_trace cur_trace;
+static int have_trace;
+
+static void add_cframes(uint64_t cframe)
+{
+	struct lp_lj_cframe cf[MAX_CFRAMES];
+	unsigned flags, n = lp_lj_cframes(&vm, &mem, cframe, cf, MAX_CFRAMES, &flags);
+	for (unsigned i = 0; i < n && ncframes < MAX_CFRAMES; i++)
+		cframes[ncframes++] = cf[i].addr;
+}
+
+static int is_cframe(uint64_t sp)
+{
+	for (unsigned i = 0; i < ncframes; i++)
+		if (cframes[i] == sp)
+			return 1;
+	return 0;
+}
+
+/* Appends walked frames to the sample, naming new prototypes. */
+static void put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsigned n)
+{
+	for (unsigned i = 0; i < n && s->nlua < AGENT_MAX_LUA; i++) {
+		struct lp_lua_frame *o = &s->lua[s->nlua++];
+		o->type = f[i].kind;
+		o->line = 0;
+		if (f[i].kind == LP_FRAME_LFUNC) {
+			o->addr = f[i].addr;
+			o->line = f[i].line > 0 ? (uint64_t)f[i].line : 0;
+			need_proto(s, f[i].addr);
+		} else if (f[i].kind == LP_FRAME_FFUNC) {
+			o->addr = f[i].ffid;
+		} else {
+			o->addr = f[i].addr;
+		}
+	}
+}
+
+#define WALK_ERR (LP_LJ_WALK_EREAD | LP_LJ_WALK_EBASE | LP_LJ_WALK_ELINK | LP_LJ_WALK_EFUNC)
+
+/*
+** Lua frames of thread t from base, then (CALLGRAPH) of the threads that resumed it.
+** Returns -1 when the stack could not be read consistently.
+*/
+static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint64_t base,
+		     uint64_t leaf_pc, int mode)
+{
+	unsigned max = mode == LUAPROF_SYSPROF_CALLGRAPH ? AGENT_MAX_LUA : 1;
+	struct lp_lj_thread t = *t0;
+	for (int level = 0; level < MAX_RESUMES; level++) {
+		unsigned flags, room = max - (unsigned)s->nlua;
+		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
+		if (flags & WALK_ERR)
+			return -1;
+		put_frames(s, frames, n);
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0)
+			add_cframes(t.cframe);
+		if (flags & LP_LJ_WALK_TRUNC) {
+			s->lua_truncated = mode == LUAPROF_SYSPROF_CALLGRAPH;
+			return 0;
+		}
+		if (mode != LUAPROF_SYSPROF_CALLGRAPH)
+			return 0;
+		/* A coroutine continues into the thread that resumed it. */
+		struct lp_lj_thread r;
+		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+			return 0;
+		t = r;
+		base = 0;
+		leaf_pc = 0;
+	}
+	return 0;
+}
+
+static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
+			uint64_t ip, int mode)
+{
+	s->vmstate = LP_VMST_TRACE;
+	if (mode == LUAPROF_SYSPROF_DEFAULT)
+		return 0;
+	if (lp_lj_trace_read(&vm, &mem, (uint32_t)s->traceno, &cur_trace) != LP_LJ_OK)
+		return 0; /* counted; the stream gets the number with no location */
+	have_trace = 1;
+	need_trace(s, &cur_trace);
+	uint64_t pt = cur_trace.startpt;
+	int32_t line = 0;
+	struct lp_lj_trace_loc loc;
+	uint64_t base_pt = 0, jb = 0;
+	if (have_t && lp_lj_jit_base(&vm, &mem, &jb) == LP_LJ_OK && jb) {
+		unsigned flags;
+		if (lp_lj_walk(&vm, &mem, t, jb, 0, frames, 1, &flags) == 1 &&
+		    frames[0].kind == LP_FRAME_LFUNC)
+			base_pt = frames[0].addr;
+	}
+	if (lp_lj_trace_has(&cur_trace, ip) &&
+	    lp_lj_trace_locate(&vm, &mem, &cur_trace, ip, base_pt, &loc) == LP_LJ_OK && loc.pt) {
+		pt = loc.pt;
+		line = loc.line;
+	} else {
+		/* In a helper the trace called: where the trace starts. */
+		struct lp_lj_proto p;
+		if (lp_lj_proto_read(&vm, &mem, pt, &p) == LP_LJ_OK &&
+		    lp_lj_pc_line(&vm, &mem, &p, cur_trace.startpc + 4, &line) != LP_LJ_OK)
+			line = p.firstline;
+	}
+	need_proto(s, pt);
+	s->trace_proto = pt;
+	s->trace_line = line > 0 ? (uint64_t)line : 0;
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
+		add_cframes(t->cframe);
+	return 0;
+}
+
+/* C code called from trace traceno: the Lua frames from the trace's base frame down. */
+static int trace_c_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
+			  uint32_t traceno, int mode)
+{
+	uint64_t jb = 0, leaf = 0;
+	if (!have_t || lp_lj_jit_base(&vm, &mem, &jb) != LP_LJ_OK || jb == 0)
+		return 0; /* no Lua frame to show: the host stack only */
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+		add_cframes(t->cframe);
+	/* The trace's base frame was not synced: the line is where the trace starts (its
+	 * own frame is not materialised), when that is in the same function. */
+	if (lp_lj_trace_read(&vm, &mem, traceno, &cur_trace) == LP_LJ_OK) {
+		have_trace = 1;
+		leaf = cur_trace.startpc + 4;
+	}
+	return lua_stack(s, t, jb, leaf, mode);
+}
+
+int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
+{
+	if (!attached)
+		return -1;
+	cache_reset();
+	const greg_t *gr = uc->uc_mcontext.gregs;
+	uint64_t ip = (uint64_t)gr[REG_RIP], rdx = (uint64_t)gr[REG_RDX];
+	uint64_t rbx = (uint64_t)gr[REG_RBX];
+	s->nlua = 0;
+	s->nsyms = 0;
+	s->lua_truncated = 0;
+	s->traceno = s->trace_proto = s->trace_line = 0;
+	ncframes = 0;
+	have_trace = 0;
+
+	int32_t raw;
+	uint32_t traceno = 0;
+	if (lp_lj_vmstate(&vm, &mem, &raw) != LP_LJ_OK)
+		return -1;
+	int st = lp_lj_vmstate_map(raw, &traceno);
+	if (st < 0)
+		return -1;
+	s->vmstate = (uint8_t)st;
+	/*
+	** A trace's number stays in vmstate while it calls C: FFI calls, library functions,
+	** the VM's C helpers. With the instruction pointer in a loaded object's code (not in
+	** trace machine code, which is anonymous memory, nor in the interpreter's block) the
+	** sample is C code called from Lua: CFUNC, with the Lua frames below the trace.
+	*/
+	int trace_c = st == LP_VMST_TRACE && !lp_lj_in_vm(&vm, ip) && agent_in_object(ip);
+	if (trace_c)
+		s->vmstate = st = LP_VMST_CFUNC;
+	/* Each page read is a system call: read no more than the mode needs. */
+	if (mode == LUAPROF_SYSPROF_DEFAULT && (st == LP_VMST_TRACE || trace_c)) {
+		s->traceno = traceno;
+		return 0;
+	}
+	if (mode != LUAPROF_SYSPROF_CALLGRAPH && st != LP_VMST_INTERP && st != LP_VMST_CFUNC &&
+	    st != LP_VMST_TRACE)
+		return 0;
+	uint64_t L = 0;
+	struct lp_lj_thread t;
+	int stale = 0;
+	int have_t = lp_lj_cur_L(&vm, &mem, &L) == LP_LJ_OK && L &&
+		     running_thread(L, &t, &stale) == LP_LJ_OK;
+	s->vmstate = (uint8_t)st;
+
+	if (st == LP_VMST_TRACE) {
+		s->traceno = traceno;
+		return trace_sample(s, &t, have_t, ip, mode);
+	}
+	if (trace_c)
+		return trace_c_sample(s, &t, have_t, traceno, mode);
+	if (st == LP_VMST_INTERP && have_t && lp_lj_in_vm(&vm, ip)) {
+		/*
+		** Executing bytecode (LFUNC) or an assembler builtin (FFUNC)? Inside BC_CALL,
+		** between setting the callee's BASE and loading its PC, the top frame is the
+		** callee with the PC still in the caller: LFUNC at the callee's first line, as
+		** the walker reports it. While a return moves BASE the slot below it holds no
+		** function: the interpreter between frames, INTERP.
+		*/
+		unsigned flags;
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+			add_cframes(t.cframe);
+		if (lp_lj_walk(&vm, &mem, &t, rdx, rbx, frames, 1, &flags) == 1) {
+			if (frames[0].kind == LP_FRAME_LFUNC)
+				s->vmstate = LP_VMST_LFUNC;
+			else if (frames[0].kind == LP_FRAME_FFUNC)
+				s->vmstate = LP_VMST_FFUNC;
+		}
+		if (s->vmstate == LP_VMST_INTERP)
+			return 0;
+		if (mode == LUAPROF_SYSPROF_DEFAULT)
+			return 0;
+		return lua_stack(s, &t, rdx, s->vmstate == LP_VMST_LFUNC ? rbx : 0, mode);
+	}
+	if (st == LP_VMST_CFUNC) {
+		if (!have_t || stale)
+			return -1; /* a C function runs: base and top must be synced */
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+			add_cframes(t.cframe);
+		unsigned flags;
+		if (lp_lj_walk(&vm, &mem, &t, 0, 0, frames, 1, &flags) == 1 &&
+		    frames[0].kind == LP_FRAME_FFUNC)
+			s->vmstate = LP_VMST_FFUNC;
+		if (mode == LUAPROF_SYSPROF_DEFAULT)
+			return 0;
+		return lua_stack(s, &t, 0, 0, mode);
+	}
+	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. */
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
+		add_cframes(t.cframe);
+	return 0;
+}
+
+/* -- Native frames the VM owns -------------------------------------------------------------- */
+
+int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
+{
+	if (!attached)
+		return 0;
+	uint64_t sp = regs[AGENT_RSP];
+	if (lp_lj_in_vm(&vm, ip)) {
+		/* The interpreter's unwind rule (CFA = sp + CFRAME_SIZE) holds only at the level
+		 * of one of its C frames; the helpers at the end of its block are called, so
+		 * one return address lower. Anything else is not stepped. */
+		if (is_cframe(sp))
+			return 0;
+		uint64_t ra;
+		if (is_cframe(sp + 8) && lp_mem_u64(&mem, sp, &ra) == 0) {
+			regs[AGENT_RIP] = ra;
+			regs[AGENT_RSP] = sp + 8;
+			return 1;
+		}
+		return -1;
+	}
+	if (in_object)
+		return 0;
+	/* Trace machine code: normally the running trace's, else any trace's. */
+	struct lp_lj_trace t;
+	if (have_trace && lp_lj_trace_has(&cur_trace, ip))
+		t = cur_trace;
+	else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK)
+		return -1;
+	/*
+	** Trace code runs in the C frame of the interpreter that entered it, lowered by 16
+	** bytes at trace entry and by spadjust: CFA = sp + CFRAME_SIZE_JIT + spadjust. The
+	** saved registers are those of the interpreter's frame (its FDE, vm-internals.md §1):
+	** return address at CFA-8, rbp -16, rbx -24, r15 -32, r14 -40.
+	*/
+	uint64_t cfa = sp + vm.lay->cf_size_jit + t.spadjust, v[5];
+	if (lp_mem_read(&mem, cfa - 40, v, sizeof(v)) != 0)
+		return -1;
+	regs[AGENT_R14] = v[0];
+	regs[AGENT_R15] = v[1];
+	regs[AGENT_RBX] = v[2];
+	regs[AGENT_RBP] = v[3];
+	regs[AGENT_RIP] = v[4];
+	regs[AGENT_RSP] = cfa;
+	return 1;
+}
+
+void agent_vm_detach(void)
+{
+	attached = 0;
+	gg_lo = gg_hi = 0;
+	known_reset();
+}

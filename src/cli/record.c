@@ -1,0 +1,583 @@
+/*
+** `luaprof record -- luajit app.lua [args]`: runs an unmodified LuaJIT program with the
+** in-process agent loaded, keeps the raw stream and renders it like `luaprof report`.
+**
+** How the agent gets in: /usr/bin/luajit has the VM linked in statically, so there is no
+** libluajit to preload; instead the standalone interpreter's own start-up hook, LUA_INIT,
+** loads build/luaprof.so by absolute path (package.loadlib, so the program's package.cpath
+** is untouched and its own require "luaprof" gets the same instance) and the agent reads
+** its settings from LUAPROF_RECORD and starts before the script's first line. The agent
+** removes LUAPROF_RECORD and gives LUA_INIT back its original value (which it also runs,
+** as luajit would have), so child processes are neither profiled into the same file nor
+** changed. The profile ends at lua_close, at exit() or os.exit, whichever comes first.
+** Interpreters that ignore LUA_INIT (luajit -E, embedding hosts) are detected: no stream.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "report/load.h"
+#include "report/render.h"
+
+int lp_cmd_record(int argc, char **argv);
+
+enum fmt { FMT_FLAMEGRAPH, FMT_COLLAPSED, FMT_PPROF, FMT_SPEEDSCOPE, FMT_TOP };
+
+static const struct {
+	const char *name;
+	enum fmt fmt;
+	lp_render_fn fn;
+} formats[] = {
+	{ "flamegraph", FMT_FLAMEGRAPH, lp_render_flamegraph },
+	{ "svg", FMT_FLAMEGRAPH, lp_render_flamegraph },
+	{ "collapsed", FMT_COLLAPSED, lp_render_collapsed },
+	{ "folded", FMT_COLLAPSED, lp_render_collapsed },
+	{ "pprof", FMT_PPROF, lp_render_pprof },
+	{ "speedscope", FMT_SPEEDSCOPE, lp_render_speedscope },
+	{ "top", FMT_TOP, lp_render_top },
+};
+
+static const struct {
+	const char *ext;
+	enum fmt fmt;
+} extensions[] = {
+	{ ".svg", FMT_FLAMEGRAPH },     { ".folded", FMT_COLLAPSED },
+	{ ".collapsed", FMT_COLLAPSED }, { ".pb.gz", FMT_PPROF },
+	{ ".pprof", FMT_PPROF },         { ".pb", FMT_PPROF },
+	{ ".speedscope.json", FMT_SPEEDSCOPE }, { ".json", FMT_SPEEDSCOPE },
+	{ ".txt", FMT_TOP },
+};
+
+void lp_cmd_record_usage(FILE *out)
+{
+	fputs("Usage: luaprof record [options] -- PROGRAM [ARGS...]\n"
+	      "\n"
+	      "Run a LuaJIT program (the standalone `luajit` interpreter) with the in-process\n"
+	      "CPU profiler, then render the profile. The program is not modified: the agent\n"
+	      "(luaprof.so, next to this executable or $LUAPROF_AGENT) is loaded through\n"
+	      "LUA_INIT before the script starts and stops when the program exits.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -o, --output PATH   rendered profile (default luaprof.svg); '-' = standard output\n"
+	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope or top; default from\n"
+	      "                      the -o extension (.svg .folded .pb.gz .json .txt)\n"
+	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
+	      "                      luaprof.bin); `luaprof report` renders it again later\n"
+	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
+	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
+	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
+	      "                      including time blocked in system calls\n"
+	      "  -n, --top N         frames in the summary (default 10, 0 for none)\n"
+	      "  -q, --quiet         no summary\n"
+	      "  -h, --help          this help\n"
+	      "\n"
+	      "CPU-time timers tick with the kernel (250 Hz on many systems): a higher --rate\n"
+	      "needs --clock wall. The summary gives the rate actually achieved.\n"
+	      "\n"
+	      "Exit status: the program's own status (128+N if killed by signal N) once the\n"
+	      "profile is written; 1 bad usage, unwritable output, or no profile (the program\n"
+	      "never loaded the agent); 2 the stream is malformed; 3 the stream is truncated\n"
+	      "(the program was killed before the profiler stopped; what was read is rendered).\n"
+	      "\n"
+	      "Examples:\n"
+	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
+	      "  luaprof record --rate 1000 --clock wall -f collapsed -o app.folded -- luajit app.lua\n"
+	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n",
+	      out);
+}
+
+struct opts {
+	const char *output;
+	const char *raw;
+	int fmt;          /* -1: from the extension */
+	char mode;
+	unsigned rate;
+	const char *clock;
+	int top;
+	int quiet;
+	char **cmd;
+};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("luaprof record: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return LP_EXIT_USAGE;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+	return ls >= lx && strcasecmp(s + ls - lx, suffix) == 0;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK };
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "raw", required_argument, NULL, O_RAW },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "rate", required_argument, NULL, O_RATE },
+		{ "clock", required_argument, NULL, O_CLOCK },
+		{ "top", required_argument, NULL, 'n' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	memset(o, 0, sizeof(*o));
+	o->fmt = -1;
+	o->mode = 'C';
+	o->rate = 100;
+	o->clock = "cpu";
+	o->top = 10;
+	optind = 1;
+	opterr = 0;
+	int c;
+	long v;
+	/* '+': stop at the first non-option, the program. */
+	while ((c = getopt_long(argc, argv, "+:o:f:n:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'f': {
+			size_t i;
+			for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
+				if (!strcmp(optarg, formats[i].name))
+					break;
+			if (i == sizeof(formats) / sizeof(formats[0]))
+				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
+					    "speedscope, top)", optarg);
+			o->fmt = (int)i;
+			break;
+		}
+		case O_RAW:
+			o->raw = optarg;
+			break;
+		case O_MODE:
+			if (!strcmp(optarg, "D"))
+				return fail("--mode D keeps counters inside the process and writes "
+					    "no stream to render; use L or C (or luaprof.sysprof."
+					    "report() in the program)");
+			if (strcmp(optarg, "L") && strcmp(optarg, "C"))
+				return fail("--mode must be L or C, not '%s'", optarg);
+			o->mode = optarg[0];
+			break;
+		case O_RATE:
+			if (parse_long(optarg, 1, 10000, &v))
+				return fail("--rate expects samples per second from 1 to 10000, "
+					    "not '%s'", optarg);
+			o->rate = (unsigned)v;
+			break;
+		case O_CLOCK:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "wall"))
+				return fail("--clock must be cpu or wall, not '%s'", optarg);
+			o->clock = optarg;
+			break;
+		case 'n':
+			if (parse_long(optarg, 0, 1000, &v))
+				return fail("--top expects a number from 0 to 1000, not '%s'", optarg);
+			o->top = (int)v;
+			break;
+		case 'q':
+			o->quiet = 1;
+			break;
+		case 'h':
+			lp_cmd_record_usage(stdout);
+			exit(LP_EXIT_OK);
+		case ':':
+			return fail("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return fail("unknown option '%s' (see 'luaprof record --help')",
+				    argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return fail("no program to run (luaprof record [options] -- luajit app.lua)");
+	o->cmd = argv + optind;
+	if (!o->output)
+		o->output = "luaprof.svg";
+	if (o->fmt < 0) {
+		if (!strcmp(o->output, "-")) {
+			o->fmt = FMT_TOP;
+		} else {
+			size_t i;
+			for (i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
+				if (ends_with(o->output, extensions[i].ext))
+					break;
+			if (i == sizeof(extensions) / sizeof(extensions[0]))
+				return fail("cannot tell the format from '%s'; use -f", o->output);
+			for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++)
+				if (formats[k].fmt == extensions[i].fmt) {
+					o->fmt = (int)k;
+					break;
+				}
+		}
+	}
+	return 0;
+}
+
+/* The raw stream's path: --raw, else the output with its extension replaced by .bin. */
+static int raw_path(const struct opts *o, char *buf, size_t len)
+{
+	const char *src = o->raw;
+	char tmp[PATH_MAX];
+	if (!src) {
+		if (!strcmp(o->output, "-")) {
+			src = "luaprof.bin";
+		} else {
+			snprintf(tmp, sizeof(tmp), "%s", o->output);
+			char *slash = strrchr(tmp, '/'), *dot = strchr(slash ? slash : tmp, '.');
+			if (dot && dot != (slash ? slash + 1 : tmp))
+				*dot = '\0';
+			if (strlen(tmp) + 5 > sizeof(tmp))
+				return -1;
+			strcat(tmp, ".bin");
+			src = tmp;
+		}
+	}
+	/* Absolute, since the program may change directory. */
+	if (src[0] == '/')
+		return (size_t)snprintf(buf, len, "%s", src) < len ? 0 : -1;
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -1;
+	return (size_t)snprintf(buf, len, "%s/%s", cwd, src) < len ? 0 : -1;
+}
+
+/* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
+static int agent_path(char *buf, size_t len)
+{
+	const char *env = getenv("LUAPROF_AGENT");
+	if (env && *env) {
+		if ((size_t)snprintf(buf, len, "%s", env) >= len)
+			return -1;
+	} else {
+		char exe[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (n <= 0)
+			return -1;
+		exe[n] = '\0';
+		if ((size_t)snprintf(buf, len, "%s/luaprof.so", dirname(exe)) >= len)
+			return -1;
+	}
+	return access(buf, R_OK);
+}
+
+/* Lua long-bracket literal of s: [==[s]==] with enough '=' not to occur in s. */
+static int lua_literal(const char *s, char *buf, size_t len)
+{
+	char close[16] = "]";
+	for (int level = 0; level < 10; level++) {
+		close[level + 1] = ']';
+		close[level + 2] = '\0';
+		if (!strstr(s, close)) {
+			char eq[12];
+			memset(eq, '=', (size_t)level);
+			eq[level] = '\0';
+			return (size_t)snprintf(buf, len, "[%s[%s]%s]", eq, s, eq) < len ? 0 : -1;
+		}
+		close[level + 1] = '=';
+	}
+	return -1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs the program; returns its wait status, or -1 if it could not be started. */
+static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns)
+{
+	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 128];
+	if (lua_literal(agent, so_lit, sizeof(so_lit)))
+		return -1;
+	snprintf(init, sizeof(init),
+		 "local i=os.getenv('LUAPROF_LUA_INIT') "
+		 "package.loaded.luaprof=assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "
+		 "if i then if i:sub(1,1)=='@' then dofile(i:sub(2)) "
+		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
+		 so_lit);
+	snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
+		 1000000000ull / o->rate, o->clock, raw);
+	const char *orig = getenv("LUA_INIT");
+
+	struct sigaction ign, oint, oquit;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	uint64_t t0 = now_ns();
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (orig)
+			setenv("LUAPROF_LUA_INIT", orig, 1);
+		else
+			unsetenv("LUAPROF_LUA_INIT");
+		setenv("LUA_INIT", init, 1);
+		setenv("LUAPROF_RECORD", spec, 1);
+		execvp(o->cmd[0], o->cmd);
+		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
+		_exit(127);
+	}
+	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
+	sigaction(SIGINT, &ign, &oint);
+	sigaction(SIGQUIT, &ign, &oquit);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	*ns = now_ns() - t0;
+	sigaction(SIGINT, &oint, NULL);
+	sigaction(SIGQUIT, &oquit, NULL);
+	return status;
+}
+
+/* Recording facts from the extension (dropped samples, duration...), read in a second
+** light pass: lp_load keeps only cmdline and interval_ns. */
+struct facts {
+	uint64_t dropped, duration_ns, overruns, truncated;
+	int have;
+};
+
+static int on_meta(void *ctx, const char *key, const char *value)
+{
+	struct facts *f = ctx;
+	uint64_t v = strtoull(value, NULL, 10);
+	f->have = 1;
+	if (!strcmp(key, "dropped"))
+		f->dropped = v;
+	else if (!strcmp(key, "duration_ns"))
+		f->duration_ns = v;
+	else if (!strcmp(key, "overruns"))
+		f->overruns = v;
+	else if (!strcmp(key, "truncated"))
+		f->truncated = v;
+	return 0;
+}
+
+static void read_facts(const char *raw, struct facts *f)
+{
+	memset(f, 0, sizeof(*f));
+	int fd = open(raw, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct lp_input in;
+	if (lp_input_open_fd(&in, fd, raw) == LP_OK) {
+		struct lp_parse_handlers h = { .ctx = f, .ext_meta = on_meta };
+		struct lp_parse_stats st;
+		lp_parse_stream(&in, &h, &st);
+		lp_input_close(&in);
+	}
+	close(fd);
+}
+
+/* Writes the rendering to o->output through a temporary file renamed into place. */
+static int render(const struct opts *o, struct lp_profile *p, char *err, size_t errlen)
+{
+	FILE *out = stdout;
+	char tmp[PATH_MAX] = "";
+	struct stat sb;
+	int direct = !strcmp(o->output, "-") ||
+		     (stat(o->output, &sb) == 0 && !S_ISREG(sb.st_mode));
+	if (!direct) {
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", o->output) >= sizeof(tmp)) {
+			snprintf(err, errlen, "cannot write %s: %s", o->output,
+				 strerror(ENAMETOOLONG));
+			return -ENAMETOOLONG;
+		}
+		int fd = mkstemp(tmp);
+		if (fd < 0 || !(out = fdopen(fd, "w"))) {
+			int e = errno;
+			if (fd >= 0) {
+				close(fd);
+				unlink(tmp);
+			}
+			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
+			return -e;
+		}
+		fchmod(fd, 0644);
+	} else if (strcmp(o->output, "-") && !(out = fopen(o->output, "w"))) {
+		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
+		return -errno;
+	}
+	struct lp_render_opts ro = { .title = NULL };
+	int rc = formats[o->fmt].fn(p, &ro, out, err, errlen);
+	if (out != stdout) {
+		if (fclose(out) && !rc) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
+		}
+		if (!rc && tmp[0] && rename(tmp, o->output)) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
+		}
+		if (rc && tmp[0])
+			unlink(tmp);
+	} else if (fflush(stdout) && !rc) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot write the report: %s", strerror(errno));
+	}
+	return rc;
+}
+
+static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_profile *p,
+		    const struct facts *f, uint64_t wall_ns, const char *raw)
+{
+	uint64_t n = l->stats.events;
+	double secs = (double)(f->duration_ns ? f->duration_ns : wall_ns) / 1e9;
+	fprintf(stderr, "luaprof record: %.2f s profiled, %" PRIu64 " samples (%.0f per second, "
+			"%u asked), %" PRIu64 " dropped",
+		secs, n, secs > 0 ? (double)n / secs : 0.0, o->rate, f->dropped);
+	if (f->truncated)
+		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
+	fputc('\n', stderr);
+	if (n) {
+		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
+		const char *sep = "luaprof record: VM states: ";
+		for (unsigned i = 0; i < LP_VMST__MAX; i++) {
+			if (!vm[i])
+				continue;
+			fprintf(stderr, "%s%s %.1f%%", sep, lp_vmstate_name(i),
+				100.0 * (double)vm[i] / (double)n);
+			sep = ", ";
+		}
+		fputc('\n', stderr);
+	}
+	if (!strcmp(o->clock, "cpu") && f->overruns > n && n)
+		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
+				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
+			f->overruns, o->rate);
+	if (o->top > 0 && n && formats[o->fmt].fmt != FMT_TOP) {
+		char err[256];
+		struct lp_render_opts ro = { .limit = (unsigned)o->top };
+		fputc('\n', stderr);
+		lp_render_top(p, &ro, stderr, err, sizeof(err));
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream)\n",
+		strcmp(o->output, "-") ? o->output : "standard output", formats[o->fmt].name, raw);
+}
+
+int lp_cmd_record(int argc, char **argv)
+{
+	struct opts o;
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+	char raw[PATH_MAX], agent[PATH_MAX];
+	if (raw_path(&o, raw, sizeof(raw)))
+		return fail("output path too long");
+	if (agent_path(agent, sizeof(agent)))
+		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
+			    agent);
+	if (unlink(raw) != 0 && errno != ENOENT)
+		return fail("cannot replace %s: %s", raw, strerror(errno));
+
+	uint64_t wall = 0;
+	int status = run(&o, agent, raw, &wall);
+	if (status < 0)
+		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
+	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
+		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && access(raw, F_OK) != 0)
+		return LP_EXIT_USAGE; /* exec failed: the child said why */
+
+	int fd = open(raw, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size == 0) {
+		if (fd >= 0)
+			close(fd);
+		return fail("%s wrote no profile: the agent was not loaded (the program must be "
+			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
+			    "and a supported LuaJIT build; see its messages above)", o.cmd[0]);
+	}
+	struct lp_input in;
+	struct lp_loaded l;
+	char msg[1024], err[1024] = "";
+	if (lp_input_open_fd(&in, fd, raw) != LP_OK) {
+		lp_input_message(&in, msg, sizeof(msg));
+		close(fd);
+		return fail("%s", msg);
+	}
+	struct lp_sysprof_opts so = { 0 };
+	int st = lp_load(&in, &so, &l);
+	lp_input_message(&in, msg, sizeof(msg));
+	close(fd);
+	int exit_code = prog;
+	if (st == LP_ERR_FORMAT || st == LP_ERR_VERSION) {
+		fprintf(stderr, "luaprof record: %s\n", msg);
+		exit_code = LP_EXIT_MALFORMED;
+		goto out;
+	}
+	if (st != LP_OK && st != LP_ERR_TRUNCATED) {
+		fprintf(stderr, "luaprof record: %s\n", msg);
+		exit_code = LP_EXIT_USAGE;
+		goto out;
+	}
+	if (l.kind != LP_STREAM_SYSPROF) {
+		fprintf(stderr, "luaprof record: %s: no CPU samples: %s\n", raw, msg);
+		exit_code = LP_EXIT_TRUNCATED;
+		goto out;
+	}
+	struct facts f;
+	read_facts(raw, &f);
+	struct lp_profile *p = lp_loaded_profile(&l, raw);
+	if (!p) {
+		fprintf(stderr, "luaprof record: out of memory\n");
+		exit_code = LP_EXIT_USAGE;
+		goto out;
+	}
+	lp_profile_meta(p)->dropped = f.dropped;
+	if ((rc = render(&o, p, err, sizeof(err))) != 0) {
+		fprintf(stderr, "luaprof record: %s\n", err);
+		exit_code = LP_EXIT_USAGE;
+	} else {
+		if (!o.quiet)
+			summary(&o, &l, p, &f, wall, raw);
+		if (st == LP_ERR_TRUNCATED) {
+			fprintf(stderr, "luaprof record: warning: %s (the program ended before the "
+					"profiler could finish the stream)\n", msg);
+			exit_code = LP_EXIT_TRUNCATED;
+		}
+	}
+	lp_profile_free(p);
+out:
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return exit_code;
+}

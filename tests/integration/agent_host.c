@@ -1,0 +1,448 @@
+/*
+** C host for agent_api.sh: embeds the Debian libluajit-5.1.so, links build/luaprof.so and
+** exercises the C API (include/luaprof.h) the way an embedder would:
+**   - the timer signal: a free real-time signal, SIGPROF untouched, restored at stop (at
+**     the next stop on the sampled thread when stopped from another thread);
+**   - Tarantool's validation codes (mode 0x40, no buffer, interval 0 -> ERRUSE; start twice,
+**     stop twice -> ERRRUN), on_stop called on a failed start, stop from another VM;
+**   - a CALLGRAPH profile through a custom writer into memory, parsed back with the stream
+**     library: complete, as many samples as the counters say minus the dropped ones;
+**   - a custom backtracer: frames of the handler are skipped by the interrupted IP, and a
+**     backtracer that cannot be aligned leaves the leaf frame only (counted as truncated);
+**   - lua_close while running, through the Lua API and through the C API: no crash, the
+**     profile is finished (epilogue and extension), on_stop runs, the next start works.
+** Prints "FAIL: ..." lines; exit status 1 if any.
+*/
+#include <execinfo.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "luaprof.h"
+#include "stream/input.h"
+#include "stream/parse.h"
+
+static int fails;
+
+#define CHECK(cond, ...)                                   \
+	do {                                               \
+		if (!(cond)) {                             \
+			fails++;                           \
+			printf("FAIL: line %d: ", __LINE__); \
+			printf(__VA_ARGS__);               \
+			putchar('\n');                     \
+		}                                          \
+	} while (0)
+
+/* -- A writer into memory --------------------------------------------------------------- */
+
+static struct {
+	uint8_t *data;
+	size_t len, cap;
+	int on_stop_calls;
+	void *last_ctx;
+} sink;
+
+static size_t mem_writer(const void **data, size_t len, void *ctx)
+{
+	if (sink.len + len > sink.cap) {
+		size_t cap = (sink.len + len) * 2;
+		uint8_t *p = realloc(sink.data, cap);
+		if (!p)
+			return 0;
+		sink.data = p;
+		sink.cap = cap;
+	}
+	memcpy(sink.data + sink.len, *data, len);
+	sink.len += len;
+	return len;
+}
+
+static int mem_on_stop(void *ctx, uint8_t *buf)
+{
+	sink.on_stop_calls++;
+	sink.last_ctx = ctx;
+	return 0;
+}
+
+struct parsed {
+	uint64_t samples, host_frames, one_host_frame, lua_frames;
+	int complete, extension, status;
+};
+
+static int on_sample(void *ctx, const struct lp_sys_sample *s)
+{
+	struct parsed *p = ctx;
+	p->samples++;
+	p->host_frames += s->nhost;
+	p->lua_frames += s->nlua;
+	if (s->vmstate != LP_VMST_TRACE && s->nhost == 1)
+		p->one_host_frame++;
+	return 0;
+}
+
+static struct parsed parse_bytes(const uint8_t *data, size_t len)
+{
+	struct parsed p = { 0 };
+	char path[] = "/tmp/agent_host.XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+		p.status = -1;
+		return p;
+	}
+	lseek(fd, 0, SEEK_SET);
+	struct lp_input in;
+	lp_input_open_fd(&in, fd, path);
+	struct lp_parse_handlers h = { .ctx = &p, .sys_sample = on_sample };
+	struct lp_parse_stats st;
+	p.status = lp_parse_stream(&in, &h, &st);
+	p.complete = st.complete;
+	p.extension = st.extension;
+	lp_input_close(&in);
+	close(fd);
+	unlink(path);
+	return p;
+}
+
+static struct parsed parse_file(const char *path)
+{
+	struct parsed p = { 0 };
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		p.status = -1;
+		return p;
+	}
+	static uint8_t buf[64 << 20];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	return parse_bytes(buf, n);
+}
+
+/* -- Helpers ------------------------------------------------------------------------------ */
+
+static lua_State *new_state(void)
+{
+	lua_State *L = luaL_newstate();
+	luaL_openlibs(L);
+	return L;
+}
+
+/* Runs Lua code for about secs seconds of CPU. */
+static void burn(lua_State *L, double secs, int jit)
+{
+	char code[512];
+	snprintf(code, sizeof(code),
+		 "%s local function fib(n) if n < 2 then return n end return fib(n-1)+fib(n-2) end "
+		 "local t = os.clock() while os.clock() - t < %g do fib(18) end",
+		 jit ? "" : "jit.off() jit.flush()", secs);
+	if (luaL_dostring(L, code) != 0) {
+		fails++;
+		printf("FAIL: Lua: %s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
+}
+
+static uint64_t sum(const struct luaprof_sysprof_counters *c)
+{
+	return c->vmst_interp + c->vmst_lfunc + c->vmst_ffunc + c->vmst_cfunc + c->vmst_gc +
+	       c->vmst_exit + c->vmst_record + c->vmst_opt + c->vmst_asm + c->vmst_trace;
+}
+
+static uint8_t stream_buf[1 << 20];
+
+/* -- Backtracers ------------------------------------------------------------------------- */
+
+/* glibc's backtrace(): starts inside the handler, so the agent has to find the interrupted
+ * frame in it. Primed before use (its first call loads libgcc). */
+static void glibc_backtracer(void *(*frame_writer)(int, void *))
+{
+	void *pcs[128];
+	int n = backtrace(pcs, 128);
+	for (int i = 0; i < n; i++)
+		if (!frame_writer(i, pcs[i]))
+			return;
+}
+
+/* Frames that never contain the interrupted instruction. */
+static void bogus_backtracer(void *(*frame_writer)(int, void *))
+{
+	frame_writer(0, (void *)&bogus_backtracer);
+	frame_writer(1, (void *)&glibc_backtracer);
+}
+
+/* -- Tests ------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t taken_hits;
+static void taken_handler(int sig)
+{
+	taken_hits++;
+}
+
+/* The agent takes a real-time signal nobody handles, and gives it back at stop. */
+static void test_signals(void)
+{
+	struct sigaction sa, before[64], after;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = taken_handler;
+	sigaction(SIGRTMIN + 4, &sa, NULL);
+	sigaction(SIGRTMIN + 5, &sa, NULL);
+	int nsig = SIGRTMAX - SIGRTMIN + 1;
+	for (int i = 0; i < nsig && i < 64; i++)
+		sigaction(SIGRTMIN + i, NULL, &before[i]);
+	struct sigaction prof_before, prof_after;
+	sigaction(SIGPROF, NULL, &prof_before);
+
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_DEFAULT, .interval = 1,
+					     .clock = LUAPROF_CLOCK_WALL };
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start D: %s", luaprof_sysprof_error());
+	int used = -1;
+	for (int i = 0; i < nsig && i < 64; i++) {
+		sigaction(SIGRTMIN + i, NULL, &after);
+		if (after.sa_handler != before[i].sa_handler)
+			used = i;
+	}
+	sigaction(SIGPROF, NULL, &prof_after);
+	CHECK(prof_after.sa_handler == prof_before.sa_handler, "SIGPROF left alone");
+	CHECK(used > 5, "the agent took SIGRTMIN+%d; +4 and +5 were handled already", used);
+	burn(L, 0.2, 1);
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop D");
+	struct luaprof_sysprof_counters c;
+	luaprof_sysprof_report(&c);
+	CHECK(c.samples > 50, "samples with +4/+5 taken: %llu", (unsigned long long)c.samples);
+	CHECK(taken_hits == 0, "the program's handlers got %d agent signals", (int)taken_hits);
+	for (int i = 0; i < nsig && i < 64; i++) {
+		sigaction(SIGRTMIN + i, NULL, &after);
+		/* glibc adds its SA_RESTORER trampoline to whatever it installs. */
+		int mask = ~0x04000000;
+		CHECK(after.sa_handler == before[i].sa_handler &&
+		      (after.sa_flags & mask) == (before[i].sa_flags & mask),
+		      "SIGRTMIN+%d restored after stop: flags %#x, were %#x", i, after.sa_flags,
+		      before[i].sa_flags);
+	}
+	lua_close(L);
+	signal(SIGRTMIN + 4, SIG_DFL);
+	signal(SIGRTMIN + 5, SIG_DFL);
+}
+
+static void *stop_thread(void *L)
+{
+	return (void *)(intptr_t)luaprof_sysprof_stop(L);
+}
+
+/* Stop from another thread than the sampled one: the profile ends; a timer signal may
+ * still be queued for the sampled thread, so the agent's (inert) handler stays installed
+ * until a stop on the sampled thread gives the original one back. */
+static void test_stop_other_thread(void)
+{
+	struct sigaction before[64], after;
+	int nsig = SIGRTMAX - SIGRTMIN + 1;
+	for (int i = 0; i < nsig && i < 64; i++)
+		sigaction(SIGRTMIN + i, NULL, &before[i]);
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_DEFAULT, .interval = 1,
+					     .clock = LUAPROF_CLOCK_WALL };
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start: %s", luaprof_sysprof_error());
+	burn(L, 0.1, 1);
+	pthread_t th;
+	void *rc = NULL;
+	pthread_create(&th, NULL, stop_thread, L);
+	pthread_join(th, &rc);
+	CHECK((intptr_t)rc == 0, "stop from another thread: %d", (int)(intptr_t)rc);
+	burn(L, 0.1, 1); /* queued signals, if any, land in the inert handler */
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "restart: %s", luaprof_sysprof_error());
+	burn(L, 0.1, 1);
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop on the sampled thread");
+	for (int i = 0; i < nsig && i < 64; i++) {
+		sigaction(SIGRTMIN + i, NULL, &after);
+		CHECK(after.sa_handler == before[i].sa_handler, "SIGRTMIN+%d restored", i);
+	}
+	lua_close(L);
+}
+
+static void test_validation(void)
+{
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o;
+	CHECK(luaprof_sysprof_set_writer(NULL) == LUAPROF_PROFILE_ERRUSE, "set_writer(NULL)");
+	CHECK(luaprof_sysprof_set_on_stop(NULL) == LUAPROF_PROFILE_ERRUSE, "set_on_stop(NULL)");
+	CHECK(luaprof_sysprof_set_writer(mem_writer) == 0, "set_writer");
+	CHECK(luaprof_sysprof_set_on_stop(mem_on_stop) == 0, "set_on_stop");
+	CHECK(luaprof_sysprof_set_backtracer(NULL) == 0, "set_backtracer(NULL)");
+
+	int calls = sink.on_stop_calls;
+	memset(&o, 0, sizeof(o));
+	o.mode = 0x40;
+	o.interval = 10;
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "mode 0x40");
+	CHECK(sink.on_stop_calls == calls + 1, "on_stop after a failed start");
+	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "CALLGRAPH without buffer");
+	o.buf = stream_buf;
+	o.len = LUAPROF_SYSPROF_BUF_MIN - 1;
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "buffer too small");
+	o.mode = LUAPROF_SYSPROF_DEFAULT;
+	o.interval = 0;
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "interval 0");
+	o.interval = 10;
+	o.clock = 7;
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "clock 7");
+	CHECK(strstr(luaprof_sysprof_error(), "clock") != NULL, "message: %s",
+	      luaprof_sysprof_error());
+	o.clock = LUAPROF_CLOCK_CPU;
+
+	CHECK(luaprof_sysprof_stop(L) == LUAPROF_PROFILE_ERRRUN, "stop when idle");
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start D: %s", luaprof_sysprof_error());
+	CHECK(luaprof_sysprof_set_writer(mem_writer) == LUAPROF_PROFILE_ERRUSE,
+	      "setters refuse while running");
+	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRRUN, "second start");
+	lua_State *other = new_state();
+	CHECK(luaprof_sysprof_stop(other) == LUAPROF_PROFILE_ERRUSE, "stop from another VM");
+	lua_close(other);
+	burn(L, 0.2, 1);
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop D");
+	CHECK(luaprof_sysprof_stop(L) == LUAPROF_PROFILE_ERRRUN, "second stop");
+	struct luaprof_sysprof_counters c;
+	CHECK(luaprof_sysprof_report(&c) == 0, "report");
+	CHECK(c.samples > 0 && sum(&c) == c.samples, "D counters: %llu samples, sum %llu",
+	      (unsigned long long)c.samples, (unsigned long long)sum(&c));
+	lua_close(L);
+}
+
+/* A CALLGRAPH profile through the writer; returns what was parsed. */
+static struct parsed run_callgraph(luaprof_sysprof_backtracer bt, int jit,
+				   struct luaprof_sysprof_counters *c,
+				   struct luaprof_sysprof_stats *s)
+{
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o;
+	memset(&o, 0, sizeof(o));
+	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
+	o.interval = 1;
+	o.clock = LUAPROF_CLOCK_WALL;
+	o.buf = stream_buf;
+	o.len = LUAPROF_SYSPROF_BUF_MIN; /* the smallest: halves hand over often */
+	o.ctx = &sink;
+	sink.len = 0;
+	int calls = sink.on_stop_calls;
+	luaprof_sysprof_set_backtracer(bt);
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start C: %s", luaprof_sysprof_error());
+	burn(L, 0.5, jit);
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
+	CHECK(sink.on_stop_calls == calls + 1 && sink.last_ctx == &sink, "on_stop with ctx");
+	luaprof_sysprof_report(c);
+	luaprof_sysprof_stats(s);
+	luaprof_sysprof_set_backtracer(NULL);
+	lua_close(L);
+	return parse_bytes(sink.data, sink.len);
+}
+
+static void test_callgraph(void)
+{
+	struct luaprof_sysprof_counters c;
+	struct luaprof_sysprof_stats s;
+	struct parsed p = run_callgraph(NULL, 1, &c, &s);
+	CHECK(p.status == LP_OK && p.complete && p.extension, "stream parses: status %d", p.status);
+	CHECK(c.samples > 100 && sum(&c) == c.samples, "counters: %llu",
+	      (unsigned long long)c.samples);
+	CHECK(p.samples <= c.samples && c.samples - p.samples <= s.dropped,
+	      "stream samples %llu, counted %llu, dropped %llu", (unsigned long long)p.samples,
+	      (unsigned long long)c.samples, (unsigned long long)s.dropped);
+	CHECK(s.bytes == sink.len, "stats.bytes %llu == written %zu",
+	      (unsigned long long)s.bytes, sink.len);
+
+	/* glibc backtrace() with the JIT off (it cannot step through trace code). */
+	void *prime[2];
+	backtrace(prime, 2);
+	p = run_callgraph(glibc_backtracer, 0, &c, &s);
+	CHECK(p.status == LP_OK && p.complete, "glibc backtracer stream parses");
+	CHECK(p.samples > 100 && p.one_host_frame < p.samples / 2,
+	      "handler frames skipped: %llu of %llu samples have one host frame",
+	      (unsigned long long)p.one_host_frame, (unsigned long long)p.samples);
+
+	/* A backtracer whose frames never contain the interrupted IP: leaf only, truncated. */
+	p = run_callgraph(bogus_backtracer, 1, &c, &s);
+	CHECK(p.status == LP_OK && p.complete, "bogus backtracer stream parses");
+	uint64_t nontrace = p.samples - c.vmst_trace;
+	CHECK(p.one_host_frame >= nontrace - s.dropped && s.truncated >= p.one_host_frame,
+	      "unaligned backtracer: %llu leaf-only samples, %llu truncated, %llu non-trace",
+	      (unsigned long long)p.one_host_frame, (unsigned long long)s.truncated,
+	      (unsigned long long)nontrace);
+}
+
+static void test_close_lua_api(const char *agent_dir, const char *out)
+{
+	lua_State *L = new_state();
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 "package.cpath = '%s/?.so;' .. package.cpath "
+		 "assert(require('luaprof').sysprof.start{mode='C', interval=1, clock='wall', "
+		 "path='%s/closed.bin'})",
+		 agent_dir, out);
+	CHECK(luaL_dostring(L, code) == 0, "start from Lua: %s", lua_tostring(L, -1));
+	burn(L, 0.3, 1);
+	lua_close(L); /* while running */
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/closed.bin", out);
+	struct parsed p = parse_file(path);
+	CHECK(p.status == LP_OK && p.complete && p.extension && p.samples > 50,
+	      "closed VM's stream: status %d, complete %d, %llu samples", p.status, p.complete,
+	      (unsigned long long)p.samples);
+	lua_State *L2 = new_state();
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_DEFAULT, .interval = 10 };
+	CHECK(luaprof_sysprof_start(L2, &o) == 0, "start after close: %s",
+	      luaprof_sysprof_error());
+	CHECK(luaprof_sysprof_stop(L2) == 0, "stop after close");
+	lua_close(L2);
+}
+
+static void test_close_c_api(void)
+{
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o;
+	memset(&o, 0, sizeof(o));
+	o.mode = LUAPROF_SYSPROF_LEAF;
+	o.interval = 1;
+	o.clock = LUAPROF_CLOCK_WALL;
+	o.buf = stream_buf;
+	o.len = sizeof(stream_buf);
+	o.ctx = &sink;
+	sink.len = 0;
+	int calls = sink.on_stop_calls;
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start L: %s", luaprof_sysprof_error());
+	burn(L, 0.2, 1);
+	lua_close(L); /* while running */
+	CHECK(sink.on_stop_calls == calls + 1, "on_stop at lua_close");
+	struct parsed p = parse_bytes(sink.data, sink.len);
+	CHECK(p.status == LP_OK && p.complete && p.samples > 20, "L stream after close");
+	CHECK(p.host_frames == p.one_host_frame && p.lua_frames <= p.samples,
+	      "leaf mode: one host frame and at most one Lua frame per sample");
+	lua_State *L2 = new_state();
+	CHECK(luaprof_sysprof_stop(L2) == LUAPROF_PROFILE_ERRRUN, "nothing runs after close");
+	lua_close(L2);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: agent_host AGENT_DIR OUT_DIR\n");
+		return 2;
+	}
+	test_signals();
+	test_stop_other_thread();
+	test_validation();
+	test_callgraph();
+	test_close_lua_api(argv[1], argv[2]);
+	test_close_c_api();
+	printf("agent_host: %d failures\n", fails);
+	return fails ? 1 : 0;
+}

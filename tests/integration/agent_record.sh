@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# `luaprof record -- luajit app.lua`: an unmodified script profiled through LUA_INIT, the raw
+# stream kept and rendered, the summary, the program's exit status passed on, the program's
+# own LUA_INIT still run and its children left alone, a program killed mid-run still
+# rendered (truncated), and the usage errors. Exit 0 pass, 1 fail, 2 skip.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=agent_record
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+lp=$PWD/build/luaprof
+
+command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
+[ -x "$lp" ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+
+cat >"$t/app.lua" <<'EOF'
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+local function work(secs)
+  local t, acc = os.clock(), 0
+  while os.clock() - t < secs do acc = acc + fib(18) end
+  return acc
+end
+local ok, lp = pcall(require, "luaprof")
+local _, msg = lp.sysprof.start()
+print("nested start:", msg)
+print("result", work(tonumber(arg[1]) or 0.5) > 0)
+if arg[2] then os.exit(tonumber(arg[2])) end
+EOF
+
+# -- The plain case: flame graph, raw stream, summary, program output untouched.
+(cd "$t" && "$lp" record -o out.svg -- luajit app.lua 0.6) >"$t/stdout" 2>"$t/stderr"
+rc=$?
+[ $rc = 0 ] || fail "record exited $rc: $(cat "$t/stderr")"
+grep -q '^result	true$' "$t/stdout" || fail "program output: $(cat "$t/stdout")"
+grep -q '^nested start:	profiler is running already$' "$t/stdout" ||
+	fail "the program's require \"luaprof\" is not the recording instance: $(cat "$t/stdout")"
+[ -s "$t/out.svg" ] && head -c 100 "$t/out.svg" | grep -q '<svg\|<?xml' || fail "out.svg"
+[ -s "$t/out.bin" ] || fail "out.bin (raw stream next to the output) missing"
+grep -Eq '^luaprof record: 0\.[5-9][0-9] s profiled, [0-9]+ samples \([0-9]+ per second, 100 asked\), [0-9]+ dropped' \
+	"$t/stderr" || fail "summary line: $(head -3 "$t/stderr")"
+grep -q 'VM states:' "$t/stderr" || fail "summary without VM states"
+grep -q '%self' "$t/stderr" || fail "summary without top frames"
+grep -q "@app.lua:1" "$t/stderr" || fail "top frames do not name fib (app.lua:1): $(cat "$t/stderr")"
+"$lp" report -q "$t/out.bin" -f collapsed >"$t/out.folded" || fail "raw stream does not parse"
+grep -q 'lua_pcall;@app.lua:[0-9]*;@app.lua:4;@app.lua:1' "$t/out.folded" ||
+	grep -q 'TRACE \[[0-9]*\] @app.lua:1' "$t/out.folded" ||
+	fail "no main -> work:4 -> fib:1 stack and no fib trace: $(head -c 300 "$t/out.folded")"
+
+# -- Options: format to standard output, L mode, rate, wall clock, --raw.
+(cd "$t" && "$lp" record -q -f collapsed -o - --mode L --rate 500 --clock wall --raw r.bin \
+	-- luajit app.lua 0.3) >"$t/l.out" 2>"$t/l.err" || fail "record L: $(cat "$t/l.err")"
+grep -q '^result' "$t/l.out" || fail "program output missing with -o -"
+grep -q '@app.lua:1' "$t/l.out" || fail "collapsed stacks on standard output: $(head -3 "$t/l.out")"
+[ -s "$t/r.bin" ] || fail "--raw r.bin not written"
+n=$(grep -v '^result\|^nested' "$t/l.out" | awk '{s += $NF} END {print s + 0}')
+[ "$n" -ge 60 ] || fail "--rate 500 --clock wall over 0.3 s gave $n samples"
+
+# -- The program's exit status is passed on, the profile written all the same.
+(cd "$t" && "$lp" record -q -o st.svg -- luajit app.lua 0.1 5) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 5 ] || fail "program exit status 5 passed on as $rc: $(cat "$t/err")"
+[ -s "$t/st.svg" ] && [ -s "$t/st.bin" ] || fail "profile of a program exiting 5"
+
+# -- LUA_INIT of the user still runs; child processes are not profiled.
+cat >"$t/child.lua" <<'EOF'
+print("child", os.getenv("LUAPROF_RECORD"), os.getenv("LUA_INIT"))
+local p = io.popen("luajit -e 'print(os.getenv(\"LUAPROF_RECORD\"), os.getenv(\"LUA_INIT\"), misc)'")
+print("grandchild", (p:read("*a"):gsub("\n", "|")))
+p:close()
+EOF
+(cd "$t" && LUA_INIT='init_ran = true print("init ran")' "$lp" record -q -o c.svg -- luajit child.lua) \
+	>"$t/c.out" 2>"$t/c.err" || fail "record child.lua: $(cat "$t/c.err")"
+grep -q '^init ran$' "$t/c.out" || fail "the user's LUA_INIT did not run: $(cat "$t/c.out")"
+grep -q '^child	nil	init_ran = true print("init ran")$' "$t/c.out" ||
+	fail "LUAPROF_RECORD / LUA_INIT seen by the program: $(cat "$t/c.out")"
+grep -q '^grandchild	init ran|nil	init_ran = true print("init ran")	nil|$' "$t/c.out" ||
+	fail "a child process was touched: $(cat "$t/c.out")"
+
+# -- Killed mid-run: the stream is cut; what reached the disk is still rendered (exit 3).
+cat >"$t/kill.lua" <<'EOF'
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+local t = os.clock() while os.clock() - t < 1.5 do fib(18) end
+local pid = io.open("/proc/self/stat"):read("*n")
+os.execute("kill -9 " .. pid)
+EOF
+(cd "$t" && "$lp" record -q -f collapsed -o k.folded -- luajit kill.lua) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 3 ] || fail "killed program: record exited $rc, want 3: $(cat "$t/err")"
+grep -q 'truncated' "$t/err" || fail "no truncation warning: $(cat "$t/err")"
+[ -s "$t/k.folded" ] || fail "nothing rendered from the killed program's stream"
+
+# -- No agent: luajit -E ignores LUA_INIT.
+(cd "$t" && "$lp" record -q -o e.svg -- luajit -E app.lua 0.1) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] || fail "luajit -E: exit $rc, want 1"
+grep -q 'wrote no profile' "$t/err" || fail "luajit -E message: $(cat "$t/err")"
+
+# -- Usage errors.
+expect() {
+	local pat=$1
+	shift
+	"$lp" record "$@" >/dev/null 2>"$t/err"
+	local rc=$?
+	[ $rc = 1 ] || fail "record $*: exit $rc, want 1"
+	grep -q -- "$pat" "$t/err" || fail "record $*: message $(cat "$t/err")"
+}
+expect 'no program to run' -o x.svg
+expect '--rate expects' --rate 0 -- luajit app.lua
+expect '--mode D keeps counters' --mode D -- luajit app.lua
+expect '--mode must be L or C' --mode X -- luajit app.lua
+expect '--clock must be' --clock sun -- luajit app.lua
+expect "cannot tell the format" -o x.png -- luajit app.lua
+expect "unknown format" -f png -- luajit app.lua
+(cd "$t" && "$lp" record -q -o n.svg -- no-such-program-xyz) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q 'cannot run no-such-program-xyz' "$t/err" || fail "missing program: $(cat "$t/err")"
+
+[ $fails = 0 ] || exit 1
+echo "ok"

@@ -1,0 +1,443 @@
+/*
+** Unit tests of the agent's core (src/agent/sysprof.c): the double buffer and its writer
+** thread, the handler's bookkeeping, the stream it produces, I/O failures, and the C API's
+** validation. The VM side is replaced by stubs that hand the handler scripted samples, and
+** the handler is called directly (the timer is armed with an interval of an hour), so the
+** tests are deterministic and need no Lua VM.
+*/
+#include "../../src/agent/sysprof.c"
+
+#include <fcntl.h>
+#include <stdlib.h>
+
+#include "stream/input.h"
+#include "unit.h"
+
+/* -- Stubs for the VM, objects, symbols and Lua sides ----------------------------------- */
+
+static struct {
+	int fail;          /* agent_vm_sample returns -1 */
+	uint64_t line;     /* the sample's single Lua frame: line */
+	int newsym;        /* introduce a symbol with the sample */
+	int attach_fail;
+} stub;
+
+int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
+{
+	if (stub.attach_fail) {
+		snprintf(err, errlen, "unsupported LuaJIT build (test)");
+		return -1;
+	}
+	return 0;
+}
+
+void agent_vm_detach(void)
+{
+}
+
+int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
+{
+	static const char name[] = "@unit.lua";
+	if (stub.fail)
+		return -1;
+	s->vmstate = LP_VMST_LFUNC;
+	s->nlua = 1;
+	s->lua[0] = (struct lp_lua_frame){ LP_FRAME_LFUNC, 0x1000, stub.line };
+	s->lua_truncated = 0;
+	s->nsyms = 0;
+	if (stub.newsym) {
+		s->nsyms = 1;
+		s->syms[0] = (struct agent_sym){ LP_SYSPROF_SYM_LFUNC, 0x1000, 1, 0, name,
+						 sizeof(name) - 1 };
+	}
+	return 0;
+}
+
+void agent_vm_symbols(struct lp_wbuf *w)
+{
+}
+
+void agent_vm_ffnames(char *buf, size_t len)
+{
+	snprintf(buf, len, "Lua C assert");
+}
+
+const char *agent_vm_name(void)
+{
+	return "stub";
+}
+
+int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
+{
+	return 0;
+}
+
+int agent_unwind_init(char *err, size_t errlen)
+{
+	return 0;
+}
+
+size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	pcs[0] = 0x400000;
+	pcs[1] = 0x400100;
+	return 2;
+}
+
+int agent_objects_init(char *err, size_t errlen)
+{
+	return 0;
+}
+
+void agent_objects_fini(void)
+{
+}
+
+void agent_objects_refresh(void)
+{
+}
+
+unsigned long long agent_objects_adds(void)
+{
+	return 1;
+}
+
+void agent_symtab_cfuncs(struct lp_wbuf *w, int midstream)
+{
+	static const char name[] = "main";
+	if (!midstream)
+		lp_write_sym_cfunc(w, 0x400000, name, sizeof(name) - 1);
+}
+
+void agent_maps_reset(void)
+{
+}
+
+void agent_maps_note(void)
+{
+}
+
+void agent_write_extension(struct lp_wbuf *w, const char *const *meta)
+{
+	lp_write_ext_prologue(w);
+	for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)
+		lp_write_ext_meta(w, meta[i], meta[i + 1]);
+	lp_write_ext_end(w);
+}
+
+void agent_cmdline(char *buf, size_t len)
+{
+	snprintf(buf, len, "unit");
+}
+
+static uint64_t owner = 1;
+static struct lua_State *const FAKE_L = (struct lua_State *)&owner;
+static struct lua_State *const OTHER_L = (struct lua_State *)&stub;
+
+int agent_lua_anchor(struct lua_State *L, uint64_t run_id)
+{
+	owner = run_id;
+	return 0;
+}
+
+int agent_lua_owns(struct lua_State *L, uint64_t run_id)
+{
+	return owner == run_id && L == FAKE_L;
+}
+
+/* -- A writer into memory, optionally slow or failing ------------------------------------- */
+
+static struct {
+	uint8_t *data;
+	size_t len, cap;
+	unsigned delay_us;      /* per call: lets the handler fill both halves */
+	size_t fail_after;      /* accept this many bytes, then ENOSPC (0 = never) */
+	int stop_after;         /* set *data = NULL at this call (0 = never) */
+	int calls, on_stop_calls;
+} sink;
+
+static size_t mem_writer(const void **data, size_t len, void *ctx)
+{
+	sink.calls++;
+	if (sink.delay_us) {
+		struct timespec ts = { 0, (long)sink.delay_us * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (sink.stop_after && sink.calls >= sink.stop_after) {
+		*data = NULL;
+		return 0;
+	}
+	size_t n = len;
+	if (sink.fail_after && sink.len + n > sink.fail_after) {
+		n = sink.fail_after - sink.len;
+		errno = ENOSPC;
+	}
+	if (sink.len + n > sink.cap) {
+		sink.cap = (sink.len + n) * 2;
+		sink.data = realloc(sink.data, sink.cap);
+	}
+	memcpy(sink.data + sink.len, *data, n);
+	sink.len += n;
+	return n;
+}
+
+static int mem_on_stop(void *ctx, uint8_t *buf)
+{
+	sink.on_stop_calls++;
+	return 0;
+}
+
+static void sink_reset(void)
+{
+	free(sink.data);
+	memset(&sink, 0, sizeof(sink));
+	memset(&stub, 0, sizeof(stub));
+}
+
+/* -- Parsing the result ------------------------------------------------------------------- */
+
+struct seen {
+	uint64_t samples, syms, last_line, meta_dropped;
+	int ordered, sym_before_sample;
+	char ffnames[64];
+};
+
+static int on_sample(void *ctx, const struct lp_sys_sample *s)
+{
+	struct seen *v = ctx;
+	if (s->nlua != 1 || s->lua[0].line <= v->last_line || s->nhost != 2)
+		v->ordered = 0;
+	v->last_line = s->nlua ? s->lua[0].line : v->last_line;
+	if (v->samples == 0 && v->syms == 0)
+		v->sym_before_sample = 0;
+	v->samples++;
+	return 0;
+}
+
+static int on_sym(void *ctx, uint64_t addr, const char *chunk, size_t len, uint64_t line)
+{
+	struct seen *v = ctx;
+	v->syms++;
+	return 0;
+}
+
+static int on_meta(void *ctx, const char *key, const char *value)
+{
+	struct seen *v = ctx;
+	if (!strcmp(key, "dropped"))
+		v->meta_dropped = strtoull(value, NULL, 10);
+	if (!strcmp(key, "ffnames"))
+		snprintf(v->ffnames, sizeof(v->ffnames), "%s", value);
+	return 0;
+}
+
+static int parse_sink(struct seen *v, struct lp_parse_stats *st)
+{
+	memset(v, 0, sizeof(*v));
+	v->ordered = v->sym_before_sample = 1;
+	char path[] = "/tmp/test_agent_core.XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, sink.data, sink.len) != (ssize_t)sink.len)
+		return -1;
+	lseek(fd, 0, SEEK_SET);
+	struct lp_input in;
+	lp_input_open_fd(&in, fd, path);
+	struct lp_parse_handlers h = { .ctx = v, .sys_sample = on_sample, .sym_lua = on_sym,
+				       .ext_meta = on_meta };
+	int rc = lp_parse_stream(&in, &h, st);
+	lp_input_close(&in);
+	close(fd);
+	unlink(path);
+	return rc;
+}
+
+/* -- Driving the handler ------------------------------------------------------------------ */
+
+static uint8_t buf[LUAPROF_SYSPROF_BUF_MIN];
+
+static int start(uint8_t mode)
+{
+	luaprof_sysprof_set_writer(mem_writer);
+	luaprof_sysprof_set_on_stop(mem_on_stop);
+	struct luaprof_sysprof_options o = { .mode = mode, .interval = 3600 * 1000, .buf = buf,
+					     .len = sizeof(buf) };
+	return luaprof_sysprof_start(FAKE_L, &o);
+}
+
+/* One timer expiry, as the kernel would deliver it to the sampled thread. */
+static void tick(void)
+{
+	siginfo_t si;
+	ucontext_t uc;
+	memset(&si, 0, sizeof(si));
+	memset(&uc, 0, sizeof(uc));
+	si.si_code = SI_TIMER;
+	si.si_value.sival_ptr = &sp;
+	on_signal(sp.signo, &si, &uc);
+}
+
+/* -- Tests ---------------------------------------------------------------------------------- */
+
+/* Many samples through the smallest buffer and a slow writer: every sample either reaches
+ * the stream, in order, or is counted as dropped. */
+static void test_double_buffer_order_and_drops(void)
+{
+	sink_reset();
+	sink.delay_us = 2000;
+	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
+	const uint64_t n = 20000;
+	for (uint64_t i = 1; i <= n; i++) {
+		stub.line = i;
+		stub.newsym = i == 1;
+		tick();
+	}
+	struct luaprof_sysprof_counters c;
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_report(&c);
+	CHECK_EQ(c.samples, n);
+	CHECK_EQ(c.vmst_lfunc, n);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	luaprof_sysprof_stats(&s);
+	struct seen v;
+	struct lp_parse_stats st;
+	CHECK_EQ(parse_sink(&v, &st), LP_OK);
+	CHECK(st.complete && st.extension);
+	CHECK(v.ordered);
+	CHECK(v.sym_before_sample);
+	CHECK_EQ(v.samples + s.dropped, n);
+	CHECK(s.dropped > 0); /* the slow writer could not keep up with 20000 back-to-back ticks */
+	CHECK_EQ(v.meta_dropped, s.dropped);
+	CHECK_EQ(s.bytes, sink.len);
+	CHECK_STR(v.ffnames, "Lua C assert");
+	CHECK_EQ(sink.on_stop_calls, 1);
+}
+
+/* Samples the VM side refuses are dropped, not counted in any state. */
+static void test_unsafe_samples_dropped(void)
+{
+	sink_reset();
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_SUCCESS);
+	stub.line = 1;
+	tick();
+	stub.fail = 1;
+	tick();
+	tick();
+	struct luaprof_sysprof_counters c;
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_report(&c);
+	luaprof_sysprof_stats(&s);
+	CHECK_EQ(c.samples, 1);
+	CHECK_EQ(s.dropped, 2);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	CHECK_EQ(sink.len, 0); /* D mode writes nothing */
+}
+
+/* The disk fills while sampling: sampling stops, stop reports ENOSPC, on_stop still runs,
+ * and a new profile can start. */
+static void test_io_error(void)
+{
+	sink_reset();
+	sink.fail_after = 40000;
+	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
+	for (uint64_t i = 1; i <= 20000 && atomic_load(&sp.state) == ST_RUNNING; i++) {
+		stub.line = i;
+		tick();
+		if (i % 1000 == 0) {
+			struct timespec ts = { 0, 2000000 };
+			nanosleep(&ts, NULL); /* let the writer thread write */
+		}
+	}
+	for (int k = 0; k < 200 && atomic_load(&sp.state) == ST_RUNNING; k++) {
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+	CHECK_EQ(atomic_load(&sp.state), ST_HALT);
+	struct luaprof_sysprof_counters before, after;
+	luaprof_sysprof_report(&before);
+	tick();
+	luaprof_sysprof_report(&after);
+	CHECK_EQ(after.samples, before.samples); /* sampling stopped */
+	errno = 0;
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_ERRIO);
+	CHECK_EQ(errno, ENOSPC);
+	CHECK_EQ(sink.on_stop_calls, 1);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_ERRRUN);
+	sink.fail_after = 0;
+	CHECK_EQ(start(LUAPROF_SYSPROF_LEAF), LUAPROF_PROFILE_SUCCESS);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+}
+
+/* A writer that sets *data to NULL stops the profile with ECANCELED. */
+static void test_writer_stop_request(void)
+{
+	sink_reset();
+	sink.stop_after = 2; /* the symbol table is call 1 */
+	CHECK_EQ(start(LUAPROF_SYSPROF_LEAF), LUAPROF_PROFILE_SUCCESS);
+	for (uint64_t i = 1; i <= 3000; i++) {
+		stub.line = i;
+		tick();
+	}
+	errno = 0;
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_ERRIO);
+	CHECK_EQ(errno, ECANCELED);
+}
+
+/* Tarantool's validation codes; on_stop runs on every failed start. */
+static void test_validation(void)
+{
+	sink_reset();
+	luaprof_sysprof_set_writer(mem_writer);
+	luaprof_sysprof_set_on_stop(mem_on_stop);
+	struct luaprof_sysprof_options o = { .mode = 0x40, .interval = 10 };
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	o.mode = LUAPROF_SYSPROF_DEFAULT;
+	o.interval = 0;
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	o.interval = 0;
+	o.interval_ns = 99999;
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	o.interval_ns = 0;
+	o.interval = 10;
+	stub.attach_fail = 1;
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	CHECK_STR(luaprof_sysprof_error(), "unsupported LuaJIT build (test)");
+	stub.attach_fail = 0;
+	CHECK_EQ(sink.on_stop_calls, 5);
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_SUCCESS);
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRRUN);
+	CHECK_EQ(luaprof_sysprof_set_writer(mem_writer), LUAPROF_PROFILE_ERRUSE);
+	CHECK_EQ(luaprof_sysprof_stop(OTHER_L), LUAPROF_PROFILE_ERRUSE); /* another VM */
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_ERRRUN);
+}
+
+/* A stray signal of the same number, not from our timer, is ignored. */
+static void test_foreign_signal_ignored(void)
+{
+	sink_reset();
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_SUCCESS);
+	siginfo_t si;
+	ucontext_t uc;
+	memset(&si, 0, sizeof(si));
+	memset(&uc, 0, sizeof(uc));
+	si.si_code = SI_USER;
+	on_signal(sp.signo, &si, &uc);
+	struct luaprof_sysprof_counters c;
+	luaprof_sysprof_report(&c);
+	CHECK_EQ(c.samples, 0);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+}
+
+int main(void)
+{
+	RUN(test_validation);
+	RUN(test_double_buffer_order_and_drops);
+	RUN(test_unsafe_samples_dropped);
+	RUN(test_io_error);
+	RUN(test_writer_stop_request);
+	RUN(test_foreign_signal_ignored);
+	sink_reset();
+	return UNIT_RESULT();
+}
