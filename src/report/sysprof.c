@@ -20,7 +20,9 @@ enum anchor {
 	ANCHOR_VM_CALL,    /* lj_vm_pcall / lj_vm_call / lj_vm_cpcall / luaV_execute */
 	ANCHOR_VM_RESUME,  /* lj_vm_resume */
 	ANCHOR_API_CALL,   /* lua_pcall / lua_call / lua_cpcall ...: used when no VM entry is named */
-	ANCHOR_API_RESUME  /* lua_resume */
+	ANCHOR_API_RESUME, /* lua_resume */
+	ANCHOR_VM_BLOCK,   /* the interpreter's block of a stripped VM (lj_vm_asm_begin) */
+	ANCHOR_UNNAMED     /* no symbol covers it: JIT trace code, mostly */
 };
 
 static const struct {
@@ -218,6 +220,10 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 	for (size_t i = 0; sym && i < sizeof(anchor_names) / sizeof(anchor_names[0]); i++)
 		if (strcmp(sym->name, anchor_names[i].name) == 0)
 			kind = anchor_names[i].kind;
+	if (!sym)
+		kind = ANCHOR_UNNAMED;
+	else if (strcmp(sym->name, "lj_vm_asm_begin") == 0)
+		kind = ANCHOR_VM_BLOCK;
 	/* A failed insert only costs a later lookup. */
 	(void)lp_addrmap_put(&s->anchors, addr, kind, *symstart);
 	return kind;
@@ -235,30 +241,6 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 	const struct lp_lua_frame *lua = smp->lua;   /* lua[nl-1] is the outermost */
 	const uint64_t *host = smp->host;            /* host[nh-1] is the outermost */
 
-	/* Usable anchors, outermost first: one tier only (VM entries when any is named,
-	 * else API calls), and only from the innermost resume inwards. */
-	int have_vm = 0;
-	for (size_t i = 0; i < nh; i++) {
-		uint64_t ss;
-		enum anchor a = classify(s, host[i], &ss);
-		if (a == ANCHOR_VM_CALL || a == ANCHOR_VM_RESUME)
-			have_vm = 1;
-	}
-	size_t na = 0;
-	for (size_t k = nh; k-- > 0;) {
-		uint64_t ss;
-		enum anchor a = classify(s, host[k], &ss);
-		int call = have_vm ? a == ANCHOR_VM_CALL : a == ANCHOR_API_CALL;
-		int resume = have_vm ? a == ANCHOR_VM_RESUME : a == ANCHOR_API_RESUME;
-		if (resume)
-			na = 0; /* frames outside belong to other coroutines */
-		if (call || resume) {
-			if (lp_grow((void **)&s->anchor_at, &s->anchorcap, na + 1, sizeof(size_t)))
-				return -ENOMEM;
-			s->anchor_at[na++] = k;
-		}
-	}
-
 	/* Segments, outermost first. A C function with Lua frames inside it is a definite
 	 * boundary; a builtin with Lua inside is one only when the host stack has more
 	 * anchors than definite segments (C-implemented builtins such as table.sort call
@@ -272,6 +254,62 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 		else if (lua[i].type == LP_FRAME_FFUNC)
 			optional++;
 	}
+
+	/* Usable anchors, outermost first: one tier only (VM entries when any is named,
+	 * else API calls), and only from the innermost resume inwards.
+	 * API tier (a stripped VM, where static code that follows an API function is
+	 * named after it until the extension's sizes arrive): of consecutive API frames
+	 * only the innermost, and not the leaf, since an anchor calls into the VM. C also
+	 * enters the VM with no API frame of its own (lua_call tail-calls lj_vm_call, C
+	 * builtins call it directly, FFI callbacks enter lj_vm_ffi_callback): VM code
+	 * called by a named C frame that is no API frame is an anchor itself. VM code is
+	 * the interpreter's block, or (when the stack needs more anchors than that gives)
+	 * code no symbol covers: a trace running on the entry's native frame. */
+	int have_vm = 0;
+	for (size_t i = 0; i < nh; i++) {
+		uint64_t ss;
+		enum anchor a = classify(s, host[i], &ss);
+		if (a == ANCHOR_VM_CALL || a == ANCHOR_VM_RESUME)
+			have_vm = 1;
+	}
+	size_t na = 0;
+	for (int unnamed = 0; unnamed < 2; unnamed++) {
+		int unnamed_seen = 0;
+		na = 0;
+		for (size_t k = nh; k-- > 0;) {
+			uint64_t ss;
+			enum anchor a = classify(s, host[k], &ss);
+			int call, resume;
+			if (have_vm) {
+				call = a == ANCHOR_VM_CALL;
+				resume = a == ANCHOR_VM_RESUME;
+			} else {
+				enum anchor in = k > 0 ? classify(s, host[k - 1], &ss) : ANCHOR_NONE;
+				enum anchor out = k + 1 < nh ? classify(s, host[k + 1], &ss)
+							     : ANCHOR_UNNAMED;
+				int api = k > 0 && in != ANCHOR_API_CALL && in != ANCHOR_API_RESUME;
+				call = api && a == ANCHOR_API_CALL;
+				resume = api && a == ANCHOR_API_RESUME;
+				if (out == ANCHOR_NONE && a == ANCHOR_VM_BLOCK)
+					call = 1;
+				if (out == ANCHOR_NONE && a == ANCHOR_UNNAMED) {
+					unnamed_seen = 1;
+					call = unnamed;
+				}
+			}
+			if (resume)
+				na = 0; /* frames outside belong to other coroutines */
+			if (call || resume) {
+				if (lp_grow((void **)&s->anchor_at, &s->anchorcap, na + 1,
+					    sizeof(size_t)))
+					return -ENOMEM;
+				s->anchor_at[na++] = k;
+			}
+		}
+		if (!unnamed_seen || na >= definite + optional + 1)
+			break;
+	}
+
 	size_t nseg = definite + 1;
 	size_t want_opt = na > nseg ? na - nseg : 0;
 	if (want_opt > optional)
@@ -314,8 +352,10 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 			return -ENOMEM;
 		if (anc < na && s->anchor_at[anc] == k) {
 			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];
-			/* The boundary frame ending a segment is named by the host stack. */
-			if (seg + 1 < nsegs)
+			/* The boundary frame ending a segment is named by the host stack;
+			 * a builtin's is not when the VM is stripped (static lj_cf_*). */
+			if (seg + 1 < nsegs &&
+			    (have_vm || lua[nl - to].type != LP_FRAME_FFUNC))
 				to--;
 			for (size_t o = from; o < to; o++) {
 				const struct lp_lua_frame *f = &lua[nl - 1 - o];

@@ -4,8 +4,11 @@
 ** A sample carries the Lua stack of the running coroutine and the host (C) stack
 ** separately. They are merged root first: host frames, with each Lua segment spliced
 ** right after the host frame through which C entered the VM for it (lj_vm_pcall,
-** lj_vm_call, lj_vm_cpcall, lj_vm_resume; the lua_* API or luaV_execute when those are
-** not named). Segments are split at the C functions that called back into Lua, and those
+** lj_vm_call, lj_vm_cpcall, lj_vm_resume, luaV_execute when named; on a stripped VM the
+** lua_* API frames that call into the VM, and VM code - the interpreter block or code no
+** symbol covers, i.e. a trace - called directly by another named C function, since
+** lua_call tail-calls the VM and C builtins and FFI callbacks enter it without an API
+** frame). Segments are split at the C functions that called back into Lua, and those
 ** C functions are then named by the host stack, so no frame is counted twice; nested
 ** C -> Lua -> C -> Lua works at any depth. Pairing runs from the innermost segment
 ** outwards, so a short host stack still keeps every Lua frame (unmatched outer segments

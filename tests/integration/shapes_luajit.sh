@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Known stack shapes, with exact frame order and current lines, in C-mode profiles of real
+# programs (issue 3). shapes_luajit.lua runs one workload per shape in which one stack
+# dominates (a burn on a marked line for SHAPES_SECS seconds, 1 kHz wall clock): recursive
+# Lua, pcall, xpcall, coroutine.resume and coroutine.wrap continuing into the resumer, an
+# FFI call into a C library (shapes_lib.c), an FFI callback (qsort with a Lua comparator), a
+# C builtin calling back (table.sort), __index and __add in Lua, errors unwound by pcall
+# (through Lua and through a C builtin), and, in the embedding host (shapes_host.c),
+# Lua -> C function -> lua_call -> Lua and errors unwound through it; with the JIT off and
+# on (then the burn is a trace calling shapes_burn, plus a pure Lua loop seen as TRACE).
+#
+# Runners: Debian's /usr/bin/luajit and shapes_host on Debian's libluajit-5.1.so, then
+# OpenResty's luajit2 (its /usr/bin/luajit and its libluajit-5.1.so under shapes_host)
+# extracted from the .debs when apt-get can download them (cached in build/shapes/).
+#
+# For each profile `luaprof report -f collapsed` is reduced to its named frames: raw
+# addresses, object+offset frames (static code of stripped objects) and lj_vm_* frames are
+# VM-internal and dropped. The most frequent reduced stack must then be exactly, from
+# `main` on, the expected sequence: no frame missing, duplicated or out of order, Lua
+# frames as @chunk:current-line. Also checked: in that stack static C code (object+offset)
+# never directly follows a Lua frame (VM-internal frames out of place), no stack has Lua
+# frames before `main` (a Lua segment not spliced at its C entry), unwound frames never
+# appear under a later burn,
+# the unnamed frame that calls shapes_burn from a trace lies in that trace's machine code
+# (jit.util.tracemc), and the stream names the expected VM build.
+# Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=shapes_luajit
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+secs=${SHAPES_SECS:-0.2}  # per shape; SHAPES_VERBOSE=1 prints every dominant stack
+src=tests/integration/shapes_luajit.lua
+
+[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
+[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
+[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+
+# -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
+inc=/usr/include/luajit-2.1
+if ! command -v luajit >/dev/null 2>&1 || [ ! -f $inc/lua.h ] ||
+	! ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit libluajit-5.1-dev \
+			>"$t/apt.log" 2>&1 ||
+			skip "apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$t/apt.log")"
+	else
+		skip "luajit / libluajit-5.1-dev not installed (apt-get install them, as root)"
+	fi
+fi
+cc=${CC:-cc}
+$cc -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -o "$t/libshapes.so" \
+	tests/integration/shapes_lib.c 2>"$t/cc.log" ||
+	{ echo "FAIL: cannot build shapes_lib.c: $(head -20 "$t/cc.log")"; exit 1; }
+$cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/shapes_host" \
+	tests/integration/shapes_host.c -lluajit-5.1 2>"$t/cc.log" ||
+	{ echo "FAIL: cannot build shapes_host.c: $(head -20 "$t/cc.log")"; exit 1; }
+
+# -- OpenResty's luajit2: conflicts with luajit as a package, so extracted from its .debs.
+cache=build/shapes/luajit2
+if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
+	command -v dpkg-deb >/dev/null 2>&1; then
+	rm -rf $cache && mkdir -p $cache/debs
+	if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$t/dl.log" 2>&1; then
+		for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
+			touch $cache/.done
+	fi
+fi
+lj2=$cache/root/usr/bin/luajit
+lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+
+# -- Marker lines of the workload: "--@name" at the end of a line.
+declare -A at
+while IFS=: read -r n text; do
+	at[${text##*--@}]=$n
+done < <(grep -n -- '--@[a-z_]*$' $src)
+
+# Expected frames after `main`'s VM entry. "@m" is the Lua frame at marker m's line; "a|b"
+# accepts either name. LEAF is the burn: the Lua loop with the JIT off; with it on, the
+# trace's line in cspin and the C function it calls.
+body() { # SHAPE
+	case $1 in
+	loop) echo "@run @loop @spin" ;;
+	recursive) echo "@run @recursive @rec_call @rec_call @rec_call @rec_base LEAF" ;;
+	pcall) echo "@run @pcall pcall @protected LEAF" ;;
+	xpcall) echo "@run @xpcall xpcall @protected LEAF" ;;
+	resume) echo "@run @resume coroutine.resume @cobody LEAF" ;;
+	wrap) echo "@run @wrap coroutine.wrap_aux @cobody LEAF" ;;
+	ffi) echo "@run @ffi ffi.meta.__call shapes_burn" ;;
+	qsort) echo "@run @qsort ffi.meta.__call qsort|qsort_r @cmp LEAF" ;;
+	sort) echo "@run @sort table.sort @lcmp LEAF" ;;
+	index) echo "@run @index @index_mm LEAF" ;;
+	add) echo "@run @add @add_mm LEAF" ;;
+	unwind) echo "@run @unwind LEAF" ;;
+	host) echo "@run @host shapes_host_call @hostcb LEAF" ;;
+	host_unwind) echo "@run @host_unwind LEAF" ;;
+	esac
+}
+
+# expand SEQUENCE JIT: marker names to @chunk:line, LEAF to the burn's frames, ';'-joined.
+expand() {
+	local out="" tok leaf x
+	if [ "$2" = off ]; then leaf="@spin"; else leaf="@cspin shapes_burn"; fi
+	for tok in $1; do
+		[ "$tok" = LEAF ] && tok=$leaf
+		for x in $tok; do
+			case $x in
+			@*) x="@$src:${at[${x#@}]}" ;;
+			esac
+			out="$out${out:+;}$x"
+		done
+	done
+	echo "$out"
+}
+
+# reduce FOLDED: "count<TAB>reduced<TAB>raw" per reduced stack (VM-internal frames dropped),
+# most frequent first, raw being its most frequent unreduced stack; first "total<TAB>N".
+reduce() {
+	awk '{
+		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
+		k = split(stack, f, ";"); out = ""
+		for (i = 1; i <= k; i++) {
+			if (f[i] ~ /^0x[0-9a-f]+$/ || f[i] ~ /^[^@;]+\+0x[0-9a-f]+$/ || f[i] ~ /^lj_vm_/)
+				continue
+			out = out (out == "" ? "" : ";") f[i]
+		}
+		sum[out] += n; total += n
+		if (n > rawn[out]) { rawn[out] = n; raw[out] = stack }
+	} END {
+		print "total\t" total
+		for (s in sum) print sum[s] "\t" s "\t" raw[s] | "sort -t\"\t\" -k1,1nr"
+	}' "$1"
+}
+
+# matches REDUCED EXPECTED: the reduced stack from `main` on equals EXPECTED, where an
+# expected frame "a|b" accepts a or b.
+matches() {
+	awk -v got="$1" -v want="$2" 'BEGIN {
+		i = index(";" got, ";main;"); if (i == 0) exit 1
+		ng = split(substr(got, i), g, ";"); nw = split(want, w, ";")
+		if (ng != nw) exit 1
+		for (j = 1; j <= nw; j++) {
+			na = split(w[j], alt, "|"); ok = 0
+			for (a = 1; a <= na; a++) if (g[j] == alt[a]) ok = 1
+			if (!ok) exit 1
+		}
+	}'
+}
+
+# misplaced RAW: prints the first static-code frame (object+offset) that follows a Lua frame
+# with only VM code between: C code the VM runs for a Lua frame belongs under the builtin
+# or C function that the Lua stack shows, so there it was spliced in the wrong place.
+misplaced() {
+	echo "$1" | awk -F';' '{
+		after_lua = 0
+		for (i = 1; i <= NF; i++) {
+			if ($i ~ /^@/) after_lua = 1
+			else if ($i ~ /^0x[0-9a-f]+$/ || $i ~ /^lj_vm_/) continue
+			else if ($i ~ /^[^@;]+\+0x[0-9a-f]+$/ && after_lua) { print $i; exit }
+			else after_lua = 0
+		}
+	}'
+}
+
+# check RUNNER JIT DIR PREFIX VMNAME: asserts every profile of one run.
+check() {
+	local runner=$1 jit=$2 dir=$3 prefix=$4 vmname=$5 shape f top red raw share want bad
+	local nok=0 n=0
+	for f in "$dir"/*.bin; do
+		shape=$(basename "$f" .bin)
+		n=$((n + 1))
+		local what="$runner, JIT $jit, $shape"
+		if ! build/luaprof report -q "$f" -f collapsed >"$dir/$shape.folded" 2>"$t/err"; then
+			fail "$what: luaprof report exited $?: $(head -3 "$t/err")"
+			continue
+		fi
+		grep -aq "$vmname" "$f" || fail "$what: the stream does not name the VM '$vmname'"
+		reduce "$dir/$shape.folded" >"$dir/$shape.reduced"
+		total=$(head -1 "$dir/$shape.reduced" | cut -f2)
+		top=$(sed -n 2p "$dir/$shape.reduced")
+		share=$(( ${top%%	*} * 100 / (total > 0 ? total : 1) ))
+		red=$(echo "$top" | cut -f2)
+		raw=$(echo "$top" | cut -f3)
+		bad=""
+		if [ "$jit" = on ] && [ "$shape" = loop ]; then
+			want="TRACE [N] @$src:${at[spin]}"
+			echo "$red" | grep -Eq "^TRACE \[[0-9]+\] @$src:${at[spin]}\$" || bad=1
+		else
+			want="$prefix;$(expand "$(body "$shape")" "$jit")"
+			matches "$red" "$want" || bad=1
+		fi
+		[ "$share" -ge 40 ] || bad=1
+		if [ -n "$bad" ]; then
+			fail "$what: dominant stack ($share% of $total samples) is
+	$red
+  want (from main, VM-internal frames dropped)
+	$want"
+		else
+			nok=$((nok + 1))
+			[ -z "${SHAPES_VERBOSE:-}" ] ||
+				echo "ok $what: $share% of $total samples: ${red#*;lua_pcall;}"
+		fi
+		# VM-internal frames in place too: static C code never right after a Lua frame.
+		bad=$(misplaced "$raw")
+		[ -z "$bad" ] || fail "$what: $bad follows a Lua frame in ${raw:0:600}"
+		# Lua frames are spliced after their C entry, never ahead of the host stack.
+		bad=$(awk '{ s = $0; sub(/ [0-9]+$/, "", s); i = index(s, ";main;")
+			pre = i ? substr(s, 1, i) : s
+			if (s ~ /^@/ || (i && pre ~ /(^|;)@/)) n += $NF; t += $NF }
+			END { if (n * 50 > t) print n " of " t }' "$dir/$shape.folded")
+		[ -z "$bad" ] || fail "$what: $bad samples have Lua frames ahead of the host stack"
+		# No stale frames: nothing of the unwound calls under a later burn.
+		case $shape in
+		unwind | host_unwind)
+			if grep -E "@$src:(${at[thrower]}|${at[badcmp]}|${at[unwind_pcall]}|${at[unwind_sort]}|${at[host_unwind_pcall]});(.*;)?(@$src:(${at[spin]}|${at[cspin]})|shapes_burn)( |;)" \
+				"$dir/$shape.folded" >"$t/stale"; then
+				fail "$what: unwound frames under a burn: $(head -c 300 "$t/stale")"
+			fi ;;
+		esac
+		# JIT on: the unnamed frames of the burn's stack are trace machine code (the
+		# trace runs on the native frame of the VM entry that started it).
+		if [ "$jit" = on ] && [ "$shape" != loop ] && [ "$shape" != ffi ]; then
+			local addr addrs ok
+			addrs=$(echo "$raw" | tr ';' '\n' | grep -E '^0x[0-9a-f]+$')
+			[ -n "$addrs" ] || fail "$what: no unnamed (trace) frame in ${raw:0:600}"
+			for addr in $addrs; do
+				ok=0
+				while read -r lo hi; do
+					[ $((addr)) -ge "$lo" ] && [ $((addr)) -lt "$hi" ] && ok=1
+				done <"$dir/$shape.traces"
+				[ $ok = 1 ] || fail "$what: frame $addr is not in any trace's machine code: ${raw:0:600}"
+			done
+		fi
+	done
+	echo "$runner, JIT $jit: $nok of $n dominant stacks as expected"
+}
+
+# run RUNNER PREFIX VMNAME CMD...: both JIT modes of one interpreter.
+run() {
+	local runner=$1 prefix=$2 vmname=$3 jit
+	shift 3
+	for jit in off on; do
+		local dir="$t/$runner-$jit"
+		mkdir -p "$dir"
+		if ! "$@" $src build "$dir" $jit "$t/libshapes.so" "$secs" >"$dir/out" 2>&1; then
+			fail "$runner, JIT $jit: the workload failed: $(tail -5 "$dir/out")"
+			continue
+		fi
+		# Every shape runs; only the host's own shapes are skipped outside the host.
+		if grep -v '^skip host' "$dir/out" | grep -q '^skip' ||
+			{ [ "${runner%host}" != "$runner" ] && grep -q '^skip' "$dir/out"; }; then
+			fail "$runner, JIT $jit: shapes skipped: $(grep '^skip' "$dir/out" | tr '\n' ' ')"
+		fi
+		check "$runner" $jit "$dir" "$prefix" "$vmname"
+	done
+}
+
+debvm="Debian luajit 2.1.0~beta3"
+lj2vm="Debian luajit2 (OpenResty)"
+run luajit "main;lua_cpcall;lua_pcall" "$debvm" luajit
+run host "main;lua_pcall" "$debvm" "$t/shapes_host"
+if [ -x "$lj2" ] && [ -f "$lj2lib/libluajit-5.1.so.2" ]; then
+	run luajit2 "main;lua_cpcall;lua_pcall" "$lj2vm" "$lj2"
+	run luajit2-host "main;lua_pcall" "$lj2vm" env LD_LIBRARY_PATH="$lj2lib" "$t/shapes_host"
+else
+	echo "note: luajit2 not checked (apt-get download luajit2 libluajit2-5.1-2 failed: $(tail -n 1 "$t/dl.log" 2>/dev/null))"
+fi
+
+[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "ok"
