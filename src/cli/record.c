@@ -230,21 +230,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->output)
 		o->output = "luaprof.svg";
 	if (o->fmt < 0) {
-		if (!strcmp(o->output, "-")) {
-			o->fmt = FMT_TOP;
-		} else {
+		/* o->fmt indexes formats[], whose order is not enum fmt's (aliases). */
+		enum fmt want = FMT_TOP;
+		if (strcmp(o->output, "-")) {
 			size_t i;
 			for (i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
 				if (ends_with(o->output, extensions[i].ext))
 					break;
 			if (i == sizeof(extensions) / sizeof(extensions[0]))
 				return fail("cannot tell the format from '%s'; use -f", o->output);
-			for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++)
-				if (formats[k].fmt == extensions[i].fmt) {
-					o->fmt = (int)k;
-					break;
-				}
+			want = extensions[i].fmt;
 		}
+		for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++)
+			if (formats[k].fmt == want) {
+				o->fmt = (int)k;
+				break;
+			}
 	}
 	return 0;
 }

@@ -55,6 +55,10 @@ grep -q 'lua_pcall;@app.lua:[0-9]*;@app.lua:4;@app.lua:1' "$t/out.folded" ||
 grep -q '^result' "$t/l.out" || fail "program output missing with -o -"
 grep -q '@app.lua:1' "$t/l.out" || fail "collapsed stacks on standard output: $(head -3 "$t/l.out")"
 [ -s "$t/r.bin" ] || fail "--raw r.bin not written"
+# Standard output without -f: the top list (once came out as gzipped pprof).
+(cd "$t" && "$lp" record -q -o - --raw t.bin -- luajit app.lua 0.2) >"$t/t.out" 2>"$t/t.err" ||
+	fail "record -o -: $(cat "$t/t.err")"
+grep -q '%self' "$t/t.out" || fail "record -o - without -f is not the top list: $(head -c 200 "$t/t.out" | od -c | head -3)"
 n=$(grep -v '^result\|^nested' "$t/l.out" | awk '{s += $NF} END {print s + 0}')
 [ "$n" -ge 60 ] || fail "--rate 500 --clock wall over 0.3 s gave $n samples"
 
