@@ -30,37 +30,11 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "report/load.h"
 #include "report/render.h"
 
 int lp_cmd_record(int argc, char **argv);
-
-enum fmt { FMT_FLAMEGRAPH, FMT_COLLAPSED, FMT_PPROF, FMT_SPEEDSCOPE, FMT_TOP };
-
-static const struct {
-	const char *name;
-	enum fmt fmt;
-	lp_render_fn fn;
-} formats[] = {
-	{ "flamegraph", FMT_FLAMEGRAPH, lp_render_flamegraph },
-	{ "svg", FMT_FLAMEGRAPH, lp_render_flamegraph },
-	{ "collapsed", FMT_COLLAPSED, lp_render_collapsed },
-	{ "folded", FMT_COLLAPSED, lp_render_collapsed },
-	{ "pprof", FMT_PPROF, lp_render_pprof },
-	{ "speedscope", FMT_SPEEDSCOPE, lp_render_speedscope },
-	{ "top", FMT_TOP, lp_render_top },
-};
-
-static const struct {
-	const char *ext;
-	enum fmt fmt;
-} extensions[] = {
-	{ ".svg", FMT_FLAMEGRAPH },     { ".folded", FMT_COLLAPSED },
-	{ ".collapsed", FMT_COLLAPSED }, { ".pb.gz", FMT_PPROF },
-	{ ".pprof", FMT_PPROF },         { ".pb", FMT_PPROF },
-	{ ".speedscope.json", FMT_SPEEDSCOPE }, { ".json", FMT_SPEEDSCOPE },
-	{ ".txt", FMT_TOP },
-};
 
 void lp_cmd_record_usage(FILE *out)
 {
@@ -103,7 +77,7 @@ void lp_cmd_record_usage(FILE *out)
 struct opts {
 	const char *output;
 	const char *raw;
-	int fmt;          /* -1: from the extension */
+	enum lp_fmt fmt;  /* LP_FMT_NONE: from the extension */
 	char mode;
 	unsigned rate;
 	const char *clock;
@@ -112,23 +86,7 @@ struct opts {
 	char **cmd;
 };
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("luaprof record: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	return LP_EXIT_USAGE;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t ls = strlen(s), lx = strlen(suffix);
-	return ls >= lx && strcasecmp(s + ls - lx, suffix) == 0;
-}
+#define fail(...) lp_cli_fail("record", __VA_ARGS__)
 
 static int parse_long(const char *s, long lo, long hi, long *out)
 {
@@ -157,7 +115,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	memset(o, 0, sizeof(*o));
-	o->fmt = -1;
+	o->fmt = LP_FMT_NONE;
 	o->mode = 'C';
 	o->rate = 100;
 	o->clock = "cpu";
@@ -172,17 +130,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'o':
 			o->output = optarg;
 			break;
-		case 'f': {
-			size_t i;
-			for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-				if (!strcmp(optarg, formats[i].name))
-					break;
-			if (i == sizeof(formats) / sizeof(formats[0]))
+		case 'f':
+			o->fmt = lp_fmt_named(optarg);
+			if (o->fmt == LP_FMT_NONE || o->fmt == LP_FMT_MEMPROF)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
 					    "speedscope, top)", optarg);
-			o->fmt = (int)i;
 			break;
-		}
 		case O_RAW:
 			o->raw = optarg;
 			break;
@@ -229,24 +182,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->cmd = argv + optind;
 	if (!o->output)
 		o->output = "luaprof.svg";
-	if (o->fmt < 0) {
-		/* o->fmt indexes formats[], whose order is not enum fmt's (aliases). */
-		enum fmt want = FMT_TOP;
-		if (strcmp(o->output, "-")) {
-			size_t i;
-			for (i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
-				if (ends_with(o->output, extensions[i].ext))
-					break;
-			if (i == sizeof(extensions) / sizeof(extensions[0]))
-				return fail("cannot tell the format from '%s'; use -f", o->output);
-			want = extensions[i].fmt;
-		}
-		for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++)
-			if (formats[k].fmt == want) {
-				o->fmt = (int)k;
-				break;
-			}
-	}
+	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && lp_fmt_of_path(o->output, &o->fmt))
+		return fail("cannot tell the format from '%s'; use -f", o->output);
+	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list */
+		o->fmt = LP_FMT_TOP;
 	return 0;
 }
 
@@ -410,50 +349,16 @@ static void read_facts(const char *raw, struct facts *f)
 /* Writes the rendering to o->output through a temporary file renamed into place. */
 static int render(const struct opts *o, struct lp_profile *p, char *err, size_t errlen)
 {
-	FILE *out = stdout;
-	char tmp[PATH_MAX] = "";
-	struct stat sb;
-	int direct = !strcmp(o->output, "-") ||
-		     (stat(o->output, &sb) == 0 && !S_ISREG(sb.st_mode));
-	if (!direct) {
-		if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", o->output) >= sizeof(tmp)) {
-			snprintf(err, errlen, "cannot write %s: %s", o->output,
-				 strerror(ENAMETOOLONG));
-			return -ENAMETOOLONG;
-		}
-		int fd = mkstemp(tmp);
-		if (fd < 0 || !(out = fdopen(fd, "w"))) {
-			int e = errno;
-			if (fd >= 0) {
-				close(fd);
-				unlink(tmp);
-			}
-			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
-			return -e;
-		}
-		fchmod(fd, 0644);
-	} else if (strcmp(o->output, "-") && !(out = fopen(o->output, "w"))) {
-		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
-		return -errno;
+	char tmp[PATH_MAX];
+	FILE *out = lp_output_open(o->output, tmp, sizeof(tmp));
+	if (!out) {
+		int e = errno;
+		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
+		return -e;
 	}
 	struct lp_render_opts ro = { .title = NULL };
-	int rc = formats[o->fmt].fn(p, &ro, out, err, errlen);
-	if (out != stdout) {
-		if (fclose(out) && !rc) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
-		}
-		if (!rc && tmp[0] && rename(tmp, o->output)) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(errno));
-		}
-		if (rc && tmp[0])
-			unlink(tmp);
-	} else if (fflush(stdout) && !rc) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot write the report: %s", strerror(errno));
-	}
-	return rc;
+	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
+	return lp_output_close(out, o->output, tmp, rc, err, errlen);
 }
 
 static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_profile *p,
@@ -483,7 +388,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
 			f->overruns, o->rate);
-	if (o->top > 0 && n && formats[o->fmt].fmt != FMT_TOP) {
+	if (o->top > 0 && n && o->fmt != LP_FMT_TOP) {
 		char err[256];
 		struct lp_render_opts ro = { .limit = (unsigned)o->top };
 		fputc('\n', stderr);
@@ -491,7 +396,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fputc('\n', stderr);
 	}
 	fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream)\n",
-		strcmp(o->output, "-") ? o->output : "standard output", formats[o->fmt].name, raw);
+		strcmp(o->output, "-") ? o->output : "standard output", lp_fmt_name(o->fmt), raw);
 }
 
 int lp_cmd_record(int argc, char **argv)

@@ -19,33 +19,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "report/load.h"
 #include "report/render.h"
-
-enum fmt { FMT_NONE, FMT_COLLAPSED, FMT_FLAMEGRAPH, FMT_PPROF, FMT_SPEEDSCOPE, FMT_TOP,
-	   FMT_MEMPROF };
-
-static const struct {
-	const char *name;
-	enum fmt fmt;
-} formats[] = {
-	{ "flamegraph", FMT_FLAMEGRAPH }, { "svg", FMT_FLAMEGRAPH },
-	{ "collapsed", FMT_COLLAPSED },   { "folded", FMT_COLLAPSED },
-	{ "pprof", FMT_PPROF },           { "speedscope", FMT_SPEEDSCOPE },
-	{ "top", FMT_TOP },               { "memprof", FMT_MEMPROF },
-};
-
-/* Extension -> format; "txt" means the stream's natural text report. */
-static const struct {
-	const char *ext;
-	enum fmt fmt;
-} extensions[] = {
-	{ ".svg", FMT_FLAMEGRAPH },     { ".folded", FMT_COLLAPSED },
-	{ ".collapsed", FMT_COLLAPSED }, { ".pb.gz", FMT_PPROF },
-	{ ".pprof", FMT_PPROF },         { ".pb", FMT_PPROF },
-	{ ".speedscope.json", FMT_SPEEDSCOPE }, { ".json", FMT_SPEEDSCOPE },
-	{ ".txt", FMT_NONE },
-};
 
 void lp_cmd_report_usage(FILE *out)
 {
@@ -94,7 +70,7 @@ void lp_cmd_report_usage(FILE *out)
 }
 
 struct opts {
-	enum fmt fmt;
+	enum lp_fmt fmt;
 	const char *output;
 	const char *input;
 	const char *value;
@@ -105,23 +81,7 @@ struct opts {
 	unsigned limit;
 };
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("luaprof report: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	return LP_EXIT_USAGE;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t ls = strlen(s), lx = strlen(suffix);
-	return ls >= lx && strcasecmp(s + ls - lx, suffix) == 0;
-}
+#define fail(...) lp_cli_fail("report", __VA_ARGS__)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -147,17 +107,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 	while ((c = getopt_long(argc, argv, ":f:o:n:qh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'f': {
-			size_t i;
-			for (i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-				if (!strcmp(optarg, formats[i].name))
-					break;
-			if (i == sizeof(formats) / sizeof(formats[0]))
+		case 'f':
+			o->fmt = lp_fmt_named(optarg);
+			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
 					    "speedscope, top, memprof)", optarg);
-			o->fmt = formats[i].fmt;
 			break;
-		}
 		case 'o':
 			o->output = optarg;
 			break;
@@ -195,15 +150,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("one input file at a time; got '%s' and '%s'", argv[optind],
 			    argv[optind + 1]);
 	o->input = argv[optind];
-	if (o->fmt == FMT_NONE && o->output) {
-		size_t i;
-		for (i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
-			if (ends_with(o->output, extensions[i].ext))
-				break;
-		if (i == sizeof(extensions) / sizeof(extensions[0]))
-			return fail("cannot tell the format from '%s'; use -f", o->output);
-		o->fmt = extensions[i].fmt;
-	}
+	if (o->fmt == LP_FMT_NONE && o->output && strcmp(o->output, "-") &&
+	    lp_fmt_of_path(o->output, &o->fmt))
+		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->functions && o->lines)
 		return fail("--functions and --lines contradict each other");
 	return 0;
@@ -213,9 +162,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 static int check_kind(struct opts *o, enum lp_stream_kind kind)
 {
 	int mem = kind == LP_STREAM_MEMPROF;
-	if (o->fmt == FMT_NONE)
-		o->fmt = mem ? FMT_MEMPROF : FMT_TOP;
-	if (!mem && o->fmt == FMT_MEMPROF)
+	if (o->fmt == LP_FMT_NONE)
+		o->fmt = mem ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (!mem && o->fmt == LP_FMT_MEMPROF)
 		return fail("%s is a CPU (sysprof) stream; the memprof report needs a memory "
 			    "stream", o->input);
 	if (!mem && (o->mem.leak_only || o->mem.human_readable || o->value))
@@ -225,47 +174,6 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind)
 		return fail("%s is a memory (memprof) stream; --split applies to CPU streams",
 			    o->input);
 	return 0;
-}
-
-/*
-** Opens the destination. A regular file (or a new path) is written through a temporary
-** file renamed into place at the end (tmp[0] is then set); anything else that exists,
-** such as /dev/null, a FIFO or a terminal, is written directly: renaming over it would
-** replace the device or pipe with a file.
-*/
-static FILE *open_output(const struct opts *o, char *tmp, size_t tmplen)
-{
-	tmp[0] = '\0';
-	if (!o->output || !strcmp(o->output, "-"))
-		return stdout;
-	struct stat sb;
-	if (stat(o->output, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-		if (S_ISDIR(sb.st_mode)) {
-			errno = EISDIR;
-			return NULL;
-		}
-		return fopen(o->output, "w");
-	}
-	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", o->output) >= tmplen) {
-		errno = ENAMETOOLONG;
-		tmp[0] = '\0';
-		return NULL;
-	}
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		tmp[0] = '\0';
-		return NULL;
-	}
-	fchmod(fd, 0644);
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		int e = errno;
-		close(fd);
-		unlink(tmp);
-		tmp[0] = '\0';
-		errno = e;
-	}
-	return f;
 }
 
 static void summary(const struct opts *o, const struct lp_loaded *l, const char *fmtname)
@@ -294,17 +202,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	fputc('\n', stderr);
 }
 
-static const char *fmt_name(enum fmt f)
-{
-	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++)
-		if (formats[i].fmt == f)
-			return formats[i].name;
-	return "?";
-}
-
 static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen)
 {
-	if (o->fmt == FMT_MEMPROF) {
+	if (o->fmt == LP_FMT_MEMPROF) {
 		int rc = lp_memprof_report(l->mem, &o->mem, out);
 		if (rc)
 			snprintf(err, errlen, "cannot write the report: %s", strerror(-rc));
@@ -315,7 +215,7 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	if (o->functions && o->fmt != FMT_TOP) {
+	if (o->functions && o->fmt != LP_FMT_TOP) {
 		struct lp_profile *q = lp_profile_by_function(p);
 		lp_profile_free(p);
 		if (!(p = q)) {
@@ -339,12 +239,7 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		}
 		ro.value = i;
 	}
-	static const lp_render_fn fns[] = {
-		[FMT_COLLAPSED] = lp_render_collapsed, [FMT_FLAMEGRAPH] = lp_render_flamegraph,
-		[FMT_PPROF] = lp_render_pprof,         [FMT_SPEEDSCOPE] = lp_render_speedscope,
-		[FMT_TOP] = lp_render_top,
-	};
-	int rc = fns[o->fmt](p, &ro, out, err, errlen);
+	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	lp_profile_free(p);
 	return rc;
 }
@@ -427,39 +322,25 @@ int lp_cmd_report(int argc, char **argv)
 		exit_code = rc;
 		goto out;
 	}
-	if (o.fmt == FMT_PPROF && (!o.output || !strcmp(o.output, "-")) && isatty(STDOUT_FILENO)) {
+	if (o.fmt == LP_FMT_PPROF && (!o.output || !strcmp(o.output, "-")) && isatty(STDOUT_FILENO)) {
 		exit_code = fail("pprof output is binary; give a file with -o");
 		goto out;
 	}
 
 	char tmp[PATH_MAX], err[1024] = "";
-	FILE *out = open_output(&o, tmp, sizeof(tmp));
+	FILE *out = lp_output_open(o.output, tmp, sizeof(tmp));
 	if (!out) {
 		exit_code = fail("cannot write %s: %s", o.output, strerror(errno));
 		goto out;
 	}
 	rc = render(&o, &l, out, err, sizeof(err));
-	if (out != stdout) {
-		if (fclose(out) && !rc) {
-			rc = -errno;
-			snprintf(err, sizeof(err), "cannot write %s: %s", o.output, strerror(errno));
-		}
-		if (!rc && tmp[0] && rename(tmp, o.output)) {
-			rc = -errno;
-			snprintf(err, sizeof(err), "cannot write %s: %s", o.output, strerror(errno));
-		}
-		if (rc && tmp[0])
-			unlink(tmp);
-	} else if (fflush(stdout) && !rc) {
-		rc = -errno;
-		snprintf(err, sizeof(err), "cannot write the report: %s", strerror(errno));
-	}
+	rc = lp_output_close(out, o.output, tmp, rc, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "luaprof report: %s\n", err);
 		exit_code = LP_EXIT_USAGE;
 		goto out;
 	}
-	summary(&o, &l, fmt_name(o.fmt));
+	summary(&o, &l, lp_fmt_name(o.fmt));
 	if (st == LP_ERR_TRUNCATED) {
 		fprintf(stderr, "luaprof report: warning: %s\n", msg);
 		exit_code = LP_EXIT_TRUNCATED;

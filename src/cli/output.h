@@ -1,0 +1,42 @@
+/*
+** Output formats and destinations shared by `luaprof report` and `luaprof record`.
+*/
+#ifndef LP_CLI_OUTPUT_H
+#define LP_CLI_OUTPUT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "report/render.h"
+
+enum lp_fmt {
+	LP_FMT_NONE,        /* not chosen; from a ".txt" path: the stream's own text report */
+	LP_FMT_COLLAPSED, LP_FMT_FLAMEGRAPH, LP_FMT_PPROF, LP_FMT_SPEEDSCOPE, LP_FMT_TOP,
+	LP_FMT_MEMPROF
+};
+
+/* The format called `name` (aliases: svg, folded), or LP_FMT_NONE. */
+enum lp_fmt lp_fmt_named(const char *name);
+/* The format a path's extension asks for; returns -1 when it says nothing. */
+int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);
+const char *lp_fmt_name(enum lp_fmt f);
+/* The renderer of a profile format; NULL for LP_FMT_NONE and LP_FMT_MEMPROF. */
+lp_render_fn lp_fmt_renderer(enum lp_fmt f);
+
+/*
+** Opens a destination ("-" or NULL = standard output). A regular file (or a new path) is
+** written through a temporary file beside it (its name left in tmp, else tmp[0] = 0)
+** that lp_output_close renames into place only on success; anything else that exists,
+** such as /dev/null or a FIFO, is written directly: renaming over it would replace it.
+** NULL with errno on failure.
+*/
+FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
+/* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the
+ * close/rename failure (message in err), removing the temporary file on failure. */
+int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,
+		    size_t errlen);
+
+/* Prints "luaprof WHO: MESSAGE" on standard error and returns the usage exit status. */
+int lp_cli_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
