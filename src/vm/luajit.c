@@ -92,21 +92,6 @@ static int rd32(const struct lp_mem *m, uint64_t a, uint32_t *v)
 	return lp_mem_u32(m, a, v) ? LP_LJ_EREAD : LP_LJ_OK;
 }
 
-/* Unaligned little-endian fetches from a header already copied out of the target. */
-static uint64_t get64(const unsigned char *b, unsigned off)
-{
-	uint64_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static uint32_t get32(const unsigned char *b, unsigned off)
-{
-	uint32_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 /* Largest lua_State prefix we read (up to stacksize). */
 #define L_HDR 96
 
@@ -122,14 +107,14 @@ static int thread_hdr(const struct lp_lj_layout *lay, const struct lp_mem *m, ui
 		return LP_LJ_EINVAL;
 	t->L = L;
 	t->status = b[lay->l_status];
-	t->base = get64(b, lay->l_base);
-	t->top = get64(b, lay->l_top);
-	t->maxstack = get64(b, lay->l_maxstack);
-	t->stack = get64(b, lay->l_stack);
-	t->cframe = get64(b, lay->l_cframe);
-	t->stacksize = get32(b, lay->l_stacksize);
+	t->base = lp_get64(b, lay->l_base);
+	t->top = lp_get64(b, lay->l_top);
+	t->maxstack = lp_get64(b, lay->l_maxstack);
+	t->stack = lp_get64(b, lay->l_stack);
+	t->cframe = lp_get64(b, lay->l_cframe);
+	t->stacksize = lp_get32(b, lay->l_stacksize);
 	t->stack_end = t->stack + 8 * (uint64_t)t->stacksize;
-	*glref = get64(b, lay->l_glref);
+	*glref = lp_get64(b, lay->l_glref);
 	return LP_LJ_OK;
 }
 
@@ -361,11 +346,11 @@ int lp_lj_proto_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t
 		return LP_LJ_EINVAL;
 	p->pt = pt;
 	p->bc = pt + lay->pt_size;
-	p->sizebc = get32(b, lay->pt_sizebc);
-	p->chunkname = get64(b, lay->pt_chunkname);
-	p->firstline = (int32_t)get32(b, lay->pt_firstline);
-	p->numline = get32(b, lay->pt_numline);
-	p->lineinfo = get64(b, lay->pt_lineinfo);
+	p->sizebc = lp_get32(b, lay->pt_sizebc);
+	p->chunkname = lp_get64(b, lay->pt_chunkname);
+	p->firstline = (int32_t)lp_get32(b, lay->pt_firstline);
+	p->numline = lp_get32(b, lay->pt_numline);
+	p->lineinfo = lp_get64(b, lay->pt_lineinfo);
 	if (p->sizebc == 0 || p->sizebc > (1u << 26)) /* LJ_MAX_BCINS */
 		return LP_LJ_EINVAL;
 	return LP_LJ_OK;
@@ -385,7 +370,7 @@ int lp_lj_str(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t s, cha
 		return LP_LJ_EREAD;
 	if (b[lay->str_gct] != LP_LJ_GCT_STR)
 		return LP_LJ_EINVAL;
-	n = get32(b, lay->str_len);
+	n = lp_get32(b, lay->str_len);
 	if (len)
 		*len = n;
 	if (size == 0)

@@ -9,27 +9,6 @@
 #define REF_BIAS    0x8000u   /* IR refs below it are constants */
 #define MAX_SNAPENT 256       /* entries of one snapshot we look at (nent is a u8) */
 
-static uint64_t get64(const unsigned char *b, unsigned off)
-{
-	uint64_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static uint32_t get32(const unsigned char *b, unsigned off)
-{
-	uint32_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static uint16_t get16(const unsigned char *b, unsigned off)
-{
-	uint16_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
 int lp_lj_trace_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t traceno,
 		     struct lp_lj_trace *t)
 {
@@ -51,21 +30,21 @@ int lp_lj_trace_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t
 		return LP_LJ_ENONE;
 	if (lp_mem_read(m, T, b, lay->t_size))
 		return LP_LJ_EREAD;
-	if (b[lay->t_gct] != LP_LJ_GCT_TRACE || get16(b, lay->t_traceno) != traceno)
+	if (b[lay->t_gct] != LP_LJ_GCT_TRACE || lp_get16(b, lay->t_traceno) != traceno)
 		return LP_LJ_EINVAL;
 	t->addr = T;
 	t->traceno = traceno;
-	t->mcode = get64(b, lay->t_mcode);
-	t->szmcode = get32(b, lay->t_szmcode);
-	t->startpt = get64(b, lay->t_startpt);
-	t->startpc = get64(b, lay->t_startpc);
-	t->ir = get64(b, lay->t_ir);
-	t->snap = get64(b, lay->t_snap);
-	t->snapmap = get64(b, lay->t_snapmap);
-	t->nsnap = get16(b, lay->t_nsnap);
-	t->spadjust = get16(b, lay->t_spadjust);
-	t->root = get16(b, lay->t_root);
-	t->link = get16(b, lay->t_link);
+	t->mcode = lp_get64(b, lay->t_mcode);
+	t->szmcode = lp_get32(b, lay->t_szmcode);
+	t->startpt = lp_get64(b, lay->t_startpt);
+	t->startpc = lp_get64(b, lay->t_startpc);
+	t->ir = lp_get64(b, lay->t_ir);
+	t->snap = lp_get64(b, lay->t_snap);
+	t->snapmap = lp_get64(b, lay->t_snapmap);
+	t->nsnap = lp_get16(b, lay->t_nsnap);
+	t->spadjust = lp_get16(b, lay->t_spadjust);
+	t->root = lp_get16(b, lay->t_root);
+	t->link = lp_get16(b, lay->t_link);
 	if (t->mcode == 0 || t->mcode + t->szmcode < t->mcode)
 		return LP_LJ_EINVAL;
 	return LP_LJ_OK;
@@ -143,7 +122,7 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	loc->snapno = lo - 1;
 	if (lp_mem_read(m, t->snap + loc->snapno * (uint64_t)lay->snap_size, s, lay->snap_size))
 		return LP_LJ_EREAD;
-	mapofs = get32(s, lay->snap_mapofs);
+	mapofs = lp_get32(s, lay->snap_mapofs);
 	nent = s[lay->snap_nent];
 	map = t->snapmap + 4 * (uint64_t)mapofs;
 	/* GC64: the PC follows the entries as a 64-bit value shifted left by 8. */

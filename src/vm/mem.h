@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 struct lp_mem {
@@ -82,5 +83,27 @@ struct lp_mem_pid {
 };
 
 void lp_mem_pid_init(struct lp_mem *m, struct lp_mem_pid *p, pid_t pid);
+
+/* Unaligned little-endian fetches from bytes already copied out of the target. */
+static inline uint64_t lp_get64(const unsigned char *b, unsigned off)
+{
+	uint64_t v;
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static inline uint32_t lp_get32(const unsigned char *b, unsigned off)
+{
+	uint32_t v;
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static inline uint16_t lp_get16(const unsigned char *b, unsigned off)
+{
+	uint16_t v;
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
 
 #endif
