@@ -62,5 +62,7 @@ enum lp_vmstate {
 #define LP_EXT_MAP     0x01 /* start end file-offset path build-id: one mapped object */
 #define LP_EXT_META    0x02 /* key value: facts about the recording */
 #define LP_EXT_CSIZE   0x03 /* addr size: extent of a C symbol of the symtab */
+#define LP_EXT_STACK   0x04 /* id lua-stack host-stack: a stack the samples below refer to */
+#define LP_EXT_TSAMPLE 0x05 /* (gap id)*: full stacks of TRACE samples, by their ordinal */
 
 #endif

@@ -129,9 +129,29 @@ unsigned long long agent_objects_adds(void);
  * extension lists every mapping recorded since the last agent_maps_reset. */
 void agent_maps_reset(void);
 void agent_maps_note(void);
-/* Writes the lpx extension: the recorded mappings and the current ones, then the meta
- * records given as NULL-terminated key/value pairs; resets the record. */
-void agent_write_extension(struct lp_wbuf *w, const char *const *meta);
+/* Writes the lpx extension: the recorded mappings and the current ones, C symbol sizes,
+ * the records `extra` writes (if not NULL), then the meta records given as NULL-terminated
+ * key/value pairs; resets the record. */
+void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
+			   const char *const *meta);
+
+/* -- Full stacks of TRACE samples (tstacks.c) ------------------------------------------ */
+
+/* Before sampling (allocates the ring): 0 or -1. */
+int agent_tstacks_init(void);
+void agent_tstacks_free(void);
+/*
+** Handler: queues one record, the sample's ordinal among TRACE samples (ULEB128) followed
+** by its "lua-stack host-stack" body. Returns 0, 1 when the writer thread should be woken
+** (the ring is over half full), or -1 when it did not fit (counted as lost).
+*/
+int agent_tstacks_put(const uint8_t *rec, size_t len);
+/* Writer thread: moves queued records into the dictionary. */
+void agent_tstacks_drain(void);
+/* After the last drain: the extension's stack and tsample records. */
+void agent_tstacks_write(struct lp_wbuf *w);
+/* TRACE samples that keep only their trace frame (ring full, dictionary cap). */
+uint64_t agent_tstacks_lost(void);
 
 /* The process's command line, arguments joined by spaces, into buf. */
 void agent_cmdline(char *buf, size_t len);

@@ -167,7 +167,8 @@ void agent_maps_note(void)
 	free(ids.v);
 }
 
-void agent_write_extension(struct lp_wbuf *w, const char *const *meta)
+void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
+			   const char *const *meta)
 {
 	agent_maps_note();
 	lp_write_ext_prologue(w);
@@ -175,6 +176,8 @@ void agent_write_extension(struct lp_wbuf *w, const char *const *meta)
 		lp_write_ext_map(w, recs[i].lo, recs[i].hi, recs[i].off, recs[i].path, recs[i].id,
 				 recs[i].idlen);
 	agent_symtab_csizes(w);
+	if (extra)
+		extra(w);
 	for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)
 		lp_write_ext_meta(w, meta[i], meta[i + 1]);
 	lp_write_ext_end(w);

@@ -108,6 +108,8 @@ static struct {
 static struct agent_sample hs_sample;
 static uint64_t hs_host[AGENT_MAX_HOST + 64];
 static uint8_t hs_scratch[AGENT_SAMPLE_MAX];
+static uint8_t hs_tstack[AGENT_SAMPLE_MAX + 16];
+static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one's ordinal */
 static size_t hs_bt_n;
 
 static pid_t gettid_raw(void)
@@ -215,9 +217,11 @@ static void *writer_main(void *arg)
 		if (sem_timedwait(&sp.sem, &ts) != 0 && errno == ETIMEDOUT)
 			atomic_store(&sp.flush_req, 1);
 		drain_full();
+		agent_tstacks_drain();
 		new_objects();
 		if (atomic_load(&sp.wquit)) {
 			drain_full();
+			agent_tstacks_drain();
 			return NULL;
 		}
 	}
@@ -330,7 +334,9 @@ static void take_sample(const ucontext_t *uc)
 		.vmstate = s->vmstate, .nlua = s->nlua, .lua = s->lua,
 		.traceno = s->traceno, .trace_addr = s->trace_proto, .trace_line = s->trace_line,
 	};
-	if (s->vmstate != LP_VMST_TRACE) {
+	/* A TRACE sample's stacks go on the side (tstacks.c), in C mode. */
+	int trace = s->vmstate == LP_VMST_TRACE;
+	if (!trace || sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 		if (sp.mode == LUAPROF_SYSPROF_LEAF) {
 			hs_host[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 			out.nhost = 1;
@@ -355,6 +361,13 @@ static void take_sample(const ucontext_t *uc)
 	if (!lp_wbuf_ok(&w) || push(hs_scratch, (size_t)(w.pos - w.buf)) != 0) {
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
+	}
+	if (trace && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
+		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
+		lp_wbuf_uleb(&w, hs_ntrace++);
+		lp_write_sys_stacks(&w, &out);
+		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
+			sem_post(&sp.sem);
 	}
 	if (truncated)
 		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
@@ -507,7 +520,7 @@ static void finish_stream(void)
 		return;
 
 	char cmdline[4096], interval[32], dropped[32], duration[32], overruns[32], truncated[32];
-	char handler[32];
+	char handler[32], tlost[32];
 	static char ffnames[8192];
 	agent_cmdline(cmdline, sizeof(cmdline));
 	agent_vm_ffnames(ffnames, sizeof(ffnames));
@@ -517,6 +530,8 @@ static void finish_stream(void)
 	snprintf(truncated, sizeof(truncated), "%llu",
 		 (unsigned long long)atomic_load(&sp.truncated));
 	snprintf(handler, sizeof(handler), "%llu", (unsigned long long)atomic_load(&sp.handler_ns));
+	agent_tstacks_drain();
+	snprintf(tlost, sizeof(tlost), "%llu", (unsigned long long)agent_tstacks_lost());
 	snprintf(duration, sizeof(duration), "%llu",
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
 	const char *meta[] = {
@@ -529,6 +544,7 @@ static void finish_stream(void)
 		"overruns", overruns,
 		"truncated", truncated,
 		"handler_ns", handler,
+		"trace_stacks_lost", tlost,
 		"agent", "luaprof " LUAPROF_VERSION " in-process",
 		"vm", agent_vm_name(),
 		"ffnames", ffnames,
@@ -537,7 +553,8 @@ static void finish_stream(void)
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
 	lp_write_sysprof_epilogue(&w);
-	agent_write_extension(&w, meta);
+	agent_write_extension(&w, sp.mode == LUAPROF_SYSPROF_CALLGRAPH ? agent_tstacks_write : NULL,
+			      meta);
 	lp_wbuf_flush(&w);
 }
 
@@ -558,6 +575,7 @@ static int stop_locked(int from_state)
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream();
+	agent_tstacks_free();
 	agent_vm_detach();
 	int rc = LUAPROF_PROFILE_SUCCESS;
 	int e = atomic_load(&sp.io_errno);
@@ -743,6 +761,13 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		e = ENOTSUP;
 		goto fail_unwind; /* ERRUSE: C mode needs libunwind, and the message says so */
 	}
+	hs_ntrace = 0;
+	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && agent_tstacks_init() != 0) {
+		rc = LUAPROF_PROFILE_ERRMEM;
+		e = ENOMEM;
+		set_err("not enough memory");
+		goto fail_unwind;
+	}
 	if (opt->mode != LUAPROF_SYSPROF_DEFAULT) {
 		if (write_header() != 0) {
 			rc = LUAPROF_PROFILE_ERRIO;
@@ -783,6 +808,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	return LUAPROF_PROFILE_SUCCESS;
 
 fail_unwind:
+	agent_tstacks_free();
 	if (sp.wthread_ok) {
 		atomic_store(&sp.wquit, 1);
 		sem_post(&sp.sem);

@@ -400,7 +400,7 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 		return 0; /* counted; the stream gets the number with no location */
 	have_trace = 1;
 	need_trace(s, &cur_trace);
-	uint64_t pt = cur_trace.startpt;
+	uint64_t pt = cur_trace.startpt, leaf = cur_trace.startpc + 4;
 	int32_t line = 0;
 	struct lp_lj_trace_loc loc;
 	uint64_t base_pt = 0, jb = 0;
@@ -414,6 +414,8 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 	    lp_lj_trace_locate(&vm, &mem, &cur_trace, ip, base_pt, &loc) == LP_LJ_OK && loc.pt) {
 		pt = loc.pt;
 		line = loc.line;
+		if (!loc.inlined && loc.pt == base_pt)
+			leaf = loc.pc;
 	} else {
 		/* In a helper the trace called: where the trace starts. */
 		struct lp_lj_proto p;
@@ -424,8 +426,14 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 	need_proto(s, pt);
 	s->trace_proto = pt;
 	s->trace_line = line > 0 ? (uint64_t)line : 0;
-	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
-		add_cframes(t->cframe);
+	if (mode != LUAPROF_SYSPROF_CALLGRAPH || !have_t)
+		return 0;
+	/* The Lua frames below the trace, from its base frame (not synced while the trace
+	 * runs: at the trace's location when that is in the base frame's function, else
+	 * where the trace starts). The stream carries them on the side (tstacks.c). */
+	add_cframes(t->cframe);
+	if (jb == 0 || lua_stack(s, t, jb, leaf, mode) != 0)
+		s->nlua = 0;
 	return 0;
 }
 

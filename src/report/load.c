@@ -43,6 +43,9 @@ static int on_stream(void *p, enum lp_stream_kind kind, unsigned version)
 static int on_sym_lua(void *p, uint64_t addr, const char *chunk, size_t len, uint64_t line)
 {
 	struct ctx *c = p;
+	const struct lp_sym_lua *old = c->l->sys ? lp_symtab_lua(c->l->st, addr) : NULL;
+	if (old && lp_sysprof_lua_replaced(c->l->sys, addr, old))
+		return nomem(c);
 	return lp_symtab_add_lua(c->l->st, addr, chunk, len, line) ? nomem(c) : 0;
 }
 
@@ -84,6 +87,23 @@ static int on_ext_csize(void *p, uint64_t addr, uint64_t size)
 	struct ctx *c = p;
 	lp_symtab_set_csize(c->l->st, addr, size);
 	return 0;
+}
+
+static int on_ext_stack(void *p, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
+			const uint64_t *host, size_t nhost)
+{
+	struct ctx *c = p;
+	if (!c->l->sys)
+		return 0;
+	return lp_sysprof_stack(c->l->sys, id, lua, nlua, host, nhost) ? nomem(c) : 0;
+}
+
+static int on_ext_tsample(void *p, uint64_t ordinal, uint64_t id)
+{
+	struct ctx *c = p;
+	if (!c->l->sys)
+		return 0;
+	return lp_sysprof_tsample(c->l->sys, ordinal, id) ? nomem(c) : 0;
 }
 
 /* Unknown keys are facts for newer readers, not errors. */
@@ -130,6 +150,8 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_map = on_ext_map,
 		.ext_meta = on_ext_meta,
 		.ext_csize = on_ext_csize,
+		.ext_stack = on_ext_stack,
+		.ext_tsample = on_ext_tsample,
 	};
 	return lp_parse_stream(in, &h, &out->stats);
 }

@@ -57,6 +57,34 @@ struct lp_sysprof {
 	size_t segcap;
 	size_t *anchor_at;            /* host index of each usable anchor */
 	size_t anchorcap;
+	/* TRACE samples wait for the extension's full stacks (stack and tsample records come
+	 * after every sample): added to the profile when it is built. */
+	uint32_t *tframe;             /* the trace frame of each TRACE sample, in order */
+	size_t ntframe, tframecap;
+	struct tpair { uint64_t ordinal, id; } *tpairs;
+	size_t ntpairs, tpaircap;
+	struct rawstack {
+		size_t lua, nlua, host, nhost;  /* offsets and counts in the pools */
+		size_t merged, nmerged;         /* cached merge in mpool, once done ... */
+		int done;
+		uint64_t epoch;                 /* ... with the names of this overlay epoch */
+	} *stacks;
+	size_t nstacks, stackcap;
+	struct lp_addrmap stack_ids;  /* id from the stream -> index in stacks */
+	struct lp_lua_frame *lpool;
+	size_t nlpool, lpoolcap;
+	uint64_t *hpool;
+	size_t nhpool, hpoolcap;
+	uint32_t *mpool;
+	size_t nmpool, mpoolcap;
+	int traces_added;
+	/* Lua symbols replaced while TRACE samples were read (a proto address reused), so
+	 * that their stacks, resolved at the end, name frames as of their own time:
+	 * replacement k happened after the first `after` TRACE samples. */
+	struct replaced { uint64_t after, proto; struct lp_sym_lua old; } *repl;
+	size_t nrepl, replcap;
+	struct lp_addrmap overlay;    /* proto -> index in repl: its name at the current sample */
+	uint64_t epoch;               /* bumped whenever overlay changes */
 	char *ffbuf;                  /* fast-function names, NUL-separated ... */
 	const char **ffnames;         /* ... indexed by id (NULL = unknown) */
 	size_t nffnames;
@@ -94,6 +122,15 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->anchor_at);
 	free(s->ffbuf);
 	free(s->ffnames);
+	free(s->tframe);
+	free(s->tpairs);
+	free(s->stacks);
+	lp_addrmap_free(&s->stack_ids);
+	free(s->lpool);
+	free(s->hpool);
+	free(s->mpool);
+	free(s->repl);
+	lp_addrmap_free(&s->overlay);
 	free(s);
 }
 
@@ -150,6 +187,16 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 	memset(&f, 0, sizeof(f));
 	switch (lf->type) {
 	case LP_FRAME_LFUNC: {
+		struct lp_addrmap_entry *o = s->nrepl ? lp_addrmap_get(&s->overlay, lf->addr) : NULL;
+		if (o) {
+			/* Named as it was at the sample: not from or into the cache. */
+			const struct lp_sym_lua *old = &s->repl[o->a].old;
+			f.kind = LP_FK_LUA;
+			f.line = lf->line > UINT32_MAX ? UINT32_MAX : (uint32_t)lf->line;
+			f.name = old->chunk;
+			f.fline = old->firstline;
+			return lp_profile_frame_id(s->raw, &f, id);
+		}
 		/* Cached by (prototype, line); a hash collision just misses the cache. */
 		if (s->luagen != lp_symtab_lua_generation(s->st)) {
 			lp_addrmap_clear(&s->luaframes);
@@ -164,6 +211,7 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 		}
 		const struct lp_sym_lua *sym = lp_symtab_lua(s->st, lf->addr);
 		f.kind = LP_FK_LUA;
+
 		f.line = lf->line > UINT32_MAX ? UINT32_MAX : (uint32_t)lf->line;
 		if (sym) {
 			f.name = sym->chunk;
@@ -233,9 +281,12 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 
 /*
 ** Builds the merged stack of a guest sample into s->out, root first.
-** lua[] and host[] arrive innermost first, as in the stream.
+** lua[] and host[] arrive innermost first, as in the stream. trace_leaf: host[0] is the
+** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
+** the innermost segment, and not shown, since the trace's own frame follows.
 */
-static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *n)
+static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
+		 size_t *n)
 {
 	size_t nl = smp->nlua, nh = smp->nhost;
 	const struct lp_lua_frame *lua = smp->lua;   /* lua[nl-1] is the outermost */
@@ -297,6 +348,10 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 					call = unnamed;
 				}
 			}
+			if (trace_leaf && k == 0) {
+				call = 1;
+				resume = 0;
+			}
 			if (resume)
 				na = 0; /* frames outside belong to other coroutines */
 			if (call || resume) {
@@ -348,7 +403,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, size_t *
 	/* Host frames, outermost first, with matched segments after their anchors. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
-		if (c_frame(s, host[k], &id) || push(s, n, id))
+		if (!(trace_leaf && k == 0) && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anc < na && s->anchor_at[anc] == k) {
 			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];
@@ -407,10 +462,14 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", smp->trace_addr);
 			f.name = buf;
 		}
-		if (lp_profile_frame_id(s->raw, &f, &id) || push(s, &n, id))
+		if (lp_profile_frame_id(s->raw, &f, &id))
 			return -ENOMEM;
+		if (lp_grow((void **)&s->tframe, &s->tframecap, s->ntframe + 1, sizeof(*s->tframe)))
+			return -ENOMEM;
+		s->tframe[s->ntframe++] = id;
+		return 0;
 	} else if (smp->nlua > 0) {
-		if (merge(s, smp, &n))
+		if (merge(s, smp, 0, &n))
 			return -ENOMEM;
 	} else {
 		for (size_t k = smp->nhost; k-- > 0;)
@@ -424,6 +483,137 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	}
 	int64_t one = 1;
 	return lp_profile_add(s->raw, s->out, n, &one) ? -ENOMEM : 0;
+}
+
+/* -- Full stacks of TRACE samples (extension) ------------------------------------------ */
+
+int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_frame *lua,
+		     size_t nlua, const uint64_t *host, size_t nhost)
+{
+	if (lp_addrmap_get(&s->stack_ids, id))
+		return 0; /* a repeated id: the first definition stands */
+	if (lp_grow((void **)&s->stacks, &s->stackcap, s->nstacks + 1, sizeof(*s->stacks)) ||
+	    lp_grow((void **)&s->lpool, &s->lpoolcap, s->nlpool + nlua, sizeof(*s->lpool)) ||
+	    lp_grow((void **)&s->hpool, &s->hpoolcap, s->nhpool + nhost, sizeof(*s->hpool)))
+		return -ENOMEM;
+	struct rawstack *r = &s->stacks[s->nstacks];
+	memset(r, 0, sizeof(*r));
+	r->lua = s->nlpool;
+	r->nlua = nlua;
+	r->host = s->nhpool;
+	r->nhost = nhost;
+	if (nlua)
+		memcpy(s->lpool + s->nlpool, lua, nlua * sizeof(*lua));
+	if (nhost)
+		memcpy(s->hpool + s->nhpool, host, nhost * sizeof(*host));
+	s->nlpool += nlua;
+	s->nhpool += nhost;
+	if (lp_addrmap_put(&s->stack_ids, id, s->nstacks, 0))
+		return -ENOMEM;
+	s->nstacks++;
+	return 0;
+}
+
+int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old)
+{
+	if (lp_grow((void **)&s->repl, &s->replcap, s->nrepl + 1, sizeof(*s->repl)))
+		return -ENOMEM;
+	s->repl[s->nrepl].after = s->ntframe;
+	s->repl[s->nrepl].proto = proto;
+	s->repl[s->nrepl++].old = *old;
+	return 0;
+}
+
+int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
+{
+	if (lp_grow((void **)&s->tpairs, &s->tpaircap, s->ntpairs + 1, sizeof(*s->tpairs)))
+		return -ENOMEM;
+	s->tpairs[s->ntpairs].ordinal = ordinal;
+	s->tpairs[s->ntpairs++].id = id;
+	return 0;
+}
+
+static int by_ordinal(const void *a, const void *b)
+{
+	const struct tpair *x = a, *y = b;
+	return x->ordinal < y->ordinal ? -1 : x->ordinal > y->ordinal;
+}
+
+/* The merged frames of stack r (root first, without the trace frame), cached in mpool. */
+static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
+{
+	if (r->done && r->epoch == s->epoch)
+		return 0;
+	size_t n = 0;
+	uint32_t id;
+	const uint64_t *host = s->hpool + r->host;
+	if (r->nlua > 0) {
+		struct lp_sys_sample smp = {
+			.vmstate = LP_VMST_TRACE, .lua = s->lpool + r->lua, .nlua = r->nlua,
+			.host = host, .nhost = r->nhost,
+		};
+		if (merge(s, &smp, 1, &n))
+			return -ENOMEM;
+	} else {
+		for (size_t k = r->nhost; k-- > 1;)
+			if (c_frame(s, host[k], &id) || push(s, &n, id))
+				return -ENOMEM;
+	}
+	if (lp_grow((void **)&s->mpool, &s->mpoolcap, s->nmpool + n + 1, sizeof(*s->mpool)))
+		return -ENOMEM;
+	if (n)
+		memcpy(s->mpool + s->nmpool, s->out, n * sizeof(*s->out));
+	r->merged = s->nmpool;
+	r->nmerged = n;
+	s->nmpool += n;
+	r->done = 1;
+	r->epoch = s->epoch;
+	return 0;
+}
+
+/*
+** Adds the TRACE samples, each under its full stack when the extension gave one. Walks
+** them last to first, undoing the symbol replacements made after each, so a reused proto
+** address names the function that lived there at the sample.
+*/
+static int add_traces(struct lp_sysprof *s)
+{
+	if (s->traces_added)
+		return 0;
+	s->traces_added = 1;
+	if (s->ntpairs > 1)
+		qsort(s->tpairs, s->ntpairs, sizeof(*s->tpairs), by_ordinal);
+	size_t j = s->ntpairs, u = s->nrepl;
+	int64_t one = 1;
+	for (size_t i = s->ntframe; i-- > 0;) {
+		struct rawstack *r = NULL;
+		for (; u > 0 && s->repl[u - 1].after > i; u--) {
+			if (lp_addrmap_put(&s->overlay, s->repl[u - 1].proto, u - 1, 0))
+				return -ENOMEM;
+			s->epoch++;
+		}
+		while (j > 0 && s->tpairs[j - 1].ordinal > i)
+			j--;
+		if (j > 0 && s->tpairs[j - 1].ordinal == i) {
+			struct lp_addrmap_entry *e =
+				lp_addrmap_get(&s->stack_ids, s->tpairs[j - 1].id);
+			if (e) {
+				r = &s->stacks[e->a];
+				if (stack_frames(s, r))
+					return -ENOMEM;
+			}
+		}
+		size_t n = 0;
+		uint32_t id;
+		if (s->opts.split && (vm_frame(s, LP_VMST_TRACE, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		for (size_t k = 0; r && k < r->nmerged; k++)
+			if (push(s, &n, s->mpool[r->merged + k]))
+				return -ENOMEM;
+		if (push(s, &n, s->tframe[i]) || lp_profile_add(s->raw, s->out, n, &one))
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* -- Naming C frames ----------------------------------------------------------------- */
@@ -444,5 +634,7 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)
 {
+	if (add_traces(s))
+		return NULL;
 	return lp_profile_remap(s->raw, name_c, s);
 }

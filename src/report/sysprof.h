@@ -42,6 +42,17 @@ struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s);
 /* Names fast functions by id from the producer's list (space-separated, "-" for none; the
  * lpx meta "ffnames"); frames of unknown ids stay "builtin#N". Returns 0 or -ENOMEM. */
 int lp_sysprof_set_ffnames(struct lp_sysprof *s, const char *names);
+/*
+** The extension's full stacks of TRACE samples (stack and tsample records): a TRACE sample
+** is shown under the merged stack its ordinal maps to, else alone. They may arrive in any
+** order; they are applied when the profile is built. Return 0 or -ENOMEM.
+*/
+int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_frame *lua,
+		     size_t nlua, const uint64_t *host, size_t nhost);
+int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
+/* Tells that the Lua symbol of proto is about to be replaced (its address was reused):
+ * TRACE samples read so far keep the old name. Returns 0 or -ENOMEM. */
+int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old);
 /* Samples counted per VM state so far. */
 const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s);
 

@@ -274,8 +274,15 @@ static int sysprof(struct lp_input *in, const struct lp_parse_handlers *h,
 /* Longest record accepted; records are small (paths, build-ids, short values). */
 #define EXT_MAX_RECORD (1u << 20)
 
+/* Ordinal of the last tsample pair, +1 (0 before the first pair): pairs continue across
+ * records. */
+struct ext_state {
+	struct sys_scratch *sc;
+	uint64_t next_ordinal;
+};
+
 static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, uint8_t type,
-		      uint64_t len, uint64_t at)
+		      uint64_t len, uint64_t at, struct ext_state *es)
 {
 	uint64_t start = lp_input_offset(in);
 	/* Strings are read one at a time into the input's scratch, so copy what must
@@ -315,6 +322,28 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(lp_input_uleb(in, &size));
 		if (h->ext_csize && h->ext_csize(h->ctx, addr, size))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_STACK) {
+		uint64_t id;
+		size_t nlua, nhost;
+		TRY(lp_input_uleb(in, &id));
+		TRY(lua_stack(in, es->sc, &nlua, at));
+		TRY(host_stack(in, es->sc, &nhost, at));
+		if (h->ext_stack && h->ext_stack(h->ctx, id, es->sc->lua, nlua, es->sc->host, nhost))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_TSAMPLE) {
+		while (rc == LP_OK && lp_input_offset(in) - start < len) {
+			uint64_t gap, id;
+			TRY(lp_input_uleb(in, &gap));
+			TRY(lp_input_uleb(in, &id));
+			if (gap >= UINT64_MAX - es->next_ordinal)
+				return lp_input_fail(in, LP_ERR_FORMAT, at,
+						     "sample ordinal overflows 64 bits");
+			uint64_t ordinal = es->next_ordinal + gap;
+			es->next_ordinal = ordinal + 1;
+			if (h->ext_tsample && h->ext_tsample(h->ctx, ordinal, id))
+				rc = lp_input_fail(in, LP_ERR_ABORT, at,
+						   "stopped by the consumer");
+		}
 	} else {
 		/* A record type from a newer writer: skip it whole. */
 		for (uint64_t left = len; left > 0 && rc == LP_OK;) {
@@ -336,8 +365,9 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 }
 
 static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
-		     struct lp_parse_stats *st)
+		     struct lp_parse_stats *st, struct sys_scratch *sc)
 {
+	struct ext_state es = { sc, 0 };
 	uint64_t start = lp_input_offset(in);
 	uint8_t p[LP_PROLOGUE_SIZE];
 	for (int i = 0; i < 3; i++) {
@@ -363,7 +393,7 @@ static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
 			return lp_input_fail(in, LP_ERR_FORMAT, at,
 					     "extension record of %llu bytes exceeds the %u-byte "
 					     "limit", (unsigned long long)len, EXT_MAX_RECORD);
-		TRY(ext_record(in, h, type, len, at));
+		TRY(ext_record(in, h, type, len, at, &es));
 	}
 }
 
@@ -420,7 +450,7 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 	if (rc == LP_OK) {
 		st->complete = 1;
 		if (!lp_input_at_eof(in))
-			rc = extension(in, h, st);
+			rc = extension(in, h, st, &sc);
 		uint64_t end = lp_input_offset(in);
 		if (rc == LP_OK && !lp_input_at_eof(in))
 			rc = lp_input_fail(in, LP_ERR_FORMAT, end,

@@ -68,6 +68,13 @@ struct lp_parse_handlers {
 		       const char *path, const uint8_t *build_id, size_t build_id_len);
 	int (*ext_meta)(void *ctx, const char *key, const char *value);
 	int (*ext_csize)(void *ctx, uint64_t addr, uint64_t size);
+	/* A stack record: lua[] and host[] as in a sample (innermost first); valid only
+	 * during the call. */
+	int (*ext_stack)(void *ctx, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
+			 const uint64_t *host, size_t nhost);
+	/* One pair of a tsample record: the profile's TRACE sample number `ordinal`
+	 * (0-based, counting TRACE samples only) has the full stack `id`. */
+	int (*ext_tsample)(void *ctx, uint64_t ordinal, uint64_t id);
 };
 
 /* Counters of what was read; valid whatever the status. */

@@ -121,6 +121,20 @@ void lp_write_sysprof_prologue(struct lp_wbuf *w)
 	prologue(w, "ljp", LP_SYSPROF_VERSION);
 }
 
+void lp_write_sys_stacks(struct lp_wbuf *w, const struct lp_sys_sample *s)
+{
+	for (size_t i = 0; i < s->nlua; i++) {
+		lp_wbuf_u8(w, s->lua[i].type);
+		lp_wbuf_uleb(w, s->lua[i].addr);
+		if (s->lua[i].type == LP_FRAME_LFUNC)
+			lp_wbuf_uleb(w, s->lua[i].line);
+	}
+	lp_wbuf_u8(w, LP_FRAME_LUA_LAST);
+	for (size_t i = 0; i < s->nhost; i++)
+		lp_wbuf_uleb(w, s->host[i]);
+	lp_wbuf_uleb(w, 0);
+}
+
 void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s)
 {
 	lp_wbuf_u8(w, s->vmstate);
@@ -132,13 +146,8 @@ void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s)
 	}
 	if (s->vmstate == LP_VMST_LFUNC || s->vmstate == LP_VMST_FFUNC ||
 	    s->vmstate == LP_VMST_CFUNC) {
-		for (size_t i = 0; i < s->nlua; i++) {
-			lp_wbuf_u8(w, s->lua[i].type);
-			lp_wbuf_uleb(w, s->lua[i].addr);
-			if (s->lua[i].type == LP_FRAME_LFUNC)
-				lp_wbuf_uleb(w, s->lua[i].line);
-		}
-		lp_wbuf_u8(w, LP_FRAME_LUA_LAST);
+		lp_write_sys_stacks(w, s);
+		return;
 	}
 	for (size_t i = 0; i < s->nhost; i++)
 		lp_wbuf_uleb(w, s->host[i]);
@@ -213,6 +222,13 @@ void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size)
 	lp_wbuf_uleb(w, uleb_len(addr) + uleb_len(size));
 	lp_wbuf_uleb(w, addr);
 	lp_wbuf_uleb(w, size);
+}
+
+void lp_write_ext_record(struct lp_wbuf *w, uint8_t type, const void *payload, size_t len)
+{
+	lp_wbuf_u8(w, type);
+	lp_wbuf_uleb(w, len);
+	lp_wbuf_bytes(w, payload, len);
 }
 
 void lp_write_ext_end(struct lp_wbuf *w)

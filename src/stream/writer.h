@@ -34,6 +34,9 @@ void lp_write_memprof_epilogue(struct lp_wbuf *w);
 void lp_write_sysprof_prologue(struct lp_wbuf *w);
 /* Writes one sample in the shape its vmstate calls for (guest, host or trace). */
 void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s);
+/* Writes "lua-stack host-stack" of s whatever its vmstate: a sample's body, and the body of
+ * an extension stack record. */
+void lp_write_sys_stacks(struct lp_wbuf *w, const struct lp_sys_sample *s);
 void lp_write_sys_sym_lua(struct lp_wbuf *w, uint64_t proto, const char *chunk, size_t len, uint64_t line);
 void lp_write_sys_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
 void lp_write_sys_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
@@ -45,6 +48,8 @@ void lp_write_ext_map(struct lp_wbuf *w, uint64_t start, uint64_t end, uint64_t 
 		      const char *path, const uint8_t *build_id, size_t build_id_len);
 void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value);
 void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size);
+/* A record whose payload the caller encoded (stack, tsample). */
+void lp_write_ext_record(struct lp_wbuf *w, uint8_t type, const void *payload, size_t len);
 void lp_write_ext_end(struct lp_wbuf *w);
 
 #endif

@@ -224,6 +224,29 @@ static void seeds_sysprof(void)
 	lp_write_sysprof_epilogue(w);
 	out_close(&o);
 
+	/* TRACE samples with the extension: maps, sizes, full stacks, meta. */
+	w = out_open(&o, "sp-ext");
+	symtab(w);
+	lp_write_sysprof_prologue(w);
+	for (int i = 0; i < 4; i++)
+		sample(w, i == 2 ? LP_VMST_LFUNC : LP_VMST_TRACE, 2, 3);
+	lp_write_sysprof_epilogue(w);
+	lp_write_ext_prologue(w);
+	lp_write_ext_map(w, 0x400000, 0x500000, 0x1000, "/usr/bin/luajit",
+			 (const uint8_t *)"\xab\xcd", 2);
+	lp_write_ext_csize(w, 0x400100, 0x40);
+	static const uint8_t stack0[] = { 0, 0x01, 0x80, 0x20, 12, 0x03, 5, 0x80, 0x90, 0x80, 0x01,
+					  0x84, 0x82, 0x01, 0 };
+	static const uint8_t stack1[] = { 1, 0x80, 0x90, 0x80, 0x01, 0 };
+	static const uint8_t pairs[] = { 0, 0, 1, 1, 0, 0 };
+	lp_write_ext_record(w, LP_EXT_STACK, stack0, sizeof(stack0));
+	lp_write_ext_record(w, LP_EXT_STACK, stack1, sizeof(stack1));
+	lp_write_ext_record(w, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_meta(w, "ffnames", "assert - pcall");
+	lp_write_ext_meta(w, "interval_ns", "1000000");
+	lp_write_ext_end(w);
+	out_close(&o);
+
 	/* Deep stacks. */
 	w = out_open(&o, "sp-deep");
 	symtab(w);

@@ -29,7 +29,8 @@ if jitmode == "off" then jit.off() else jit.on() end
 -- a loop calling shapes_burn through the FFI, compiled with the JIT on (the trace starts
 -- on the marked line, calls shapes_burn, and is the sample's innermost Lua location).
 -- spin, which the shapes call, is lspin with the JIT off and cspin with it on, so that
--- samples keep their Lua frames (a sample inside a trace carries the trace alone).
+-- every shape ends in the same frames whatever the JIT does (a sample inside a trace ends
+-- in the trace's frame; the loop shape checks that one).
 local function lspin(s)
   local t0, x = clock(), 0
   repeat

@@ -187,8 +187,10 @@ check() {
 		raw=$(echo "$top" | cut -f3)
 		bad=""
 		if [ "$jit" = on ] && [ "$shape" = loop ]; then
-			want="TRACE [N] @$src:${at[spin]}"
-			echo "$red" | grep -Eq "^TRACE \[[0-9]+\] @$src:${at[spin]}\$" || bad=1
+			# The trace's frame under the Lua frames below it (C mode's full stack).
+			want="$prefix;$(expand "$(body "$shape")" "$jit");TRACE [N] @$src:${at[spin]}"
+			echo "$red" | grep -Eq ";TRACE \[[0-9]+\] @$src:${at[spin]}\$" || bad=1
+			matches "${red%;TRACE *}" "${want%;TRACE *}" || bad=1
 		else
 			want="$prefix;$(expand "$(body "$shape")" "$jit")"
 			matches "$red" "$want" || bad=1

@@ -6,6 +6,7 @@
 ** tests are deterministic and need no Lua VM.
 */
 #include "../../src/agent/sysprof.c"
+#include "../../src/agent/tstacks.c"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -117,9 +118,12 @@ void agent_maps_note(void)
 {
 }
 
-void agent_write_extension(struct lp_wbuf *w, const char *const *meta)
+void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
+			   const char *const *meta)
 {
 	lp_write_ext_prologue(w);
+	if (extra)
+		extra(w);
 	for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)
 		lp_write_ext_meta(w, meta[i], meta[i + 1]);
 	lp_write_ext_end(w);

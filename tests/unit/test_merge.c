@@ -327,6 +327,100 @@ static void test_extension_ffnames(void)
 				  "@app.lua:5;pcall;@app.lua:12 1\n");
 }
 
+/* Stack and tsample records as the agent writes them (innermost first). */
+static void ext_stack(uint64_t id, const struct lp_lua_frame *lua, size_t nl,
+		      const uint64_t *host, size_t nh)
+{
+	uint8_t buf[512];
+	struct mem m = { 0 };
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, buf, sizeof(buf), mem_writer, &m);
+	lp_wbuf_uleb(&w, id);
+	struct lp_sys_sample s = { .nlua = nl, .lua = lua, .nhost = nh, .host = host };
+	lp_write_sys_stacks(&w, &s);
+	lp_wbuf_flush(&w);
+	lp_write_ext_record(&wb, LP_EXT_STACK, m.data, m.len);
+	free(m.data);
+}
+
+static void tstacks_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0000, A_LUA_PCALL + 4, A_MAIN + 9 };
+	const uint64_t bare[] = { 0x7f0000, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 2, host, 3);
+	ext_stack(8, NULL, 0, bare, 2);
+	/* TRACE samples 0 and 3 under stack 7, 2 under stack 8; 1 names no known stack and
+	 * 4 has no pair: both keep the trace frame alone. Pairs span two records. */
+	const uint8_t pairs1[] = { 0, 7, 0, 99 }, pairs2[] = { 0, 8, 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs1, sizeof(pairs1));
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs2, sizeof(pairs2));
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_stacks(void)
+{
+	for (int split = 0; split < 2; split++) {
+		begin();
+		struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3,
+					   .trace_addr = P_F, .trace_line = 15 };
+		struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 12) };
+		uint64_t host[] = { A_MAIN + 9, A_LUA_PCALL + 4, A_VM_PCALL + 30 };
+		lp_write_sys_sample(&wb, &t);
+		lp_write_sys_sample(&wb, &t);
+		SAMPLE(LP_VMST_LFUNC, lua, host); /* not a TRACE sample: not counted */
+		lp_write_sys_sample(&wb, &t);
+		lp_write_sys_sample(&wb, &t);
+		t.trace_line = 16;
+		lp_write_sys_sample(&wb, &t);
+		trailer = tstacks_trailer;
+		if (!split)
+			CHECK_STR(collapse(0, 0),
+				  "TRACE [3] @app.lua:15 1\n"
+				  "TRACE [3] @app.lua:16 1\n"
+				  "main;TRACE [3] @app.lua:15 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [3] @app.lua:15 2\n"
+				  "main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12 1\n");
+		else
+			CHECK_STR(collapse(1, 0),
+				  "LFUNC;main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12 1\n"
+				  "TRACE;TRACE [3] @app.lua:15 1\n"
+				  "TRACE;TRACE [3] @app.lua:16 1\n"
+				  "TRACE;main;TRACE [3] @app.lua:15 1\n"
+				  "TRACE;main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [3] @app.lua:15 2\n");
+	}
+}
+
+static void reuse_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0000, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(0, lua, 2, host, 3);
+	const uint8_t pairs[] = { 0, 0, 0, 0, 0, 0 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* A full stack resolved at the end names a reused proto address as of each sample. */
+static void test_trace_stacks_reuse(void)
+{
+	begin();
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_G,
+				   .trace_line = 21 };
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sym_lua(&wb, P_F, "@new.lua", 8, 13);
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sym_lua(&wb, P_F, "@newer.lua", 10, 13);
+	lp_write_sys_sample(&wb, &t);
+	trailer = reuse_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [3] @app.lua:21 1\n"
+		  "main;lua_pcall;@app.lua:5;@new.lua:14;TRACE [3] @app.lua:21 1\n"
+		  "main;lua_pcall;@app.lua:5;@newer.lua:14;TRACE [3] @app.lua:21 1\n");
+}
+
 static int parse_status(const uint8_t *tail, size_t n, char *msg, size_t msglen)
 {
 	begin();
@@ -383,6 +477,8 @@ int main(void)
 	RUN(test_extension_maps);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
+	RUN(test_trace_stacks);
+	RUN(test_trace_stacks_reuse);
 	free(stream.data);
 	return UNIT_RESULT();
 }

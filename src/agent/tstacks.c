@@ -1,0 +1,200 @@
+/*
+** Full stacks of TRACE samples: from the handler through a ring to the writer thread,
+** kept as a dictionary until stop, written as the extension's stack and tsample records.
+**
+** Why not in the sample itself: ljp v2 gives a TRACE sample its trace number and location
+** only, and Tarantool's parser must keep reading our files. So the sample stays as the
+** format says, and its Lua frames below the trace plus its host stack travel on the side,
+** keyed by the sample's ordinal among the TRACE samples of the stream.
+**
+** Cost: stacks repeat (a hot loop's trace is sampled under the same callers), so each
+** distinct one is kept once and a sample costs the writer thread two ULEB128s, mostly 2-4
+** bytes, held in memory until stop. When the ring is full (the writer thread is behind)
+** or the dictionary reaches its cap, the sample keeps only its trace frame and is counted
+** in agent_tstacks_lost.
+*/
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent.h"
+#include "luaprof/format.h"
+#include "stream/writer.h"
+#include "util/grow.h"
+#include "util/iset.h"
+
+/* Ring: records of [length:u32][ordinal:uleb body]; head and tail only grow. */
+#define RING_CAP (2u << 20)
+/* The dictionary's bytes, past which new distinct stacks are not kept. */
+#define DICT_MAX (64u << 20)
+/* tsample records are cut at about this size (the reader's limit is 1 MiB). */
+#define TSAMPLE_CHUNK (60u << 10)
+
+static struct {
+	uint8_t *ring;
+	_Atomic size_t head, tail;      /* producer (handler), consumer (writer thread) */
+	_Atomic uint64_t lost;
+	/* Writer thread only. */
+	uint8_t *body;                  /* bodies of the distinct stacks, back to back */
+	size_t nbody, bodycap;
+	struct ent { size_t off, len; } *ent;
+	size_t nent, entcap;
+	struct lp_iset index;
+	uint8_t *pairs;                 /* tsample payload: (gap id)* */
+	size_t npairs, paircap;
+	size_t *cuts;                   /* offsets in pairs where a record ends */
+	size_t ncuts, cutcap;
+	size_t chunk_start;
+	uint64_t next_ordinal;
+	uint8_t *rec;                   /* one record out of the ring */
+} tsq;
+
+int agent_tstacks_init(void)
+{
+	agent_tstacks_free();
+	tsq.ring = malloc(RING_CAP);
+	tsq.rec = malloc(AGENT_SAMPLE_MAX + 16);
+	if (!tsq.ring || !tsq.rec) {
+		agent_tstacks_free();
+		return -1;
+	}
+	return 0;
+}
+
+void agent_tstacks_free(void)
+{
+	free(tsq.ring);
+	free(tsq.rec);
+	free(tsq.body);
+	free(tsq.ent);
+	lp_iset_free(&tsq.index);
+	free(tsq.pairs);
+	free(tsq.cuts);
+	memset(&tsq, 0, sizeof(tsq));
+}
+
+uint64_t agent_tstacks_lost(void)
+{
+	return atomic_load(&tsq.lost);
+}
+
+int agent_tstacks_put(const uint8_t *rec, size_t len)
+{
+	if (!tsq.ring)
+		return -1;
+	size_t head = atomic_load_explicit(&tsq.head, memory_order_relaxed);
+	size_t tail = atomic_load_explicit(&tsq.tail, memory_order_acquire);
+	if (len > UINT32_MAX || RING_CAP - (head - tail) < len + 4) {
+		atomic_fetch_add_explicit(&tsq.lost, 1, memory_order_relaxed);
+		return -1;
+	}
+	uint8_t hdr[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+			   (uint8_t)(len >> 24) };
+	/* Byte loops: memcpy is not on POSIX's async-signal-safe list. */
+	for (size_t i = 0; i < 4; i++)
+		tsq.ring[(head + i) & (RING_CAP - 1)] = hdr[i];
+	for (size_t i = 0; i < len; i++)
+		tsq.ring[(head + 4 + i) & (RING_CAP - 1)] = rec[i];
+	atomic_store_explicit(&tsq.head, head + 4 + len, memory_order_release);
+	return (head + 4 + len) - tail > RING_CAP / 2; /* 1: time to wake the writer thread */
+}
+
+struct eqctx {
+	const uint8_t *p;
+	size_t len;
+};
+
+static int eq(const void *ctx, uint32_t idx)
+{
+	const struct eqctx *c = ctx;
+	return tsq.ent[idx].len == c->len && memcmp(tsq.body + tsq.ent[idx].off, c->p, c->len) == 0;
+}
+
+static int append_pair(uint64_t ordinal, uint64_t id)
+{
+	uint8_t tmp[20];
+	size_t n = lp_uleb_encode(ordinal - tsq.next_ordinal, tmp);
+	n += lp_uleb_encode(id, tmp + n);
+	if (lp_grow((void **)&tsq.pairs, &tsq.paircap, tsq.npairs + n, 1))
+		return -1;
+	memcpy(tsq.pairs + tsq.npairs, tmp, n);
+	tsq.npairs += n;
+	tsq.next_ordinal = ordinal + 1;
+	if (tsq.npairs - tsq.chunk_start >= TSAMPLE_CHUNK) {
+		if (lp_grow((void **)&tsq.cuts, &tsq.cutcap, tsq.ncuts + 1, sizeof(*tsq.cuts)))
+			return -1;
+		tsq.cuts[tsq.ncuts++] = tsq.chunk_start = tsq.npairs;
+	}
+	return 0;
+}
+
+/* One record: ordinal (uleb) then the body. */
+static void take(const uint8_t *rec, size_t len)
+{
+	uint64_t ordinal = 0;
+	size_t i = 0;
+	for (unsigned shift = 0; i < len && i < 10; shift += 7) {
+		uint8_t b = rec[i++];
+		ordinal |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	struct eqctx c = { rec + i, len - i };
+	uint64_t h = lp_hash_bytes(c.p, c.len, 0x5eed);
+	uint32_t id;
+	if (!lp_iset_find(&tsq.index, h, eq, &c, &id)) {
+		if (tsq.nbody + c.len > DICT_MAX || tsq.nent >= UINT32_MAX - 1 ||
+		    lp_grow((void **)&tsq.body, &tsq.bodycap, tsq.nbody + c.len, 1) ||
+		    lp_grow((void **)&tsq.ent, &tsq.entcap, tsq.nent + 1, sizeof(*tsq.ent)) ||
+		    lp_iset_insert(&tsq.index, h, (uint32_t)tsq.nent)) {
+			atomic_fetch_add(&tsq.lost, 1);
+			return;
+		}
+		memcpy(tsq.body + tsq.nbody, c.p, c.len);
+		tsq.ent[tsq.nent].off = tsq.nbody;
+		tsq.ent[tsq.nent].len = c.len;
+		tsq.nbody += c.len;
+		id = (uint32_t)tsq.nent++;
+	}
+	if (ordinal < tsq.next_ordinal || append_pair(ordinal, id))
+		atomic_fetch_add(&tsq.lost, 1);
+}
+
+void agent_tstacks_drain(void)
+{
+	if (!tsq.ring)
+		return;
+	size_t tail = atomic_load_explicit(&tsq.tail, memory_order_relaxed);
+	size_t head = atomic_load_explicit(&tsq.head, memory_order_acquire);
+	while (head - tail >= 4) {
+		size_t len = 0;
+		for (size_t i = 0; i < 4; i++)
+			len |= (size_t)tsq.ring[(tail + i) & (RING_CAP - 1)] << (8 * i);
+		if (len > AGENT_SAMPLE_MAX + 16 || head - tail < 4 + len)
+			break; /* cannot happen: the producer publishes whole records */
+		for (size_t i = 0; i < len; i++)
+			tsq.rec[i] = tsq.ring[(tail + 4 + i) & (RING_CAP - 1)];
+		tail += 4 + len;
+		atomic_store_explicit(&tsq.tail, tail, memory_order_release);
+		take(tsq.rec, len);
+	}
+}
+
+void agent_tstacks_write(struct lp_wbuf *w)
+{
+	uint8_t tmp[10];
+	for (size_t i = 0; i < tsq.nent; i++) {
+		size_t n = lp_uleb_encode(i, tmp);
+		lp_wbuf_u8(w, LP_EXT_STACK);
+		lp_wbuf_uleb(w, n + tsq.ent[i].len);
+		lp_wbuf_bytes(w, tmp, n);
+		lp_wbuf_bytes(w, tsq.body + tsq.ent[i].off, tsq.ent[i].len);
+	}
+	size_t from = 0;
+	for (size_t k = 0; k <= tsq.ncuts; k++) {
+		size_t to = k < tsq.ncuts ? tsq.cuts[k] : tsq.npairs;
+		if (to > from)
+			lp_write_ext_record(w, LP_EXT_TSAMPLE, tsq.pairs + from, to - from);
+		from = to;
+	}
+}
