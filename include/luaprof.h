@@ -1,5 +1,5 @@
 /*
-** luaprof agent: C API of the in-process CPU profiler for stock LuaJIT 2.1.
+** luaprof agent: C API of the in-process CPU and memory profilers for stock LuaJIT 2.1.
 **
 ** The shape and the return codes are those of Tarantool's luaM_sysprof_* (lmisclib.h), so
 ** an embedder written for Tarantool's LuaJIT ports by renaming. The same profiler is
@@ -182,6 +182,55 @@ LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *stats);
 
 /* One-line description of the last failed start/stop, "" if none. */
 LUAPROF_API const char *luaprof_sysprof_error(void);
+
+/* -- Memory profiler ---------------------------------------------------------------- */
+
+/*
+** Exact mode, Tarantool's memprof on a stock VM: the VM's allocator is wrapped (chained to
+** the one it replaces, restored on stop, on a stream failure and before lua_close frees
+** the heap) and every allocation, reallocation and free is written as an "ljm" v3 event
+** attributed to a Lua function at its current line, a C function, a trace or INTERNAL
+** (GC, trace exits, the JIT compiler), with the symbols each event needs written before it.
+** The stream is symtab "ljs" v3, memprof "ljm" v3, then the luaprof extension.
+**
+** Events are written from the thread running the VM, inside the allocation, through the
+** writer (same contract as the CPU profiler's; a failure stops profiling and restores the
+** allocator, the program goes on) whenever the buffer is full.
+*/
+#define LUAPROF_MEMPROF_BUF_MIN 4096
+
+struct luaprof_memprof_options {
+	uint8_t *buf;                    /* stream buffer, >= LUAPROF_MEMPROF_BUF_MIN */
+	size_t len;
+	void *ctx;                       /* passed to the writer and to on_stop */
+	luaprof_sysprof_writer writer;   /* required */
+	luaprof_sysprof_on_stop on_stop; /* required; also called when start fails */
+};
+
+struct luaprof_memprof_counters {
+	uint64_t events;      /* events written */
+	uint64_t allocs, frees, reallocs;
+	uint64_t alloc_bytes; /* bytes allocated (reallocations count their new size) */
+	uint64_t free_bytes;  /* bytes freed (reallocations count their old size) */
+};
+
+/*
+** LUAPROF_PROFILE_ERRUSE: missing writer, on_stop or buffer, or an unsupported LuaJIT
+** build; LUAPROF_PROFILE_ERRRUN: already running; LUAPROF_PROFILE_ERRMEM; and
+** LUAPROF_PROFILE_ERRIO when the symbol table cannot be written (errno set).
+*/
+LUAPROF_API int luaprof_memprof_start(struct lua_State *L,
+				      const struct luaprof_memprof_options *opt);
+/*
+** Restores the allocator, writes the epilogue and the extension, calls on_stop.
+** LUAPROF_PROFILE_ERRRUN: not running; LUAPROF_PROFILE_ERRUSE: L is another VM's;
+** LUAPROF_PROFILE_ERRIO: the stream failed (errno set), now or while running.
+*/
+LUAPROF_API int luaprof_memprof_stop(struct lua_State *L);
+/* Counters of the running or last profile. Always succeeds. */
+LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *counters);
+/* One-line description of the last failed start/stop, "" if none. */
+LUAPROF_API const char *luaprof_memprof_error(void);
 
 /* Lua module entry point: require "luaprof". */
 LUAPROF_API int luaopen_luaprof(struct lua_State *L);

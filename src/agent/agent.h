@@ -17,6 +17,8 @@
 #include "stream/parse.h"
 #include "stream/wbuf.h"
 
+#define AGENT_VERSION "0.1.0"
+
 /* Depth limits of one sample: deeper stacks keep their innermost frames and are counted
  * as truncated. They bound the size of an encoded sample (AGENT_SAMPLE_MAX). */
 #define AGENT_MAX_LUA   512
@@ -113,13 +115,22 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 
 /* -- Symbols and mappings (elfsyms.c, maps.c) ----------------------------------------- */
 
+/* The loaded objects already named in one stream. */
+#define AGENT_MAX_OBJS 1024
+struct agent_objseen {
+	uintptr_t key[AGENT_MAX_OBJS];
+	size_t n;
+};
+
+enum { AGENT_SYMS_SYMTAB, AGENT_SYMS_SYSPROF, AGENT_SYMS_MEMPROF, AGENT_SYMS_SIZES };
+
 /*
 ** Writes an entry for every named function symbol of the loaded objects (ELF .symtab,
-** else .dynsym; the vDSO from memory): symtab entries for all of them, or (midstream)
-** sysprof symbol events for those not named yet, loaded while sampling. Not for the
-** handler.
+** else .dynsym; the vDSO from memory): with AGENT_SYMS_SYMTAB, symtab entries for all of
+** them (and `seen` starts afresh); with AGENT_SYMS_SYSPROF / _MEMPROF, mid-stream symbol
+** events for the objects not in `seen` yet (loaded while profiling). Not for the handler.
 */
-void agent_symtab_cfuncs(struct lp_wbuf *w, int midstream);
+void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind);
 /* Writes the extents of those symbols as lpx csize records (objects loaded now). */
 void agent_symtab_csizes(struct lp_wbuf *w);
 /* The dynamic loader's count of objects ever loaded (dlpi_adds): changes when one is. */
@@ -155,6 +166,14 @@ uint64_t agent_tstacks_lost(void);
 
 /* The process's command line, arguments joined by spaces, into buf. */
 void agent_cmdline(char *buf, size_t len);
+
+/* -- Memory profiler (memprof.c), used by the Lua binding ------------------------------ */
+
+int agent_memprof_running(void);
+uint64_t agent_memprof_run_id(void);
+/* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
+ * heap (0, or -1 without memory). */
+int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
 
 /* -- Core (sysprof.c), used by the Lua binding ---------------------------------------- */
 

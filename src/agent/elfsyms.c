@@ -1,8 +1,9 @@
 /*
 ** C symbols of every loaded object for the symtab, as Tarantool's lj_symtab_dump does:
 ** the ELF .symtab when the file has one, else .dynsym; the vDSO is read from memory.
-** Objects loaded while sampling are named by sysprof symbol events (event 11, which
-** Tarantool defines and its parser reads) that the writer thread puts between samples.
+** Objects loaded while profiling are named by mid-stream symbol events (sysprof event 11,
+** memprof symtab event with source CFUNC: Tarantool defines both and its parsers read them).
+** Every call carries its own state, so the CPU and memory profilers may run at once.
 **
 ** Runs at start, outside the signal handler. Files are mapped read-only and every offset
 ** taken from them is checked against the file size before use: a truncated or odd ELF
@@ -25,13 +26,10 @@ static int in_bounds(size_t size, uint64_t off, uint64_t len)
 	return off <= size && len <= size - off;
 }
 
-/* What emit_table writes for each function symbol. */
-static enum { EMIT_SYMTAB, EMIT_MIDSTREAM, EMIT_SIZES } emit_mode;
-
 /* Emits the STT_FUNC symbols of the table at sh[idx] with its linked string table. */
 
-static void emit_table(struct lp_wbuf *w, const uint8_t *img, size_t size, const Elf64_Shdr *sh,
-		       size_t shnum, size_t idx, uint64_t bias)
+static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
+		       const Elf64_Shdr *sh, size_t shnum, size_t idx, uint64_t bias)
 {
 	const Elf64_Shdr *t = &sh[idx];
 	if (t->sh_link >= shnum || t->sh_entsize != sizeof(Elf64_Sym) ||
@@ -53,9 +51,11 @@ static void emit_table(struct lp_wbuf *w, const uint8_t *img, size_t size, const
 		size_t len = strnlen(name, s->sh_size - y->st_name);
 		if (len == 0 || len == s->sh_size - y->st_name)
 			continue;
-		if (emit_mode == EMIT_MIDSTREAM)
+		if (kind == AGENT_SYMS_SYSPROF)
 			lp_write_sys_sym_cfunc(w, y->st_value + bias, name, len);
-		else if (emit_mode == EMIT_SYMTAB)
+		else if (kind == AGENT_SYMS_MEMPROF)
+			lp_write_mem_sym_cfunc(w, y->st_value + bias, name, len);
+		else if (kind == AGENT_SYMS_SYMTAB)
 			lp_write_sym_cfunc(w, y->st_value + bias, name, len);
 		else if (y->st_size)
 			lp_write_ext_csize(w, y->st_value + bias, y->st_size);
@@ -63,7 +63,8 @@ static void emit_table(struct lp_wbuf *w, const uint8_t *img, size_t size, const
 }
 
 /* Emits the function symbols of an ELF image of `size` bytes loaded at `bias`. */
-static void emit_image(struct lp_wbuf *w, const uint8_t *img, size_t size, uint64_t bias)
+static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
+		       uint64_t bias)
 {
 	if (size < sizeof(Elf64_Ehdr) || memcmp(img, ELFMAG, SELFMAG) ||
 	    img[EI_CLASS] != ELFCLASS64)
@@ -81,12 +82,12 @@ static void emit_image(struct lp_wbuf *w, const uint8_t *img, size_t size, uint6
 			dynsym = i;
 	}
 	if (symtab)
-		emit_table(w, img, size, sh, eh->e_shnum, symtab, bias);
+		emit_table(w, kind, img, size, sh, eh->e_shnum, symtab, bias);
 	else if (dynsym)
-		emit_table(w, img, size, sh, eh->e_shnum, dynsym, bias);
+		emit_table(w, kind, img, size, sh, eh->e_shnum, dynsym, bias);
 }
 
-static void emit_file(struct lp_wbuf *w, const char *path, uint64_t bias)
+static void emit_file(struct lp_wbuf *w, int kind, const char *path, uint64_t bias)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -95,30 +96,28 @@ static void emit_file(struct lp_wbuf *w, const char *path, uint64_t bias)
 	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
 		void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (img != MAP_FAILED) {
-			emit_image(w, img, (size_t)sb.st_size, bias);
+			emit_image(w, kind, img, (size_t)sb.st_size, bias);
 			munmap(img, (size_t)sb.st_size);
 		}
 	}
 	close(fd);
 }
 
-/* Objects named so far, by program-header address (unique among loaded objects). */
-#define MAX_SEEN 1024
-static uintptr_t seen[MAX_SEEN];
-static size_t nseen;
-
-static int seen_before(uintptr_t key)
+/* Objects named so far (by program-header address, unique among loaded objects). */
+static int seen_before(struct agent_objseen *seen, uintptr_t key)
 {
-	for (size_t i = 0; i < nseen; i++)
-		if (seen[i] == key)
+	for (size_t i = 0; i < seen->n; i++)
+		if (seen->key[i] == key)
 			return 1;
-	if (nseen < MAX_SEEN)
-		seen[nseen++] = key;
+	if (seen->n < AGENT_MAX_OBJS)
+		seen->key[seen->n++] = key;
 	return 0;
 }
 
 struct walk {
 	struct lp_wbuf *w;
+	struct agent_objseen *seen;
+	int kind;
 	uint64_t vdso;
 };
 
@@ -126,7 +125,7 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct walk *wk = data;
 	uint64_t base = info->dlpi_addr;
-	if (seen_before((uintptr_t)info->dlpi_phdr))
+	if (seen_before(wk->seen, (uintptr_t)info->dlpi_phdr))
 		return 0;
 	if (wk->vdso && (uint64_t)(uintptr_t)info->dlpi_phdr - wk->vdso < 4096) {
 		/* The vDSO has no file: its whole image, section headers included, is mapped. */
@@ -137,8 +136,8 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 				end = base + info->dlpi_phdr[i].p_vaddr + info->dlpi_phdr[i].p_memsz;
 		/* Section headers follow the loaded bytes, inside the last mapped page. */
 		end = (end + 4095) & ~(uint64_t)4095;
-		emit_image(wk->w, (const uint8_t *)(uintptr_t)wk->vdso, (size_t)(end - wk->vdso),
-			   base);
+		emit_image(wk->w, wk->kind, (const uint8_t *)(uintptr_t)wk->vdso,
+			   (size_t)(end - wk->vdso), base);
 		return 0;
 	}
 	const char *path = info->dlpi_name;
@@ -151,25 +150,23 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 		exe[n] = '\0';
 		path = exe;
 	}
-	emit_file(wk->w, path, base);
+	emit_file(wk->w, wk->kind, path, base);
 	return 0;
 }
 
-void agent_symtab_cfuncs(struct lp_wbuf *w, int midstream)
+void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind)
 {
-	struct walk wk = { w, getauxval(AT_SYSINFO_EHDR) };
-	if (!midstream)
-		nseen = 0;
-	emit_mode = midstream ? EMIT_MIDSTREAM : EMIT_SYMTAB;
+	struct walk wk = { w, seen, kind, getauxval(AT_SYSINFO_EHDR) };
+	if (kind == AGENT_SYMS_SYMTAB)
+		seen->n = 0;
 	dl_iterate_phdr(each_object, &wk);
 }
 
 void agent_symtab_csizes(struct lp_wbuf *w)
 {
-	/* Runs at stop: the list of objects named is rebuilt by the next start anyway. */
-	struct walk wk = { w, getauxval(AT_SYSINFO_EHDR) };
-	nseen = 0;
-	emit_mode = EMIT_SIZES;
+	static struct agent_objseen seen; /* callers are serialised by their stop paths */
+	seen.n = 0;
+	struct walk wk = { w, &seen, AGENT_SYMS_SIZES, getauxval(AT_SYSINFO_EHDR) };
 	dl_iterate_phdr(each_object, &wk);
 }
 

@@ -297,6 +297,82 @@ static int l_stats(lua_State *L)
 	return 1;
 }
 
+/* -- memprof.start / stop / report -------------------------------------------------------- */
+
+static char mem_path[4096];
+
+/* local ok, err, errno = memprof.start(path) */
+static int l_mem_start(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1);
+	if (agent_memprof_running())
+		return push_fail(L, MSG_RUNNING, EINVAL);
+	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return push_ioerr(L, path, errno);
+	struct file_ctx *fc = malloc(sizeof(*fc));
+	if (!fc) {
+		close(fd);
+		return push_fail(L, "not enough memory", ENOMEM);
+	}
+	fc->fd = fd;
+	snprintf(mem_path, sizeof(mem_path), "%s", path);
+	struct luaprof_memprof_options opt = {
+		.buf = fc->buf, .len = sizeof(fc->buf), .ctx = fc,
+		.writer = file_writer, .on_stop = file_on_stop,
+	};
+	/* From here on file_on_stop owns fc, whatever happens. */
+	int rc = luaprof_memprof_start(L, &opt);
+	int e = errno;
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, luaprof_memprof_error());
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_RUNNING, EINVAL);
+	case LUAPROF_PROFILE_ERRIO:
+		return push_ioerr(L, path, e);
+	default:
+		return push_fail(L, luaprof_memprof_error(), e ? e : ENOMEM);
+	}
+}
+
+/* local ok, err, errno = memprof.stop() */
+static int l_mem_stop(lua_State *L)
+{
+	int rc = luaprof_memprof_stop(L);
+	int e = errno;
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_NOTRUN, EINVAL);
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, NULL);
+	default:
+		return push_ioerr(L, mem_path, e ? e : EIO);
+	}
+}
+
+/* memprof.report() -> {events, allocs, frees, reallocs, alloc_bytes, free_bytes}
+ * (luaprof extension) */
+static int l_mem_report(lua_State *L)
+{
+	struct luaprof_memprof_counters c;
+	luaprof_memprof_report(&c);
+	lua_createtable(L, 0, 6);
+	setnum(L, "events", c.events);
+	setnum(L, "allocs", c.allocs);
+	setnum(L, "frees", c.frees);
+	setnum(L, "reallocs", c.reallocs);
+	setnum(L, "alloc_bytes", c.alloc_bytes);
+	setnum(L, "free_bytes", c.free_bytes);
+	return 1;
+}
+
 /* -- The sentinel: stops the profile when its VM is closed ------------------------------ */
 
 /* Registry key (a light userdata: reading it allocates nothing). */
@@ -338,6 +414,43 @@ int agent_lua_anchor(lua_State *L, uint64_t run_id)
 {
 	/* Protected: the C API may be called outside any Lua call. */
 	return lua_cpcall(L, anchor_setup, &run_id) == 0 ? 0 : -1;
+}
+
+/* The memory profiler's own sentinel: its finalizer runs before lua_close frees anything
+ * (userdata finalizers run first), so the allocator is restored while the heap is whole. */
+static const char mem_anchor_key = 0;
+
+static int mem_anchor_gc(lua_State *L)
+{
+	struct anchor *a = lua_touserdata(L, 1);
+	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
+		luaprof_memprof_stop(L);
+	return 0;
+}
+
+static int mem_anchor_setup(lua_State *L)
+{
+	uint64_t run_id = *(const uint64_t *)lua_touserdata(L, 1);
+	lua_pushlightuserdata(L, (void *)&mem_anchor_key);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	struct anchor *a = lua_touserdata(L, -1);
+	if (!a) {
+		a = lua_newuserdata(L, sizeof(*a));
+		lua_createtable(L, 0, 1);
+		lua_pushcfunction(L, mem_anchor_gc);
+		lua_setfield(L, -2, "__gc");
+		lua_setmetatable(L, -2);
+		lua_pushlightuserdata(L, (void *)&mem_anchor_key);
+		lua_pushvalue(L, -2);
+		lua_rawset(L, LUA_REGISTRYINDEX);
+	}
+	a->run_id = run_id;
+	return 0;
+}
+
+int agent_lua_memprof_anchor(lua_State *L, uint64_t run_id)
+{
+	return lua_cpcall(L, mem_anchor_setup, &run_id) == 0 ? 0 : -1;
 }
 
 int agent_lua_owns(lua_State *L, uint64_t run_id)
@@ -439,6 +552,13 @@ static void autostart(lua_State *L)
 	lua_settop(L, top);
 }
 
+static const luaL_Reg memprof_funcs[] = {
+	{ "start", l_mem_start },
+	{ "stop", l_mem_stop },
+	{ "report", l_mem_report },
+	{ NULL, NULL },
+};
+
 static const luaL_Reg sysprof_funcs[] = {
 	{ "start", l_start },
 	{ "stop", l_stop },
@@ -456,8 +576,12 @@ LUAPROF_API int luaopen_luaprof(lua_State *L)
 	lua_createtable(L, 0, 4);
 	luaL_register(L, NULL, sysprof_funcs);
 	lua_setfield(L, -2, "sysprof");
+	lua_createtable(L, 0, 3);
+	luaL_register(L, NULL, memprof_funcs);
+	lua_setfield(L, -2, "memprof");
 
-	/* misc.sysprof for code written for Tarantool, unless the host has its own. */
+	/* misc.sysprof and misc.memprof for code written for Tarantool, unless the host has
+	 * its own. */
 	lua_getglobal(L, "misc");
 	if (lua_isnil(L, -1)) {
 		lua_pop(L, 1);
@@ -465,11 +589,12 @@ LUAPROF_API int luaopen_luaprof(lua_State *L)
 		lua_pushvalue(L, -1);
 		lua_setglobal(L, "misc");
 	}
-	if (lua_istable(L, -1)) {
-		lua_getfield(L, -1, "sysprof");
+	for (int i = 0; i < 2 && lua_istable(L, -1); i++) {
+		const char *name = i ? "memprof" : "sysprof";
+		lua_getfield(L, -1, name);
 		if (lua_isnil(L, -1)) {
-			lua_getfield(L, -3, "sysprof");
-			lua_setfield(L, -3, "sysprof");
+			lua_getfield(L, -3, name);
+			lua_setfield(L, -3, name);
 		}
 		lua_pop(L, 1);
 	}

@@ -35,7 +35,6 @@
 #include "agent/objects.h"
 #include "stream/writer.h"
 
-#define LUAPROF_VERSION "0.1.0"
 
 enum { ST_IDLE, ST_RUNNING, ST_HALT, ST_STOPPING };
 
@@ -189,6 +188,7 @@ static void drain_full(void)
 /* Objects loaded since the last look (C modules required while sampling): unwind tables
  * for the handler, symbols into the stream. Writer thread only. */
 static unsigned long long objs_adds;
+static struct agent_objseen objs_seen;
 static uint8_t objs_buf[64 * 1024];
 
 static void new_objects(void)
@@ -201,7 +201,7 @@ static void new_objects(void)
 	agent_maps_note();
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, objs_buf, sizeof(objs_buf), sync_writer, NULL);
-	agent_symtab_cfuncs(&w, 1);
+	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYSPROF);
 	lp_wbuf_flush(&w);
 }
 
@@ -545,7 +545,7 @@ static void finish_stream(void)
 		"truncated", truncated,
 		"handler_ns", handler,
 		"trace_stacks_lost", tlost,
-		"agent", "luaprof " LUAPROF_VERSION " in-process",
+		"agent", "luaprof " AGENT_VERSION " in-process",
 		"vm", agent_vm_name(),
 		"ffnames", ffnames,
 		NULL,
@@ -661,7 +661,7 @@ static int write_header(void)
 	objs_adds = agent_objects_adds();
 	agent_maps_reset();
 	agent_maps_note();
-	agent_symtab_cfuncs(&w, 0);
+	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYMTAB);
 	agent_vm_symbols(&w);
 	lp_write_symtab_final(&w);
 	lp_write_sysprof_prologue(&w);

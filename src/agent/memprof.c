@@ -1,0 +1,506 @@
+/*
+** In-process memory profiler for stock LuaJIT: an allocator wrapper that attributes every
+** allocation, reallocation and free as Tarantool's memprof does and writes "ljm" v3.
+**
+** The wrapper replaces g->allocf / g->allocd with lua_setallocf and chains every call to
+** the pair it replaced (setallocf migrates nothing: blocks allocated before start are freed
+** through the wrapper, and blocks allocated while profiling are freed by the original after
+** stop). It is taken out again on stop, on an I/O failure, and before lua_close frees the
+** heap (a finalizer anchored in the registry: with a wrapper in place at close, LuaJIT frees
+** GG_State through it and never destroys its own arena).
+**
+** Attribution (what the event's source is) is decided before the original allocator runs:
+** a stack reallocation moves the stack, and L->base is only updated after it returns. The
+** rules, measured on both supported builds (vm-internals.md; the issue-4 notes):
+**   - g->vmstate >= 0: a trace is running: TRACE with that number;
+**   - INTERP, C or RECORD with a Lua function at L->base: LFUNC at the line of the C frame's
+**     saved PC when that PC lies in the function's bytecode (TNEW, CAT, ... save it before
+**     calling into C; the compiler's own work runs in lj_vm_cpcall, whose saved PC is L);
+**   - a builtin at L->base called from Lua: the calling Lua line, from the frame link (as
+**     Tarantool does; string.rep's allocations belong to the line that called it);
+**   - a lua_CFunction, or a builtin not called from Lua: CFUNC with its address;
+**   - anything else (GC, trace exits, the JIT compiler): INTERNAL.
+** L is g->cur_L, the running coroutine, whoever resumed it (Lua, C or an FFI callback).
+**
+** Every read on this path is a plain load from VM state that LuaJIT itself keeps consistent
+** whenever it may allocate: no checked reader (a system call per read would cost more than
+** the allocation). Detection and symbol names use the checked reader, once per object.
+*/
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lua.h>
+
+#include "agent/agent.h"
+#include "stream/writer.h"
+#include "util/addrmap.h"
+#include "util/iset.h"
+#include "vm/luajit.h"
+#include "vm/luajit_trace.h"
+
+enum { MP_IDLE, MP_RUNNING, MP_HALTED };
+
+static struct {
+	int state;
+	char err[256];
+	/* The profiled VM. */
+	struct lp_lj_vm vm;
+	lua_State *L;                   /* main thread */
+	lua_Alloc orig_f;
+	void *orig_ud;
+	uint64_t run_id;
+	/* Stream. */
+	struct lp_wbuf w;
+	luaprof_sysprof_writer writer;
+	luaprof_sysprof_on_stop on_stop;
+	void *ctx;
+	uint8_t *buf;
+	int io_errno;
+	/* Symbols written so far: proto -> fingerprint, trace number -> fingerprint,
+	 * C function addresses seen. */
+	struct lp_addrmap protos, traces, cfuncs;
+	struct agent_objseen seen;
+	unsigned long long adds;
+	struct lp_mem checked;
+	struct lp_mem_pid pid;
+	/* Counters. */
+	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
+	uint64_t started_ns;
+} mp;
+
+/* -- Plain loads --------------------------------------------------------------------- */
+
+static inline uint64_t ld64(uint64_t a)
+{
+	uint64_t v;
+	memcpy(&v, (const void *)(uintptr_t)a, sizeof(v));
+	return v;
+}
+
+static inline uint32_t ld32(uint64_t a)
+{
+	uint32_t v;
+	memcpy(&v, (const void *)(uintptr_t)a, sizeof(v));
+	return v;
+}
+
+static inline uint16_t ld16(uint64_t a)
+{
+	uint16_t v;
+	memcpy(&v, (const void *)(uintptr_t)a, sizeof(v));
+	return v;
+}
+
+static inline uint8_t ld8(uint64_t a)
+{
+	return *(const uint8_t *)(uintptr_t)a;
+}
+
+/* -- Symbols ------------------------------------------------------------------------- */
+
+static void io_check(void);
+
+/* Writes the prototype's symbol unless this very function was named already. */
+static void need_proto(uint64_t pt)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t chunk = ld64(pt + y->pt_chunkname);
+	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
+	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc) | 1;
+	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.protos, pt);
+	if (e && e->a == fp)
+		return;
+	char name[AGENT_NAME_MAX];
+	size_t len = 0;
+	if (lp_lj_str(&mp.vm, &mp.checked, chunk, name, sizeof(name), &len) != LP_LJ_OK) {
+		snprintf(name, sizeof(name), "?");
+		len = 1;
+	}
+	if (len >= sizeof(name))
+		len = sizeof(name) - 1;
+	lp_write_mem_sym_lua(&mp.w, pt, name, len, first);
+	/* Without memory for the map the symbol is written again next time: still correct. */
+	(void)lp_addrmap_put(&mp.protos, pt, fp, 0);
+}
+
+/* The line of the instruction before pc (LuaJIT's frame convention) in prototype pt;
+ * 0 when pc is not in its bytecode. */
+static uint32_t pc_line(uint64_t pt, uint64_t pc)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t bc = pt + y->pt_size;
+	uint32_t sizebc = ld32(pt + y->pt_sizebc);
+	if (pc <= bc || pc > bc + 4ull * sizebc || (pc - bc) % 4) {
+		/* Rare (a link into a trace's start instruction): the model's general rule. */
+		struct lp_lj_proto p;
+		int32_t line;
+		if (lp_lj_proto_read(&mp.vm, &mp.checked, pt, &p) != LP_LJ_OK ||
+		    lp_lj_pc_line(&mp.vm, &mp.checked, &p, pc, &line) != LP_LJ_OK || line < 0)
+			return 0;
+		return (uint32_t)line;
+	}
+	uint32_t pos = (uint32_t)((pc - bc) / 4) - 1;
+	uint64_t li = ld64(pt + y->pt_lineinfo);
+	uint32_t first = ld32(pt + y->pt_firstline), numline = ld32(pt + y->pt_numline);
+	if (!li)
+		return 0;
+	if (pos == 0)
+		return first;
+	/* lineinfo[i] is the line of instruction i + 1 (the header has none). */
+	pos--;
+	uint32_t d = numline < 256 ? ld8(li + pos) : numline < 65536 ? ld16(li + 2ull * pos)
+		   : ld32(li + 4ull * pos);
+	return first + d;
+}
+
+static void need_trace(uint32_t traceno)
+{
+	uint64_t J = mp.vm.J;
+	const struct lp_lj_layout *y = mp.vm.lay;
+	if (traceno >= ld32(J + y->j_sizetrace))
+		return;
+	uint64_t tr = ld64(ld64(J + y->j_trace) + 8ull * traceno) & LP_LJ_GCVMASK;
+	if (!tr)
+		return;
+	uint64_t fp = lp_hash_u64(tr) | 1;
+	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.traces, traceno);
+	if (e && e->a == fp)
+		return;
+	struct lp_lj_trace t;
+	if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
+		return;
+	need_proto(t.startpt);
+	lp_write_mem_sym_trace(&mp.w, traceno, t.startpt, pc_line(t.startpt, t.startpc + 4));
+	(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
+}
+
+/* A C function address: objects loaded since the last look are named first. */
+static void need_cfunc(uint64_t addr)
+{
+	if (lp_addrmap_get(&mp.cfuncs, addr))
+		return;
+	unsigned long long adds = agent_objects_adds();
+	if (adds != mp.adds) {
+		mp.adds = adds;
+		agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_MEMPROF);
+	}
+	(void)lp_addrmap_put(&mp.cfuncs, addr, 1, 0);
+}
+
+/* -- Attribution --------------------------------------------------------------------- */
+
+#define VMST_INTERP (-1)
+#define VMST_C      (-2)
+#define VMST_RECORD (-5)
+
+/* The Lua function called at a Lua frame link (a return PC): its proto, or 0. */
+static uint64_t caller_proto(uint64_t base, uint64_t link)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint32_t ins = ld32(link - 4);
+	uint64_t cbase = base - 8ull * (2 + ((ins >> 8) & 0xff));
+	uint64_t fn = ld64(cbase - 16) & LP_LJ_GCVMASK;
+	if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
+		return 0;
+	return ld64(fn + y->fn_pc) - y->pt_size;
+}
+
+static void locate(struct lp_mem_event *ev)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t g = mp.vm.g;
+	int32_t vmst = (int32_t)ld32(g + y->g_vmstate);
+	ev->source = LP_ASOURCE_INT;
+	if (vmst >= 0) {
+		ev->source = LP_ASOURCE_TRACE;
+		ev->traceno = (uint32_t)vmst;
+		need_trace((uint32_t)vmst);
+		return;
+	}
+	if (vmst != VMST_INTERP && vmst != VMST_C && vmst != VMST_RECORD)
+		return;
+	uint64_t L = ld64(g + y->g_cur_L);
+	if (!L)
+		L = mp.vm.mainL;
+	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
+	if (base < stack + 16)
+		return;
+	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
+	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)
+		return;
+	uint8_t ffid = ld8(fn + y->fn_ffid);
+	if (ffid == LP_LJ_FFID_LUA) {
+		uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
+		if (!cf)
+			return;
+		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
+		uint32_t line = pc_line(pt, ld64(cf + y->cf_pc));
+		if (!line)
+			return;
+		need_proto(pt);
+		ev->source = LP_ASOURCE_LFUNC;
+		ev->loc_addr = pt;
+		ev->loc_line = line;
+		return;
+	}
+	if (ffid != LP_LJ_FFID_C) {
+		uint64_t link = ld64(base - 8);
+		if ((link & 3) == LP_LJ_FRAME_LUA) {
+			uint64_t pt = caller_proto(base, link);
+			uint32_t line = pt ? pc_line(pt, link) : 0;
+			if (line) {
+				need_proto(pt);
+				ev->source = LP_ASOURCE_LFUNC;
+				ev->loc_addr = pt;
+				ev->loc_line = line;
+				return;
+			}
+		}
+	}
+	ev->source = LP_ASOURCE_CFUNC;
+	ev->loc_addr = ld64(fn + y->fn_f);
+	need_cfunc(ev->loc_addr);
+}
+
+/* -- The wrapper ----------------------------------------------------------------------- */
+
+static void restore_allocator(void)
+{
+	if (mp.L)
+		lua_setallocf(mp.L, mp.orig_f, mp.orig_ud);
+}
+
+/* After a write: a failed or stopped stream ends profiling, the program goes on. */
+static void io_check(void)
+{
+	if (lp_wbuf_ok(&mp.w) || mp.state != MP_RUNNING)
+		return;
+	mp.io_errno = mp.w.flags & LP_WBUF_STOP ? ECANCELED
+		    : mp.w.saved_errno ? mp.w.saved_errno : EIO;
+	restore_allocator();
+	mp.state = MP_HALTED;
+}
+
+static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	struct lp_mem_event ev;
+	memset(&ev, 0, sizeof(ev));
+	locate(&ev);
+	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (mp.state != MP_RUNNING)
+		return np;
+	if (ptr == NULL || osize == 0) {
+		if (!np && nsize)
+			return np; /* failed allocation: nothing happened */
+		ev.event = LP_AEVENT_ALLOC;
+		ev.naddr = (uint64_t)(uintptr_t)np;
+		ev.nsize = nsize;
+		if (ptr == NULL && nsize == 0) {
+			/* lj_lex_cleanup frees an empty buffer this way: Tarantool writes a
+			 * free of nothing. */
+			ev.event = LP_AEVENT_FREE;
+			ev.naddr = 0;
+		}
+	} else if (nsize == 0) {
+		ev.event = LP_AEVENT_FREE;
+		ev.oaddr = (uint64_t)(uintptr_t)ptr;
+		ev.osize = osize;
+	} else {
+		if (!np)
+			return np; /* failed reallocation: the old block stays */
+		ev.event = LP_AEVENT_REALLOC;
+		ev.oaddr = (uint64_t)(uintptr_t)ptr;
+		ev.osize = osize;
+		ev.naddr = (uint64_t)(uintptr_t)np;
+		ev.nsize = nsize;
+	}
+	if (ev.event == LP_AEVENT_FREE) {
+		ev.oaddr = (uint64_t)(uintptr_t)ptr;
+		ev.osize = osize;
+		mp.frees++;
+		mp.free_bytes += osize;
+	} else if (ev.event == LP_AEVENT_ALLOC) {
+		mp.allocs++;
+		mp.alloc_bytes += nsize;
+	} else {
+		mp.reallocs++;
+		mp.alloc_bytes += nsize;
+		mp.free_bytes += osize;
+	}
+	mp.events++;
+	lp_write_mem_event(&mp.w, &ev);
+	io_check();
+	return np;
+}
+
+/* -- Start and stop ---------------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_err(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(mp.err, sizeof(mp.err), fmt, ap);
+	va_end(ap);
+}
+
+LUAPROF_API const char *luaprof_memprof_error(void)
+{
+	return mp.err;
+}
+
+int agent_memprof_running(void)
+{
+	return mp.state != MP_IDLE;
+}
+
+uint64_t agent_memprof_run_id(void)
+{
+	return mp.run_id;
+}
+
+static void free_maps(void)
+{
+	lp_addrmap_free(&mp.protos);
+	lp_addrmap_free(&mp.traces);
+	lp_addrmap_free(&mp.cfuncs);
+}
+
+LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
+{
+	mp.err[0] = '\0';
+	if (mp.state != MP_IDLE) {
+		set_err("profiler is running already");
+		if (opt && opt->on_stop)
+			opt->on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	if (!opt || !opt->writer || !opt->on_stop || !opt->buf ||
+	    opt->len < LUAPROF_MEMPROF_BUF_MIN) {
+		set_err("profiler misuse");
+		if (opt && opt->on_stop)
+			opt->on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	lp_mem_pid_init(&mp.checked, &mp.pid, getpid());
+	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, mp.err, sizeof(mp.err)) !=
+	    LP_LJ_OK) {
+		opt->on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	mp.run_id++;
+	if (agent_lua_memprof_anchor(L, mp.run_id) != 0) {
+		set_err("not enough memory");
+		opt->on_stop(opt->ctx, opt->buf);
+		errno = ENOMEM;
+		return LUAPROF_PROFILE_ERRMEM;
+	}
+	mp.L = (lua_State *)(uintptr_t)mp.vm.mainL;
+	mp.writer = opt->writer;
+	mp.on_stop = opt->on_stop;
+	mp.ctx = opt->ctx;
+	mp.buf = opt->buf;
+	mp.io_errno = 0;
+	mp.events = mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
+	free_maps();
+	mp.seen.n = 0;
+	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
+
+	/* Symbol table: the C functions of every loaded object and the VM's own block. */
+	lp_write_symtab_prologue(&mp.w);
+	agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_SYMTAB);
+	static const char begin[] = "lj_vm_asm_begin", ffi[] = "lj_vm_ffi_call";
+	lp_write_sym_cfunc(&mp.w, mp.vm.vm_lo, begin, sizeof(begin) - 1);
+	lp_write_sym_cfunc(&mp.w, mp.vm.vm_hi, ffi, sizeof(ffi) - 1);
+	lp_write_symtab_final(&mp.w);
+	lp_write_memprof_prologue(&mp.w);
+	mp.adds = agent_objects_adds();
+	if (!lp_wbuf_ok(&mp.w)) {
+		int e = mp.w.saved_errno ? mp.w.saved_errno : EIO;
+		set_err("cannot write the profile: %s", strerror(e));
+		opt->on_stop(opt->ctx, opt->buf);
+		free_maps();
+		errno = e;
+		return LUAPROF_PROFILE_ERRIO;
+	}
+	agent_maps_reset();
+	agent_maps_note();
+	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
+	mp.state = MP_RUNNING;
+	mp.started_ns = now_ns();
+	lua_setallocf(L, wrapper, NULL);
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_memprof_stop(lua_State *L)
+{
+	if (mp.state == MP_IDLE) {
+		set_err("profiler is not running");
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	if (L && ld64((uint64_t)(uintptr_t)L + mp.vm.lay->l_glref) != mp.vm.g) {
+		set_err("profiler misuse: the profile runs in another Lua state");
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	if (mp.state == MP_RUNNING)
+		restore_allocator();
+	int e = mp.io_errno;
+	if (!e) {
+		char events[32], dur[32];
+		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
+		snprintf(dur, sizeof(dur), "%llu",
+			 (unsigned long long)(now_ns() - mp.started_ns));
+		char cmdline[4096];
+		agent_cmdline(cmdline, sizeof(cmdline));
+		const char *meta[] = {
+			"cmdline", cmdline,
+			"mode", "exact",
+			"events", events,
+			"duration_ns", dur,
+			"agent", "luaprof " AGENT_VERSION " in-process",
+			"vm", mp.vm.lay->name,
+			NULL,
+		};
+		lp_write_memprof_epilogue(&mp.w);
+		agent_write_extension(&mp.w, NULL, meta);
+		lp_wbuf_flush(&mp.w);
+		if (!lp_wbuf_ok(&mp.w))
+			e = mp.w.flags & LP_WBUF_STOP ? ECANCELED
+			  : mp.w.saved_errno ? mp.w.saved_errno : EIO;
+	}
+	mp.state = MP_IDLE;
+	mp.L = NULL;
+	free_maps();
+	errno = 0;
+	if (mp.on_stop(mp.ctx, mp.buf) != 0 && !e)
+		e = errno ? errno : EIO;
+	if (e) {
+		set_err("cannot write the profile: %s", strerror(e));
+		errno = e;
+		return LUAPROF_PROFILE_ERRIO;
+	}
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
+{
+	c->events = mp.events;
+	c->allocs = mp.allocs;
+	c->frees = mp.frees;
+	c->reallocs = mp.reallocs;
+	c->alloc_bytes = mp.alloc_bytes;
+	c->free_bytes = mp.free_bytes;
+	return LUAPROF_PROFILE_SUCCESS;
+}
