@@ -480,9 +480,17 @@ static void pin_self(void)
 		pinned = 1;
 }
 
+/* A memory profile still running at exit() (os.exit does not close the state): finish
+ * the stream; the allocator no longer matters. */
+static void mem_at_exit(void)
+{
+	if (agent_memprof_running())
+		luaprof_memprof_stop(NULL);
+}
+
 /*
-** `luaprof record` sets LUAPROF_RECORD="mode=C,interval_ns=N,clock=cpu,path=FILE" (path
-** last: it may contain commas) and loads the module from LUA_INIT. The variable is
+** `luaprof record` sets LUAPROF_RECORD="mode=C,interval_ns=N,clock=cpu,path=FILE", or
+** "profiler=memory,path=FILE" (path last: it may contain commas) and loads the module from LUA_INIT. The variable is
 ** removed so that child processes are not profiled into the same file, and LUA_INIT is
 ** given back its original value (LUAPROF_LUA_INIT) for them.
 */
@@ -506,6 +514,7 @@ static void autostart(lua_State *L)
 	a.opt.interval = DEFAULT_INTERVAL_MS;
 	a.path = DEFAULT_PATH;
 	const char *bad = NULL;
+	int memory = 0;
 	for (char *p = spec; p && *p && !bad;) {
 		char *val = strchr(p, '=');
 		if (!val) {
@@ -520,7 +529,11 @@ static void autostart(lua_State *L)
 		char *next = strchr(val, ',');
 		if (next)
 			*next++ = '\0';
-		if (!strcmp(p, "mode")) {
+		if (!strcmp(p, "profiler")) {
+			memory = !strcmp(val, "memory");
+			if (!memory && strcmp(val, "cpu"))
+				bad = "unknown profiler in LUAPROF_RECORD";
+		} else if (!strcmp(p, "mode")) {
 			a.opt.mode = !strcmp(val, "D") ? LUAPROF_SYSPROF_DEFAULT
 				   : !strcmp(val, "L") ? LUAPROF_SYSPROF_LEAF
 				   : LUAPROF_SYSPROF_CALLGRAPH;
@@ -546,6 +559,17 @@ static void autostart(lua_State *L)
 		return;
 	}
 	int top = lua_gettop(L);
+	if (memory) {
+		lua_pushcfunction(L, l_mem_start);
+		lua_pushstring(L, a.path);
+		lua_call(L, 1, 2);
+		if (!lua_toboolean(L, top + 1))
+			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
+		else
+			atexit(mem_at_exit);
+		lua_settop(L, top);
+		return;
+	}
 	start_with(L, &a);
 	if (!lua_toboolean(L, top + 1))
 		fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));

@@ -41,7 +41,8 @@ void lp_cmd_record_usage(FILE *out)
 	fputs("Usage: luaprof record [options] -- PROGRAM [ARGS...]\n"
 	      "\n"
 	      "Run a LuaJIT program (the standalone `luajit` interpreter) with the in-process\n"
-	      "CPU profiler, then render the profile. The program is not modified: the agent\n"
+	      "CPU profiler (or, with --memory, the memory profiler), then render the profile.\n"
+	      "The program is not modified: the agent\n"
 	      "(luaprof.so, next to this executable or $LUAPROF_AGENT) is loaded through\n"
 	      "LUA_INIT before the script starts and stops when the program exits.\n"
 	      "\n"
@@ -51,6 +52,10 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      the -o extension (.svg .folded .pb.gz .json .txt)\n"
 	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
 	      "                      luaprof.bin); `luaprof report` renders it again later\n"
+	      "      --memory        profile memory instead: every allocation, reallocation and\n"
+	      "                      free by Lua line, C function or trace (Tarantool's memprof);\n"
+	      "                      rendered as the memprof text report on standard output\n"
+	      "                      unless -o/-f say otherwise (flame graphs: in-use bytes)\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
@@ -70,7 +75,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
 	      "  luaprof record --rate 1000 --clock wall -f collapsed -o app.folded -- luajit app.lua\n"
-	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n",
+	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n"
+	      "  luaprof record --memory -- luajit app.lua         (allocations by line)\n"
+	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n",
 	      out);
 }
 
@@ -83,6 +90,7 @@ struct opts {
 	const char *clock;
 	int top;
 	int quiet;
+	int memory;
 	char **cmd;
 };
 
@@ -101,7 +109,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK };
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
@@ -109,6 +117,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "mode", required_argument, NULL, O_MODE },
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "clock", required_argument, NULL, O_CLOCK },
+		{ "memory", no_argument, NULL, O_MEMORY },
 		{ "top", required_argument, NULL, 'n' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -132,9 +141,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'f':
 			o->fmt = lp_fmt_named(optarg);
-			if (o->fmt == LP_FMT_NONE || o->fmt == LP_FMT_MEMPROF)
+			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
-					    "speedscope, top)", optarg);
+					    "speedscope, top, memprof)", optarg);
+			break;
+		case O_MEMORY:
+			o->memory = 1;
 			break;
 		case O_RAW:
 			o->raw = optarg;
@@ -180,12 +192,18 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind >= argc)
 		return fail("no program to run (luaprof record [options] -- luajit app.lua)");
 	o->cmd = argv + optind;
+	if (o->fmt == LP_FMT_MEMPROF && !o->memory)
+		return fail("-f memprof is the memory report: add --memory");
+	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
+		o->fmt = LP_FMT_MEMPROF;
 	if (!o->output)
-		o->output = "luaprof.svg";
+		o->output = o->memory && (o->fmt == LP_FMT_MEMPROF || o->fmt == LP_FMT_TOP)
+			  ? "-" : "luaprof.svg";
 	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && lp_fmt_of_path(o->output, &o->fmt))
 		return fail("cannot tell the format from '%s'; use -f", o->output);
-	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list */
-		o->fmt = LP_FMT_TOP;
+	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
+				    * the memprof report */
+		o->fmt = o->memory ? LP_FMT_MEMPROF : LP_FMT_TOP;
 	return 0;
 }
 
@@ -273,8 +291,11 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 "if i then if i:sub(1,1)=='@' then dofile(i:sub(2)) "
 		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
 		 so_lit);
-	snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
-		 1000000000ull / o->rate, o->clock, raw);
+	if (o->memory)
+		snprintf(spec, sizeof(spec), "profiler=memory,path=%s", raw);
+	else
+		snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
+			 1000000000ull / o->rate, o->clock, raw);
 	const char *orig = getenv("LUA_INIT");
 
 	struct sigaction ign, oint, oquit;
@@ -399,6 +420,36 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		strcmp(o->output, "-") ? o->output : "standard output", lp_fmt_name(o->fmt), raw);
 }
 
+/* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
+static int record_memory(const struct opts *o, const char *raw, int prog, uint64_t wall)
+{
+	struct stat sb;
+	if (stat(raw, &sb) != 0 || sb.st_size == 0)
+		return fail("%s wrote no profile: the agent was not loaded (the program must be "
+			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
+			    "and a supported LuaJIT build; see its messages above)", o->cmd[0]);
+	char *args[8];
+	int n = 0;
+	args[n++] = "report";
+	args[n++] = "-q";
+	args[n++] = "-f";
+	args[n++] = (char *)lp_fmt_name(o->fmt);
+	args[n++] = "-o";
+	args[n++] = (char *)o->output;
+	args[n++] = (char *)raw;
+	args[n] = NULL;
+	fflush(stdout);
+	int rc = lp_cmd_report(n, args);
+	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED)
+		return rc;
+	if (!o->quiet)
+		fprintf(stderr, "luaprof record: %.2f s, memory profile %s (%lld bytes); "
+				"rendered as %s to %s\n",
+			(double)wall / 1e9, raw, (long long)sb.st_size, lp_fmt_name(o->fmt),
+			strcmp(o->output, "-") ? o->output : "standard output");
+	return rc == LP_EXIT_TRUNCATED ? rc : prog;
+}
+
 int lp_cmd_record(int argc, char **argv)
 {
 	struct opts o;
@@ -422,6 +473,9 @@ int lp_cmd_record(int argc, char **argv)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && access(raw, F_OK) != 0)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
+
+	if (o.memory)
+		return record_memory(&o, raw, prog, wall);
 
 	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	struct stat sb;

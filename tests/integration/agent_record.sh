@@ -96,6 +96,33 @@ rc=$?
 grep -q 'truncated' "$t/err" || fail "no truncation warning: $(cat "$t/err")"
 [ -s "$t/k.folded" ] || fail "nothing rendered from the killed program's stream"
 
+# -- --memory: the memprof report on standard output, a flame graph with -o, exit status.
+cat >"$t/mem.lua" <<'EOF'
+local keep = {}
+for i = 1, 100 do keep[i] = { i } end
+local s = string.rep("m", 4000)
+if arg[1] then os.exit(tonumber(arg[1])) end
+EOF
+(cd "$t" && "$lp" record --memory -- luajit mem.lua) >"$t/mem.out" 2>"$t/err"
+rc=$?
+[ $rc = 0 ] || fail "record --memory exited $rc: $(cat "$t/err")"
+grep -q '^ALLOCATIONS$' "$t/mem.out" && grep -q '^HEAP SUMMARY:$' "$t/mem.out" ||
+	fail "record --memory: no memprof report on stdout: $(head -5 "$t/mem.out")"
+# 100 one-slot tables at line 2 (the JIT may run the loop: a trace started there).
+grep -Eq '^(@mem.lua:2|TRACE \[[0-9]+\] started at @mem.lua:2): [0-9]+ events' "$t/mem.out" ||
+	fail "record --memory: no event at mem.lua:2: $(head -8 "$t/mem.out")"
+grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
+	fail "record --memory: string.rep not at its line: $(grep mem.lua:3 "$t/mem.out")"
+[ -s "$t/luaprof.bin" ] || fail "record --memory: no raw stream luaprof.bin"
+grep -q 'memory profile' "$t/err" || fail "record --memory summary: $(cat "$t/err")"
+# os.exit with a status: the stream is finished at exit and the status passed on.
+(cd "$t" && "$lp" record --memory -o heap.svg -- luajit mem.lua 7) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 7 ] || fail "record --memory, os.exit(7): exit $rc: $(cat "$t/err")"
+head -c 100 "$t/heap.svg" | grep -q '<svg\|<?xml' || fail "record --memory -o heap.svg"
+"$lp" report -q "$t/heap.bin" -f memprof >/dev/null 2>"$t/err" ||
+	fail "record --memory after os.exit: the stream does not parse: $(cat "$t/err")"
+
 # -- No agent: luajit -E ignores LUA_INIT.
 (cd "$t" && "$lp" record -q -o e.svg -- luajit -E app.lua 0.1) >/dev/null 2>"$t/err"
 rc=$?
