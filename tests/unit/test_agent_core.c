@@ -103,10 +103,10 @@ unsigned long long agent_objects_adds(void)
 	return 1;
 }
 
-void agent_symtab_cfuncs(struct lp_wbuf *w, int midstream)
+void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind)
 {
 	static const char name[] = "main";
-	if (!midstream)
+	if (kind == AGENT_SYMS_SYMTAB)
 		lp_write_sym_cfunc(w, 0x400000, name, sizeof(name) - 1);
 }
 
