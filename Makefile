@@ -29,7 +29,7 @@ AGENT_SRCS := $(wildcard src/agent/*.c)
 AGENT_DEPS := $(wildcard src/util/*.c src/stream/*.c src/vm/*.c)
 AGENT_OBJS := $(AGENT_SRCS:%.c=$(BUILD)/pic/%.o) $(AGENT_DEPS:%.c=$(BUILD)/pic/%.o)
 LUA_CFLAGS ?= -I/usr/include/luajit-2.1
-AGENT_LIBS ?= -lpthread -lrt
+AGENT_LIBS ?= -lpthread -lrt -lm
 CLI_SRCS  := $(wildcard src/cli/*.c)
 GEN_PROTO := $(BUILD)/gen/profile.pb-c.c
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/profile.pb-c.o

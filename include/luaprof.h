@@ -205,10 +205,25 @@ struct luaprof_memprof_options {
 	void *ctx;                       /* passed to the writer and to on_stop */
 	luaprof_sysprof_writer writer;   /* required */
 	luaprof_sysprof_on_stop on_stop; /* required; also called when start fails */
+	/* luaprof extension: 0 for exact mode; else sampled mode, one allocation stack per
+	 * this many bytes allocated on average (see below). */
+	uint64_t sample_bytes;
 };
 
+/*
+** Sampled mode: no per-event stream. About one allocation per sample_bytes allocated (the
+** interval drawn at random, exponentially, as Go's heap profiler does, so periodic patterns
+** do not alias) is recorded with its full merged Lua + C stack, and sampled blocks still
+** allocated at stop are marked live. The stream is an ljm v3 with no events (symbols only)
+** and the samples in the luaprof extension; reports give alloc_space / alloc_objects /
+** inuse_space / inuse_objects, each sample weighted by 1 / (1 - exp(-size / sample_bytes)).
+** Needs libunwind for the C frames, like the CPU profiler's C mode.
+*/
+#define LUAPROF_MEMPROF_SAMPLE_DEFAULT (512 * 1024)
+
 struct luaprof_memprof_counters {
-	uint64_t events;      /* events written */
+	uint64_t events;      /* events written (exact mode) */
+	uint64_t samples;     /* allocations sampled (sampled mode) */
 	uint64_t allocs, frees, reallocs;
 	uint64_t alloc_bytes; /* bytes allocated (reallocations count their new size) */
 	uint64_t free_bytes;  /* bytes freed (reallocations count their old size) */

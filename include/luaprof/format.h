@@ -64,5 +64,6 @@ enum lp_vmstate {
 #define LP_EXT_CSIZE   0x03 /* addr size: extent of a C symbol of the symtab */
 #define LP_EXT_STACK   0x04 /* id lua-stack host-stack: a stack the samples below refer to */
 #define LP_EXT_TSAMPLE 0x05 /* (gap id)*: full stacks of TRACE samples, by their ordinal */
+#define LP_EXT_ASAMPLE 0x06 /* (stack size live)*: sampled allocations (memprof sampled mode) */
 
 #endif

@@ -69,6 +69,13 @@ struct agent_sample {
 */
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen);
 void agent_vm_detach(void);
+int agent_vm_attached(void);
+/*
+** Outside the handler, on the VM thread, with the handler's signal blocked (memprof's
+** sampled mode): prepares agent_vm_frame for a walk of the current native stack of thread
+** L in VM state vmstate (its interpreter C frames; the running trace when vmstate >= 0).
+*/
+void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 
 /*
 ** Called in the signal handler with the interrupted context. Fills s for the mode
@@ -167,9 +174,15 @@ uint64_t agent_tstacks_lost(void);
 /* The process's command line, arguments joined by spaces, into buf. */
 void agent_cmdline(char *buf, size_t len);
 
+/* Blocks the CPU profiler's signal on this thread (if installed), saving the mask in old;
+ * returns 1 if it blocked (restore with pthread_sigmask(SIG_SETMASK, old, NULL)). */
+int agent_block_signal(sigset_t *old);
+
 /* -- Memory profiler (memprof.c), used by the Lua binding ------------------------------ */
 
 int agent_memprof_running(void);
+/* memprof's sampled mode holds the VM sampler and the objects table (shared with sysprof). */
+int agent_memprof_uses_native(void);
 uint64_t agent_memprof_run_id(void);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
  * heap (0, or -1 without memory). */

@@ -301,10 +301,26 @@ static int l_stats(lua_State *L)
 
 static char mem_path[4096];
 
-/* local ok, err, errno = memprof.start(path) */
+/* local ok, err, errno = memprof.start(path [, {sample = bytes | true}]) */
 static int l_mem_start(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
+	uint64_t sample = 0;
+	if (!lua_isnoneornil(L, 2)) {
+		if (!lua_istable(L, 2))
+			return push_misuse(L, "memprof options should be a table");
+		lua_getfield(L, 2, "sample");
+		if (lua_isboolean(L, -1)) {
+			sample = lua_toboolean(L, -1) ? LUAPROF_MEMPROF_SAMPLE_DEFAULT : 0;
+		} else if (!lua_isnil(L, -1)) {
+			lua_Number n = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : -1;
+			if (!(n >= 1 && n <= 1e15))
+				return push_misuse(L, "memprof sample must be true or a number of "
+						      "bytes (>= 1)");
+			sample = (uint64_t)n;
+		}
+		lua_pop(L, 1);
+	}
 	if (agent_memprof_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
 	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
@@ -319,7 +335,7 @@ static int l_mem_start(lua_State *L)
 	snprintf(mem_path, sizeof(mem_path), "%s", path);
 	struct luaprof_memprof_options opt = {
 		.buf = fc->buf, .len = sizeof(fc->buf), .ctx = fc,
-		.writer = file_writer, .on_stop = file_on_stop,
+		.writer = file_writer, .on_stop = file_on_stop, .sample_bytes = sample,
 	};
 	/* From here on file_on_stop owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
@@ -363,8 +379,9 @@ static int l_mem_report(lua_State *L)
 {
 	struct luaprof_memprof_counters c;
 	luaprof_memprof_report(&c);
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 7);
 	setnum(L, "events", c.events);
+	setnum(L, "samples", c.samples);
 	setnum(L, "allocs", c.allocs);
 	setnum(L, "frees", c.frees);
 	setnum(L, "reallocs", c.reallocs);
@@ -515,6 +532,7 @@ static void autostart(lua_State *L)
 	a.path = DEFAULT_PATH;
 	const char *bad = NULL;
 	int memory = 0;
+	unsigned long long sample_bytes = 0;
 	for (char *p = spec; p && *p && !bad;) {
 		char *val = strchr(p, '=');
 		if (!val) {
@@ -529,7 +547,12 @@ static void autostart(lua_State *L)
 		char *next = strchr(val, ',');
 		if (next)
 			*next++ = '\0';
-		if (!strcmp(p, "profiler")) {
+		if (!strcmp(p, "sample")) {
+			char *end;
+			sample_bytes = strtoull(val, &end, 10);
+			if (*end || !sample_bytes)
+				bad = "malformed sample in LUAPROF_RECORD";
+		} else if (!strcmp(p, "profiler")) {
 			memory = !strcmp(val, "memory");
 			if (!memory && strcmp(val, "cpu"))
 				bad = "unknown profiler in LUAPROF_RECORD";
@@ -562,7 +585,12 @@ static void autostart(lua_State *L)
 	if (memory) {
 		lua_pushcfunction(L, l_mem_start);
 		lua_pushstring(L, a.path);
-		lua_call(L, 1, 2);
+		lua_createtable(L, 0, 1);
+		if (sample_bytes) {
+			lua_pushnumber(L, (lua_Number)sample_bytes);
+			lua_setfield(L, -2, "sample");
+		}
+		lua_call(L, 2, 2);
 		if (!lua_toboolean(L, top + 1))
 			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
 		else

@@ -27,6 +27,9 @@
 ** the allocation). Detection and symbol names use the checked reader, once per object.
 */
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +40,15 @@
 #include <lua.h>
 
 #include "agent/agent.h"
+#include "agent/objects.h"
+#include "luaprof/format.h"
 #include "stream/writer.h"
+#include "util/grow.h"
 #include "util/addrmap.h"
 #include "util/iset.h"
 #include "vm/luajit.h"
 #include "vm/luajit_trace.h"
+#include "vm/luajit_walk.h"
 
 enum { MP_IDLE, MP_RUNNING, MP_HALTED };
 
@@ -71,7 +78,28 @@ static struct {
 	/* Counters. */
 	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
 	uint64_t started_ns;
+	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
+	uint64_t sample_bytes;
+	int64_t countdown;              /* bytes until the next sample */
+	uint64_t rng;
+	int own_native;                 /* attached the VM sampler and objects table itself */
+	uint64_t self_lo, self_hi;      /* this library's code: the wrapper's own frames */
+	uint8_t *body;                  /* distinct stacks ("lua-stack host-stack"), back to back */
+	size_t nbody, bodycap;
+	struct ent { size_t off, len; } *ent;
+	size_t nent, entcap;
+	struct lp_iset index;
+	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
+	size_t nsmp, smpcap;
+	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
+	uint64_t nlost;                 /* samples not kept (no memory) */
 } mp;
+
+/* Scratch of one sampled stack (the VM thread only). */
+static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
+static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
+static uint64_t s_host[AGENT_MAX_HOST];
+static uint8_t s_body[AGENT_SAMPLE_MAX];
 
 /* -- Plain loads --------------------------------------------------------------------- */
 
@@ -105,16 +133,26 @@ static inline uint8_t ld8(uint64_t a)
 
 static void io_check(void);
 
-/* Writes the prototype's symbol unless this very function was named already. */
-static void need_proto(uint64_t pt)
+/*
+** Writes the prototype's symbol unless this very function was named already, and returns
+** the key that names it in the stream: its address, or, when the address was reused by
+** another function during the profile, the address tagged with a generation in bits 47+
+** (user-space addresses fit in 47 bits). Events resolve names in stream order, but stacks
+** (sampled mode) are resolved after the whole stream: a key per function keeps them right.
+*/
+static uint64_t need_proto(uint64_t pt)
 {
+	static uint64_t generation;
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t chunk = ld64(pt + y->pt_chunkname);
 	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
 	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.protos, pt);
 	if (e && e->a == fp)
-		return;
+		return e->b;
+	uint64_t key = pt;
+	if (e && mp.sample_bytes)
+		key = pt | (++generation & 0xffff) << 47;
 	char name[AGENT_NAME_MAX];
 	size_t len = 0;
 	if (lp_lj_str(&mp.vm, &mp.checked, chunk, name, sizeof(name), &len) != LP_LJ_OK) {
@@ -123,9 +161,10 @@ static void need_proto(uint64_t pt)
 	}
 	if (len >= sizeof(name))
 		len = sizeof(name) - 1;
-	lp_write_mem_sym_lua(&mp.w, pt, name, len, first);
+	lp_write_mem_sym_lua(&mp.w, key, name, len, first);
 	/* Without memory for the map the symbol is written again next time: still correct. */
-	(void)lp_addrmap_put(&mp.protos, pt, fp, 0);
+	(void)lp_addrmap_put(&mp.protos, pt, fp, key);
+	return key;
 }
 
 /* The line of the instruction before pc (LuaJIT's frame convention) in prototype pt;
@@ -174,8 +213,8 @@ static void need_trace(uint32_t traceno)
 	struct lp_lj_trace t;
 	if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
 		return;
-	need_proto(t.startpt);
-	lp_write_mem_sym_trace(&mp.w, traceno, t.startpt, pc_line(t.startpt, t.startpc + 4));
+	lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
+			       pc_line(t.startpt, t.startpc + 4));
 	(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
 }
 
@@ -242,9 +281,8 @@ static void locate(struct lp_mem_event *ev)
 		uint32_t line = pc_line(pt, ld64(cf + y->cf_pc));
 		if (!line)
 			return;
-		need_proto(pt);
 		ev->source = LP_ASOURCE_LFUNC;
-		ev->loc_addr = pt;
+		ev->loc_addr = need_proto(pt);
 		ev->loc_line = line;
 		return;
 	}
@@ -254,9 +292,8 @@ static void locate(struct lp_mem_event *ev)
 			uint64_t pt = caller_proto(base, link);
 			uint32_t line = pt ? pc_line(pt, link) : 0;
 			if (line) {
-				need_proto(pt);
 				ev->source = LP_ASOURCE_LFUNC;
-				ev->loc_addr = pt;
+				ev->loc_addr = need_proto(pt);
 				ev->loc_line = line;
 				return;
 			}
@@ -265,6 +302,297 @@ static void locate(struct lp_mem_event *ev)
 	ev->source = LP_ASOURCE_CFUNC;
 	ev->loc_addr = ld64(fn + y->fn_f);
 	need_cfunc(ev->loc_addr);
+}
+
+/* -- Sampled mode ------------------------------------------------------------------------ */
+
+/* Plain reads for the frame walker: the VM state is consistent at an allocation. */
+static int direct_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+static const struct lp_mem direct = { direct_read, NULL };
+
+/* Bytes to the next sample: exponential with mean sample_bytes, as Go's heap profiler
+ * draws it, so that a periodic allocation pattern cannot alias with the sampling. */
+static int64_t next_interval(void)
+{
+	mp.rng ^= mp.rng << 13;
+	mp.rng ^= mp.rng >> 7;
+	mp.rng ^= mp.rng << 17;
+	double u = ((double)(mp.rng >> 11) + 1.0) / 9007199254740993.0; /* (0, 1] */
+	double v = -log(u) * (double)mp.sample_bytes;
+	return v > 4e18 ? INT64_MAX / 2 : (int64_t)v + 1;
+}
+
+/*
+** The Lua frames of the running coroutine and its resumers, innermost first. While a trace
+** runs (vmst >= 0), its base frame is at g->jit_base and the allocating code is located
+** from the trace's machine code on the native stack (host[0..nhost)): the snapshot there
+** gives the line, in the base frame's function or in a function inlined into the trace
+** (then shown on top of the base frame).
+*/
+static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t nhost)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	struct lp_lj_thread t;
+	if (lp_lj_thread_read(&mp.vm, &direct, L, &t) != LP_LJ_OK)
+		return 0;
+	uint64_t base = 0, leaf = 0;
+	size_t n = 0;
+	if (vmst >= 0) {
+		struct lp_lj_trace tr;
+		base = ld64(mp.vm.g + y->g_jit_base);
+		if (!base || lp_lj_trace_read(&mp.vm, &direct, (uint32_t)vmst, &tr) != LP_LJ_OK)
+			return 0;
+		leaf = tr.startpc + 4;
+		uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK, base_pt = 0;
+		if (fn && ld8(fn + y->fn_ffid) == LP_LJ_FFID_LUA)
+			base_pt = ld64(fn + y->fn_pc) - y->pt_size;
+		for (size_t i = 0; i < nhost; i++) {
+			struct lp_lj_trace_loc loc;
+			if (!lp_lj_trace_has(&tr, host[i]))
+				continue;
+			if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==
+				    LP_LJ_OK && loc.pt) {
+				if (loc.pt == base_pt && !loc.inlined) {
+					leaf = loc.pc;
+				} else if (loc.line > 0) {
+					s_lua[n].type = LP_FRAME_LFUNC;
+					s_lua[n].addr = need_proto(loc.pt);
+					s_lua[n++].line = (uint64_t)loc.line;
+				}
+			}
+			break;
+		}
+	}
+	for (int level = 0; level < 16 && n < AGENT_MAX_LUA; level++) {
+		unsigned flags;
+		unsigned k = lp_lj_walk(&mp.vm, &direct, &t, base, leaf, s_frames,
+					(unsigned)(AGENT_MAX_LUA - n), &flags);
+		for (unsigned i = 0; i < k; i++) {
+			const struct lp_lj_frame *f = &s_frames[i];
+			struct lp_lua_frame *o = &s_lua[n++];
+			o->type = f->kind;
+			o->line = 0;
+			if (f->kind == LP_FRAME_LFUNC) {
+				o->addr = need_proto(f->addr);
+				o->line = f->line > 0 ? (uint64_t)f->line : 0;
+			} else if (f->kind == LP_FRAME_FFUNC) {
+				o->addr = f->ffid;
+			} else {
+				o->addr = f->addr;
+				need_cfunc(f->addr);
+			}
+		}
+		if (!(flags & LP_LJ_WALK_BOTTOM))
+			break;
+		struct lp_lj_thread r;
+		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK)
+			break;
+		t = r;
+		base = leaf = 0;
+	}
+	return n;
+}
+
+struct eqctx {
+	const uint8_t *p;
+	size_t len;
+};
+
+/* s_body holds any stack (AGENT_SAMPLE_MAX): never flushed. */
+static size_t no_flush(const void **data, size_t len, void *ctx)
+{
+	return 0;
+}
+
+static int body_eq(const void *ctx, uint32_t idx)
+{
+	const struct eqctx *c = ctx;
+	return mp.ent[idx].len == c->len && memcmp(mp.body + mp.ent[idx].off, c->p, c->len) == 0;
+}
+
+/* The native stack from here, innermost first (getcontext returns twice: kept apart). */
+static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
+{
+	ucontext_t uc;
+	int trunc = 0;
+	if (getcontext(&uc) != 0)
+		return 0;
+	agent_vm_prepare_walk(L, vmst);
+	return agent_unwind(&uc, s_host, AGENT_MAX_HOST, &trunc);
+}
+
+/* The stack of the allocation about to happen, interned: its id, or -1. */
+static int64_t capture(void)
+{
+	sigset_t old;
+	int blocked = agent_block_signal(&old);
+	int32_t vmst = (int32_t)ld32(mp.vm.g + mp.vm.lay->g_vmstate);
+	uint64_t L = ld64(mp.vm.g + mp.vm.lay->g_cur_L);
+	if (!L)
+		L = mp.vm.mainL;
+	size_t nhost = host_frames(L, vmst);
+	if (blocked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* The profiler's own frames (this function, the wrapper) are not the program's. */
+	size_t skip = 0;
+	while (skip < nhost && s_host[skip] >= mp.self_lo && s_host[skip] < mp.self_hi)
+		skip++;
+	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip);
+	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,
+				     .nhost = nhost - skip };
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, s_body, sizeof(s_body), no_flush, NULL);
+	lp_write_sys_stacks(&w, &smp);
+	if (!lp_wbuf_ok(&w))
+		return -1;
+	struct eqctx c = { s_body, (size_t)(w.pos - w.buf) };
+	uint64_t h = lp_hash_bytes(c.p, c.len, 0x5eed);
+	uint32_t id;
+	if (lp_iset_find(&mp.index, h, body_eq, &c, &id))
+		return id;
+	if (mp.nent >= UINT32_MAX - 1 ||
+	    lp_grow((void **)&mp.body, &mp.bodycap, mp.nbody + c.len, 1) ||
+	    lp_grow((void **)&mp.ent, &mp.entcap, mp.nent + 1, sizeof(*mp.ent)) ||
+	    lp_iset_insert(&mp.index, h, (uint32_t)mp.nent))
+		return -1;
+	memcpy(mp.body + mp.nbody, c.p, c.len);
+	mp.ent[mp.nent].off = mp.nbody;
+	mp.ent[mp.nent].len = c.len;
+	mp.nbody += c.len;
+	return (int64_t)mp.nent++;
+}
+
+/* A sampled block's address is no longer allocated (freed, or moved by a realloc). */
+static void sampled_gone(void *ptr)
+{
+	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.live, (uint64_t)(uintptr_t)ptr);
+	if (!e)
+		return;
+	mp.smp[e->a].live = 0;
+	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
+}
+
+static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	int64_t id = -1;
+	if (nsize && (mp.countdown -= (int64_t)nsize) < 0) {
+		/* Before the allocation: a stack reallocation moves the frames. */
+		mp.countdown = next_interval();
+		id = capture();
+		if (id < 0)
+			mp.nlost++;
+	}
+	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (mp.state != MP_RUNNING)
+		return np;
+	if (ptr && osize && (nsize == 0 || np) && mp.live.count)
+		sampled_gone(ptr);
+	if (id >= 0 && np) {
+		if (lp_grow((void **)&mp.smp, &mp.smpcap, mp.nsmp + 1, sizeof(*mp.smp)) ||
+		    lp_addrmap_put(&mp.live, (uint64_t)(uintptr_t)np, mp.nsmp, 0)) {
+			mp.nlost++;
+			return np;
+		}
+		mp.smp[mp.nsmp].size = nsize;
+		mp.smp[mp.nsmp].stack = (uint32_t)id;
+		mp.smp[mp.nsmp++].live = 1;
+	}
+	if (nsize) {
+		mp.allocs += ptr && osize ? 0 : 1;
+		mp.reallocs += ptr && osize ? 1 : 0;
+		mp.alloc_bytes += nsize;
+	} else {
+		mp.frees++;
+	}
+	mp.free_bytes += ptr ? osize : 0;
+	/* Symbols written while capturing may have failed the stream. */
+	io_check();
+	return np;
+}
+
+/* The extension's stack records and the sampled allocations, at stop. */
+static void write_samples(struct lp_wbuf *w)
+{
+	uint8_t tmp[32];
+	for (size_t i = 0; i < mp.nent; i++) {
+		size_t n = lp_uleb_encode(i, tmp);
+		lp_wbuf_u8(w, LP_EXT_STACK);
+		lp_wbuf_uleb(w, n + mp.ent[i].len);
+		lp_wbuf_bytes(w, tmp, n);
+		lp_wbuf_bytes(w, mp.body + mp.ent[i].off, mp.ent[i].len);
+	}
+	/* asample records of up to 60 KiB: (stack size live)*. */
+	uint8_t rec[61440 + 32];
+	size_t len = 0;
+	for (size_t i = 0; i < mp.nsmp; i++) {
+		len += lp_uleb_encode(mp.smp[i].stack, rec + len);
+		len += lp_uleb_encode(mp.smp[i].size, rec + len);
+		len += lp_uleb_encode(mp.smp[i].live, rec + len);
+		if (len >= 61440 || i + 1 == mp.nsmp) {
+			lp_write_ext_record(w, LP_EXT_ASAMPLE, rec, len);
+			len = 0;
+		}
+	}
+}
+
+static void free_samples(void)
+{
+	free(mp.body);
+	free(mp.ent);
+	lp_iset_free(&mp.index);
+	free(mp.smp);
+	lp_addrmap_free(&mp.live);
+	mp.body = NULL;
+	mp.ent = NULL;
+	mp.smp = NULL;
+	mp.nbody = mp.bodycap = mp.nent = mp.entcap = mp.nsmp = mp.smpcap = 0;
+}
+
+int agent_memprof_uses_native(void)
+{
+	return mp.own_native;
+}
+
+static void native_release_mp(void)
+{
+	if (!mp.own_native)
+		return;
+	mp.own_native = 0;
+	if (!agent_running()) {
+		agent_objects_fini();
+		agent_vm_detach();
+	}
+}
+
+/* Shares the CPU profiler's VM sampler, objects table and unwinder, attaching them when
+ * it does not run. */
+static int native_acquire(lua_State *L)
+{
+	if (!agent_vm_attached()) {
+		if (agent_vm_attach(L, mp.err, sizeof(mp.err)) != 0)
+			return -1;
+		if (agent_objects_init(mp.err, sizeof(mp.err)) != 0) {
+			agent_vm_detach();
+			return -1;
+		}
+	}
+	mp.own_native = 1;
+	if (agent_unwind_init(mp.err, sizeof(mp.err)) != 0) {
+		native_release_mp();
+		return -1;
+	}
+	const struct objtab *tab = agent_objects_enter();
+	const struct obj_text *tx = tab ? agent_objects_text(tab, (uint64_t)(uintptr_t)capture)
+				       : NULL;
+	mp.self_lo = tx ? tx->lo : 0;
+	mp.self_hi = tx ? tx->hi : 0;
+	agent_objects_leave();
+	return 0;
 }
 
 /* -- The wrapper ----------------------------------------------------------------------- */
@@ -414,6 +742,15 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.buf = opt->buf;
 	mp.io_errno = 0;
 	mp.events = mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
+	mp.sample_bytes = opt->sample_bytes;
+	mp.nlost = 0;
+	free_samples();
+	if (mp.sample_bytes && native_acquire(L) != 0) {
+		opt->on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	mp.rng = (now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	mp.seen.n = 0;
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
@@ -432,6 +769,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 		set_err("cannot write the profile: %s", strerror(e));
 		opt->on_stop(opt->ctx, opt->buf);
 		free_maps();
+		native_release_mp();
 		errno = e;
 		return LUAPROF_PROFILE_ERRIO;
 	}
@@ -440,7 +778,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	mp.state = MP_RUNNING;
 	mp.started_ns = now_ns();
-	lua_setallocf(L, wrapper, NULL);
+	lua_setallocf(L, mp.sample_bytes ? sampled_wrapper : wrapper, NULL);
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
@@ -458,7 +796,14 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		restore_allocator();
 	int e = mp.io_errno;
 	if (!e) {
-		char events[32], dur[32];
+		char events[32], dur[32], every[32], nsmp[32], lost[32];
+		static char ffnames[8192];
+		ffnames[0] = '\0';
+		if (mp.sample_bytes)
+			agent_vm_ffnames(ffnames, sizeof(ffnames));
+		snprintf(every, sizeof(every), "%llu", (unsigned long long)mp.sample_bytes);
+		snprintf(nsmp, sizeof(nsmp), "%llu", (unsigned long long)mp.nsmp);
+		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(now_ns() - mp.started_ns));
@@ -466,15 +811,19 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		agent_cmdline(cmdline, sizeof(cmdline));
 		const char *meta[] = {
 			"cmdline", cmdline,
-			"mode", "exact",
+			"mode", mp.sample_bytes ? "sampled" : "exact",
 			"events", events,
+			"sample_bytes", every,
+			"samples", nsmp,
+			"samples_lost", lost,
+			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",
 			"vm", mp.vm.lay->name,
 			NULL,
 		};
 		lp_write_memprof_epilogue(&mp.w);
-		agent_write_extension(&mp.w, NULL, meta);
+		agent_write_extension(&mp.w, mp.sample_bytes ? write_samples : NULL, meta);
 		lp_wbuf_flush(&mp.w);
 		if (!lp_wbuf_ok(&mp.w))
 			e = mp.w.flags & LP_WBUF_STOP ? ECANCELED
@@ -483,6 +832,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	mp.state = MP_IDLE;
 	mp.L = NULL;
 	free_maps();
+	native_release_mp();
 	errno = 0;
 	if (mp.on_stop(mp.ctx, mp.buf) != 0 && !e)
 		e = errno ? errno : EIO;
@@ -497,6 +847,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
 {
 	c->events = mp.events;
+	c->samples = mp.nsmp;
 	c->allocs = mp.allocs;
 	c->frees = mp.frees;
 	c->reallocs = mp.reallocs;

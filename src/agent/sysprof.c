@@ -500,7 +500,16 @@ static void teardown(int blocked, const sigset_t *oldmask)
 		sem_destroy(&sp.sem);
 		sp.sem_ok = 0;
 	}
+}
+
+/* The VM sampler and the loaded-objects table are shared with memprof's sampled mode:
+ * released only when that does not use them. */
+static void native_release(void)
+{
+	if (agent_memprof_uses_native())
+		return;
 	agent_objects_fini();
+	agent_vm_detach();
 }
 
 static const char *mode_name(int mode)
@@ -576,7 +585,7 @@ static int stop_locked(int from_state)
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream();
 	agent_tstacks_free();
-	agent_vm_detach();
+	native_release();
 	int rc = LUAPROF_PROFILE_SUCCESS;
 	int e = atomic_load(&sp.io_errno);
 	if (sp.on_stop && sp.on_stop(sp.ctx, sp.buf) != 0 && !e)
@@ -600,6 +609,17 @@ static int claim_stop(void)
 		if (atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING))
 			return st;
 	}
+}
+
+int agent_block_signal(sigset_t *old)
+{
+	sigemptyset(old);
+	if (!sp.sig_installed)
+		return 0;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sp.signo);
+	return pthread_sigmask(SIG_BLOCK, &set, old) == 0;
 }
 
 int agent_stop_any(void)
@@ -749,12 +769,12 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;
 		set_err("not enough memory");
-		goto fail_vm;
+		goto fail_native;
 	}
 	if (agent_objects_init(sp.err, sizeof(sp.err)) != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;
-		goto fail_vm;
+		goto fail_native;
 	}
 	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && !sp.backtracer &&
 	    agent_unwind_init(sp.err, sizeof(sp.err)) != 0) {
@@ -803,7 +823,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		sigaddset(&set, sp.signo);
 		pthread_sigmask(SIG_BLOCK, &set, &oldmask);
 		teardown(1, &oldmask);
-		goto fail_vm;
+		goto fail_native;
 	}
 	return LUAPROF_PROFILE_SUCCESS;
 
@@ -819,9 +839,8 @@ fail_unwind:
 		sem_destroy(&sp.sem);
 		sp.sem_ok = 0;
 	}
-	agent_objects_fini();
-fail_vm:
-	agent_vm_detach();
+fail_native:
+	native_release();
 	goto fail_cb;
 fail_early:
 	e = EINVAL;

@@ -110,6 +110,8 @@ static const struct lp_mem mem = { cache_read, NULL };
 static struct lp_lj_vm vm;
 static int attached;
 
+static void known_reset(void);
+
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 {
 	struct lp_mem_pid p;
@@ -118,6 +120,7 @@ int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 	if (lp_lj_detect(&vm, &m, (uint64_t)(uintptr_t)L, err, errlen) != LP_LJ_OK)
 		return -1;
 	lp_mem_pid_init(&pid_mem, &pid_ctx, getpid());
+	known_reset(); /* a new stream: nothing is named in it yet */
 	gg_lo = vm.mainL;
 	gg_hi = vm.disp + 8 * ((uint64_t)vm.lay->len_ddisp + vm.lay->len_sdisp);
 	if (gg_lo > vm.g || gg_hi <= vm.g)
@@ -595,6 +598,34 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	regs[AGENT_RIP] = v[4];
 	regs[AGENT_RSP] = cfa;
 	return 1;
+}
+
+int agent_vm_attached(void)
+{
+	return attached;
+}
+
+void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
+{
+	cache_reset();
+	ncframes = 0;
+	have_trace = 0;
+	if (!attached)
+		return;
+	struct lp_lj_thread t;
+	if (lp_lj_thread_read(&vm, &mem, L, &t) == LP_LJ_OK) {
+		add_cframes(t.cframe);
+		/* A coroutine's native frames continue in its resumers'. */
+		for (int level = 0; level < MAX_RESUMES; level++) {
+			struct lp_lj_thread r;
+			if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+				break;
+			t = r;
+			add_cframes(t.cframe);
+		}
+	}
+	if (vmstate >= 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
+		have_trace = 1;
 }
 
 void agent_vm_detach(void)

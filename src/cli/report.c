@@ -159,11 +159,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 }
 
 /* Checks options against the kind of stream found. */
-static int check_kind(struct opts *o, enum lp_stream_kind kind)
+static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 {
 	int mem = kind == LP_STREAM_MEMPROF;
 	if (o->fmt == LP_FMT_NONE)
-		o->fmt = mem ? LP_FMT_MEMPROF : LP_FMT_TOP;
+		o->fmt = mem && !sampled ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (sampled && o->fmt == LP_FMT_MEMPROF)
+		return fail("%s is a sampled memory profile (allocation stacks, not every event): "
+			    "the memprof report needs an exact-mode stream; use -f top, flamegraph, "
+			    "pprof, collapsed or speedscope", o->input);
 	if (!mem && o->fmt == LP_FMT_MEMPROF)
 		return fail("%s is a CPU (sysprof) stream; the memprof report needs a memory "
 			    "stream", o->input);
@@ -192,6 +196,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 			sep = ", ";
 		}
 		fputs(*sep == ',' ? ")" : "", stderr);
+	} else if (l->sampled) {
+		fprintf(stderr, "luaprof: %s: %zu sampled allocations", o->input,
+			lp_sysprof_nasamples(l->msamp));
 	} else {
 		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory events", o->input,
 			l->stats.events);
@@ -318,7 +325,7 @@ int lp_cmd_report(int argc, char **argv)
 	}
 	if (exit_code != LP_EXIT_OK)
 		goto out;
-	if ((rc = check_kind(&o, l.kind)) != 0) {
+	if ((rc = check_kind(&o, l.kind, l.sampled)) != 0) {
 		exit_code = rc;
 		goto out;
 	}

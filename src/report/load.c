@@ -89,13 +89,38 @@ static int on_ext_csize(void *p, uint64_t addr, uint64_t size)
 	return 0;
 }
 
+/* Where stack records go: the CPU aggregator, or for a memory stream the sampled one. */
+static struct lp_sysprof *stacks_of(struct ctx *c)
+{
+	if (c->l->sys)
+		return c->l->sys;
+	if (c->l->mem && !c->l->msamp)
+		c->l->msamp = lp_sysprof_new_memory(c->l->st);
+	return c->l->msamp;
+}
+
 static int on_ext_stack(void *p, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
 			const uint64_t *host, size_t nhost)
 {
 	struct ctx *c = p;
-	if (!c->l->sys)
+	if (!c->l->sys && !c->l->mem)
 		return 0;
-	return lp_sysprof_stack(c->l->sys, id, lua, nlua, host, nhost) ? nomem(c) : 0;
+	struct lp_sysprof *s = stacks_of(c);
+	if (!s || lp_sysprof_stack(s, id, lua, nlua, host, nhost))
+		return nomem(c);
+	return 0;
+}
+
+static int on_ext_asample(void *p, uint64_t id, uint64_t size, int live)
+{
+	struct ctx *c = p;
+	if (!c->l->mem)
+		return 0;
+	struct lp_sysprof *s = stacks_of(c);
+	if (!s || lp_sysprof_asample(s, id, size, live))
+		return nomem(c);
+	c->l->sampled = 1;
+	return 0;
 }
 
 static int on_ext_tsample(void *p, uint64_t ordinal, uint64_t id)
@@ -119,9 +144,15 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		unsigned long long v = strtoull(value, &end, 10);
 		if (*value && !*end)
 			*(key[0] == 'i' ? &c->l->interval_ns : &c->l->dropped) = v;
-	} else if (!strcmp(key, "ffnames") && c->l->sys) {
-		if (lp_sysprof_set_ffnames(c->l->sys, value))
+	} else if (!strcmp(key, "ffnames") && (c->l->sys || c->l->mem)) {
+		struct lp_sysprof *s = stacks_of(c);
+		if (!s || lp_sysprof_set_ffnames(s, value))
 			return nomem(c);
+	} else if (!strcmp(key, "sample_bytes") && c->l->mem) {
+		struct lp_sysprof *s = stacks_of(c);
+		if (!s)
+			return nomem(c);
+		lp_sysprof_set_sample_bytes(s, strtoull(value, NULL, 10));
 	}
 	return 0;
 }
@@ -152,6 +183,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_csize = on_ext_csize,
 		.ext_stack = on_ext_stack,
 		.ext_tsample = on_ext_tsample,
+		.ext_asample = on_ext_asample,
 	};
 	return lp_parse_stream(in, &h, &out->stats);
 }
@@ -160,6 +192,7 @@ void lp_loaded_free(struct lp_loaded *l)
 {
 	lp_memprof_free(l->mem);
 	lp_sysprof_free(l->sys);
+	lp_sysprof_free(l->msamp);
 	lp_symtab_free(l->st);
 	free(l->cmdline);
 	memset(l, 0, sizeof(*l));
@@ -168,7 +201,9 @@ void lp_loaded_free(struct lp_loaded *l)
 struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 {
 	struct lp_profile *p = NULL;
-	if (l->mem)
+	if (l->mem && l->sampled && l->msamp)
+		p = lp_sysprof_profile(l->msamp);
+	else if (l->mem)
 		p = lp_memprof_profile(l->mem);
 	else if (l->sys)
 		p = lp_sysprof_profile(l->sys);
@@ -177,7 +212,7 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	struct lp_profile_meta *m = lp_profile_meta(p);
 	m->source = source;
 	m->event = l->mem ? "memory" : "cpu";
-	m->samples = l->stats.events;
+	m->samples = l->sampled ? (uint64_t)lp_sysprof_nasamples(l->msamp) : l->stats.events;
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,11 @@ struct lp_sysprof {
 	uint32_t *mpool;
 	size_t nmpool, mpoolcap;
 	int traces_added;
+	/* Memory samples. */
+	int memory;
+	uint64_t sample_bytes;
+	struct msample { uint64_t id, size; int live; } *msmp;
+	size_t nmsmp, msmpcap;
 	/* Lua symbols replaced while TRACE samples were read (a proto address reused), so
 	 * that their stacks, resolved at the end, name frames as of their own time:
 	 * replacement k happened after the first `after` TRACE samples. */
@@ -131,6 +137,7 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->mpool);
 	free(s->repl);
 	lp_addrmap_free(&s->overlay);
+	free(s->msmp);
 	free(s);
 }
 
@@ -552,10 +559,11 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 			.vmstate = LP_VMST_TRACE, .lua = s->lpool + r->lua, .nlua = r->nlua,
 			.host = host, .nhost = r->nhost,
 		};
-		if (merge(s, &smp, 1, &n))
+		if (merge(s, &smp, !s->memory, &n))
 			return -ENOMEM;
 	} else {
-		for (size_t k = r->nhost; k-- > 1;)
+		/* A trace's own code (host[0]) is shown by the trace frame. */
+		for (size_t k = r->nhost; k-- > (s->memory ? 0 : 1);)
 			if (c_frame(s, host[k], &id) || push(s, &n, id))
 				return -ENOMEM;
 	}
@@ -616,6 +624,93 @@ static int add_traces(struct lp_sysprof *s)
 	return 0;
 }
 
+/* -- Memory samples ------------------------------------------------------------------ */
+
+struct lp_sysprof *lp_sysprof_new_memory(struct lp_symtab *st)
+{
+	static const struct lp_value_type types[4] = {
+		{ "alloc_space", "bytes" }, { "alloc_objects", "count" },
+		{ "inuse_space", "bytes" }, { "inuse_objects", "count" },
+	};
+	struct lp_sysprof *s = lp_sysprof_new(st, NULL);
+	if (!s)
+		return NULL;
+	lp_profile_free(s->raw);
+	if (!(s->raw = lp_profile_new(4, types))) {
+		free(s);
+		return NULL;
+	}
+	s->memory = 1;
+	return s;
+}
+
+void lp_sysprof_set_sample_bytes(struct lp_sysprof *s, uint64_t sample_bytes)
+{
+	s->sample_bytes = sample_bytes;
+}
+
+size_t lp_sysprof_nasamples(const struct lp_sysprof *s)
+{
+	return s->nmsmp;
+}
+
+int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live)
+{
+	if (lp_grow((void **)&s->msmp, &s->msmpcap, s->nmsmp + 1, sizeof(*s->msmp)))
+		return -ENOMEM;
+	s->msmp[s->nmsmp].id = id;
+	s->msmp[s->nmsmp].size = size;
+	s->msmp[s->nmsmp++].live = live;
+	lp_profile_meta(s->raw)->samples++;
+	return 0;
+}
+
+static int64_t sat64(double v)
+{
+	return v >= 9.2e18 ? INT64_MAX : (int64_t)(v + 0.5);
+}
+
+/* Adds the memory samples, each weighted for the allocations it stands for. */
+static int add_memory(struct lp_sysprof *s)
+{
+	if (s->traces_added)
+		return 0;
+	s->traces_added = 1;
+	for (size_t i = 0; i < s->nmsmp; i++) {
+		const struct msample *m = &s->msmp[i];
+		struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, m->id);
+		if (!e) {
+			lp_profile_meta(s->raw)->dropped++;
+			continue;
+		}
+		struct rawstack *r = &s->stacks[e->a];
+		if (stack_frames(s, r))
+			return -ENOMEM;
+		double w = 1.0;
+		if (s->sample_bytes && m->size) {
+			double q = 1.0 - exp(-(double)m->size / (double)s->sample_bytes);
+			w = q > 0 ? 1.0 / q : 1.0;
+		}
+		int64_t v[4] = { sat64(w * (double)m->size), sat64(w), 0, 0 };
+		if (m->live) {
+			v[2] = v[0];
+			v[3] = v[1];
+		}
+		size_t n = 0;
+		for (size_t k = 0; k < r->nmerged; k++)
+			if (push(s, &n, s->mpool[r->merged + k]))
+				return -ENOMEM;
+		if (n == 0) {
+			uint32_t id;
+			if (vm_frame(s, LP_VMST_INTERP, &id) || push(s, &n, id))
+				return -ENOMEM;
+		}
+		if (lp_profile_add(s->raw, s->out, n, v))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* -- Naming C frames ----------------------------------------------------------------- */
 
 static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
@@ -634,7 +729,7 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)
 {
-	if (add_traces(s))
+	if (s->memory ? add_memory(s) : add_traces(s))
 		return NULL;
 	return lp_profile_remap(s->raw, name_c, s);
 }

@@ -53,6 +53,17 @@ int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
 /* Tells that the Lua symbol of proto is about to be replaced (its address was reused):
  * TRACE samples read so far keep the old name. Returns 0 or -ENOMEM. */
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old);
+/*
+** Memory samples (memprof sampled mode): an aggregator whose profile has the columns
+** alloc_space, alloc_objects, inuse_space, inuse_objects, built from stack records
+** (lp_sysprof_stack) and sampled allocations. Each sample stands for 1 / (1 - exp(-size /
+** sample_bytes)) allocations of its size (sample_bytes: the producer's mean interval; 0
+** counts each sample once). Return NULL / 0 or -ENOMEM.
+*/
+struct lp_sysprof *lp_sysprof_new_memory(struct lp_symtab *st);
+int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live);
+void lp_sysprof_set_sample_bytes(struct lp_sysprof *s, uint64_t sample_bytes);
+size_t lp_sysprof_nasamples(const struct lp_sysprof *s);
 /* Samples counted per VM state so far. */
 const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s);
 

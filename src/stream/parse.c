@@ -344,6 +344,20 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 				rc = lp_input_fail(in, LP_ERR_ABORT, at,
 						   "stopped by the consumer");
 		}
+	} else if (type == LP_EXT_ASAMPLE) {
+		while (rc == LP_OK && lp_input_offset(in) - start < len) {
+			uint64_t id, size, live;
+			TRY(lp_input_uleb(in, &id));
+			TRY(lp_input_uleb(in, &size));
+			TRY(lp_input_uleb(in, &live));
+			if (live > 1)
+				return lp_input_fail(in, LP_ERR_FORMAT, at,
+						     "sampled allocation with live flag %llu",
+						     (unsigned long long)live);
+			if (h->ext_asample && h->ext_asample(h->ctx, id, size, (int)live))
+				rc = lp_input_fail(in, LP_ERR_ABORT, at,
+						   "stopped by the consumer");
+		}
 	} else {
 		/* A record type from a newer writer: skip it whole. */
 		for (uint64_t left = len; left > 0 && rc == LP_OK;) {

@@ -114,6 +114,11 @@ void agent_maps_reset(void)
 {
 }
 
+int agent_memprof_uses_native(void)
+{
+	return 0;
+}
+
 void agent_maps_note(void)
 {
 }
