@@ -550,7 +550,7 @@ static void autostart(lua_State *L)
 		if (!strcmp(p, "sample")) {
 			char *end;
 			sample_bytes = strtoull(val, &end, 10);
-			if (*end || !sample_bytes)
+			if (*end)
 				bad = "malformed sample in LUAPROF_RECORD";
 		} else if (!strcmp(p, "profiler")) {
 			memory = !strcmp(val, "memory");

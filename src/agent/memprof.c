@@ -84,6 +84,8 @@ static struct {
 	uint64_t rng;
 	int own_native;                 /* attached the VM sampler and objects table itself */
 	uint64_t self_lo, self_hi;      /* this library's code: the wrapper's own frames */
+	uint64_t vmobj_lo, vmobj_hi;    /* code of the object holding the VM: its allocation
+					 * path (lj_mem_*, lj_alloc_*, lj_tab_new...) */
 	uint8_t *body;                  /* distinct stacks ("lua-stack host-stack"), back to back */
 	size_t nbody, bodycap;
 	struct ent { size_t off, len; } *ent;
@@ -438,9 +440,14 @@ static int64_t capture(void)
 	size_t nhost = host_frames(L, vmst);
 	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	/* The profiler's own frames (this function, the wrapper) are not the program's. */
+	/* The profiler's own frames (this function, the wrapper) are not the program's, nor
+	 * the VM's allocation path below the code that allocates: Lua (the interpreter's
+	 * block, a trace: kept as the leaf), or C outside the VM's object. */
 	size_t skip = 0;
 	while (skip < nhost && s_host[skip] >= mp.self_lo && s_host[skip] < mp.self_hi)
+		skip++;
+	while (skip + 1 < nhost && s_host[skip] >= mp.vmobj_lo && s_host[skip] < mp.vmobj_hi &&
+	       !(s_host[skip] >= mp.vm.vm_lo && s_host[skip] < mp.vm.vm_hi))
 		skip++;
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip);
 	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,
@@ -591,6 +598,9 @@ static int native_acquire(lua_State *L)
 				       : NULL;
 	mp.self_lo = tx ? tx->lo : 0;
 	mp.self_hi = tx ? tx->hi : 0;
+	tx = tab ? agent_objects_text(tab, mp.vm.vm_lo) : NULL;
+	mp.vmobj_lo = tx ? tx->lo : 0;
+	mp.vmobj_hi = tx ? tx->hi : 0;
 	agent_objects_leave();
 	return 0;
 }

@@ -56,6 +56,10 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      free by Lua line, C function or trace (Tarantool's memprof);\n"
 	      "                      rendered as the memprof text report on standard output\n"
 	      "                      unless -o/-f say otherwise (flame graphs: in-use bytes)\n"
+	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
+	      "                      and C stack of about one allocation per SIZE bytes (512K,\n"
+	      "                      1M, or bytes) and which are still live at exit; rendered\n"
+	      "                      as the top list (--value in `luaprof report` for more)\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
@@ -77,7 +81,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "  luaprof record --rate 1000 --clock wall -f collapsed -o app.folded -- luajit app.lua\n"
 	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n"
 	      "  luaprof record --memory -- luajit app.lua         (allocations by line)\n"
-	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n",
+	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n"
+	      "  luaprof record --memory --sample 512K -o alloc.svg -- luajit app.lua\n",
 	      out);
 }
 
@@ -91,6 +96,7 @@ struct opts {
 	int top;
 	int quiet;
 	int memory;
+	unsigned long long sample;
 	char **cmd;
 };
 
@@ -109,7 +115,7 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY };
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
@@ -118,6 +124,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "clock", required_argument, NULL, O_CLOCK },
 		{ "memory", no_argument, NULL, O_MEMORY },
+		{ "sample", required_argument, NULL, O_SAMPLE },
 		{ "top", required_argument, NULL, 'n' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -148,6 +155,21 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_MEMORY:
 			o->memory = 1;
 			break;
+		case O_SAMPLE: {
+			char *end;
+			errno = 0;
+			unsigned long long size = strtoull(optarg, &end, 10);
+			unsigned long long mul = *end == 'K' || *end == 'k' ? 1024
+					       : *end == 'M' || *end == 'm' ? 1024 * 1024 : 1;
+			if (mul > 1)
+				end++;
+			if (errno || end == optarg || *end || size == 0 || size > (1ull << 40) / mul ||
+			    optarg[0] == '-')
+				return fail("--sample expects a size in bytes (e.g. 524288, 512K, "
+					    "1M), not '%s'", optarg);
+			o->sample = size * mul;
+			break;
+		}
 		case O_RAW:
 			o->raw = optarg;
 			break;
@@ -194,8 +216,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	o->cmd = argv + optind;
 	if (o->fmt == LP_FMT_MEMPROF && !o->memory)
 		return fail("-f memprof is the memory report: add --memory");
+	if (o->sample && !o->memory)
+		return fail("--sample applies to the memory profiler: add --memory");
+	if (o->sample && o->fmt == LP_FMT_MEMPROF)
+		return fail("-f memprof needs every event: it does not go with --sample");
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
-		o->fmt = LP_FMT_MEMPROF;
+		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
 	if (!o->output)
 		o->output = o->memory && (o->fmt == LP_FMT_MEMPROF || o->fmt == LP_FMT_TOP)
 			  ? "-" : "luaprof.svg";
@@ -203,7 +229,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
-		o->fmt = o->memory ? LP_FMT_MEMPROF : LP_FMT_TOP;
+		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
 	return 0;
 }
 
@@ -292,7 +318,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
 		 so_lit);
 	if (o->memory)
-		snprintf(spec, sizeof(spec), "profiler=memory,path=%s", raw);
+		snprintf(spec, sizeof(spec), "profiler=memory,sample=%llu,path=%s", o->sample, raw);
 	else
 		snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
 			 1000000000ull / o->rate, o->clock, raw);
@@ -428,10 +454,15 @@ static int record_memory(const struct opts *o, const char *raw, int prog, uint64
 		return fail("%s wrote no profile: the agent was not loaded (the program must be "
 			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
 			    "and a supported LuaJIT build; see its messages above)", o->cmd[0]);
-	char *args[8];
+	char *args[10], limit[16];
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
+	if (o->fmt == LP_FMT_TOP && o->top > 0) {
+		snprintf(limit, sizeof(limit), "%d", o->top);
+		args[n++] = "-n";
+		args[n++] = limit;
+	}
 	args[n++] = "-f";
 	args[n++] = (char *)lp_fmt_name(o->fmt);
 	args[n++] = "-o";
@@ -440,6 +471,7 @@ static int record_memory(const struct opts *o, const char *raw, int prog, uint64
 	args[n] = NULL;
 	fflush(stdout);
 	int rc = lp_cmd_report(n, args);
+	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED)
 		return rc;
 	if (!o->quiet)

@@ -211,7 +211,7 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 		return NULL;
 	struct lp_profile_meta *m = lp_profile_meta(p);
 	m->source = source;
-	m->event = l->mem ? "memory" : "cpu";
+	m->event = l->sampled ? "memory (sampled)" : l->mem ? "memory" : "cpu";
 	m->samples = l->sampled ? (uint64_t)lp_sysprof_nasamples(l->msamp) : l->stats.events;
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;

@@ -559,7 +559,15 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 			.vmstate = LP_VMST_TRACE, .lua = s->lpool + r->lua, .nlua = r->nlua,
 			.host = host, .nhost = r->nhost,
 		};
-		if (merge(s, &smp, !s->memory, &n))
+		/* A memory sample's innermost host frame is the code that allocates: VM code
+		 * (the interpreter, a trace) stands for the Lua frame and is not shown. */
+		int leaf = 1;
+		if (s->memory && r->nhost) {
+			uint64_t ss;
+			enum anchor k = classify(s, host[0], &ss);
+			leaf = k == ANCHOR_VM_BLOCK || k == ANCHOR_UNNAMED || k == ANCHOR_VM_CALL;
+		}
+		if (merge(s, &smp, leaf, &n))
 			return -ENOMEM;
 	} else {
 		/* A trace's own code (host[0]) is shown by the trace frame. */

@@ -114,7 +114,8 @@ static void write_header(FILE *out, const struct lp_profile_meta *m,
 	fmt_value(tot, sizeof(tot), grand, t->unit);
 	int cpu = m->event && strcmp(m->event, "cpu") == 0;
 	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s\n",
-		m->source ? m->source : "-", t->type, tot, cpu ? "Samples" : "Events",
+		m->source ? m->source : "-", t->type, tot,
+		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
 		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
 	if (!cpu)
 		return;
