@@ -216,6 +216,6 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
-	m->dropped = l->dropped;
+	m->dropped += l->dropped;
 	return p;
 }

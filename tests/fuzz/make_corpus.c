@@ -132,6 +132,22 @@ static void seeds_memprof(void)
 	lp_write_memprof_epilogue(w);
 	out_close(&o);
 
+	/* Sampled mode: symbols, no events, stacks and sampled allocations. */
+	w = out_open(&o, "mp-sampled");
+	symtab(w);
+	lp_write_memprof_prologue(w);
+	lp_write_mem_sym_lua(w, 0x40003000, "@s.lua", 6, 1);
+	lp_write_memprof_epilogue(w);
+	lp_write_ext_prologue(w);
+	static const uint8_t mstack[] = { 0, 0x01, 0x80, 0xe0, 0x80, 0x02, 3, 0x02, 0x90, 0x80, 0x01,
+					  0x80, 0x90, 0x80, 0x01, 0x84, 0x82, 0x01, 0 };
+	static const uint8_t asmp[] = { 0, 64, 1, 0, 100, 0, 3, 8, 1 };
+	lp_write_ext_record(w, LP_EXT_STACK, mstack, sizeof(mstack));
+	lp_write_ext_record(w, LP_EXT_ASAMPLE, asmp, sizeof(asmp));
+	lp_write_ext_meta(w, "sample_bytes", "4096");
+	lp_write_ext_end(w);
+	out_close(&o);
+
 	/* Every event from every source, and the three mid-stream symbol events. */
 	w = out_open(&o, "mp-each");
 	symtab(w);

@@ -421,6 +421,77 @@ static void test_trace_stacks_reuse(void)
 		  "main;lua_pcall;@app.lua:5;@newer.lua:14;TRACE [3] @app.lua:21 1\n");
 }
 
+/* -- Memory samples (memprof sampled mode) ----------------------------------------- */
+
+/* A memprof stream with symbols only, then stacks and sampled allocations. */
+static const char *collapse_memory(unsigned column, const char *sample_bytes)
+{
+	static char text[4096];
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	lp_write_sym_cfunc(&wb, A_MAIN, "main", 4);
+	lp_write_sym_cfunc(&wb, A_LUA_PCALL, "lua_pcall", 9);
+	lp_write_sym_cfunc(&wb, A_BC, "lj_vm_asm_begin", 15);
+	lp_write_sym_cfunc(&wb, A_CFUNC, "my_cfunc", 8);
+	lp_write_symtab_final(&wb);
+	lp_write_memprof_prologue(&wb);
+	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_mem_sym_lua(&wb, P_F, "@app.lua", 8, 10);
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+	/* Stack 0: Lua code allocating (the interpreter frame is the leaf); stack 1: a C
+	 * function the Lua code called. */
+	const struct lp_lua_frame lua0[] = { L(P_F, 12), L(P_MAIN, 5) };
+	const uint64_t host0[] = { A_BC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	const struct lp_lua_frame lua1[] = { C(A_CFUNC), L(P_MAIN, 6) };
+	const uint64_t host1[] = { A_CFUNC + 4, A_BC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	ext_stack(0, lua0, 2, host0, 3);
+	ext_stack(1, lua1, 2, host1, 4);
+	/* Stack 0: 100 B live, 100 B freed; stack 1: 1000 B live; id 9 has no stack. */
+	const uint8_t recs[] = { 0, 100, 1, 0, 100, 0, 1, 0xe8, 0x07, 1, 9, 5, 1 };
+	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	if (sample_bytes)
+		lp_write_ext_meta(&wb, "sample_bytes", sample_bytes);
+	lp_write_ext_end(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	CHECK(l.sampled);
+	struct lp_profile *p = lp_loaded_profile(&l, "test");
+	CHECK_EQ(lp_profile_cmeta(p)->samples, 4);
+	CHECK_EQ(lp_profile_cmeta(p)->dropped, 1);
+	FILE *f = fmemopen(text, sizeof(text), "w");
+	struct lp_render_opts ro = { .value = column };
+	char err[256];
+	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
+	fclose(f);
+	lp_profile_free(p);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return text;
+}
+
+static void test_memory_samples(void)
+{
+	/* Unweighted (no sample_bytes): one allocation per sample. Columns: alloc_space,
+	 * alloc_objects, inuse_space, inuse_objects. */
+	CHECK_STR(collapse_memory(0, NULL), "main;lua_pcall;@app.lua:5;@app.lua:12 200\n"
+					    "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1000\n");
+	CHECK_STR(collapse_memory(1, NULL), "main;lua_pcall;@app.lua:5;@app.lua:12 2\n"
+					    "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1\n");
+	CHECK_STR(collapse_memory(2, NULL), "main;lua_pcall;@app.lua:5;@app.lua:12 100\n"
+					    "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1000\n");
+	/* Weighted: 1 / (1 - exp(-100/1000)) = 10.508 per 100-byte sample, 1.582 for 1000. */
+	CHECK_STR(collapse_memory(0, "1000"), "main;lua_pcall;@app.lua:5;@app.lua:12 2102\n"
+					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1582\n");
+	CHECK_STR(collapse_memory(3, "1000"), "main;lua_pcall;@app.lua:5;@app.lua:12 11\n"
+					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 2\n");
+}
+
 static int parse_status(const uint8_t *tail, size_t n, char *msg, size_t msglen)
 {
 	begin();
@@ -479,6 +550,7 @@ int main(void)
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
 	RUN(test_trace_stacks_reuse);
+	RUN(test_memory_samples);
 	free(stream.data);
 	return UNIT_RESULT();
 }
