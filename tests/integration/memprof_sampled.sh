@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Sampled memory profiles (memprof sampled mode) on real interpreters: a workload whose two
+# call paths allocate 40% / 60% of the bytes by construction (memprof_sampled.lua); the
+# sampled profile's split is within 5 percentage points, its total within 10%, and the
+# stacks run from the host's main through the Lua call path to table.new. With the JIT on
+# the paths are inlined into one trace and lines inside it are approximate (a trace's
+# allocation is placed at its snapshot): only the total and the frames below the trace
+# are checked. Debian's luajit, and OpenResty's luajit2 when its .debs can be had.
+# Exit 0 pass, 1 fail, 2 skip.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=memprof_sampled
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+
+command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
+[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+src=tests/integration/memprof_sampled.lua
+declare -A at
+while IFS=: read -r n text; do at[${text##*--@}]=$n; done < <(grep -n -- '--@[a-z_]*$' $src)
+total_true=128000000 # 200000 iterations x 640 bytes
+
+runners=("luajit")
+lj2=build/shapes/luajit2/root/usr/bin/luajit
+lj2lib=build/shapes/luajit2/root/usr/lib/x86_64-linux-gnu
+[ -x $lj2 ] && runners+=("luajit2")
+
+for runner in "${runners[@]}"; do
+	for jit in off on; do
+		what="$runner, JIT $jit"
+		f=$t/$runner-$jit.bin
+		if [ $runner = luajit ]; then
+			LUA_CPATH= luajit $src 65536 "$f" $jit >"$t/out" 2>&1
+		else
+			LD_LIBRARY_PATH=$lj2lib LUA_CPATH= $lj2 $src 65536 "$f" $jit >"$t/out" 2>&1
+		fi || { fail "$what: workload failed: $(head -5 "$t/out")"; continue; }
+		build/luaprof report -q "$f" -f collapsed -o "$t/alloc.folded" 2>"$t/err" ||
+			{ fail "$what: report failed: $(cat "$t/err")"; continue; }
+		build/luaprof report -q "$f" -f collapsed --value inuse_space -o "$t/inuse.folded" \
+			2>"$t/err" || fail "$what: --value inuse_space: $(cat "$t/err")"
+		# Totals and the split by the path's line.
+		read -r total a b nostack < <(awk -v a=";@$src:${at[call_a]};@$src:${at[a]};" \
+			-v b=";@$src:${at[call_b]};@$src:${at[b]};" -v run=";@$src:${at[run]};" '{
+				v = $NF; tot += v
+				if (index($0, a)) A += v; else if (index($0, b)) B += v
+				if (!index($0, run)) bad += v
+			} END { printf "%d %d %d %d\n", tot, A, B, bad }' "$t/alloc.folded")
+		pct_total=$(( total * 100 / total_true ))
+		[ $pct_total -ge 90 ] && [ $pct_total -le 110 ] ||
+			fail "$what: estimated total $total bytes, true $total_true ($pct_total%)"
+		[ "$nostack" -eq 0 ] ||
+			fail "$what: $nostack bytes in stacks without the call at line ${at[run]}"
+		# inuse: only tables in the ring survive, a small part of what was allocated.
+		inuse=$(awk '{ s += $NF } END { print s + 0 }' "$t/inuse.folded")
+		[ "$inuse" -lt $(( total / 20 )) ] ||
+			fail "$what: in-use estimate $inuse is not small next to $total allocated"
+		if [ $jit = off ]; then
+			share=$(( (a * 1000 / (total > 0 ? total : 1) + 5) / 10 ))
+			[ $share -ge 35 ] && [ $share -le 45 ] ||
+				fail "$what: path A has $share% of the sampled bytes, want 40% +- 5"
+			# The exact shape of path A: host main ... lua_pcall, then the Lua path.
+			grep -Eq "(^|;)main;.*lua_pcall;@$src:${at[run]};@$src:${at[call_a]};@$src:${at[a]};table.new [0-9]+\$" \
+				"$t/alloc.folded" || fail "$what: no stack main..lua_pcall;run;path_a;table.new:
+$(head -3 "$t/alloc.folded")"
+			echo "ok $what: path A $share% (true 40%), total $pct_total% of true, in use $inuse B"
+		else
+			echo "ok $what: total $pct_total% of true, in use $inuse B"
+		fi
+	done
+done
+
+# -- Misuse of the sampled option.
+cat >"$t/bad.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+for _, o in ipairs({ { sample = 0 }, { sample = "x" }, { sample = -5 } }) do
+  local ok, err, e = mp.start(arg[1], o)
+  print(tostring(ok), err, e)
+end
+print(tostring(mp.start(arg[1], 5)))
+EOF
+LUA_CPATH= luajit "$t/bad.lua" "$t/bad.bin" >"$t/bad.out" 2>&1
+n=$(grep -c '^nil	profiler misuse: memprof sample must be true or a number of bytes (>= 1)	22$' "$t/bad.out")
+[ "$n" = 3 ] || fail "bad sample values: $(cat "$t/bad.out")"
+grep -q '^nil$' "$t/bad.out" || fail "options not a table: $(cat "$t/bad.out")"
+
+[ $fails = 0 ] || exit 1
+echo "ok"
