@@ -1,0 +1,122 @@
+/*
+** An embedding host for memprof_luajit.sh: lua_close while the memory profiler runs.
+**
+** Usage: memprof_host MODE CPATH OUTDIR ITERATIONS
+** Each iteration creates a state (luaL_newstate, luaL_openlibs), runs a chunk and closes the
+** state with lua_close:
+**   memprof  the chunk requires luaprof (package.cpath = CPATH), starts luaprof.memprof
+**            into OUTDIR/host-I.bin, allocates on line 3 of chunk "=host" and returns
+**            without stopping: lua_close must stop the profiler and put LuaJIT's allocator
+**            back before the heap is freed;
+**   memprof_malloc  the same with lua_newstate and a malloc/realloc/free allocator instead
+**            of LuaJIT's own arena, so that valgrind sees every block of the Lua heap:
+**            each must be freed exactly once, whichever allocator the wrapper chained to;
+**   plain    the same chunk without the profiler (the baseline);
+**   control  no profiler, but a pass-through allocator installed with lua_setallocf just
+**            before lua_close: what a wrapper left in place at close does (LuaJIT then frees
+**            its state through it and never destroys its own arena), to show that the
+**            measurement below sees such a leak.
+** Prints "vmsize_kib FIRST LAST": the process's mapped memory (VmSize) after the third
+** iteration (the first ones load libraries and let malloc settle: glibc serves the
+** profiler's 4 MiB buffer by mmap once, then from a heap it keeps) and after the last. Exit 0, or 1 with a message on stderr.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+static lua_Alloc orig_f;
+static void *orig_ud;
+
+static void *passthrough(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	return orig_f(orig_ud, ptr, osize, nsize);
+}
+
+static void *malloc_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	(void)osize;
+	if (nsize == 0) {
+		free(ptr);
+		return NULL;
+	}
+	return realloc(ptr, nsize);
+}
+
+static long vmsize_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmSize:", 7)) {
+			v = strtol(line + 7, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+static const char chunk_memprof[] =
+	"local mp = require 'luaprof'.memprof\n"
+	"assert(mp.start(...))\n"
+	"local t = {} for i = 1, 2000 do t[i] = {i} end KEEP = t\n";
+
+static const char chunk_plain[] =
+	"local path = ...\n"
+	"\n"
+	"local t = {} for i = 1, 2000 do t[i] = {i} end KEEP = t\n";
+
+int main(int argc, char **argv)
+{
+	if (argc != 5) {
+		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
+			"OUTDIR N\n");
+		return 1;
+	}
+	const char *mode = argv[1], *cpath = argv[2], *out = argv[3];
+	int n = atoi(argv[4]);
+	int use_malloc = !strcmp(mode, "memprof_malloc");
+	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");
+	if (!profile && !control && strcmp(mode, "plain")) {
+		fprintf(stderr, "memprof_host: unknown mode %s\n", mode);
+		return 1;
+	}
+	long first = -1;
+	for (int i = 1; i <= n; i++) {
+		lua_State *L = use_malloc ? lua_newstate(malloc_alloc, NULL) : luaL_newstate();
+		if (!L) {
+			fprintf(stderr, "memprof_host: luaL_newstate failed\n");
+			return 1;
+		}
+		luaL_openlibs(L);
+		lua_getglobal(L, "package");
+		lua_pushstring(L, cpath);
+		lua_setfield(L, -2, "cpath");
+		lua_pop(L, 1);
+		const char *code = profile ? chunk_memprof : chunk_plain;
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/host-%d.bin", out, i);
+		if (luaL_loadbuffer(L, code, strlen(code), "=host") || (lua_pushstring(L, path),
+		    lua_pcall(L, 1, 0, 0))) {
+			fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+			return 1;
+		}
+		if (control) {
+			orig_f = lua_getallocf(L, &orig_ud);
+			lua_setallocf(L, passthrough, NULL);
+		}
+		lua_close(L);
+		if (i == (n < 3 ? n : 3))
+			first = vmsize_kib();
+	}
+	printf("vmsize_kib %ld %ld\n", first, vmsize_kib());
+	return 0;
+}

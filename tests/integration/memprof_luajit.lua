@@ -1,0 +1,258 @@
+-- Workloads for memprof_luajit.sh: one case per run, each profiled by the exact-mode memory
+-- profiler (luaprof.memprof) into OUT/CASE.bin. Lines whose allocations the report must
+-- show end in a marker comment `--@name`; memprof_luajit.sh finds their numbers by that
+-- marker, so keep one per line and keep profiled statements on their own lines.
+--
+-- Usage: luajit memprof_luajit.lua CASE OUT JIT [ARG]
+--   JIT: "off" (everything interpreted) or "on".
+--   ARG: the directory of memprof_cmod.so (case cmod), the profile path (diskfull).
+-- Prints "counters EVENTS ALLOCS FREES REALLOCS ALLOC_BYTES FREE_BYTES" (memprof.report()
+-- after stop), case facts as "fact NAME VALUE" and "FAIL: ..." for a failed in-process
+-- check; exits 1 after a failed check.
+--
+-- Determinism: nothing the profiled lines do may depend on history. GC is stopped before
+-- start (except where a case collects on purpose), the Lua stack is grown beforehand (a
+-- stack reallocation would be charged to whatever line needs it), the temporary string
+-- buffer and the string hash table are grown beforehand where strings are made, and no
+-- loop runs before a JIT case (so the hot loop's trace is the process's first).
+local case, out, jitmode, extra = arg[1], arg[2], arg[3], arg[4]
+assert(case and out and (jitmode == "on" or jitmode == "off"),
+       "usage: memprof_luajit.lua CASE OUT on|off [ARG]")
+package.cpath = "build/?.so;" .. (case == "cmod" and extra .. "/?.so;" or "") .. package.cpath
+local lp = require "luaprof"
+local mp = lp.memprof
+require "table.new"
+if jitmode == "off" then jit.off() else jit.on() end
+
+local fails = 0
+local function check(cond, what)
+  if not cond then
+    fails = fails + 1
+    print("FAIL: " .. what)
+  end
+end
+
+-- The nil, message, errno triple of a refused call.
+local function expect_err(what, msg, errno, ok, m, e)
+  check(ok == nil and m == msg and e == errno,
+        string.format("%s: got %s, %q, %s; want nil, %q, %s", what, tostring(ok),
+                      tostring(m), tostring(e), msg, errno))
+end
+
+-- Grows the Lua stack to a few thousand slots without a loop (no trace, no hot counter).
+local function nargs(...) return select("#", ...) end
+nargs(string.byte(string.rep("a", 4000), 1, -1))
+
+local path = out .. "/" .. case .. ".bin"
+local start_msg = "memprof.start(" .. path .. ")"
+
+local function start()
+  local ok, msg, e = mp.start(path)
+  if ok ~= true then
+    print(string.format("FAIL: %s: %s, %s, %s", start_msg, tostring(ok), tostring(msg),
+                        tostring(e)))
+    os.exit(1)
+  end
+end
+
+local function stop()
+  local ok, msg, e = mp.stop()
+  check(ok == true, string.format("memprof.stop(): %s, %s, %s", tostring(ok),
+                                  tostring(msg), tostring(e)))
+  local r = mp.report()
+  print(string.format("counters %d %d %d %d %d %d", r.events, r.allocs, r.frees, r.reallocs,
+                      r.alloc_bytes, r.free_bytes))
+end
+
+local cases = {}
+
+-- table.new (a C builtin): its two allocations (GCtab, array part) on the calling line.
+cases.tnew = function()
+  collectgarbage("stop")
+  start()
+  local t = table.new(20, 0) --@tnew
+  stop()
+  return t
+end
+
+-- N new strings by concatenation: N allocations on the line (JIT on: on the line and in
+-- the loop's trace). The string table is grown beforehand (its resize would be an
+-- allocation on the line too) and so is the temporary buffer.
+local NCAT = 200
+cases.concat = function()
+  collectgarbage("stop")
+  local warm = table.new(4096, 0)
+  for i = 1, 4096 do warm[i] = "warm" .. i end
+  local s = "c"
+  local w = s .. string.rep("y", 2000)
+  start()
+  for _ = 1, NCAT do s = s .. "x" end --@concat
+  stop()
+  return warm, w, s
+end
+
+-- string.rep: one 1028-byte string on the calling line (the buffer grown beforehand).
+cases.rep = function()
+  collectgarbage("stop")
+  local w = string.rep("y", 1000)
+  start()
+  local r = string.rep("x", 1000) --@rep
+  stop()
+  return w, r
+end
+
+-- coroutine.create: the lua_State and its stack on the calling line; what the coroutine
+-- allocates, on the coroutine's own line.
+cases.coroutine = function()
+  collectgarbage("stop")
+  local function body()
+    local t = {} --@cobody
+    return t
+  end
+  start()
+  local co = coroutine.create(body) --@cocreate
+  local ok, t = coroutine.resume(co) --@coresume
+  stop()
+  check(ok and type(t) == "table", "coroutine.resume")
+  return co, t
+end
+
+-- load: the compile on the line calling load, the chunk's own allocation on its line.
+cases.load = function()
+  collectgarbage("stop")
+  local code = "local a = 1\nlocal x = {}\nreturn x, a"
+  start()
+  local f = load(code, "=memprof_chunk") --@load
+  local x = f() --@loadcall
+  stop()
+  return x
+end
+
+-- A lua_CFunction of a C module loaded after start: its userdata charged to it by address
+-- and named by its symbol.
+cases.cmod = function()
+  collectgarbage("stop")
+  check(package.loaded.memprof_cmod == nil, "memprof_cmod loaded before start")
+  start()
+  local cm = require "memprof_cmod" --@cmod_require
+  local ud = cm.newud() --@cmod_call
+  stop()
+  check(type(ud) == "userdata", "newud returned " .. type(ud))
+  return ud
+end
+
+-- A hot loop storing tables (the target pre-sized: only the 300 tables are allocated).
+cases.hot = function()
+  collectgarbage("stop")
+  local keep = table.new(300, 0)
+  start()
+  for i = 1, 300 do keep[i] = {i} end --@hot
+  stop()
+  return keep
+end
+
+-- Leak: NLEAK tables kept in a global on one line, NDROP dropped at another, two full
+-- collections before stop. The GC runs only in those collections.
+local NLEAK, NDROP = 300, 500
+cases.leak = function()
+  LEAK = table.new(NLEAK, 0)
+  local function churn()
+    for i = 1, NDROP do local tmp = {i, i} end --@drop
+  end
+  collectgarbage()
+  collectgarbage()
+  collectgarbage("stop")
+  start()
+  for i = 1, NLEAK do LEAK[i] = {i} end --@leak
+  churn() --@churn
+  collectgarbage() --@collect1
+  collectgarbage() --@collect2
+  stop()
+end
+
+-- Misuse: Tarantool's messages and errno values.
+cases.misuse = function()
+  local EINVAL, ENOENT = 22, 2
+  check(misc and misc.memprof == mp, "misc.memprof is luaprof.memprof")
+  expect_err("stop when not running", "profiler is not running", EINVAL, mp.stop())
+  check(mp.start(path) == true, "first start")
+  local again = out .. "/misuse-again.bin"
+  expect_err("start twice", "profiler is running already", EINVAL, mp.start(again))
+  expect_err("start twice, same path", "profiler is running already", EINVAL, mp.start(path))
+  local f = io.open(again)
+  check(f == nil, "a refused second start created " .. again)
+  if f then f:close() end
+  local keep = {} --@misuse_alloc
+  check(mp.stop() == true, "stop")
+  expect_err("stop twice", "profiler is not running", EINVAL, mp.stop())
+  expect_err("bad path", "/nonexistent/dir/x.bin: No such file or directory", ENOENT,
+             mp.start("/nonexistent/dir/x.bin"))
+  check(not pcall(mp.start, nil), "start(nil) does not raise")
+  check(not pcall(mp.start), "start() does not raise")
+  check(not pcall(mp.start, {}), "start({}) does not raise")
+  -- Nothing left running by the refusals.
+  expect_err("stop after refusals", "profiler is not running", EINVAL, mp.stop())
+  check(mp.start(out .. "/misuse-final.bin") == true, "start after refusals")
+  check(mp.stop() == true, "stop after refusals")
+  return keep
+end
+
+-- lua_close while profiling: start, allocate, return without stop (luajit then closes the
+-- state; the profiler must finish the file before the heap goes away).
+cases.close = function()
+  collectgarbage("stop")
+  print("fact close_started 1")
+  start()
+  local t = table.new(50, 0) --@close_alloc
+  KEEP_AT_CLOSE = t
+end
+
+-- Full disk: ARG is a path on a small tmpfs. An allocation-heavy loop runs until the
+-- profiler halts by itself (its counters freeze); then stop() reports ENOSPC, the program
+-- goes on allocating, and after full collections the heap is back to its size before.
+cases.diskfull = function()
+  path = extra
+  collectgarbage()
+  collectgarbage()
+  local before = collectgarbage("count")
+  start()
+  local last, rounds, hold = -1, 0, nil
+  while rounds < 2000 do
+    rounds = rounds + 1
+    hold = {}
+    for i = 1, 2000 do hold[i] = {i} end
+    local ev = mp.report().events
+    if ev == last then break end
+    last = ev
+  end
+  hold = nil
+  print("fact rounds " .. rounds)
+  local frozen = mp.report().events
+  check(frozen == last, "events still counted after the halt")
+  -- The program goes on allocating: the VM's own allocator is back.
+  local keep = {}
+  for i = 1, 100000 do keep[i] = {i, -i} end
+  check(#keep == 100000 and keep[77777][2] == -77777, "allocating after the halt")
+  check(mp.report().events == frozen, "events counted after the halt")
+  keep = nil
+  local ok, msg, e = mp.stop()
+  print(string.format("stop\t%s\t%s\t%s", tostring(ok), tostring(msg), tostring(e)))
+  expect_err("stop twice", "profiler is not running", 22, mp.stop())
+  -- And it can profile again.
+  path = out .. "/diskfull-again.bin"
+  start()
+  local t = {} --@again
+  stop()
+  collectgarbage()
+  collectgarbage()
+  local after = collectgarbage("count")
+  print(string.format("fact heap_kib_before %.1f", before))
+  print(string.format("fact heap_kib_after %.1f", after))
+  return t
+end
+
+local f = cases[case]
+assert(f, "unknown case " .. case)
+f()
+print("ran " .. case)
+if fails > 0 then os.exit(1) end

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# The exact-mode memory profiler (luaprof.memprof) on real LuaJIT builds: exact events and
+# bytes per line in `luaprof report`, on Debian's /usr/bin/luajit and OpenResty's luajit2
+# (extracted from its .debs into build/shapes/, as shapes_luajit.sh does), JIT off and on.
+# memprof_luajit.lua runs one case per process (GC stopped, stack and buffers grown
+# beforehand) and marks the lines the report must show with "--@name".
+#
+# Every case: `luaprof report` exits 0; its section totals equal memprof.report()'s
+# counters; the stream names the VM; no event of the test chunk is at line 0. Then:
+#  tnew       table.new(20, 0): exactly 2 allocations, 232 B, on its line, nothing else;
+#  concat     200 new strings by s .. "x": 200 allocations, sum of 24+((len+4)&~3) B, on
+#             the line (JIT on: the line plus the traces started there, at least one);
+#  rep        string.rep("x", 1000): exactly 1 allocation of 1028 B on its line;
+#  coroutine  coroutine.create: 2 allocations (lua_State 96 B luajit / 112 B luajit2, stack
+#             376 B) on its line; the coroutine's {} (64 B) on the coroutine's line; nothing
+#             on the resume line;
+#  load       the chunk's {} on "=memprof_chunk:2" (1, 64 B), the compile on the load line
+#             (8 allocations 678 B, 4 frees 336 B, as measured on both builds), nothing
+#             on the line calling the chunk, nothing INTERNAL;
+#  cmod       a C module required after start: its lua_CFunction's 100-byte userdata is
+#             one allocation of 148 B named memprof_cmod_newud; nothing on the calling line
+#             (require's own allocations are charged to its C functions, not checked here);
+#  hot        keep[i] = {i} x 300: 300 allocations, 26400 B; JIT on: TRACE [1] started at
+#             the loop's line, line + trace totals still 300 / 26400 B;
+#  leak       300 tables kept in a global, 500 dropped at another line, 2 full collections:
+#             `report --leak-only` is the HEAP SUMMARY with the leaking line (and its
+#             traces) holding 300 allocs / 26400 B and not the dropping line; the dropping
+#             line allocated exactly 500 / 44000 B (JIT off; JIT on its trace sinks the
+#             unused tables) and all of it was freed; every free is INTERNAL;
+#  misuse     Tarantool's messages and errno (start twice, stop idle, bad path, start(nil)
+#             raises) checked in Lua; the profile around them is complete;
+#  close      start, allocate, exit without stop: exit 0 and a complete stream (report
+#             exit 0) with exactly the allocation (table.new(50, 0): 472 B) and the 36-byte
+#             string the script makes after the case, before luajit closes the state;
+#  diskfull   (root, tmpfs) the profiler halts by itself on ENOSPC while the program
+#             allocates; stop() returns nil, "<path>: No space left on device", 28; the
+#             program goes on, can profile again, and its heap after full collections is
+#             within 16 KiB of its size before; the cut stream reports as truncated (3);
+#  host       memprof_host.c: lua_close with the profiler running, 30 states in a row: the
+#             process's mapped memory does not grow (a pass-through allocator left in place
+#             at close, the control, leaks LuaJIT's arena each time and must grow it);
+#             under valgrind (installed when missing and allowed), no error and no block
+#             lost, with LuaJIT's allocator and with a malloc one.
+# MEMPROF_VERBOSE=1 prints every report. Exit 0 pass, 1 fail, 2 skip (reason on the last
+# line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=memprof_luajit
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+mnt="$t/mnt"
+cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$t"; }
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+src=tests/integration/memprof_luajit.lua
+
+[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
+[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
+[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+
+# -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
+inc=/usr/include/luajit-2.1
+if ! command -v luajit >/dev/null 2>&1 || [ ! -f $inc/lua.h ] ||
+	! ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit libluajit-5.1-dev \
+			>"$t/apt.log" 2>&1 ||
+			skip "apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$t/apt.log")"
+	else
+		skip "luajit / libluajit-5.1-dev not installed (apt-get install them, as root)"
+	fi
+fi
+cc=${CC:-cc}
+mkdir -p "$t/cmod"
+$cc -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -I$inc -o "$t/cmod/memprof_cmod.so" \
+	tests/integration/memprof_cmod.c 2>"$t/cc.log" ||
+	{ echo "FAIL: cannot build memprof_cmod.c: $(head -20 "$t/cc.log")"; exit 1; }
+$cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/memprof_host" \
+	tests/integration/memprof_host.c -lluajit-5.1 2>"$t/cc.log" ||
+	{ echo "FAIL: cannot build memprof_host.c: $(head -20 "$t/cc.log")"; exit 1; }
+
+# -- OpenResty's luajit2: conflicts with luajit as a package, so extracted from its .debs
+# (the cache shapes_luajit.sh fills; same mechanism).
+cache=build/shapes/luajit2
+if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
+	command -v dpkg-deb >/dev/null 2>&1; then
+	rm -rf $cache && mkdir -p $cache/debs
+	if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$t/dl.log" 2>&1; then
+		for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
+			touch $cache/.done
+	fi
+fi
+lj2=$cache/root/usr/bin/luajit
+lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+
+# -- Marker lines of the workload: "--@name" at the end of a line.
+declare -A at
+while IFS=: read -r n text; do
+	at[${text##*--@}]=$n
+done < <(grep -n -- '--@[a-z_0-9]*$' $src)
+L() { echo "@$src:${at[$1]}"; }                    # the label of marker $1's line
+TR() { echo "TRACE \[[0-9]+\] started at @$src:${at[$1]}"; } # ERE: traces started there
+
+# -- Reading reports.
+# entries REPORT: "SEC<TAB>LABEL<TAB>EVENTS<TAB>PLUS<TAB>MINUS" per entry of ALLOCATIONS (A),
+# REALLOCATIONS (R), DEALLOCATIONS (D); "H<TAB>LABEL<TAB>ALLOCS<TAB>BYTES<TAB>FREES" per
+# HEAP SUMMARY line.
+entries() {
+	awk -F'\t' '
+	/^ALLOCATIONS$/ { s = "A"; next }
+	/^REALLOCATIONS$/ { s = "R"; next }
+	/^DEALLOCATIONS$/ { s = "D"; next }
+	/^HEAP SUMMARY:$/ { s = "H"; next }
+	/^\t/ || /^$/ || s == "" { next }
+	s == "H" {
+		if (match($0, / holds [0-9]+B: [0-9]+ allocs, [0-9]+ frees$/)) {
+			label = substr($0, 1, RSTART - 1); split(substr($0, RSTART + 7), a, /[^0-9]+/)
+			print "H\t" label "\t" a[2] "\t" a[1] "\t" a[3]
+		} else print "?\t" $0
+		next
+	}
+	NF == 3 && $1 ~ /: [0-9]+ events$/ && $2 ~ /^\+[0-9]+B$/ && $3 ~ /^-[0-9]+B$/ {
+		label = $1; sub(/: [0-9]+ events$/, "", label)
+		ev = $1; sub(/^.*: /, "", ev); sub(/ events$/, "", ev)
+		p = substr($2, 2, length($2) - 2); m = substr($3, 2, length($3) - 2)
+		print s "\t" label "\t" ev "\t" p "\t" m
+		next
+	}
+	{ print "?\t" $0 }' "$1"
+}
+# section ENTRIES SEC: "LABEL|EVENTS|PLUS|MINUS" lines, sorted (same labels summed).
+section() {
+	awk -F'\t' -v s="$2" '$1 == s { e[$2] += $3; p[$2] += $4; m[$2] += $5 }
+		END { for (k in e) print k "|" e[k] "|" p[k] "|" m[k] }' "$1" | LC_ALL=C sort
+}
+# sum ENTRIES SEC ERE: "EVENTS PLUS MINUS" over the labels matching ERE (whole label).
+sum() {
+	awk -F'\t' -v s="$2" -v re="^($3)\$" '$1 == s && $2 ~ re { e += $3; p += $4; m += $5 }
+		END { print e + 0, p + 0, m + 0 }' "$1"
+}
+# expect_section WHAT ENTRIES SEC "LABEL|EVENTS|PLUS|MINUS"...: the section is exactly these.
+expect_section() {
+	local what=$1 f=$2 s=$3 got want
+	shift 3
+	got=$(section "$f" "$s")
+	want=$(printf '%s\n' "$@" | grep -v '^$' | LC_ALL=C sort)
+	[ "$got" = "$want" ] || fail "$what: section $s is
+$(echo "$got" | sed 's/^/	/')
+  want
+$(echo "$want" | sed 's/^/	/')"
+}
+# expect_sum WHAT ENTRIES SEC ERE "EVENTS PLUS MINUS"
+expect_sum() {
+	local got
+	got=$(sum "$2" "$3" "$4")
+	[ "$got" = "$5" ] || fail "$1: section $3, labels /$4/: got $got (events +bytes -bytes), want $5"
+}
+# only_labels WHAT ENTRIES SEC ERE: every label of the section matches ERE.
+only_labels() {
+	local bad
+	bad=$(awk -F'\t' -v s="$3" -v re="^($4)\$" '$1 == s && $2 !~ re { print $2 }' "$2" | head -3)
+	[ -z "$bad" ] || fail "$1: section $3 has unexpected entries: $bad"
+}
+
+# The expected bytes of NCAT strings "c" .. "x"*k (lengths 2 .. NCAT+1).
+NCAT=200
+catbytes=$(awk -v n=$NCAT 'BEGIN { for (l = 2; l <= n + 1; l++) s += 24 + int((l + 4) / 4) * 4; print s }')
+
+# report RUNNER JIT DIR CASE [BIN]: renders BIN (default DIR/CASE.bin) into DIR/CASE.txt and
+# DIR/CASE.ent and runs the checks every profile gets. Returns 1 when nothing to check.
+report() {
+	local what="$1, JIT $2, $4" dir=$3 c=$4 bin=${5:-$3/$4.bin} rc
+	[ -s "$bin" ] || { fail "$what: no profile written ($bin)"; return 1; }
+	build/luaprof report -q "$bin" >"$dir/$c.txt" 2>"$dir/$c.err"
+	rc=$?
+	[ $rc = 0 ] || { fail "$what: luaprof report exited $rc: $(head -3 "$dir/$c.err")"; return 1; }
+	[ -z "${MEMPROF_VERBOSE:-}" ] || { echo "--- $what"; cat "$dir/$c.txt"; }
+	entries "$dir/$c.txt" >"$dir/$c.ent"
+	grep -q '^?' "$dir/$c.ent" && fail "$what: unparsed report lines: $(grep '^?' "$dir/$c.ent" | head -3)"
+	grep -Eq "$src:0([^0-9]|\$)" "$dir/$c.txt" &&
+		fail "$what: events of the test chunk at line 0: $(grep -E "$src:0([^0-9]|\$)" "$dir/$c.txt" | head -3)"
+	grep -aq "$vmname" "$bin" || fail "$what: the stream does not name the VM '$vmname'"
+	# The report's totals are memprof.report()'s counters.
+	local want got
+	want=""
+	[ -f "$dir/$c.out" ] && want=$(grep '^counters ' "$dir/$c.out" | tail -1 | cut -d' ' -f2-)
+	if [ -n "$want" ]; then
+		got=$(awk -F'\t' '$1 == "A" { a += $3; ab += $4 } $1 == "R" { r += $3; ab += $4; fb += $5 }
+			$1 == "D" { d += $3; fb += $5 }
+			END { print a + r + d, a + 0, d + 0, r + 0, ab + 0, fb + 0 }' "$dir/$c.ent")
+		[ "$got" = "$want" ] || fail "$what: report totals (events allocs frees reallocs alloc_bytes free_bytes) $got, memprof.report() $want"
+	fi
+	return 0
+}
+
+# runcase RUNNER JIT DIR CASE CMD...: runs one case; 1 if it failed.
+runcase() {
+	local runner=$1 jit=$2 dir=$3 c=$4
+	shift 4
+	"$@" $src "$c" "$dir" "$jit" "$t/cmod" >"$dir/$c.out" 2>&1
+	local rc=$?
+	if [ $rc != 0 ] || grep -q '^FAIL' "$dir/$c.out" || ! grep -q "^ran $c\$" "$dir/$c.out"; then
+		fail "$runner, JIT $jit, $c: exit $rc: $(grep -v '^fact\|^counters' "$dir/$c.out" | head -10)"
+		return 1
+	fi
+	return 0
+}
+
+# cases RUNNER JIT LSTATE CMD...: every case under one interpreter and JIT mode.
+cases() {
+	local runner=$1 jit=$2 lstate=$3 dir c e what
+	shift 3
+	dir="$t/$runner-$jit"
+	mkdir -p "$dir"
+	for c in tnew concat rep coroutine load cmod hot leak misuse close; do
+		runcase "$runner" "$jit" "$dir" $c "$@" || continue
+		report "$runner" "$jit" "$dir" $c || continue
+		e="$dir/$c.ent"
+		what="$runner, JIT $jit, $c"
+		case $c in
+		tnew)
+			expect_section "$what" "$e" A "$(L tnew)|2|232|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		concat)
+			if [ "$jit" = off ]; then
+				expect_section "$what" "$e" A "$(L concat)|$NCAT|$catbytes|0"
+			else
+				expect_sum "$what" "$e" A "$(L concat)|$(TR concat)" "$NCAT $catbytes 0"
+				[ "$(sum "$e" A "$(TR concat)" | cut -d' ' -f1)" -gt 0 ] ||
+					fail "$what: no allocation in a trace started at line ${at[concat]}"
+				only_labels "$what" "$e" A "$(L concat)|$(TR concat)|INTERNAL"
+			fi
+			only_labels "$what" "$e" R "INTERNAL"
+			only_labels "$what" "$e" D "INTERNAL" ;;
+		rep)
+			expect_section "$what" "$e" A "$(L rep)|1|1028|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		coroutine)
+			expect_section "$what" "$e" A "$(L cocreate)|2|$((lstate + 376))|0" "$(L cobody)|1|64|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		load)
+			expect_section "$what" "$e" A "$(L load)|8|678|0" "=memprof_chunk:2|1|64|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D "$(L load)|4|0|336" ;;
+		cmod)
+			expect_sum "$what" "$e" A "memprof_cmod_newud:0x[0-9a-f]+" "1 148 0"
+			expect_sum "$what" "$e" A "$(L cmod_call)" "0 0 0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		hot)
+			if [ "$jit" = off ]; then
+				expect_section "$what" "$e" A "$(L hot)|300|26400|0"
+				expect_section "$what" "$e" R
+				expect_section "$what" "$e" D
+			else
+				expect_sum "$what" "$e" A "$(L hot)|$(TR hot)" "300 26400 0"
+				grep -Eq "^TRACE \[1\] started at @$src:${at[hot]}: [0-9]+ events" "$dir/$c.txt" ||
+					fail "$what: no 'TRACE [1] started at @$src:${at[hot]}' in $(grep TRACE "$dir/$c.txt" | head -3)"
+				only_labels "$what" "$e" A "$(L hot)|$(TR hot)|INTERNAL"
+				only_labels "$what" "$e" R "INTERNAL"
+				only_labels "$what" "$e" D "INTERNAL"
+			fi ;;
+		leak)
+			build/luaprof report -q --leak-only "$dir/leak.bin" >"$dir/leakonly.txt" 2>"$dir/leakonly.err" ||
+				fail "$what: report --leak-only exited $?: $(head -3 "$dir/leakonly.err")"
+			[ "$(head -1 "$dir/leakonly.txt")" = "HEAP SUMMARY:" ] &&
+				! grep -q '^ALLOCATIONS\|^DEALLOCATIONS' "$dir/leakonly.txt" ||
+				fail "$what: --leak-only is not the heap summary alone: $(head -3 "$dir/leakonly.txt")"
+			entries "$dir/leakonly.txt" >"$dir/leakonly.ent"
+			if [ "$jit" = off ]; then
+				expect_section "$what --leak-only" "$dir/leakonly.ent" H "$(L leak)|300|26400|0"
+				expect_section "$what" "$e" A "$(L leak)|300|26400|0" "$(L drop)|500|44000|0"
+			else
+				expect_sum "$what --leak-only" "$dir/leakonly.ent" H "$(L leak)|$(TR leak)" "300 26400 0"
+				only_labels "$what --leak-only" "$dir/leakonly.ent" H "$(L leak)|$(TR leak)|INTERNAL"
+				expect_sum "$what" "$e" A "$(L leak)|$(TR leak)" "300 26400 0"
+			fi
+			# The dropping line allocated and all of it was freed, by the GC (INTERNAL).
+			[ "$(sum "$e" A "$(L drop)" | cut -d' ' -f1)" -gt 0 ] ||
+				fail "$what: nothing allocated on the dropping line ${at[drop]}"
+			grep -q "$src:${at[drop]}" "$dir/leakonly.txt" &&
+				fail "$what: the dropping line ${at[drop]} is in the heap summary: $(cat "$dir/leakonly.txt")"
+			only_labels "$what" "$e" D "INTERNAL"
+			[ "$(sum "$e" D "INTERNAL" | cut -d' ' -f1)" -ge "$(sum "$e" A "$(L drop)" | cut -d' ' -f1)" ] ||
+				fail "$what: fewer INTERNAL frees than dropped tables: $(sum "$e" D INTERNAL)" ;;
+		misuse)
+			expect_sum "$what" "$e" A "$(L misuse_alloc)" "1 64 0"
+			report "$runner" "$jit" "$dir" misuse-final &&
+				expect_section "$what (final)" "$dir/misuse-final.ent" A ;;
+		close)
+			expect_section "$what" "$e" A "$(L close_alloc)|2|472|0" \
+				"@$src:$(grep -n '^print("ran " .. case)$' $src | cut -d: -f1)|1|36|0";;
+		esac
+	done
+}
+
+# diskfull RUNNER CMD...: a 256 KiB tmpfs under a 4 MiB stream buffer: the first flush fails.
+diskfull() {
+	local runner=$1 dir="$t/$1-diskfull" what="$1, diskfull"
+	shift
+	mkdir -p "$dir"
+	mount -t tmpfs -o size=256k tmpfs "$mnt" 2>"$t/err" || { echo "note: $what not checked: mount -t tmpfs: $(cat "$t/err")"; return; }
+	"$@" $src diskfull "$dir" off "$mnt/full.bin" >"$dir/diskfull.out" 2>&1
+	local rc=$?
+	[ $rc = 0 ] || fail "$what: exit $rc: $(head -10 "$dir/diskfull.out")"
+	grep '^FAIL' "$dir/diskfull.out" | while read -r l; do echo "FAIL: $what: $l"; done
+	grep -q '^FAIL' "$dir/diskfull.out" && fails=$((fails + 1))
+	grep -q "^ran diskfull\$" "$dir/diskfull.out" || fail "$what: the program did not go on: $(tail -3 "$dir/diskfull.out")"
+	grep -q "^stop	nil	$mnt/full.bin: No space left on device	28\$" "$dir/diskfull.out" ||
+		fail "$what: stop() after ENOSPC: $(grep '^stop' "$dir/diskfull.out")"
+	local before after
+	before=$(awk '$1 == "fact" && $2 == "heap_kib_before" { print $3 }' "$dir/diskfull.out")
+	after=$(awk '$1 == "fact" && $2 == "heap_kib_after" { print $3 }' "$dir/diskfull.out")
+	awk -v b="${before:-0}" -v a="${after:-1e9}" 'BEGIN { exit !(a - b <= 16 && b - a <= 16) }' ||
+		fail "$what: heap after full collections $after KiB, before the profile $before KiB"
+	build/luaprof report -q "$mnt/full.bin" >/dev/null 2>"$dir/err"
+	rc=$?
+	[ $rc = 3 ] || fail "$what: report of the cut stream exited $rc, want 3 (truncated): $(head -3 "$dir/err")"
+	umount "$mnt"
+	grep '^counters ' "$dir/diskfull.out" >"$dir/diskfull-again.out"
+	report "$runner" off "$dir" diskfull-again "$dir/diskfull-again.bin" &&
+		expect_section "$what, profiling again" "$dir/diskfull-again.ent" A "$(L again)|1|64|0"
+}
+
+# host RUNNER [ENV...]: lua_close with the profiler running, in an embedding host.
+host() {
+	local runner=$1 dir="$t/$1-host" what="$1, host" m first last grow
+	shift
+	mkdir -p "$dir"
+	declare -A growth
+	for m in memprof plain control; do
+		env "$@" "$t/memprof_host" $m "build/?.so" "$dir" 30 >"$dir/$m.out" 2>&1 ||
+			{ fail "$what: memprof_host $m failed: $(head -5 "$dir/$m.out")"; continue; }
+		read -r _ first last < <(grep '^vmsize_kib ' "$dir/$m.out")
+		growth[$m]=$((last - first))
+	done
+	# LuaJIT's arena is at least 128 KiB a state: 27 leaked arenas are megabytes.
+	[ "${growth[control]:-0}" -ge 2048 ] ||
+		fail "$what: the control (allocator left in place at close) grew the process by ${growth[control]:-?} KiB: the measurement cannot see a leaked arena"
+	[ "${growth[memprof]:-99999}" -le 256 ] ||
+		fail "$what: 27 states closed while profiling grew the process by ${growth[memprof]:-?} KiB (plain: ${growth[plain]:-?} KiB, control: ${growth[control]:-?} KiB)"
+	[ "${growth[plain]:-99999}" -le 256 ] || fail "$what: plain states grew the process by ${growth[plain]:-?} KiB"
+	# The stream of the last state is complete, with the chunk's allocations in it.
+	if report "$runner" host "$dir" host-30 "$dir/host-30.bin"; then
+		[ "$(sum "$dir/host-30.ent" A "=host:3|TRACE \[[0-9]+\] started at =host:3" | cut -d' ' -f1)" -ge 2000 ] ||
+			fail "$what: fewer than 2000 allocations at =host:3: $(head -5 "$dir/host-30.txt")"
+	fi
+	[ -n "$valgrind" ] || return
+	for m in memprof memprof_malloc; do
+		env "$@" valgrind --leak-check=full --error-exitcode=99 "$t/memprof_host" $m "build/?.so" \
+			"$dir" 2 >"$dir/vg-$m.log" 2>&1
+		local rc=$?
+		[ $rc = 0 ] && grep -q 'definitely lost: 0 bytes\|All heap blocks were freed' "$dir/vg-$m.log" &&
+			! grep -q 'indirectly lost: [1-9]\|possibly lost: [1-9]' "$dir/vg-$m.log" ||
+			fail "$what: valgrind $m (exit $rc): $(grep -A12 'ERROR SUMMARY\|LEAK SUMMARY\|Invalid\|lost in' "$dir/vg-$m.log" | head -30)"
+	done
+	report "$runner" valgrind "$dir" host-2 "$dir/host-2.bin" >/dev/null
+}
+
+# -- valgrind, installed when missing and allowed.
+valgrind=""
+if command -v valgrind >/dev/null 2>&1; then
+	valgrind=valgrind
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 &&
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >"$t/apt.log" 2>&1; then
+	valgrind=valgrind
+else
+	echo "note: valgrind not available: the host's leak check uses mapped memory only"
+fi
+canmount=""
+[ "$(id -u)" = 0 ] && command -v mount >/dev/null 2>&1 && mkdir -p "$mnt" && canmount=1
+[ -n "$canmount" ] || echo "note: diskfull not checked (mounting a small tmpfs needs root)"
+
+# runner RUNNER VMNAME LSTATE HOSTENV CMD...: everything on one build.
+runner() {
+	local r=$1 hostenv=$4
+	vmname=$2
+	local lstate=$3
+	shift 4
+	cases "$r" off "$lstate" "$@"
+	cases "$r" on "$lstate" "$@"
+	[ -z "$canmount" ] || diskfull "$r" "$@"
+	host "$r" $hostenv
+}
+
+runner luajit "Debian luajit 2.1.0~beta3" 96 "" luajit
+if [ -x "$lj2" ] && [ -f "$lj2lib/libluajit-5.1.so.2" ]; then
+	runner luajit2 "Debian luajit2 (OpenResty)" 112 "LD_LIBRARY_PATH=$lj2lib" "$lj2"
+else
+	echo "note: luajit2 not checked (apt-get download luajit2 libluajit2-5.1-2 failed: $(tail -n 1 "$t/dl.log" 2>/dev/null))"
+fi
+
+[ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "ok"
