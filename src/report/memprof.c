@@ -22,6 +22,7 @@ struct loc {
 	uint32_t label;       /* index into labels */
 	uint32_t frame;       /* frame description for profiles */
 	uint32_t entry[3];    /* its line in each section, UINT32_MAX if none yet */
+	uint64_t last_alloc;  /* sequence number of its latest allocation */
 	struct lp_frame f;    /* name points into labels' storage or the symtab */
 };
 
@@ -67,6 +68,7 @@ struct lp_memprof {
 	struct lp_addrmap heap;    /* live block address -> (size, loc) */
 	uint64_t seq;
 	uint32_t last;             /* site of the previous event (loops repeat sites) */
+	int relabeled;
 };
 
 struct lp_memprof *lp_memprof_new(struct lp_symtab *st)
@@ -236,6 +238,48 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 	return 0;
 }
 
+/*
+** C sites are named while events are read after the closest symbol below them, as
+** Tarantool's parser does. When the luaprof extension (after the epilogue) has given
+** symbol extents or the mapped objects, a site outside its symbol is renamed after its
+** object (object+0xoffset, or 0xaddr): never an unrelated function. Runs once, before
+** reporting; sites that print the same merge in the heap summary, so its per-name
+** recency is recomputed from the sites.
+*/
+static int relabel(struct lp_memprof *m)
+{
+	if (m->relabeled || !lp_symtab_has_extents(m->st))
+		return 0;
+	m->relabeled = 1;
+	for (size_t i = 0; i < m->nlocs; i++) {
+		struct loc *l = &m->locs[i];
+		if (l->source != LP_ASOURCE_CFUNC)
+			continue;
+		char name[512], label[600];
+		uint64_t start;
+		const char *object;
+		lp_symtab_name_c(m->st, l->addr, name, sizeof(name), &start, &object);
+		const struct lp_sym_c *sym = lp_symtab_c(m->st, l->addr);
+		int by_symbol = sym && sym->start == start && strcmp(sym->name, name) == 0;
+		if (by_symbol)
+			snprintf(label, sizeof(label), "%s:0x%" PRIx64, name, start);
+		else
+			snprintf(label, sizeof(label), "%s", name);
+		if (intern_label(m, label, &l->label))
+			return -ENOMEM;
+		l->f.name = by_symbol ? sym->name : m->labels[l->label].text;
+		l->f.addr = start;
+	}
+	for (size_t i = 0; i < m->nlabels; i++)
+		m->labels[i].last_alloc = 0;
+	for (size_t i = 0; i < m->nlocs; i++) {
+		struct label *lb = &m->labels[m->locs[i].label];
+		if (m->locs[i].last_alloc > lb->last_alloc)
+			lb->last_alloc = m->locs[i].last_alloc;
+	}
+	return 0;
+}
+
 /* -- Events ------------------------------------------------------------------------ */
 
 static struct entry *entry_for(struct lp_memprof *m, int sec, uint32_t loc, uint32_t *eidx)
@@ -283,7 +327,7 @@ static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
 	p->freed += osize;
 	p->count++;
 	if (nsize > 0)
-		m->labels[m->locs[origin].label].last_alloc = m->seq;
+		m->labels[m->locs[origin].label].last_alloc = m->locs[origin].last_alloc = m->seq;
 	return 0;
 }
 
@@ -307,7 +351,7 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 
 	if (ev->event == LP_AEVENT_ALLOC) {
 		if (ev->nsize > 0)
-			m->labels[m->locs[loc].label].last_alloc = m->seq;
+			m->labels[m->locs[loc].label].last_alloc = m->locs[loc].last_alloc = m->seq;
 	} else {
 		int rc = link_previous(m, s, eidx, ev->oaddr,
 				       ev->event == LP_AEVENT_REALLOC ? ev->nsize : 0);
@@ -467,6 +511,8 @@ static void heap_delta(struct lp_memprof *m)
 
 int lp_memprof_report(struct lp_memprof *m, const struct lp_memprof_opts *o, FILE *out)
 {
+	if (relabel(m))
+		return -ENOMEM;
 	if (!o->leak_only) {
 		static const char *const titles[SEC__MAX] = { "ALLOCATIONS", "REALLOCATIONS",
 							      "DEALLOCATIONS" };
@@ -525,6 +571,8 @@ struct lp_profile *lp_memprof_profile(struct lp_memprof *m)
 		{ "alloc_space", "bytes" }, { "alloc_objects", "count" },
 		{ "inuse_space", "bytes" }, { "inuse_objects", "count" },
 	};
+	if (relabel(m))
+		return NULL;
 	struct lp_profile *p = lp_profile_new(4, types);
 	if (!p)
 		return NULL;

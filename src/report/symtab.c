@@ -55,6 +55,7 @@ struct lp_symtab {
 	struct alias *aliases;
 	size_t naliases, aliascap;
 
+	uint64_t ncsizes;           /* csize records seen (luaprof extension) */
 	struct map *maps;           /* sorted by start when !mdirty */
 	size_t nmaps, mapcap;
 	int mdirty;
@@ -296,6 +297,7 @@ const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 
 void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
 {
+	st->ncsizes++;
 	if (st->cdirty) {
 		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
 		st->cdirty = 0;
@@ -316,6 +318,11 @@ void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)
 {
 	return st->luagen;
+}
+
+int lp_symtab_has_extents(const struct lp_symtab *st)
+{
+	return st->nmaps > 0 || st->ncsizes > 0;
 }
 
 size_t lp_symtab_ncsyms(const struct lp_symtab *st)

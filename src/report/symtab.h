@@ -66,6 +66,9 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 			     uint64_t *start, const char **object);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
+/* 1 once the luaprof extension gave symbol extents or mapped objects, which let
+ * lp_symtab_name_c tell an address outside every known function. */
+int lp_symtab_has_extents(const struct lp_symtab *st);
 /* Number of C symbols added so far (changes invalidate callers' address caches). */
 size_t lp_symtab_ncsyms(const struct lp_symtab *st);
 

@@ -1,0 +1,220 @@
+-- Runs for bench/memprof_overhead.sh: a workload of fixed size, one or more times in this
+-- process, each time unprofiled or under the memory profiler in exact mode (every
+-- allocation, reallocation and free is an event), started from inside the process; each
+-- run ("segment") times itself.
+--
+--   luajit bench/memprof_overhead.lua BUILD_DIR WORKLOAD on|off N STREAM MODE...
+--
+-- WORKLOAD: bintrees strings tables life fib; N: its size; STREAM: a path prefix for the
+-- profiles (each removed after its segment). One segment per MODE, in order:
+--   warm   unprofiled, not reported (JIT and GC warm-up)
+--   base   unprofiled
+--   exact  luaprof.memprof.start(path) (exact mode) around the workload
+--   empty  exact mode started and stopped at once, no work: the profile's fixed part
+--   calib  (alone) unprofiled; prints "n=K", the size that makes the workload take about
+--          N seconds
+-- Prints one line of key=value facts per segment (times in seconds):
+--   seg, mode
+--   wall     monotonic clock over the workload only (after start() returned, before stop())
+--   cpu      the process's CPU time over the same span
+--   start, stop   the two calls' own wall time
+--   events, allocs, frees, reallocs (memprof.report()), bytes (profile file size)
+local build, workload, jitmode, n, stream = unpack(arg, 1, 5)
+local modes = { unpack(arg, 6) }
+n = tonumber(n)
+package.cpath = build .. "/?.so;" .. package.cpath
+
+if jitmode == "off" then
+	jit.off()
+	jit.flush()
+end
+
+local ffi = require "ffi"
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } memprof_bench_ts;
+int clock_gettime(int clk, memprof_bench_ts *ts);
+]]
+local ts = ffi.new("memprof_bench_ts")
+local function now(clk)
+	ffi.C.clock_gettime(clk, ts)
+	return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+local MONO, PCPU = 1, 2
+
+-- -- Workloads: W[name](n) does n units of work and returns a number ----------------------
+
+local W = {}
+
+-- Binary trees (the Benchmarks Game's): a tree of depth 14 of small tables, built, walked
+-- and dropped, per unit; plus a short-lived tree of depth 4 per unit.
+local function bottom_up(depth)
+	if depth == 0 then return {} end
+	depth = depth - 1
+	return { bottom_up(depth), bottom_up(depth) }
+end
+local function check(tree)
+	if tree[1] then return 1 + check(tree[1]) + check(tree[2]) end
+	return 1
+end
+function W.bintrees(units)
+	local s = 0
+	for _ = 1, units do
+		s = s + check(bottom_up(14)) + check(bottom_up(4))
+	end
+	return s
+end
+
+-- String building: concatenation, string.format, table.concat, a library pass over it.
+function W.strings(units)
+	local s = 0
+	for i = 1, units do
+		local t = {}
+		for j = 1, 50 do
+			t[j] = "item" .. j .. "=" .. string.format("%d:%.2f", j * i, j / 3)
+		end
+		local str = table.concat(t, ",")
+		local acc = ""
+		for j = 1, 20 do acc = acc .. t[j] end
+		s = s + #str:upper() + #acc
+	end
+	return s
+end
+
+-- Table churn: many short-lived tables with array and hash parts, grown by table.insert.
+function W.tables(units)
+	local s = 0
+	for i = 1, units do
+		local list, h = {}, {}
+		for j = 1, 100 do
+			local e = { j, i, name = "k" .. j, x = j * 0.5 }
+			table.insert(list, e)
+			h[e.name] = e
+			local tmp = {}
+			for k = 1, 8 do table.insert(tmp, k) end
+			tmp.sum = #tmp
+			s = s + tmp.sum
+		end
+		for _ = 1, 50 do table.remove(list) end
+		s = s + #list + (h.k7 and 1 or 0)
+	end
+	return s
+end
+
+-- Conway's game of life, in the style of LuaJIT's life.lua: a 64x64 torus whose every
+-- generation is a new array of new rows, rendered to a string (one string per row, then
+-- table.concat) each generation.
+local LW, LH = 64, 64
+local function life_grid()
+	local g = {}
+	for y = 1, LH do
+		local row = {}
+		for x = 1, LW do row[x] = 0 end
+		g[y] = row
+	end
+	-- a glider, an R-pentomino and a blinker
+	g[2][3], g[3][4], g[4][2], g[4][3], g[4][4] = 1, 1, 1, 1, 1
+	g[30][31], g[30][32], g[31][30], g[31][31], g[32][31] = 1, 1, 1, 1, 1
+	g[50][10], g[50][11], g[50][12] = 1, 1, 1
+	return g
+end
+local function life_step(g)
+	local ng = {}
+	for y = 1, LH do
+		local up, row, dn = g[(y - 2) % LH + 1], g[y], g[y % LH + 1]
+		local nr = {}
+		for x = 1, LW do
+			local l, r = (x - 2) % LW + 1, x % LW + 1
+			local c = up[l] + up[x] + up[r] + row[l] + row[r] + dn[l] + dn[x] + dn[r]
+			nr[x] = (c == 3 or (c == 2 and row[x] == 1)) and 1 or 0
+		end
+		ng[y] = nr
+	end
+	return ng
+end
+local function life_render(g)
+	local lines = {}
+	for y = 1, LH do
+		local row, cells = g[y], {}
+		for x = 1, LW do cells[x] = row[x] == 1 and "O" or "." end
+		lines[y] = table.concat(cells)
+	end
+	return table.concat(lines, "\n")
+end
+function W.life(units)
+	local g, s = life_grid(), 0
+	for _ = 1, units do
+		g = life_step(g)
+		s = s + #life_render(g)
+	end
+	return s
+end
+
+-- CPU-bound, nearly no allocation.
+local function fib(k)
+	if k < 2 then return k end
+	return fib(k - 1) + fib(k - 2)
+end
+function W.fib(units)
+	local s = 0
+	for _ = 1, units do s = s + fib(20) end
+	return s
+end
+
+local f = assert(W[workload], "unknown workload " .. tostring(workload))
+
+if modes[1] == "calib" then
+	local target, k = n, 1
+	while true do
+		local t0 = now(MONO)
+		f(k)
+		local dt = now(MONO) - t0
+		if dt >= 0.25 then
+			print(string.format("n=%d", math.max(1, math.floor(k * target / dt + 0.5))))
+			return
+		end
+		k = k * 2
+	end
+end
+
+local mp
+for i = 1, #modes do
+	if modes[i] == "exact" or modes[i] == "empty" then mp = require("luaprof").memprof end
+end
+
+-- One segment: the workload under one mode.
+local function segment(seg, mode)
+	local path = stream .. "-" .. seg .. ".ljm"
+	local exact = mode == "exact" or mode == "empty"
+	-- The same GC state before every segment, profiled or not.
+	collectgarbage()
+	local ts0 = now(MONO)
+	if exact then assert(mp.start(path)) end
+	local w0, c0 = now(MONO), now(PCPU)
+	local r = mode == "empty" and 1 or f(n)
+	local w1, c1 = now(MONO), now(PCPU)
+	local rep = { events = 0, allocs = 0, frees = 0, reallocs = 0 }
+	local bytes = 0
+	if exact then
+		assert(mp.stop())
+		rep = mp.report()
+		local fh = assert(io.open(path, "rb"))
+		bytes = fh:seek("end")
+		fh:close()
+		os.remove(path)
+	end
+	local ts1 = now(MONO)
+	assert(r == r and r ~= 0)
+	if mode ~= "warm" then
+		print(string.format("seg=%d mode=%s wall=%.6f cpu=%.6f start=%.6f stop=%.6f " ..
+			"events=%d allocs=%d frees=%d reallocs=%d bytes=%d",
+			seg, mode, w1 - w0, c1 - c0, w0 - ts0, ts1 - w1, rep.events, rep.allocs,
+			rep.frees, rep.reallocs, bytes))
+		io.stdout:flush()
+	end
+end
+
+for i = 1, #modes do
+	assert(({ warm = 1, base = 1, exact = 1, empty = 1 })[modes[i]],
+		"unknown mode " .. tostring(modes[i]))
+	segment(i, modes[i])
+end

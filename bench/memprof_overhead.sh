@@ -1,0 +1,149 @@
+#!/bin/sh
+# Benchmark: overhead of the memory profiler in exact mode (luaprof.memprof.start(path): one
+# event per allocation, reallocation and free), on allocation-heavy workloads and one
+# CPU-bound one, JIT on and off; prints Markdown tables.
+#
+#   bench/memprof_overhead.sh
+#
+# Same method as bench/agent_overhead.sh (its "one process" design). Every workload does a
+# fixed amount of work, sized once by calibration to take about BENCH_SECS unprofiled, and
+# times that work itself (bench/memprof_overhead.lua), from after memprof.start() returned
+# to before memprof.stop(). Per workload and JIT setting, one process runs a warm-up, then
+# BENCH_REPEAT rounds of the two modes (base = unprofiled, exact = memprof) back to back;
+# the order alternates every round (base exact, exact base, ...). A ratio is profiled /
+# unprofiled wall time of the same round; the tables give the median over the rounds and
+# its min..max, the CPU-time median ratio, events per second of profiled wall time, and
+# bytes per event (profile size minus the fixed part of an empty profile, over events).
+#
+# Workloads:
+#   bintrees  binary trees of small tables, depth 14, built, walked and dropped
+#   strings   concatenation, string.format, table.concat, string.upper
+#   tables    short-lived tables with array and hash parts, table.insert / table.remove
+#   life      Conway's life, 64x64, new rows and a rendered string every generation
+#   fib       recursive fib(20): CPU-bound, nearly no allocation
+#
+# Environment:
+#   BENCH_REPEAT     rounds (default 7)
+#   BENCH_SECS       unprofiled seconds per run, for calibration (default 1)
+#   BENCH_WORKLOADS  default "bintrees strings tables life fib"
+#   BENCH_JIT        default "on off"
+#   BENCH_OUT        output directory (default bench/out/, git-ignored); this script writes
+#                    memprof/ there: runs.tsv (every run), results.md
+#   BENCH_STREAM_DIR where the profiles go, each deleted after its run (default /dev/shm,
+#                    a tmpfs, else BENCH_OUT)
+# Time: about BENCH_REPEAT x workloads x JIT settings x 2 x BENCH_SECS x ~1.5 (~4 min).
+set -eu
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${BENCH_OUT:-$root/bench/out}/memprof
+repeat=${BENCH_REPEAT:-7}
+secs=${BENCH_SECS:-1}
+workloads=${BENCH_WORKLOADS:-bintrees strings tables life fib}
+jits=${BENCH_JIT:-on off}
+mkdir -p "$out"
+sdir=${BENCH_STREAM_DIR:-}
+if [ -z "$sdir" ]; then
+	if [ -d /dev/shm ] && [ -w /dev/shm ]; then sdir=/dev/shm; else sdir=$out; fi
+fi
+stream=$sdir/luaprof-memprof-bench-$$
+
+command -v luajit >/dev/null 2>&1 || { echo "bench: luajit is required (apt-get install luajit)" >&2; exit 1; }
+make build/luaprof.so >&2 || echo "bench: 'make build/luaprof.so' failed; using the existing build" >&2
+[ -f build/luaprof.so ] || { echo "bench: build/luaprof.so is missing (run make)" >&2; exit 1; }
+
+L="luajit bench/memprof_overhead.lua build"
+median3() { sort -n | sed -n 2p; }
+values() { sed 's/[a-z0-9]*=//g'; }
+steal() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t; exit }' /proc/stat; }
+
+# -- Calibration: N for ~BENCH_SECS unprofiled (median of 3); the profile's fixed part --------
+sizes=$out/sizes.txt
+: >"$sizes"
+fixed=$($L fib on 1 "$stream" empty </dev/null | sed -n 's/.* bytes=\([0-9]*\).*/\1/p')
+echo "bench: an exact-mode profile without work takes $fixed bytes" >&2
+for w in $workloads; do
+	for j in $jits; do
+		n=$(for _ in 1 2 3; do $L "$w" "$j" "$secs" x calib </dev/null | sed 's/^n=//'; done | median3)
+		echo "$w $j $n" >>"$sizes"
+		echo "bench: $w JIT $j: N=$n" >&2
+	done
+done
+
+tsv=$out/runs.tsv
+echo "round workload jit n seg mode wall cpu start stop events allocs frees reallocs bytes" >"$tsv"
+t_begin=$(date +%s)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+# shellcheck disable=SC2046
+set -- $(steal)
+s0=$1 t0=$2
+while read -r w j n; do
+	echo "bench: $w JIT $j" >&2
+	modes=warm
+	r=0
+	while [ $r -lt "$repeat" ]; do
+		if [ $((r % 2)) = 0 ]; then modes="$modes base exact"; else modes="$modes exact base"; fi
+		r=$((r + 1))
+	done
+	# shellcheck disable=SC2086
+	$L "$w" "$j" "$n" "$stream" $modes </dev/null >"$out/seg.out" ||
+		{ rm -f "$stream"-*; echo "bench: failed: $w $j" >&2; exit 1; }
+	# segment 1 is the warm-up; segments 2r, 2r+1 are round r
+	values <"$out/seg.out" | awk -v w="$w" -v j="$j" -v n="$n" \
+		'{ printf "%d %s %s %s %s\n", int($1 / 2), w, j, n, $0 }' >>"$tsv"
+done <"$sizes"
+rm -f "$stream"-*
+# shellcheck disable=SC2046
+set -- "$s0" "$t0" $(steal)
+stolen=$(awk -v s=$(($3 - $1)) -v t=$(($4 - $2)) 'BEGIN { printf "%.1f%%", t ? 100 * s / t : 0 }')
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+minutes=$(awk -v s=$(($(date +%s) - t_begin)) 'BEGIN { printf "%.1f", s / 60 }')
+
+# -- Report ------------------------------------------------------------------------------------
+report() { # JIT setting -> Markdown table
+	awk -v jit="$1" -v fixed="$fixed" -v order="$workloads" '
+	function med(a, k,   i, j, t) { # sort a[1..k] in place, return the median
+		for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+	}
+	NR > 1 && $3 == jit {
+		w = $2; r = $1
+		if ($6 == "base") { bw[w, r] = $7; bc[w, r] = $8 }
+		else { ew[w, r] = $7; ec[w, r] = $8; ev[w, r] = $11; by[w, r] = $15 }
+		if (r > maxr) maxr = r
+	}
+	END {
+		print "| workload | median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run |"
+		print "|---|---|---|---|---|---|---|"
+		nw = split(order, ws, " ")
+		for (i = 1; i <= nw; i++) {
+			w = ws[i]; k = 0
+			for (r = 1; r <= maxr; r++) {
+				if (!((w, r) in bw) || !((w, r) in ew)) continue
+				k++
+				q[k] = ew[w, r] / bw[w, r]; c[k] = ec[w, r] / bc[w, r]
+				e[k] = ev[w, r] / ew[w, r]; b[k] = ev[w, r] ? (by[w, r] - fixed) / ev[w, r] : 0
+				n[k] = ev[w, r]
+			}
+			if (!k) continue
+			mq = med(q, k); lo = q[1]; hi = q[k]
+			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d |\n", w, mq, lo, hi,
+				med(c, k), med(e, k) / 1e6, (med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
+				med(n, k)
+		}
+	}' "$tsv"
+}
+{
+	echo "Host: $(nproc) CPUs, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)," \
+		"Linux $(uname -r), $(luajit -v | cut -d' ' -f1-2), $(date -u +%Y-%m-%d)"
+	echo "Rounds: $repeat; runs sized to ~${secs} s unprofiled; profiles in $sdir; measuring took" \
+		"$minutes min; CPU time stolen by the hypervisor: $stolen; load average before: $load0," \
+		"after: $load1; fixed part of a profile (symbol table): $fixed bytes."
+	for j in $jits; do
+		echo
+		echo "JIT $j:"
+		echo
+		report "$j"
+	done
+} >"$out/results.md"
+cat "$out/results.md"
