@@ -10,6 +10,7 @@
 --   warm   unprofiled, not reported (JIT and GC warm-up)
 --   base   unprofiled
 --   exact  luaprof.memprof.start(path) (exact mode) around the workload
+--   sampled  luaprof.memprof.start(path, {sample = 512 KiB}) (sampled mode) around it
 --   empty  exact mode started and stopped at once, no work: the profile's fixed part
 --   calib  (alone) unprofiled; prints "n=K", the size that makes the workload take about
 --          N seconds
@@ -178,17 +179,19 @@ end
 
 local mp
 for i = 1, #modes do
-	if modes[i] == "exact" or modes[i] == "empty" then mp = require("luaprof").memprof end
+	if modes[i] ~= "base" and modes[i] ~= "warm" then mp = require("luaprof").memprof end
 end
 
 -- One segment: the workload under one mode.
 local function segment(seg, mode)
 	local path = stream .. "-" .. seg .. ".ljm"
-	local exact = mode == "exact" or mode == "empty"
+	local exact = mode == "exact" or mode == "empty" or mode == "sampled"
 	-- The same GC state before every segment, profiled or not.
 	collectgarbage()
 	local ts0 = now(MONO)
-	if exact then assert(mp.start(path)) end
+	if exact then
+		assert(mp.start(path, mode == "sampled" and { sample = 512 * 1024 } or nil))
+	end
 	local w0, c0 = now(MONO), now(PCPU)
 	local r = mode == "empty" and 1 or f(n)
 	local w1, c1 = now(MONO), now(PCPU)
@@ -214,7 +217,7 @@ local function segment(seg, mode)
 end
 
 for i = 1, #modes do
-	assert(({ warm = 1, base = 1, exact = 1, empty = 1 })[modes[i]],
+	assert(({ warm = 1, base = 1, exact = 1, empty = 1, sampled = 1 })[modes[i]],
 		"unknown mode " .. tostring(modes[i]))
 	segment(i, modes[i])
 end

@@ -9,8 +9,9 @@
 # fixed amount of work, sized once by calibration to take about BENCH_SECS unprofiled, and
 # times that work itself (bench/memprof_overhead.lua), from after memprof.start() returned
 # to before memprof.stop(). Per workload and JIT setting, one process runs a warm-up, then
-# BENCH_REPEAT rounds of the two modes (base = unprofiled, exact = memprof) back to back;
-# the order alternates every round (base exact, exact base, ...). A ratio is profiled /
+# BENCH_REPEAT rounds of the three modes (base = unprofiled, exact = memprof, sampled =
+# memprof sampled mode at 512 KiB) back to back;
+# the order rotates every round (base exact sampled, exact sampled base, ...). A ratio is profiled /
 # unprofiled wall time of the same round; the tables give the median over the rounds and
 # its min..max, the CPU-time median ratio, events per second of profiled wall time, and
 # bytes per event (profile size minus the fixed part of an empty profile, over events).
@@ -82,15 +83,19 @@ while read -r w j n; do
 	modes=warm
 	r=0
 	while [ $r -lt "$repeat" ]; do
-		if [ $((r % 2)) = 0 ]; then modes="$modes base exact"; else modes="$modes exact base"; fi
+		case $((r % 3)) in
+		0) modes="$modes base exact sampled" ;;
+		1) modes="$modes exact sampled base" ;;
+		*) modes="$modes sampled base exact" ;;
+		esac
 		r=$((r + 1))
 	done
 	# shellcheck disable=SC2086
 	$L "$w" "$j" "$n" "$stream" $modes </dev/null >"$out/seg.out" ||
 		{ rm -f "$stream"-*; echo "bench: failed: $w $j" >&2; exit 1; }
-	# segment 1 is the warm-up; segments 2r, 2r+1 are round r
+	# segment 1 is the warm-up; segments 3r-1, 3r, 3r+1 are round r (from 1)
 	values <"$out/seg.out" | awk -v w="$w" -v j="$j" -v n="$n" \
-		'{ printf "%d %s %s %s %s\n", int($1 / 2), w, j, n, $0 }' >>"$tsv"
+		'{ printf "%d %s %s %s %s\n", int(($1 + 1) / 3), w, j, n, $0 }' >>"$tsv"
 done <"$sizes"
 rm -f "$stream"-*
 # shellcheck disable=SC2046
@@ -109,16 +114,18 @@ report() { # JIT setting -> Markdown table
 	NR > 1 && $3 == jit {
 		w = $2; r = $1
 		if ($6 == "base") { bw[w, r] = $7; bc[w, r] = $8 }
+		else if ($6 == "sampled") { sw[w, r] = $7 }
 		else { ew[w, r] = $7; ec[w, r] = $8; ev[w, r] = $11; by[w, r] = $15 }
 		if (r > maxr) maxr = r
 	}
 	END {
-		print "| workload | median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run |"
-		print "|---|---|---|---|---|---|---|"
+		print "| workload | exact: median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run | sampled 512 KiB: median ratio | min..max |"
+		print "|---|---|---|---|---|---|---|---|---|"
 		nw = split(order, ws, " ")
 		for (i = 1; i <= nw; i++) {
-			w = ws[i]; k = 0
+			w = ws[i]; k = 0; ks = 0
 			for (r = 1; r <= maxr; r++) {
+				if ((w, r) in bw && (w, r) in sw) s[++ks] = sw[w, r] / bw[w, r]
 				if (!((w, r) in bw) || !((w, r) in ew)) continue
 				k++
 				q[k] = ew[w, r] / bw[w, r]; c[k] = ec[w, r] / bc[w, r]
@@ -127,9 +134,10 @@ report() { # JIT setting -> Markdown table
 			}
 			if (!k) continue
 			mq = med(q, k); lo = q[1]; hi = q[k]
-			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d |\n", w, mq, lo, hi,
+			ms = ks ? med(s, ks) : 0
+			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d | %.3f | %.3f..%.3f |\n", w, mq, lo, hi,
 				med(c, k), med(e, k) / 1e6, (med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
-				med(n, k)
+				med(n, k), ms, s[1], s[ks]
 		}
 	}' "$tsv"
 }

@@ -78,6 +78,9 @@ static struct {
 	/* Counters. */
 	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
 	uint64_t started_ns;
+	uint64_t cache_gen;             /* run_id the symbol caches were filled in */
+	uint32_t last_traceno;          /* the trace named last, and its GCtrace */
+	uint64_t last_trace;
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
 	int64_t countdown;              /* bytes until the next sample */
@@ -145,27 +148,47 @@ static void io_check(void);
 static uint64_t need_proto(uint64_t pt)
 {
 	static uint64_t generation;
+	/* Most events repeat a few functions: a direct-mapped cache of the fingerprint's
+	 * fields in front of the map (the fields are re-read: an address reused by another
+	 * function misses). */
+	static struct { uint64_t pt, chunk, key; uint32_t first, sizebc; } cache[256];
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t chunk = ld64(pt + y->pt_chunkname);
 	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
+	unsigned slot = (unsigned)(pt >> 4) & 255;
+	if (cache[slot].pt == pt && cache[slot].chunk == chunk && cache[slot].first == first &&
+	    cache[slot].sizebc == sizebc && mp.cache_gen == mp.run_id)
+		return cache[slot].key;
+	if (mp.cache_gen != mp.run_id) {
+		memset(cache, 0, sizeof(cache));
+		mp.cache_gen = mp.run_id;
+	}
 	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.protos, pt);
-	if (e && e->a == fp)
-		return e->b;
 	uint64_t key = pt;
-	if (e && mp.sample_bytes)
-		key = pt | (++generation & 0xffff) << 47;
-	char name[AGENT_NAME_MAX];
-	size_t len = 0;
-	if (lp_lj_str(&mp.vm, &mp.checked, chunk, name, sizeof(name), &len) != LP_LJ_OK) {
-		snprintf(name, sizeof(name), "?");
-		len = 1;
+	if (e && e->a == fp) {
+		key = e->b;
+	} else {
+		if (e && mp.sample_bytes)
+			key = pt | (++generation & 0xffff) << 47;
+		char name[AGENT_NAME_MAX];
+		size_t len = 0;
+		if (lp_lj_str(&mp.vm, &mp.checked, chunk, name, sizeof(name), &len) != LP_LJ_OK) {
+			snprintf(name, sizeof(name), "?");
+			len = 1;
+		}
+		if (len >= sizeof(name))
+			len = sizeof(name) - 1;
+		lp_write_mem_sym_lua(&mp.w, key, name, len, first);
+		/* Without memory for the map the symbol is written again next time: still
+		 * correct. */
+		(void)lp_addrmap_put(&mp.protos, pt, fp, key);
 	}
-	if (len >= sizeof(name))
-		len = sizeof(name) - 1;
-	lp_write_mem_sym_lua(&mp.w, key, name, len, first);
-	/* Without memory for the map the symbol is written again next time: still correct. */
-	(void)lp_addrmap_put(&mp.protos, pt, fp, key);
+	cache[slot].pt = pt;
+	cache[slot].chunk = chunk;
+	cache[slot].first = first;
+	cache[slot].sizebc = sizebc;
+	cache[slot].key = key;
 	return key;
 }
 
@@ -208,16 +231,23 @@ static void need_trace(uint32_t traceno)
 	uint64_t tr = ld64(ld64(J + y->j_trace) + 8ull * traceno) & LP_LJ_GCVMASK;
 	if (!tr)
 		return;
+	if (traceno == mp.last_traceno && tr == mp.last_trace)
+		return;
 	uint64_t fp = lp_hash_u64(tr) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.traces, traceno);
-	if (e && e->a == fp)
+	if (e && e->a == fp) {
+		mp.last_traceno = traceno;
+		mp.last_trace = tr;
 		return;
+	}
 	struct lp_lj_trace t;
 	if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
 		return;
 	lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
 			       pc_line(t.startpt, t.startpc + 4));
 	(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
+	mp.last_traceno = traceno;
+	mp.last_trace = tr;
 }
 
 /* A C function address: objects loaded since the last look are named first. */
@@ -624,55 +654,90 @@ static void io_check(void)
 	mp.state = MP_HALTED;
 }
 
+static inline uint8_t *put_uleb(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* One event, as lp_write_mem_event writes it, straight into the buffer (the hot path:
+ * no call per field). */
+#define EVENT_MAX (1 + 6 * 10)
+
+static void emit(const struct lp_mem_event *ev)
+{
+	if (mp.w.end - mp.w.pos < EVENT_MAX) {
+		lp_wbuf_flush(&mp.w);
+		if (!lp_wbuf_ok(&mp.w))
+			return;
+	}
+	uint8_t *p = mp.w.pos;
+	*p++ = (uint8_t)(ev->event | ev->source);
+	if (ev->source == LP_ASOURCE_LFUNC) {
+		p = put_uleb(p, ev->loc_addr);
+		p = put_uleb(p, ev->loc_line);
+	} else if (ev->source == LP_ASOURCE_CFUNC) {
+		p = put_uleb(p, ev->loc_addr);
+	} else if (ev->source == LP_ASOURCE_TRACE) {
+		p = put_uleb(p, ev->traceno);
+	}
+	if (ev->event != LP_AEVENT_ALLOC) {
+		p = put_uleb(p, ev->oaddr);
+		p = put_uleb(p, ev->osize);
+	}
+	if (ev->event != LP_AEVENT_FREE) {
+		p = put_uleb(p, ev->naddr);
+		p = put_uleb(p, ev->nsize);
+	}
+	mp.w.pos = p;
+}
+
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	struct lp_mem_event ev;
-	memset(&ev, 0, sizeof(ev));
+	ev.loc_addr = ev.loc_line = ev.traceno = 0;
 	locate(&ev);
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
 		return np;
+	ev.oaddr = (uint64_t)(uintptr_t)ptr;
+	ev.osize = osize;
+	ev.naddr = (uint64_t)(uintptr_t)np;
+	ev.nsize = nsize;
 	if (ptr == NULL || osize == 0) {
 		if (!np && nsize)
 			return np; /* failed allocation: nothing happened */
-		ev.event = LP_AEVENT_ALLOC;
-		ev.naddr = (uint64_t)(uintptr_t)np;
-		ev.nsize = nsize;
-		if (ptr == NULL && nsize == 0) {
-			/* lj_lex_cleanup frees an empty buffer this way: Tarantool writes a
-			 * free of nothing. */
+		if (nsize == 0) {
+			/* lj_lex_cleanup frees an empty buffer as (NULL, 0, 0): Tarantool writes
+			 * a free of nothing. */
 			ev.event = LP_AEVENT_FREE;
-			ev.naddr = 0;
+			ev.oaddr = 0;
+			mp.frees++;
+		} else {
+			ev.event = LP_AEVENT_ALLOC;
+			mp.allocs++;
+			mp.alloc_bytes += nsize;
 		}
 	} else if (nsize == 0) {
 		ev.event = LP_AEVENT_FREE;
-		ev.oaddr = (uint64_t)(uintptr_t)ptr;
-		ev.osize = osize;
+		mp.frees++;
+		mp.free_bytes += osize;
 	} else {
 		if (!np)
 			return np; /* failed reallocation: the old block stays */
 		ev.event = LP_AEVENT_REALLOC;
-		ev.oaddr = (uint64_t)(uintptr_t)ptr;
-		ev.osize = osize;
-		ev.naddr = (uint64_t)(uintptr_t)np;
-		ev.nsize = nsize;
-	}
-	if (ev.event == LP_AEVENT_FREE) {
-		ev.oaddr = (uint64_t)(uintptr_t)ptr;
-		ev.osize = osize;
-		mp.frees++;
-		mp.free_bytes += osize;
-	} else if (ev.event == LP_AEVENT_ALLOC) {
-		mp.allocs++;
-		mp.alloc_bytes += nsize;
-	} else {
 		mp.reallocs++;
 		mp.alloc_bytes += nsize;
 		mp.free_bytes += osize;
 	}
 	mp.events++;
-	lp_write_mem_event(&mp.w, &ev);
-	io_check();
+	emit(&ev);
+	if (mp.w.flags)
+		io_check();
 	return np;
 }
 
@@ -753,6 +818,8 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.io_errno = 0;
 	mp.events = mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
 	mp.sample_bytes = opt->sample_bytes;
+	mp.last_traceno = 0;
+	mp.last_trace = 0;
 	mp.nlost = 0;
 	free_samples();
 	if (mp.sample_bytes && native_acquire(L) != 0) {
