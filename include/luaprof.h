@@ -221,6 +221,8 @@ struct luaprof_memprof_options {
 */
 #define LUAPROF_MEMPROF_SAMPLE_DEFAULT (512 * 1024)
 
+/* Exact mode counts every event; sampled mode counts samples only (its hot path does
+ * nothing but a countdown), the other fields staying 0. */
 struct luaprof_memprof_counters {
 	uint64_t events;      /* events written (exact mode) */
 	uint64_t samples;     /* allocations sampled (sampled mode) */

@@ -504,6 +504,25 @@ static int64_t capture(void)
 	return (int64_t)mp.nent++;
 }
 
+/*
+** Live sampled blocks: a map, behind a bitmap of address hashes that every free and
+** realloc tests first (one load), so only about (live samples / LIVE_BITS) of them look
+** the map up. Bits are never cleared: a stale one costs a lookup, nothing else.
+*/
+#define LIVE_BITS (1u << 16)
+static uint64_t live_bits[LIVE_BITS / 64];
+
+static inline unsigned live_bit(const void *ptr)
+{
+	return (unsigned)(((uintptr_t)ptr >> 4) ^ ((uintptr_t)ptr >> 20)) & (LIVE_BITS - 1);
+}
+
+static inline int maybe_live(const void *ptr)
+{
+	unsigned b = live_bit(ptr);
+	return (live_bits[b / 64] >> (b % 64)) & 1;
+}
+
 /* A sampled block's address is no longer allocated (freed, or moved by a realloc). */
 static void sampled_gone(void *ptr)
 {
@@ -514,10 +533,13 @@ static void sampled_gone(void *ptr)
 	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
 }
 
-static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+/* The rare part of the sampled wrapper: a sample is due, or a block that may be a live
+ * sampled one is freed or reallocated. */
+static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, size_t nsize,
+						    int due)
 {
 	int64_t id = -1;
-	if (nsize && (mp.countdown -= (int64_t)nsize) < 0) {
+	if (due) {
 		/* Before the allocation: a stack reallocation moves the frames. */
 		mp.countdown = next_interval();
 		id = capture();
@@ -527,7 +549,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
 		return np;
-	if (ptr && osize && (nsize == 0 || np) && mp.live.count)
+	if (ptr && osize && (nsize == 0 || np) && maybe_live(ptr))
 		sampled_gone(ptr);
 	if (id >= 0 && np) {
 		if (lp_grow((void **)&mp.smp, &mp.smpcap, mp.nsmp + 1, sizeof(*mp.smp)) ||
@@ -535,21 +557,27 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 			mp.nlost++;
 			return np;
 		}
+		unsigned b = live_bit(np);
+		live_bits[b / 64] |= (uint64_t)1 << (b % 64);
 		mp.smp[mp.nsmp].size = nsize;
 		mp.smp[mp.nsmp].stack = (uint32_t)id;
 		mp.smp[mp.nsmp++].live = 1;
 	}
-	if (nsize) {
-		mp.allocs += ptr && osize ? 0 : 1;
-		mp.reallocs += ptr && osize ? 1 : 0;
-		mp.alloc_bytes += nsize;
-	} else {
-		mp.frees++;
-	}
-	mp.free_bytes += ptr ? osize : 0;
 	/* Symbols written while capturing may have failed the stream. */
-	io_check();
+	if (mp.w.flags)
+		io_check();
 	return np;
+}
+
+/* The hot path: a countdown and one bit test, then straight to the original allocator
+ * (the event counters stay at zero in this mode: report() gives samples). */
+static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	if (nsize && (mp.countdown -= (int64_t)nsize) < 0)
+		return sampled_slow(ptr, osize, nsize, 1);
+	if (ptr && osize && maybe_live(ptr))
+		return sampled_slow(ptr, osize, nsize, 0);
+	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
 
 /* The extension's stack records and the sampled allocations, at stop. */
@@ -584,6 +612,7 @@ static void free_samples(void)
 	lp_iset_free(&mp.index);
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
+	memset(live_bits, 0, sizeof(live_bits));
 	mp.body = NULL;
 	mp.ent = NULL;
 	mp.smp = NULL;
