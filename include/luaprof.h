@@ -127,6 +127,8 @@ struct luaprof_sysprof_stats {
 	uint64_t handler_ns;  /* time spent in the signal handler: the sampling overhead */
 	uint64_t started_ns;  /* CLOCK_MONOTONIC at start */
 	uint64_t stopped_ns;  /* CLOCK_MONOTONIC at stop, 0 while running */
+	uint64_t paced;       /* expiries skipped to keep the handler under a quarter of the
+	                         thread's time (intervals shorter than a sample takes) */
 };
 
 /*

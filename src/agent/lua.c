@@ -273,7 +273,7 @@ static int l_report(lua_State *L)
 	return 1;
 }
 
-/* sysprof.stats() -> {dropped, overruns, truncated, bytes, handler = s, duration = s}
+/* sysprof.stats() -> {dropped, overruns, paced, truncated, bytes, handler = s, duration = s}
  * (luaprof extension) */
 static int l_stats(lua_State *L)
 {
@@ -282,6 +282,7 @@ static int l_stats(lua_State *L)
 	lua_createtable(L, 0, 5);
 	setnum(L, "dropped", s.dropped);
 	setnum(L, "overruns", s.overruns);
+	setnum(L, "paced", s.paced);
 	setnum(L, "truncated", s.truncated);
 	setnum(L, "bytes", s.bytes);
 	lua_pushnumber(L, (lua_Number)s.handler_ns / 1e9);

@@ -357,7 +357,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 /* Recording facts from the extension (dropped samples, duration...), read in a second
 ** light pass: lp_load keeps only cmdline and interval_ns. */
 struct facts {
-	uint64_t dropped, duration_ns, overruns, truncated;
+	uint64_t dropped, duration_ns, overruns, truncated, paced;
 	int have;
 };
 
@@ -372,6 +372,8 @@ static int on_meta(void *ctx, const char *key, const char *value)
 		f->duration_ns = v;
 	else if (!strcmp(key, "overruns"))
 		f->overruns = v;
+	else if (!strcmp(key, "paced"))
+		f->paced = v;
 	else if (!strcmp(key, "truncated"))
 		f->truncated = v;
 	return 0;
@@ -431,6 +433,10 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		}
 		fputc('\n', stderr);
 	}
+	if (f->paced)
+		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
+				"takes longer than a quarter of the interval, and the profiler keeps "
+				"its share of the time below that\n", f->paced, o->rate);
 	if (!strcmp(o->clock, "cpu") && f->overruns > n && n)
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
