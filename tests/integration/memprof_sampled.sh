@@ -72,6 +72,32 @@ $(head -3 "$t/alloc.folded")"
 	done
 done
 
+# -- lua_close with a sampled profile running: the stream is finished, samples and all.
+cat >"$t/close.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+assert(require("luaprof").memprof.start(arg[1], { sample = 4096 }))
+local keep = {}
+for i = 1, 20000 do keep[i] = { i, tostring(i) } end
+EOF
+LUA_CPATH= luajit "$t/close.lua" "$t/close.bin" >"$t/close.out" 2>&1 ||
+	fail "script exiting with a sampled profile running: $(cat "$t/close.out")"
+build/luaprof report "$t/close.bin" -f top -n 3 -o "$t/close.txt" 2>"$t/err" ||
+	fail "sampled profile closed by lua_close does not parse: $(cat "$t/err")"
+grep -Eq 'Samples: [1-9][0-9]+' "$t/close.txt" || fail "no samples after lua_close: $(head -2 "$t/close.txt")"
+
+# -- pprof for `go tool pprof` (when Go is installed): the four memory sample types.
+if command -v go >/dev/null 2>&1; then
+	mkdir -p "$t/home" "$t/gocache"
+	f=$t/luajit-off.bin
+	build/luaprof report -q "$f" -o "$t/mem.pb.gz" 2>"$t/err" || fail "pprof output: $(cat "$t/err")"
+	for idx in alloc_space alloc_objects inuse_space inuse_objects; do
+		HOME="$t/home" GOCACHE="$t/gocache" GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off \
+			PPROF_TMPDIR="$t" go tool pprof -sample_index=$idx -top "$t/mem.pb.gz" \
+			>"$t/pp.out" 2>"$t/pp.err" || { fail "go tool pprof -sample_index=$idx: $(cat "$t/pp.err")"; continue; }
+		grep -q 'table.new' "$t/pp.out" || fail "go tool pprof $idx: no table.new: $(head -8 "$t/pp.out")"
+	done
+fi
+
 # -- Misuse of the sampled option.
 cat >"$t/bad.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
