@@ -98,6 +98,7 @@ static struct {
 	size_t nsmp, smpcap;
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
 	uint64_t nlost;                 /* samples not kept (no memory) */
+	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 } mp;
 
 /* Scratch of one sampled stack (the VM thread only). */
@@ -105,6 +106,13 @@ static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
 static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
 static uint64_t s_host[AGENT_MAX_HOST];
 static uint8_t s_body[AGENT_SAMPLE_MAX];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* -- Plain loads --------------------------------------------------------------------- */
 
@@ -455,7 +463,7 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
 	if (getcontext(&uc) != 0)
 		return 0;
 	agent_vm_prepare_walk(L, vmst);
-	return agent_unwind(&uc, s_host, AGENT_MAX_HOST, &trunc);
+	return agent_unwind_cached(&uc, s_host, AGENT_MAX_HOST, &trunc);
 }
 
 /* The stack of the allocation about to happen, interned: its id, or -1. */
@@ -541,10 +549,12 @@ static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, siz
 	int64_t id = -1;
 	if (due) {
 		/* Before the allocation: a stack reallocation moves the frames. */
+		uint64_t t0 = now_ns();
 		mp.countdown = next_interval();
 		id = capture();
 		if (id < 0)
 			mp.nlost++;
+		mp.capture_ns += now_ns() - t0;
 	}
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
@@ -772,12 +782,6 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* -- Start and stop ---------------------------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_err(const char *fmt, ...)
@@ -850,6 +854,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.last_traceno = 0;
 	mp.last_trace = 0;
 	mp.nlost = 0;
+	mp.capture_ns = 0;
 	free_samples();
 	if (mp.sample_bytes && native_acquire(L) != 0) {
 		opt->on_stop(opt->ctx, opt->buf);
@@ -902,7 +907,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		restore_allocator();
 	int e = mp.io_errno;
 	if (!e) {
-		char events[32], dur[32], every[32], nsmp[32], lost[32];
+		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32];
 		static char ffnames[8192];
 		ffnames[0] = '\0';
 		if (mp.sample_bytes)
@@ -910,6 +915,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(every, sizeof(every), "%llu", (unsigned long long)mp.sample_bytes);
 		snprintf(nsmp, sizeof(nsmp), "%llu", (unsigned long long)mp.nsmp);
 		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
+		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(now_ns() - mp.started_ns));
@@ -922,6 +928,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"sample_bytes", every,
 			"samples", nsmp,
 			"samples_lost", lost,
+			"sample_ns", cap,
 			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",

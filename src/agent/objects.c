@@ -185,6 +185,24 @@ int agent_objects_readable(const struct objtab *tab, uint64_t sp, uint64_t addr,
 	return 0;
 }
 
+int agent_objects_segment(const struct objtab *tab, uint64_t addr, uint64_t *lo, uint64_t *hi)
+{
+	size_t l = 0, h = tab ? tab->nr : 0;
+	while (l < h) {
+		size_t mid = (l + h) / 2;
+		if (addr < tab->r[mid].lo) {
+			h = mid;
+		} else if (addr >= tab->r[mid].hi) {
+			l = mid + 1;
+		} else {
+			*lo = tab->r[mid].lo;
+			*hi = tab->r[mid].hi;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int agent_objects_on_stack(uint64_t sp)
 {
 	return sp >= stack_lo && sp < stack_hi;

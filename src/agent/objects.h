@@ -42,6 +42,8 @@ const struct obj_text *agent_objects_text(const struct objtab *tab, uint64_t ip)
 /* 1 if [addr, addr+len) lies in a loaded segment, or on the sampled thread's stack at or
  * above sp (the interrupted stack pointer: everything above it is mapped). */
 int agent_objects_readable(const struct objtab *tab, uint64_t sp, uint64_t addr, size_t len);
+/* The loaded segment holding addr into [*lo, *hi): 0, or -1 if none. */
+int agent_objects_segment(const struct objtab *tab, uint64_t addr, uint64_t *lo, uint64_t *hi);
 /* 1 if sp is on the sampled thread's stack. */
 int agent_objects_on_stack(uint64_t sp);
 /* 1 if ip is code of a loaded object (and so neither JIT code nor anonymous memory). */

@@ -633,7 +633,9 @@ static int claim_stop(void)
 int agent_block_signal(sigset_t *old)
 {
 	sigemptyset(old);
-	if (!sp.sig_installed)
+	/* Only a running profile's handler walks stacks (a left-over inert handler returns
+	 * at once); profiles start and stop on this thread, not during an allocation. */
+	if (!sp.sig_installed || atomic_load(&sp.state) != ST_RUNNING)
 		return 0;
 	sigset_t set;
 	sigemptyset(&set);

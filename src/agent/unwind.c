@@ -64,12 +64,22 @@ static struct {
 } U;
 
 static unw_addr_space_t as;
+/*
+** A second address space with libunwind's per-thread cache of unwind rules, for walks
+** outside the signal handler (memprof's sampled mode, on the VM thread with the handler's
+** signal blocked): caching halves a walk's cost, but an unwind holding the cache must not
+** be interrupted by another on the same thread, which the handler could do. The
+** handler's own address space caches nothing.
+*/
+static unw_addr_space_t as_cached;
 
 /* Per-walk context handed to the accessors (handler only). */
 static struct walkctx {
 	const struct objtab *tab;
 	uint64_t regs[AGENT_NREGS];
 	uint64_t sp_lo;        /* lowest readable stack address */
+	uint64_t rlo, rhi;     /* the loaded segment of the last read outside the stack:
+				* reads of one unwind table cluster there */
 } wc;
 
 /* -- Accessors (called by libunwind inside the handler) --------------------------------- */
@@ -104,9 +114,16 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t a, unw_word_t *dilap, voi
 static int acc_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, int write,
 			  void *arg)
 {
-	const struct walkctx *c = arg;
-	if (write || !agent_objects_readable(c->tab, c->sp_lo, addr, 8))
+	struct walkctx *c = arg;
+	if (write || addr + 8 < addr)
 		return -UNW_EINVAL;
+	if (!(addr >= c->rlo && addr + 8 <= c->rhi) &&
+	    !agent_objects_readable(c->tab, c->sp_lo, addr, 8)) {
+		return -UNW_EINVAL;
+	} else if (!(addr >= c->rlo && addr + 8 <= c->rhi) &&
+		   agent_objects_segment(c->tab, addr, &c->rlo, &c->rhi) != 0) {
+		c->rlo = c->rhi = 0; /* on the stack: nothing to remember */
+	}
 	*val = *(const unw_word_t *)(uintptr_t)addr;
 	return 0;
 }
@@ -189,22 +206,24 @@ static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
 	}
 }
 
-size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+static size_t walk(unw_addr_space_t space, const ucontext_t *uc, uint64_t *pcs, size_t max,
+		   int *truncated)
 {
 	size_t n = 0;
 	wc.tab = agent_objects_enter();
 	regs_from_uc(uc, wc.regs);
 	uint64_t ip = wc.regs[UNW_X86_64_RIP], sp = wc.regs[UNW_X86_64_RSP];
 	pcs[n++] = ip;
-	if (!wc.tab || !as || !agent_objects_on_stack(sp)) {
+	if (!wc.tab || !space || !agent_objects_on_stack(sp)) {
 		/* Not on the stack we know (a foreign or alternate stack): the leaf is all
 		 * that can be taken safely. */
 		*truncated = 1;
 		goto out;
 	}
 	wc.sp_lo = sp & ~7ull;
+	wc.rlo = wc.rhi = 0;
 	unw_cursor_t c;
-	if (U.init_remote(&c, as, &wc) < 0)
+	if (U.init_remote(&c, space, &wc) < 0)
 		goto out;
 	while (n < max) {
 		uint64_t r[AGENT_NREGS];
@@ -218,7 +237,7 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 			if (r[UNW_X86_64_RSP] <= sp || !agent_objects_on_stack(r[UNW_X86_64_RSP]))
 				break;
 			memcpy(wc.regs, r, sizeof(r));
-			if (U.init_remote(&c, as, &wc) < 0)
+			if (U.init_remote(&c, space, &wc) < 0)
 				break;
 		} else if (U.step(&c) <= 0) {
 			break;
@@ -237,6 +256,16 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 out:
 	agent_objects_leave();
 	return n;
+}
+
+size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	return walk(as, uc, pcs, max, truncated);
+}
+
+size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	return walk(as_cached ? as_cached : as, uc, pcs, max, truncated);
 }
 
 /* -- Set-up ------------------------------------------------------------------------------ */
@@ -278,6 +307,9 @@ int agent_unwind_init(char *err, size_t errlen)
 			return -1;
 		}
 		U.set_caching_policy(as, UNW_CACHE_NONE);
+		as_cached = U.create_addr_space(&accessors, 0);
+		if (as_cached && U.set_caching_policy(as_cached, UNW_CACHE_PER_THREAD) != 0)
+			as_cached = NULL; /* leaked once: walks fall back to the uncached space */
 	}
 	/* Prime libunwind (its pools, lazily bound symbols) with a walk of this thread. */
 	ucontext_t uc;
@@ -301,6 +333,11 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 {
 	pcs[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 	return 1;
+}
+
+size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+{
+	return agent_unwind(uc, pcs, max, truncated);
 }
 
 #endif
