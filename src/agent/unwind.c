@@ -117,12 +117,12 @@ static int acc_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, 
 	struct walkctx *c = arg;
 	if (write || addr + 8 < addr)
 		return -UNW_EINVAL;
-	if (!(addr >= c->rlo && addr + 8 <= c->rhi) &&
-	    !agent_objects_readable(c->tab, c->sp_lo, addr, 8)) {
-		return -UNW_EINVAL;
-	} else if (!(addr >= c->rlo && addr + 8 <= c->rhi) &&
-		   agent_objects_segment(c->tab, addr, &c->rlo, &c->rhi) != 0) {
-		c->rlo = c->rhi = 0; /* on the stack: nothing to remember */
+	if (!(addr >= c->rlo && addr + 8 <= c->rhi)) {
+		if (!agent_objects_readable(c->tab, c->sp_lo, addr, 8))
+			return -UNW_EINVAL;
+		/* Remember the segment, unless the read was on the stack (checked cheaply). */
+		if (!agent_objects_on_stack(addr))
+			(void)agent_objects_segment(c->tab, addr, &c->rlo, &c->rhi);
 	}
 	*val = *(const unw_word_t *)(uintptr_t)addr;
 	return 0;
