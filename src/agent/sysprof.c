@@ -113,11 +113,11 @@ static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one'
 ** Pacing: a sample costs from 2 us to a few hundred (deep stacks in C mode). Were the
 ** interval shorter than that, the handler would run back to back and the program would
 ** stop making progress. After a sample that took t, ticks are skipped for the next
-** PACE_FACTOR * t, so the handler never takes more than 1 / (1 + PACE_FACTOR) of the
+** pace_factor * t, so the handler never takes more than 1 / (1 + pace_factor) of the
 ** thread's time; at ordinary rates (t well below the interval) nothing is skipped.
 ** Skipped ticks are counted apart ("paced"), not as dropped samples.
 */
-#define PACE_FACTOR 3
+static uint64_t pace_factor = 3; /* 0 turns pacing off (unit tests of the buffers) */
 static uint64_t hs_resume_ns;
 static size_t hs_bt_n;
 
@@ -402,7 +402,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 			take_sample((const ucontext_t *)ucv);
 			uint64_t t1 = now_ns();
 			atomic_fetch_add_explicit(&sp.handler_ns, t1 - t0, memory_order_relaxed);
-			hs_resume_ns = t1 + PACE_FACTOR * (t1 - t0);
+			hs_resume_ns = t1 + pace_factor * (t1 - t0);
 		}
 	}
 	atomic_store(&sp.busy, 0);

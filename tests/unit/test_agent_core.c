@@ -293,6 +293,7 @@ static void test_double_buffer_order_and_drops(void)
 {
 	sink_reset();
 	sink.delay_us = 2000;
+	pace_factor = 0; /* every tick is a sample: the buffers are what is tested */
 	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
 	const uint64_t n = 20000;
 	for (uint64_t i = 1; i <= n; i++) {
@@ -319,6 +320,34 @@ static void test_double_buffer_order_and_drops(void)
 	CHECK_EQ(s.bytes, sink.len);
 	CHECK_STR(v.ffnames, "Lua C assert");
 	CHECK_EQ(sink.on_stop_calls, 1);
+}
+
+/* Ticks back to back (shorter than a sample takes) are paced: the handler skips ticks for
+ * three times the last sample's duration, and every tick is either a sample or paced. */
+static void test_pacing(void)
+{
+	sink_reset();
+	pace_factor = 3;
+	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
+	const uint64_t n = 5000;
+	for (uint64_t i = 1; i <= n; i++) {
+		stub.line = i;
+		stub.newsym = i == 1;
+		tick();
+	}
+	struct luaprof_sysprof_counters c;
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_report(&c);
+	luaprof_sysprof_stats(&s);
+	CHECK(s.paced > 0);
+	CHECK(c.samples > 0);
+	CHECK_EQ(c.samples + s.dropped + s.paced, n);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	struct seen v;
+	struct lp_parse_stats st;
+	CHECK_EQ(parse_sink(&v, &st), LP_OK);
+	CHECK_EQ(v.samples, c.samples - s.dropped);
+	pace_factor = 0;
 }
 
 /* Samples the VM side refuses are dropped, not counted in any state. */
@@ -443,6 +472,7 @@ int main(void)
 {
 	RUN(test_validation);
 	RUN(test_double_buffer_order_and_drops);
+	RUN(test_pacing);
 	RUN(test_unsafe_samples_dropped);
 	RUN(test_io_error);
 	RUN(test_writer_stop_request);
