@@ -79,8 +79,6 @@ static struct {
 	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
 	uint64_t started_ns;
 	uint64_t cache_gen;             /* run_id the symbol caches were filled in */
-	uint32_t last_traceno;          /* the trace named last, and its GCtrace */
-	uint64_t last_trace;
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
 	int64_t countdown;              /* bytes until the next sample */
@@ -239,13 +237,15 @@ static void need_trace(uint32_t traceno)
 	uint64_t tr = ld64(ld64(J + y->j_trace) + 8ull * traceno) & LP_LJ_GCVMASK;
 	if (!tr)
 		return;
-	if (traceno == mp.last_traceno && tr == mp.last_trace)
+	/* Traces alternate (a recursion's several traces): a small cache by number. */
+	static struct { uint64_t tr, run; } seen[64];
+	if (seen[traceno & 63].tr == tr && seen[traceno & 63].run == mp.run_id)
 		return;
 	uint64_t fp = lp_hash_u64(tr) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.traces, traceno);
 	if (e && e->a == fp) {
-		mp.last_traceno = traceno;
-		mp.last_trace = tr;
+		seen[traceno & 63].tr = tr;
+		seen[traceno & 63].run = mp.run_id;
 		return;
 	}
 	struct lp_lj_trace t;
@@ -254,8 +254,8 @@ static void need_trace(uint32_t traceno)
 	lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
 			       pc_line(t.startpt, t.startpc + 4));
 	(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
-	mp.last_traceno = traceno;
-	mp.last_trace = tr;
+	seen[traceno & 63].tr = tr;
+	seen[traceno & 63].run = mp.run_id;
 }
 
 /* A C function address: objects loaded since the last look are named first. */
@@ -693,8 +693,24 @@ static void io_check(void)
 	mp.state = MP_HALTED;
 }
 
+/* ULEB128 of an event field: heap addresses (7 bytes, 42..48 bits) and small numbers
+ * (1 byte) take straight paths, the rest the loop. */
 static inline uint8_t *put_uleb(uint8_t *p, uint64_t v)
 {
+	if (v < 0x80) {
+		*p = (uint8_t)v;
+		return p + 1;
+	}
+	if ((v >> 42) && !(v >> 49)) {
+		p[0] = (uint8_t)(v | 0x80);
+		p[1] = (uint8_t)((v >> 7) | 0x80);
+		p[2] = (uint8_t)((v >> 14) | 0x80);
+		p[3] = (uint8_t)((v >> 21) | 0x80);
+		p[4] = (uint8_t)((v >> 28) | 0x80);
+		p[5] = (uint8_t)((v >> 35) | 0x80);
+		p[6] = (uint8_t)(v >> 42);
+		return p + 7;
+	}
 	while (v >= 0x80) {
 		*p++ = (uint8_t)(v | 0x80);
 		v >>= 7;
@@ -851,8 +867,6 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.io_errno = 0;
 	mp.events = mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
 	mp.sample_bytes = opt->sample_bytes;
-	mp.last_traceno = 0;
-	mp.last_trace = 0;
 	mp.nlost = 0;
 	mp.capture_ns = 0;
 	free_samples();
