@@ -114,18 +114,18 @@ report() { # JIT setting -> Markdown table
 	NR > 1 && $3 == jit {
 		w = $2; r = $1
 		if ($6 == "base") { bw[w, r] = $7; bc[w, r] = $8 }
-		else if ($6 == "sampled") { sw[w, r] = $7 }
+		else if ($6 == "sampled") { sw[w, r] = $7; sc[w, r] = $8 }
 		else { ew[w, r] = $7; ec[w, r] = $8; ev[w, r] = $11; by[w, r] = $15 }
 		if (r > maxr) maxr = r
 	}
 	END {
-		print "| workload | exact: median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run | sampled 512 KiB: median ratio | min..max |"
-		print "|---|---|---|---|---|---|---|---|---|"
+		print "| workload | exact: median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run | sampled 512 KiB: median ratio (wall) | min..max | median ratio (CPU) |"
+		print "|---|---|---|---|---|---|---|---|---|---|"
 		nw = split(order, ws, " ")
 		for (i = 1; i <= nw; i++) {
 			w = ws[i]; k = 0; ks = 0
 			for (r = 1; r <= maxr; r++) {
-				if ((w, r) in bw && (w, r) in sw) s[++ks] = sw[w, r] / bw[w, r]
+				if ((w, r) in bw && (w, r) in sw) { ks++; s[ks] = sw[w, r] / bw[w, r]; scr[ks] = sc[w, r] / bc[w, r] }
 				if (!((w, r) in bw) || !((w, r) in ew)) continue
 				k++
 				q[k] = ew[w, r] / bw[w, r]; c[k] = ec[w, r] / bc[w, r]
@@ -134,10 +134,11 @@ report() { # JIT setting -> Markdown table
 			}
 			if (!k) continue
 			mq = med(q, k); lo = q[1]; hi = q[k]
-			ms = ks ? med(s, ks) : 0
-			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d | %.3f | %.3f..%.3f |\n", w, mq, lo, hi,
+			ms = ks ? med(s, ks) : 0; slo = s[1]; shi = s[ks]
+			mscr = ks ? med(scr, ks) : 0
+			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d | %.3f | %.3f..%.3f | %.3f |\n", w, mq, lo, hi,
 				med(c, k), med(e, k) / 1e6, (med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
-				med(n, k), ms, s[1], s[ks]
+				med(n, k), ms, slo, shi, mscr
 		}
 	}' "$tsv"
 }
