@@ -74,10 +74,20 @@ static const struct page *cache_page(uint64_t addr)
  * allocated by luaL_newstate and freed by lua_close, after the profile of that VM has been
  * stopped: it is read directly. */
 static uint64_t gg_lo, gg_hi;
+/* Set by agent_vm_prepare_walk for a walk outside the handler, at an allocation (memprof),
+ * where the VM's state is consistent: plain reads, as memprof's own. Cleared by the
+ * handler, which cannot run during such a walk (its signal is blocked). */
+static int plain_reads;
 
 static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *out = buf;
+	if (plain_reads) {
+		if (addr == 0)
+			return -1;
+		memcpy(buf, (const void *)(uintptr_t)addr, len);
+		return 0;
+	}
 	if (addr >= gg_lo && addr < gg_hi && len <= gg_hi - addr) {
 		const uint8_t *src = (const uint8_t *)(uintptr_t)addr;
 		for (size_t i = 0; i < len; i++)
@@ -462,6 +472,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	if (!attached)
 		return -1;
+	plain_reads = 0;
 	cache_reset();
 	const greg_t *gr = uc->uc_mcontext.gregs;
 	uint64_t ip = (uint64_t)gr[REG_RIP], rdx = (uint64_t)gr[REG_RDX];
@@ -608,6 +619,7 @@ int agent_vm_attached(void)
 void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 {
 	cache_reset();
+	plain_reads = 1;
 	ncframes = 0;
 	have_trace = 0;
 	if (!attached)
