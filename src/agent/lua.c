@@ -109,6 +109,40 @@ static int push_ioerr(lua_State *L, const char *path, int e)
 	return 3;
 }
 
+/* Results of a profiler's start / stop as Tarantool's Lua API gives them: true, or nil,
+ * message, errno. e is errno as the call left it; err the profiler's one-line reason. */
+static int push_start_rc(lua_State *L, int rc, int e, const char *path, const char *err)
+{
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, err);
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_RUNNING, EINVAL);
+	case LUAPROF_PROFILE_ERRIO:
+		return push_ioerr(L, path, e);
+	default:
+		return push_fail(L, err, e ? e : ENOMEM);
+	}
+}
+
+static int push_stop_rc(lua_State *L, int rc, int e, const char *path)
+{
+	switch (rc) {
+	case LUAPROF_PROFILE_SUCCESS:
+		lua_pushboolean(L, 1);
+		return 1;
+	case LUAPROF_PROFILE_ERRRUN:
+		return push_fail(L, MSG_NOTRUN, EINVAL);
+	case LUAPROF_PROFILE_ERRUSE:
+		return push_misuse(L, NULL);
+	default:
+		return push_ioerr(L, path, e ? e : EIO);
+	}
+}
+
 struct start_args {
 	struct luaprof_sysprof_options opt;
 	const char *path;
@@ -201,20 +235,7 @@ static int start_with(lua_State *L, struct start_args *a)
 	}
 	/* From here on file_on_stop owns fc, whatever happens. */
 	int rc = agent_start(L, &a->opt, file_writer, file_on_stop);
-	int e = errno;
-	switch (rc) {
-	case LUAPROF_PROFILE_SUCCESS:
-		lua_pushboolean(L, 1);
-		return 1;
-	case LUAPROF_PROFILE_ERRUSE:
-		return push_misuse(L, luaprof_sysprof_error());
-	case LUAPROF_PROFILE_ERRRUN:
-		return push_fail(L, MSG_RUNNING, EINVAL);
-	case LUAPROF_PROFILE_ERRIO:
-		return push_ioerr(L, a->path, e);
-	default:
-		return push_fail(L, luaprof_sysprof_error(), e ? e : ENOMEM);
-	}
+	return push_start_rc(L, rc, errno, a->path, luaprof_sysprof_error());
 }
 
 /* local ok, err, errno = sysprof.start{mode=, interval=, path=, clock=} */
@@ -231,18 +252,7 @@ static int l_start(lua_State *L)
 static int l_stop(lua_State *L)
 {
 	int rc = luaprof_sysprof_stop(L);
-	int e = errno;
-	switch (rc) {
-	case LUAPROF_PROFILE_SUCCESS:
-		lua_pushboolean(L, 1);
-		return 1;
-	case LUAPROF_PROFILE_ERRRUN:
-		return push_fail(L, MSG_NOTRUN, EINVAL);
-	case LUAPROF_PROFILE_ERRUSE:
-		return push_misuse(L, NULL);
-	default:
-		return push_ioerr(L, cur_path, e ? e : EIO);
-	}
+	return push_stop_rc(L, rc, errno, cur_path);
 }
 
 static void setnum(lua_State *L, const char *k, uint64_t v)
@@ -340,38 +350,14 @@ static int l_mem_start(lua_State *L)
 	};
 	/* From here on file_on_stop owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
-	int e = errno;
-	switch (rc) {
-	case LUAPROF_PROFILE_SUCCESS:
-		lua_pushboolean(L, 1);
-		return 1;
-	case LUAPROF_PROFILE_ERRUSE:
-		return push_misuse(L, luaprof_memprof_error());
-	case LUAPROF_PROFILE_ERRRUN:
-		return push_fail(L, MSG_RUNNING, EINVAL);
-	case LUAPROF_PROFILE_ERRIO:
-		return push_ioerr(L, path, e);
-	default:
-		return push_fail(L, luaprof_memprof_error(), e ? e : ENOMEM);
-	}
+	return push_start_rc(L, rc, errno, path, luaprof_memprof_error());
 }
 
 /* local ok, err, errno = memprof.stop() */
 static int l_mem_stop(lua_State *L)
 {
 	int rc = luaprof_memprof_stop(L);
-	int e = errno;
-	switch (rc) {
-	case LUAPROF_PROFILE_SUCCESS:
-		lua_pushboolean(L, 1);
-		return 1;
-	case LUAPROF_PROFILE_ERRRUN:
-		return push_fail(L, MSG_NOTRUN, EINVAL);
-	case LUAPROF_PROFILE_ERRUSE:
-		return push_misuse(L, NULL);
-	default:
-		return push_ioerr(L, mem_path, e ? e : EIO);
-	}
+	return push_stop_rc(L, rc, errno, mem_path);
 }
 
 /* memprof.report() -> {events, allocs, frees, reallocs, alloc_bytes, free_bytes}
@@ -408,32 +394,6 @@ static int anchor_gc(lua_State *L)
 	return 0;
 }
 
-static int anchor_setup(lua_State *L)
-{
-	uint64_t run_id = *(const uint64_t *)lua_touserdata(L, 1);
-	lua_pushlightuserdata(L, (void *)&anchor_key);
-	lua_rawget(L, LUA_REGISTRYINDEX);
-	struct anchor *a = lua_touserdata(L, -1);
-	if (!a) {
-		a = lua_newuserdata(L, sizeof(*a));
-		lua_createtable(L, 0, 1);
-		lua_pushcfunction(L, anchor_gc);
-		lua_setfield(L, -2, "__gc");
-		lua_setmetatable(L, -2);
-		lua_pushlightuserdata(L, (void *)&anchor_key);
-		lua_pushvalue(L, -2);
-		lua_rawset(L, LUA_REGISTRYINDEX);
-	}
-	a->run_id = run_id;
-	return 0;
-}
-
-int agent_lua_anchor(lua_State *L, uint64_t run_id)
-{
-	/* Protected: the C API may be called outside any Lua call. */
-	return lua_cpcall(L, anchor_setup, &run_id) == 0 ? 0 : -1;
-}
-
 /* The memory profiler's own sentinel: its finalizer runs before lua_close frees anything
  * (userdata finalizers run first), so the allocator is restored while the heap is whole. */
 static const char mem_anchor_key = 0;
@@ -446,29 +406,44 @@ static int mem_anchor_gc(lua_State *L)
 	return 0;
 }
 
-static int mem_anchor_setup(lua_State *L)
+struct anchor_args {
+	const void *key;     /* registry key of the profiler's sentinel */
+	lua_CFunction gc;    /* its finalizer */
+	uint64_t run_id;
+};
+
+/* Creates the sentinel under its key once per state, and stamps it with the run. */
+static int anchor_setup(lua_State *L)
 {
-	uint64_t run_id = *(const uint64_t *)lua_touserdata(L, 1);
-	lua_pushlightuserdata(L, (void *)&mem_anchor_key);
+	const struct anchor_args *args = lua_touserdata(L, 1);
+	lua_pushlightuserdata(L, (void *)args->key);
 	lua_rawget(L, LUA_REGISTRYINDEX);
 	struct anchor *a = lua_touserdata(L, -1);
 	if (!a) {
 		a = lua_newuserdata(L, sizeof(*a));
 		lua_createtable(L, 0, 1);
-		lua_pushcfunction(L, mem_anchor_gc);
+		lua_pushcfunction(L, args->gc);
 		lua_setfield(L, -2, "__gc");
 		lua_setmetatable(L, -2);
-		lua_pushlightuserdata(L, (void *)&mem_anchor_key);
+		lua_pushlightuserdata(L, (void *)args->key);
 		lua_pushvalue(L, -2);
 		lua_rawset(L, LUA_REGISTRYINDEX);
 	}
-	a->run_id = run_id;
+	a->run_id = args->run_id;
 	return 0;
+}
+
+/* Protected: the C API may be called outside any Lua call. */
+int agent_lua_anchor(lua_State *L, uint64_t run_id)
+{
+	struct anchor_args args = { &anchor_key, anchor_gc, run_id };
+	return lua_cpcall(L, anchor_setup, &args) == 0 ? 0 : -1;
 }
 
 int agent_lua_memprof_anchor(lua_State *L, uint64_t run_id)
 {
-	return lua_cpcall(L, mem_anchor_setup, &run_id) == 0 ? 0 : -1;
+	struct anchor_args args = { &mem_anchor_key, mem_anchor_gc, run_id };
+	return lua_cpcall(L, anchor_setup, &args) == 0 ? 0 : -1;
 }
 
 int agent_lua_owns(lua_State *L, uint64_t run_id)
