@@ -6,6 +6,7 @@
 # running at os.exit() is finished. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=agent_api
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
@@ -97,13 +98,7 @@ build/luaprof report -q "$t/close.bin" -f collapsed >/dev/null 2>"$t/err" ||
 
 # -- The other supported build: OpenResty's luajit2 (Debian luajit2, VM linked into its
 # /usr/bin/luajit), extracted from its .deb since it conflicts with luajit as a package.
-lj2=""
-if command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 &&
-	(cd "$t" && apt-get download luajit2 >"$t/dl.log" 2>&1) &&
-	dpkg-deb -x "$t"/luajit2_*.deb "$t/lj2" 2>>"$t/dl.log"; then
-	lj2="$t/lj2/usr/bin/luajit"
-fi
-if [ -n "$lj2" ] && [ -x "$lj2" ]; then
+if luajit2_fetch "$t/dl.log"; then
 	mkdir -p "$t/lj2out"
 	"$lj2" tests/integration/agent_api.lua build "$t/lj2out" >"$t/lj2.out" 2>&1 ||
 		fail "agent_api.lua on luajit2: $(grep -v '^agent_api.lua:' "$t/lj2.out" | head -20)"

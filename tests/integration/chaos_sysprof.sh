@@ -22,6 +22,7 @@
 # CHAOS_DEPTH (see chaos_sysprof.lua) are diagnosis aids. Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=chaos_sysprof
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
@@ -59,26 +60,13 @@ ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -O1 -g -D_GNU_SOU
 	-Lbuild -l:luaprof.so -Wl,-rpath,"$PWD/build" -lluajit-5.1 -lprotobuf-c -lz -lm \
 	2>"$t/cc.log" || { echo "FAIL: cannot build chaos_host.c: $(head -20 "$t/cc.log")"; exit 1; }
 
-# -- OpenResty's luajit2: conflicts with luajit as a package, so extracted from its .debs
-# (the cache and the commands of shapes_luajit.sh).
-cache=build/shapes/luajit2
-if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
-	command -v dpkg-deb >/dev/null 2>&1; then
-	rm -rf $cache && mkdir -p $cache/debs
-	if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$t/dl.log" 2>&1; then
-		for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
-			touch $cache/.done
-	fi
-fi
-lj2=$cache/root/usr/bin/luajit
-lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+# -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
+luajit2_fetch "$t/dl.log"
 
 # Marker lines of the workload ("--@name" at the end of a line) that every profile of a
 # whole run must show as the current line of some frame.
 declare -A at
-while IFS=: read -r n text; do
-	at[${text##*--@}]=$n
-done < <(grep -n -- '--@[a-z_]*$' $src)
+read_markers $src
 markers="deep_call thrower jit_num qsort nest gsub_fn sort"
 
 # field NAME LINE: the value of NAME=value in a "key=value ..." line (empty if none).

@@ -45,6 +45,7 @@
 # line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=memprof_luajit
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 mnt="$t/mnt"
@@ -81,25 +82,12 @@ $cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/memprof_host" \
 	tests/integration/memprof_host.c -lluajit-5.1 2>"$t/cc.log" ||
 	{ echo "FAIL: cannot build memprof_host.c: $(head -20 "$t/cc.log")"; exit 1; }
 
-# -- OpenResty's luajit2: conflicts with luajit as a package, so extracted from its .debs
-# (the cache shapes_luajit.sh fills; same mechanism).
-cache=build/shapes/luajit2
-if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
-	command -v dpkg-deb >/dev/null 2>&1; then
-	rm -rf $cache && mkdir -p $cache/debs
-	if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$t/dl.log" 2>&1; then
-		for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
-			touch $cache/.done
-	fi
-fi
-lj2=$cache/root/usr/bin/luajit
-lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+# -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
+luajit2_fetch "$t/dl.log"
 
 # -- Marker lines of the workload: "--@name" at the end of a line.
 declare -A at
-while IFS=: read -r n text; do
-	at[${text##*--@}]=$n
-done < <(grep -n -- '--@[a-z_0-9]*$' $src)
+read_markers $src
 L() { echo "@$src:${at[$1]}"; }                    # the label of marker $1's line
 TR() { echo "TRACE \[[0-9]+\] started at @$src:${at[$1]}"; } # ERE: traces started there
 

@@ -9,6 +9,7 @@
 # Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=memprof_sampled
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
@@ -20,13 +21,11 @@ command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get inst
 [ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
 src=tests/integration/memprof_sampled.lua
 declare -A at
-while IFS=: read -r n text; do at[${text##*--@}]=$n; done < <(grep -n -- '--@[a-z_]*$' $src)
+read_markers $src
 total_true=128000000 # 200000 iterations x 640 bytes
 
 runners=("luajit")
-lj2=build/shapes/luajit2/root/usr/bin/luajit
-lj2lib=build/shapes/luajit2/root/usr/lib/x86_64-linux-gnu
-[ -x $lj2 ] && runners+=("luajit2")
+luajit2_fetch "$t/dl.log" && runners+=("luajit2")
 
 for runner in "${runners[@]}"; do
 	for jit in off on; do

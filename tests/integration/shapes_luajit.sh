@@ -26,6 +26,7 @@
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=shapes_luajit
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
@@ -60,24 +61,12 @@ $cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/shapes_host" \
 	tests/integration/shapes_host.c -lluajit-5.1 2>"$t/cc.log" ||
 	{ echo "FAIL: cannot build shapes_host.c: $(head -20 "$t/cc.log")"; exit 1; }
 
-# -- OpenResty's luajit2: conflicts with luajit as a package, so extracted from its .debs.
-cache=build/shapes/luajit2
-if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
-	command -v dpkg-deb >/dev/null 2>&1; then
-	rm -rf $cache && mkdir -p $cache/debs
-	if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$t/dl.log" 2>&1; then
-		for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
-			touch $cache/.done
-	fi
-fi
-lj2=$cache/root/usr/bin/luajit
-lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+# -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
+luajit2_fetch "$t/dl.log"
 
 # -- Marker lines of the workload: "--@name" at the end of a line.
 declare -A at
-while IFS=: read -r n text; do
-	at[${text##*--@}]=$n
-done < <(grep -n -- '--@[a-z_]*$' $src)
+read_markers $src
 
 # Expected frames after `main`'s VM entry. "@m" is the Lua frame at marker m's line; "a|b"
 # accepts either name. LEAF is the burn: the Lua loop with the JIT off; with it on, the

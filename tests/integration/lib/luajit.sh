@@ -1,0 +1,30 @@
+# Shared by the integration scripts (sourced, not run: tests/run.sh only runs
+# tests/integration/*.sh). Call from the repository root.
+
+# luajit2_fetch LOGFILE: OpenResty's luajit2 conflicts with Debian's luajit as a package, so
+# its .debs are downloaded and extracted once into build/luajit2. Sets lj2 (the interpreter,
+# VM linked in) and lj2lib (the directory of libluajit-5.1.so from luajit2); returns 1 when
+# they cannot be had (no apt-get or dpkg-deb, or the download failed: see LOGFILE).
+luajit2_fetch() {
+	local cache=build/luajit2 deb
+	lj2=$cache/root/usr/bin/luajit
+	lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
+	if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
+		command -v dpkg-deb >/dev/null 2>&1; then
+		rm -rf $cache && mkdir -p $cache/debs
+		if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$1" 2>&1; then
+			for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
+				touch $cache/.done
+		fi
+	fi
+	[ -f $cache/.done ] && [ -x "$lj2" ]
+}
+
+# read_markers FILE: fills the associative array `at` (declare -A at first) with the line
+# of every "--@name" marker at the end of a line of FILE.
+read_markers() {
+	local n text
+	while IFS=: read -r n text; do
+		at[${text##*--@}]=$n
+	done < <(grep -n -- '--@[a-z_0-9]*$' "$1")
+}
