@@ -78,9 +78,10 @@ $(BUILD)/luaprof: $(CLI_OBJS) $(BUILD)/libluaprof.a
 	$(Q)$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libluaprof.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(BUILD)/libluaprof.a
-	@mkdir -p $(dir $@)
+	@mkdir -p $(dir $@) $(BUILD)/obj/tests/unit
 	@echo "  CC      $<"
-	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -Itests/unit -o $@ $< $(BUILD)/libluaprof.a $(LDLIBS)
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -Itests/unit -MMD -MP -MT $@ \
+		-MF $(BUILD)/obj/tests/unit/$*.d -o $@ $< $(BUILD)/libluaprof.a $(LDLIBS)
 
 unit: $(UNIT_BINS)
 
@@ -106,4 +107,6 @@ bench: all $(BENCH_BINS)
 clean:
 	rm -rf $(BUILD)
 
+# (Unit tests' dependencies are there too: one that includes a module's .c, such as
+# test_agent_core, is rebuilt when that changes.)
 -include $(shell find $(BUILD)/obj $(BUILD)/pic -name '*.d' 2>/dev/null)
