@@ -16,6 +16,7 @@
 #include "luaprof.h"
 #include "stream/parse.h"
 #include "stream/wbuf.h"
+#include "util/iset.h"
 
 #define AGENT_VERSION "0.1.0"
 
@@ -155,6 +156,25 @@ void agent_maps_note(void);
  * key/value pairs; resets the record. */
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 			   const char *const *meta);
+
+/* -- Distinct stacks for the extension (stackdict.c) ------------------------------------ */
+
+struct agent_stackdict {
+	uint8_t *body;                      /* the bodies, back to back */
+	size_t nbody, bodycap;
+	struct agent_stackent { size_t off, len; } *ent; /* by id */
+	size_t nent, entcap;
+	struct lp_iset index;
+};
+
+/* The id of body (an encoded "lua-stack host-stack"), added if new; -1 when it is new and
+ * would take the dictionary past max_bytes, or without memory. Not for the handler. */
+int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_t len,
+			   size_t max_bytes, uint32_t *id);
+/* One extension stack record (04) per entry, in id order. */
+void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
+/* Frees and empties the dictionary (a zeroed one is empty too). */
+void agent_stackdict_free(struct agent_stackdict *d);
 
 /* -- Full stacks of TRACE samples (tstacks.c) ------------------------------------------ */
 

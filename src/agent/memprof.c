@@ -87,11 +87,7 @@ static struct {
 	uint64_t self_lo, self_hi;      /* this library's code: the wrapper's own frames */
 	uint64_t vmobj_lo, vmobj_hi;    /* code of the object holding the VM: its allocation
 					 * path (lj_mem_*, lj_alloc_*, lj_tab_new...) */
-	uint8_t *body;                  /* distinct stacks ("lua-stack host-stack"), back to back */
-	size_t nbody, bodycap;
-	struct ent { size_t off, len; } *ent;
-	size_t nent, entcap;
-	struct lp_iset index;
+	struct agent_stackdict dict;    /* the distinct stacks */
 	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
 	size_t nsmp, smpcap;
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
@@ -438,22 +434,12 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 	return n;
 }
 
-struct eqctx {
-	const uint8_t *p;
-	size_t len;
-};
-
 /* s_body holds any stack (AGENT_SAMPLE_MAX): never flushed. */
 static size_t no_flush(const void **data, size_t len, void *ctx)
 {
 	return 0;
 }
 
-static int body_eq(const void *ctx, uint32_t idx)
-{
-	const struct eqctx *c = ctx;
-	return mp.ent[idx].len == c->len && memcmp(mp.body + mp.ent[idx].off, c->p, c->len) == 0;
-}
 
 /* The native stack from here, innermost first (getcontext returns twice: kept apart). */
 static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
@@ -495,21 +481,10 @@ static int64_t capture(void)
 	lp_write_sys_stacks(&w, &smp);
 	if (!lp_wbuf_ok(&w))
 		return -1;
-	struct eqctx c = { s_body, (size_t)(w.pos - w.buf) };
-	uint64_t h = lp_hash_bytes(c.p, c.len, 0x5eed);
 	uint32_t id;
-	if (lp_iset_find(&mp.index, h, body_eq, &c, &id))
-		return id;
-	if (mp.nent >= UINT32_MAX - 1 ||
-	    lp_grow((void **)&mp.body, &mp.bodycap, mp.nbody + c.len, 1) ||
-	    lp_grow((void **)&mp.ent, &mp.entcap, mp.nent + 1, sizeof(*mp.ent)) ||
-	    lp_iset_insert(&mp.index, h, (uint32_t)mp.nent))
+	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), SIZE_MAX, &id))
 		return -1;
-	memcpy(mp.body + mp.nbody, c.p, c.len);
-	mp.ent[mp.nent].off = mp.nbody;
-	mp.ent[mp.nent].len = c.len;
-	mp.nbody += c.len;
-	return (int64_t)mp.nent++;
+	return id;
 }
 
 /*
@@ -593,14 +568,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 /* The extension's stack records and the sampled allocations, at stop. */
 static void write_samples(struct lp_wbuf *w)
 {
-	uint8_t tmp[32];
-	for (size_t i = 0; i < mp.nent; i++) {
-		size_t n = lp_uleb_encode(i, tmp);
-		lp_wbuf_u8(w, LP_EXT_STACK);
-		lp_wbuf_uleb(w, n + mp.ent[i].len);
-		lp_wbuf_bytes(w, tmp, n);
-		lp_wbuf_bytes(w, mp.body + mp.ent[i].off, mp.ent[i].len);
-	}
+	agent_stackdict_write(&mp.dict, w);
 	/* asample records of up to 60 KiB: (stack size live)*. */
 	uint8_t rec[61440 + 32];
 	size_t len = 0;
@@ -617,16 +585,12 @@ static void write_samples(struct lp_wbuf *w)
 
 static void free_samples(void)
 {
-	free(mp.body);
-	free(mp.ent);
-	lp_iset_free(&mp.index);
+	agent_stackdict_free(&mp.dict);
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
 	memset(live_bits, 0, sizeof(live_bits));
-	mp.body = NULL;
-	mp.ent = NULL;
 	mp.smp = NULL;
-	mp.nbody = mp.bodycap = mp.nent = mp.entcap = mp.nsmp = mp.smpcap = 0;
+	mp.nsmp = mp.smpcap = 0;
 }
 
 int agent_memprof_uses_native(void)

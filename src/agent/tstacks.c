@@ -21,7 +21,6 @@
 #include "luaprof/format.h"
 #include "stream/writer.h"
 #include "util/grow.h"
-#include "util/iset.h"
 
 /* Ring: records of [length:u32][ordinal:uleb body]; head and tail only grow. */
 #define RING_CAP (2u << 20)
@@ -35,11 +34,7 @@ static struct {
 	_Atomic size_t head, tail;      /* producer (handler), consumer (writer thread) */
 	_Atomic uint64_t lost;
 	/* Writer thread only. */
-	uint8_t *body;                  /* bodies of the distinct stacks, back to back */
-	size_t nbody, bodycap;
-	struct ent { size_t off, len; } *ent;
-	size_t nent, entcap;
-	struct lp_iset index;
+	struct agent_stackdict dict;    /* the distinct stacks */
 	uint8_t *pairs;                 /* tsample payload: (gap id)* */
 	size_t npairs, paircap;
 	size_t *cuts;                   /* offsets in pairs where a record ends */
@@ -65,9 +60,7 @@ void agent_tstacks_free(void)
 {
 	free(tsq.ring);
 	free(tsq.rec);
-	free(tsq.body);
-	free(tsq.ent);
-	lp_iset_free(&tsq.index);
+	agent_stackdict_free(&tsq.dict);
 	free(tsq.pairs);
 	free(tsq.cuts);
 	memset(&tsq, 0, sizeof(tsq));
@@ -99,17 +92,6 @@ int agent_tstacks_put(const uint8_t *rec, size_t len)
 	return (head + 4 + len) - tail > RING_CAP / 2; /* 1: time to wake the writer thread */
 }
 
-struct eqctx {
-	const uint8_t *p;
-	size_t len;
-};
-
-static int eq(const void *ctx, uint32_t idx)
-{
-	const struct eqctx *c = ctx;
-	return tsq.ent[idx].len == c->len && memcmp(tsq.body + tsq.ent[idx].off, c->p, c->len) == 0;
-}
-
 static int append_pair(uint64_t ordinal, uint64_t id)
 {
 	uint8_t tmp[20];
@@ -139,22 +121,10 @@ static void take(const uint8_t *rec, size_t len)
 		if (!(b & 0x80))
 			break;
 	}
-	struct eqctx c = { rec + i, len - i };
-	uint64_t h = lp_hash_bytes(c.p, c.len, 0x5eed);
 	uint32_t id;
-	if (!lp_iset_find(&tsq.index, h, eq, &c, &id)) {
-		if (tsq.nbody + c.len > DICT_MAX || tsq.nent >= UINT32_MAX - 1 ||
-		    lp_grow((void **)&tsq.body, &tsq.bodycap, tsq.nbody + c.len, 1) ||
-		    lp_grow((void **)&tsq.ent, &tsq.entcap, tsq.nent + 1, sizeof(*tsq.ent)) ||
-		    lp_iset_insert(&tsq.index, h, (uint32_t)tsq.nent)) {
-			atomic_fetch_add(&tsq.lost, 1);
-			return;
-		}
-		memcpy(tsq.body + tsq.nbody, c.p, c.len);
-		tsq.ent[tsq.nent].off = tsq.nbody;
-		tsq.ent[tsq.nent].len = c.len;
-		tsq.nbody += c.len;
-		id = (uint32_t)tsq.nent++;
+	if (agent_stackdict_intern(&tsq.dict, rec + i, len - i, DICT_MAX, &id) != 0) {
+		atomic_fetch_add(&tsq.lost, 1);
+		return;
 	}
 	if (ordinal < tsq.next_ordinal || append_pair(ordinal, id))
 		atomic_fetch_add(&tsq.lost, 1);
@@ -182,14 +152,7 @@ void agent_tstacks_drain(void)
 
 void agent_tstacks_write(struct lp_wbuf *w)
 {
-	uint8_t tmp[10];
-	for (size_t i = 0; i < tsq.nent; i++) {
-		size_t n = lp_uleb_encode(i, tmp);
-		lp_wbuf_u8(w, LP_EXT_STACK);
-		lp_wbuf_uleb(w, n + tsq.ent[i].len);
-		lp_wbuf_bytes(w, tmp, n);
-		lp_wbuf_bytes(w, tsq.body + tsq.ent[i].off, tsq.ent[i].len);
-	}
+	agent_stackdict_write(&tsq.dict, w);
 	size_t from = 0;
 	for (size_t k = 0; k <= tsq.ncuts; k++) {
 		size_t to = k < tsq.ncuts ? tsq.cuts[k] : tsq.npairs;

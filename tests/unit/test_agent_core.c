@@ -7,6 +7,7 @@
 */
 #include "../../src/agent/sysprof.c"
 #include "../../src/agent/tstacks.c"
+#include "../../src/agent/stackdict.c"
 
 #include <fcntl.h>
 #include <stdlib.h>
