@@ -35,20 +35,15 @@ local ffi = require "ffi"
 ffi.cdef [[
 double agent_bench_cfib(double n);
 double agent_bench_dot(const double *a, const double *b, size_t n);
-typedef struct { long tv_sec; long tv_nsec; } agent_bench_ts;
-int clock_gettime(int clk, agent_bench_ts *ts);
 typedef struct { long sec, usec; } agent_bench_tv;
 typedef struct { agent_bench_tv ru_utime, ru_stime; long f[14]; } agent_bench_rusage;
 int getrusage(int who, agent_bench_rusage *ru);
 ]]
 -- Loaded in every mode, so that all runs map the same objects.
 local C = ffi.load(lib)
-local ts = ffi.new("agent_bench_ts")
-local function now(clk)
-	ffi.C.clock_gettime(clk, ts)
-	return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
-local MONO, PCPU, TCPU = 1, 2, 3
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
+B.clocks()
+local now, MONO, PCPU, TCPU = B.now, B.MONO, B.PCPU, B.TCPU
 local ru = ffi.new("agent_bench_rusage")
 local function nivcsw()
 	ffi.C.getrusage(1 --[[RUSAGE_THREAD]], ru)
@@ -182,17 +177,8 @@ end
 local f = assert(W[workload], "unknown workload " .. tostring(workload))
 
 if modes[1] == "calib" then
-	local target, k = n, 1
-	while true do
-		local t0 = now(MONO)
-		f(k)
-		local dt = now(MONO) - t0
-		if dt >= 0.25 then
-			print(string.format("n=%d", math.max(1, math.floor(k * target / dt + 0.5))))
-			return
-		end
-		k = k * 2
-	end
+	B.calibrate(f, n)
+	return
 end
 
 local opts = {

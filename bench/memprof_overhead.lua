@@ -30,40 +30,16 @@ if jitmode == "off" then
 	jit.flush()
 end
 
-local ffi = require "ffi"
-ffi.cdef [[
-typedef struct { long tv_sec; long tv_nsec; } memprof_bench_ts;
-int clock_gettime(int clk, memprof_bench_ts *ts);
-]]
-local ts = ffi.new("memprof_bench_ts")
-local function now(clk)
-	ffi.C.clock_gettime(clk, ts)
-	return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-end
-local MONO, PCPU = 1, 2
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
+B.clocks()
+local now, MONO, PCPU = B.now, B.MONO, B.PCPU
 
 -- -- Workloads: W[name](n) does n units of work and returns a number ----------------------
 
 local W = {}
 
--- Binary trees (the Benchmarks Game's): a tree of depth 14 of small tables, built, walked
--- and dropped, per unit; plus a short-lived tree of depth 4 per unit.
-local function bottom_up(depth)
-	if depth == 0 then return {} end
-	depth = depth - 1
-	return { bottom_up(depth), bottom_up(depth) }
-end
-local function check(tree)
-	if tree[1] then return 1 + check(tree[1]) + check(tree[2]) end
-	return 1
-end
-function W.bintrees(units)
-	local s = 0
-	for _ = 1, units do
-		s = s + check(bottom_up(14)) + check(bottom_up(4))
-	end
-	return s
-end
+-- Binary trees (benchlib.lua).
+W.bintrees = B.bintrees
 
 -- String building: concatenation, string.format, table.concat, a library pass over it.
 function W.strings(units)
@@ -164,17 +140,8 @@ end
 local f = assert(W[workload], "unknown workload " .. tostring(workload))
 
 if modes[1] == "calib" then
-	local target, k = n, 1
-	while true do
-		local t0 = now(MONO)
-		f(k)
-		local dt = now(MONO) - t0
-		if dt >= 0.25 then
-			print(string.format("n=%d", math.max(1, math.floor(k * target / dt + 0.5))))
-			return
-		end
-		k = k * 2
-	end
+	B.calibrate(f, n)
+	return
 end
 
 local mp

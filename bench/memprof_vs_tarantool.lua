@@ -11,20 +11,8 @@
 local mode, rounds = arg[1], tonumber(arg[2]) or 7
 assert(mode == "lp" or mode == "tt", "usage: memprof_vs_tarantool.lua lp|tt [ROUNDS]")
 
-local function bottom_up(depth)
-	if depth == 0 then return {} end
-	depth = depth - 1
-	return { bottom_up(depth), bottom_up(depth) }
-end
-local function check(tree)
-	if tree[1] then return 1 + check(tree[1]) + check(tree[2]) end
-	return 1
-end
-local function work(units)
-	local s = 0
-	for _ = 1, units do s = s + check(bottom_up(14)) + check(bottom_up(4)) end
-	return s
-end
+local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
+local work = B.bintrees
 
 local mp
 if mode == "lp" then
