@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include "luaprof.h"
@@ -19,6 +20,14 @@
 #include "util/iset.h"
 
 #define AGENT_VERSION "0.1.0"
+
+/* CLOCK_MONOTONIC in ns (async-signal-safe). */
+static inline uint64_t agent_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Depth limits of one sample: deeper stacks keep their innermost frames and are counted
  * as truncated. They bound the size of an encoded sample (AGENT_SAMPLE_MAX). */

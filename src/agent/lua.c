@@ -298,11 +298,8 @@ static int l_stats(lua_State *L)
 	lua_pushnumber(L, (lua_Number)s.handler_ns / 1e9);
 	lua_setfield(L, -2, "handler");
 	uint64_t end = s.stopped_ns;
-	if (!end && s.started_ns) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		end = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	}
+	if (!end && s.started_ns)
+		end = agent_now_ns();
 	lua_pushnumber(L, s.started_ns ? (lua_Number)(end - s.started_ns) / 1e9 : 0);
 	lua_setfield(L, -2, "duration");
 	return 1;

@@ -101,13 +101,6 @@ static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
 static uint64_t s_host[AGENT_MAX_HOST];
 static uint8_t s_body[AGENT_SAMPLE_MAX];
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* -- Plain loads --------------------------------------------------------------------- */
 
 static inline uint64_t ld64(uint64_t a)
@@ -524,12 +517,12 @@ static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, siz
 	int64_t id = -1;
 	if (due) {
 		/* Before the allocation: a stack reallocation moves the frames. */
-		uint64_t t0 = now_ns();
+		uint64_t t0 = agent_now_ns();
 		mp.countdown = next_interval();
 		id = capture();
 		if (id < 0)
 			mp.nlost++;
-		mp.capture_ns += now_ns() - t0;
+		mp.capture_ns += agent_now_ns() - t0;
 	}
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
@@ -838,7 +831,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 		opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
-	mp.rng = (now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+	mp.rng = (agent_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
 	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	mp.seen.n = 0;
@@ -866,7 +859,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	agent_maps_note();
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	mp.state = MP_RUNNING;
-	mp.started_ns = now_ns();
+	mp.started_ns = agent_now_ns();
 	lua_setallocf(L, mp.sample_bytes ? sampled_wrapper : wrapper, NULL);
 	return LUAPROF_PROFILE_SUCCESS;
 }
@@ -896,7 +889,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
 		snprintf(dur, sizeof(dur), "%llu",
-			 (unsigned long long)(now_ns() - mp.started_ns));
+			 (unsigned long long)(agent_now_ns() - mp.started_ns));
 		char cmdline[4096];
 		agent_cmdline(cmdline, sizeof(cmdline));
 		const char *meta[] = {

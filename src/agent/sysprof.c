@@ -126,13 +126,6 @@ static pid_t gettid_raw(void)
 	return (pid_t)syscall(SYS_gettid);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_err(const char *fmt, ...)
 {
@@ -392,7 +385,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	atomic_store(&sp.busy, 1);
 	if (atomic_load(&sp.state) == ST_RUNNING && gettid_raw() == sp.tid) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = agent_now_ns();
 		if (si->si_overrun > 0)
 			atomic_fetch_add_explicit(&sp.overruns, (uint64_t)si->si_overrun,
 						  memory_order_relaxed);
@@ -400,7 +393,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 			atomic_fetch_add_explicit(&sp.paced, 1, memory_order_relaxed);
 		} else {
 			take_sample((const ucontext_t *)ucv);
-			uint64_t t1 = now_ns();
+			uint64_t t1 = agent_now_ns();
 			atomic_fetch_add_explicit(&sp.handler_ns, t1 - t0, memory_order_relaxed);
 			hs_resume_ns = t1 + pace_factor * (t1 - t0);
 		}
@@ -599,7 +592,7 @@ static int stop_locked(int from_state)
 		sigaddset(&set, sp.signo);
 		pthread_sigmask(SIG_BLOCK, &set, &oldmask);
 	}
-	sp.stopped_ns = now_ns();
+	sp.stopped_ns = agent_now_ns();
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream();
@@ -835,7 +828,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		e = EBUSY;
 		goto fail_unwind;
 	}
-	sp.started_ns = now_ns();
+	sp.started_ns = agent_now_ns();
 	atomic_store(&sp.state, ST_RUNNING);
 	if (arm_timer() != 0) {
 		e = errno;

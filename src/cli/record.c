@@ -453,13 +453,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 }
 
 /* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
-static int record_memory(const struct opts *o, const char *raw, int prog, uint64_t wall)
+static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
+			 uint64_t wall)
 {
-	struct stat sb;
-	if (stat(raw, &sb) != 0 || sb.st_size == 0)
-		return fail("%s wrote no profile: the agent was not loaded (the program must be "
-			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
-			    "and a supported LuaJIT build; see its messages above)", o->cmd[0]);
 	char *args[10], limit[16];
 	int n = 0;
 	args[n++] = "report";
@@ -483,7 +479,7 @@ static int record_memory(const struct opts *o, const char *raw, int prog, uint64
 	if (!o->quiet)
 		fprintf(stderr, "luaprof record: %.2f s, memory profile %s (%lld bytes); "
 				"rendered as %s to %s\n",
-			(double)wall / 1e9, raw, (long long)sb.st_size, lp_fmt_name(o->fmt),
+			(double)wall / 1e9, raw, (long long)size, lp_fmt_name(o->fmt),
 			strcmp(o->output, "-") ? o->output : "standard output");
 	return rc == LP_EXIT_TRUNCATED ? rc : prog;
 }
@@ -512,18 +508,17 @@ int lp_cmd_record(int argc, char **argv)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && access(raw, F_OK) != 0)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 
-	if (o.memory)
-		return record_memory(&o, raw, prog, wall);
-
-	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	struct stat sb;
-	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_size == 0) {
-		if (fd >= 0)
-			close(fd);
+	if (stat(raw, &sb) != 0 || sb.st_size == 0)
 		return fail("%s wrote no profile: the agent was not loaded (the program must be "
 			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
 			    "and a supported LuaJIT build; see its messages above)", o.cmd[0]);
-	}
+	if (o.memory)
+		return record_memory(&o, raw, sb.st_size, prog, wall);
+
+	int fd = open(raw, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("cannot read %s: %s", raw, strerror(errno));
 	struct lp_input in;
 	struct lp_loaded l;
 	char msg[1024], err[1024] = "";

@@ -78,7 +78,7 @@ struct lp_sysprof {
 	size_t nhpool, hpoolcap;
 	uint32_t *mpool;
 	size_t nmpool, mpoolcap;
-	int traces_added;
+	int finished;                 /* the deferred samples (TRACE or memory) were added */
 	/* Memory samples. */
 	int memory;
 	uint64_t sample_bytes;
@@ -594,9 +594,9 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 */
 static int add_traces(struct lp_sysprof *s)
 {
-	if (s->traces_added)
+	if (s->finished)
 		return 0;
-	s->traces_added = 1;
+	s->finished = 1;
 	if (s->ntpairs > 1)
 		qsort(s->tpairs, s->ntpairs, sizeof(*s->tpairs), by_ordinal);
 	size_t j = s->ntpairs, u = s->nrepl;
@@ -681,9 +681,9 @@ static int64_t sat64(double v)
 /* Adds the memory samples, each weighted for the allocations it stands for. */
 static int add_memory(struct lp_sysprof *s)
 {
-	if (s->traces_added)
+	if (s->finished)
 		return 0;
-	s->traces_added = 1;
+	s->finished = 1;
 	for (size_t i = 0; i < s->nmsmp; i++) {
 		const struct msample *m = &s->msmp[i];
 		struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, m->id);
