@@ -53,13 +53,15 @@
 enum { MP_IDLE, MP_RUNNING, MP_HALTED };
 
 static struct {
+	/* The hot path's fields, in one cache line. */
+	lua_Alloc orig_f;
+	void *orig_ud;
+	int64_t countdown;              /* sampled mode: bytes until the next sample */
 	int state;
 	char err[256];
 	/* The profiled VM. */
 	struct lp_lj_vm vm;
 	lua_State *L;                   /* main thread */
-	lua_Alloc orig_f;
-	void *orig_ud;
 	uint64_t run_id;
 	/* Stream. */
 	struct lp_wbuf w;
@@ -81,7 +83,6 @@ static struct {
 	uint64_t cache_gen;             /* run_id the symbol caches were filled in */
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
-	int64_t countdown;              /* bytes until the next sample */
 	uint64_t rng;
 	int own_native;                 /* attached the VM sampler and objects table itself */
 	uint64_t self_lo, self_hi;      /* this library's code: the wrapper's own frames */
@@ -93,6 +94,7 @@ static struct {
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
 	uint64_t nlost;                 /* samples not kept (no memory) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
+	uint64_t lookups;               /* frees and reallocs that looked the live map up */
 } mp;
 
 /* Scratch of one sampled stack (the VM thread only). */
@@ -481,16 +483,23 @@ static int64_t capture(void)
 }
 
 /*
-** Live sampled blocks: a map, behind a bitmap of address hashes that every free and
-** realloc tests first (one load), so only about (live samples / LIVE_BITS) of them look
-** the map up. Bits are never cleared: a stale one costs a lookup, nothing else.
+** Live sampled blocks: a map, behind a bitmap that every free and realloc tests first (one
+** load). A bit stands for a granule of LIVE_GRAIN bytes of address space (aliased every
+** LIVE_BITS granules) and is set while a live sampled block starts in it; a count per bit,
+** touched on the rare path only, clears it when the last one goes. Granules rather than
+** hashed addresses: the collector frees objects in runs of nearby addresses, so the tests
+** of a run share a bitmap word that stays in the cache (a hash scattered them, and the
+** load missed on about every free). A free from a granule holding a live sampled block
+** looks the map up for nothing: about (live samples x LIVE_GRAIN / heap) of the frees.
 */
-#define LIVE_BITS (1u << 16)
+#define LIVE_BITS  (1u << 16)
+#define LIVE_SHIFT 8 /* LIVE_GRAIN = 256 */
 static uint64_t live_bits[LIVE_BITS / 64];
+static uint16_t live_count[LIVE_BITS];
 
 static inline unsigned live_bit(const void *ptr)
 {
-	return (unsigned)(((uintptr_t)ptr >> 4) ^ ((uintptr_t)ptr >> 20)) & (LIVE_BITS - 1);
+	return (unsigned)((uintptr_t)ptr >> LIVE_SHIFT) & (LIVE_BITS - 1);
 }
 
 static inline int maybe_live(const void *ptr)
@@ -499,35 +508,45 @@ static inline int maybe_live(const void *ptr)
 	return (live_bits[b / 64] >> (b % 64)) & 1;
 }
 
+static void live_add(const void *ptr)
+{
+	unsigned b = live_bit(ptr);
+	/* A granule holds at most LIVE_GRAIN / 8 blocks: the count cannot wrap. */
+	if (live_count[b]++ == 0)
+		live_bits[b / 64] |= (uint64_t)1 << (b % 64);
+}
+
 /* A sampled block's address is no longer allocated (freed, or moved by a realloc). */
 static void sampled_gone(void *ptr)
 {
+	mp.lookups++;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.live, (uint64_t)(uintptr_t)ptr);
 	if (!e)
 		return;
 	mp.smp[e->a].live = 0;
 	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
+	unsigned b = live_bit(ptr);
+	if (--live_count[b] == 0)
+		live_bits[b / 64] &= ~((uint64_t)1 << (b % 64));
 }
 
-/* The rare part of the sampled wrapper: a sample is due, or a block that may be a live
- * sampled one is freed or reallocated. */
-static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, size_t nsize,
-						    int due)
+/* The rare paths of the sampled wrapper take its arguments in the same registers (no
+ * shuffling on the hot path). A sample is due: */
+static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osize,
+						   size_t nsize)
 {
-	int64_t id = -1;
-	if (due) {
-		/* Before the allocation: a stack reallocation moves the frames. */
-		uint64_t t0 = agent_now_ns();
-		mp.countdown = next_interval();
-		id = capture();
-		if (id < 0)
-			mp.nlost++;
-		mp.capture_ns += agent_now_ns() - t0;
-	}
+	(void)ud;
+	/* Before the allocation: a stack reallocation moves the frames. */
+	uint64_t t0 = agent_now_ns();
+	mp.countdown = next_interval();
+	int64_t id = capture();
+	if (id < 0)
+		mp.nlost++;
+	mp.capture_ns += agent_now_ns() - t0;
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
 		return np;
-	if (ptr && osize && (nsize == 0 || np) && maybe_live(ptr))
+	if (ptr && osize && np && maybe_live(ptr))
 		sampled_gone(ptr);
 	if (id >= 0 && np) {
 		if (lp_grow((void **)&mp.smp, &mp.smpcap, mp.nsmp + 1, sizeof(*mp.smp)) ||
@@ -535,8 +554,7 @@ static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, siz
 			mp.nlost++;
 			return np;
 		}
-		unsigned b = live_bit(np);
-		live_bits[b / 64] |= (uint64_t)1 << (b % 64);
+		live_add(np);
 		mp.smp[mp.nsmp].size = nsize;
 		mp.smp[mp.nsmp].stack = (uint32_t)id;
 		mp.smp[mp.nsmp++].live = 1;
@@ -547,14 +565,25 @@ static __attribute__((noinline)) void *sampled_slow(void *ptr, size_t osize, siz
 	return np;
 }
 
+/* A block that may be a live sampled one is freed or reallocated (no sample due). */
+static __attribute__((noipa)) void *sampled_free(void *ud, void *ptr, size_t osize,
+						    size_t nsize)
+{
+	(void)ud;
+	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (mp.state == MP_RUNNING && osize && (nsize == 0 || np))
+		sampled_gone(ptr);
+	return np;
+}
+
 /* The hot path: a countdown and one bit test, then straight to the original allocator
  * (the event counters stay at zero in this mode: report() gives samples). */
 static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	if (nsize && (mp.countdown -= (int64_t)nsize) < 0)
-		return sampled_slow(ptr, osize, nsize, 1);
-	if (ptr && osize && maybe_live(ptr))
-		return sampled_slow(ptr, osize, nsize, 0);
+		return sampled_due(ud, ptr, osize, nsize);
+	if (ptr && maybe_live(ptr))
+		return sampled_free(ud, ptr, osize, nsize);
 	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
 
@@ -582,6 +611,7 @@ static void free_samples(void)
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
 	memset(live_bits, 0, sizeof(live_bits));
+	memset(live_count, 0, sizeof(live_count));
 	mp.smp = NULL;
 	mp.nsmp = mp.smpcap = 0;
 }
@@ -826,6 +856,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.sample_bytes = opt->sample_bytes;
 	mp.nlost = 0;
 	mp.capture_ns = 0;
+	mp.lookups = 0;
 	free_samples();
 	if (mp.sample_bytes && native_acquire(L) != 0) {
 		opt->on_stop(opt->ctx, opt->buf);
@@ -878,7 +909,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		restore_allocator();
 	int e = mp.io_errno;
 	if (!e) {
-		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32];
+		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32];
 		static char ffnames[8192];
 		ffnames[0] = '\0';
 		if (mp.sample_bytes)
@@ -887,6 +918,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(nsmp, sizeof(nsmp), "%llu", (unsigned long long)mp.nsmp);
 		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
 		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
+		snprintf(look, sizeof(look), "%llu", (unsigned long long)mp.lookups);
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
@@ -900,6 +932,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"samples", nsmp,
 			"samples_lost", lost,
 			"sample_ns", cap,
+			"sample_lookups", look,
 			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",
