@@ -23,6 +23,7 @@
 static struct objtab tabs[2];
 static _Atomic(struct objtab *) cur_tab;
 static _Atomic int busy;   /* the handler holds a table from agent_objects_enter */
+static _Atomic unsigned gen; /* bumped whenever the table changes */
 static uint64_t stack_lo, stack_hi;
 
 static uint64_t read_u32(const uint8_t *p)
@@ -115,12 +116,14 @@ int agent_objects_init(char *err, size_t errlen)
 	stack_lo = (uint64_t)(uintptr_t)addr;
 	stack_hi = stack_lo + size;
 	snapshot(&tabs[0]);
+	atomic_fetch_add(&gen, 1);
 	atomic_store(&cur_tab, &tabs[0]);
 	return 0;
 }
 
 void agent_objects_fini(void)
 {
+	atomic_fetch_add(&gen, 1);
 	atomic_store(&cur_tab, NULL);
 }
 
@@ -131,11 +134,17 @@ void agent_objects_refresh(void)
 		return;
 	struct objtab *next = old == &tabs[0] ? &tabs[1] : &tabs[0];
 	snapshot(next);
+	atomic_fetch_add(&gen, 1);
 	atomic_store(&cur_tab, next);
 	while (atomic_load(&busy)) {
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
 	}
+}
+
+unsigned agent_objects_gen(void)
+{
+	return atomic_load(&gen);
 }
 
 /* -- Lookups (handler) ------------------------------------------------------------------ */

@@ -33,6 +33,8 @@ int agent_objects_init(char *err, size_t errlen);
 void agent_objects_fini(void);
 /* Re-reads the loaded objects (writer thread, after a load or unload). */
 void agent_objects_refresh(void);
+/* Changes whenever the table does (init, refresh, fini): what depends on it is stale. */
+unsigned agent_objects_gen(void);
 
 /* Handler: the current table, valid until agent_objects_leave; NULL before init. */
 const struct objtab *agent_objects_enter(void);

@@ -58,6 +58,8 @@ static struct {
 	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
 	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
 	int (*step)(unw_cursor_t *);
+	int (*reg_states_iterate)(unw_cursor_t *, unw_reg_states_callback, void *);
+	int (*apply_reg_state)(unw_cursor_t *, void *);
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 	int (*search_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *,
 			    int, void *);
@@ -65,13 +67,92 @@ static struct {
 
 static unw_addr_space_t as;
 /*
-** A second address space with libunwind's per-thread cache of unwind rules, for walks
-** outside the signal handler (memprof's sampled mode, on the VM thread with the handler's
-** signal blocked): caching halves a walk's cost, but an unwind holding the cache must not
-** be interrupted by another on the same thread, which the handler could do. The
-** handler's own address space caches nothing.
+** Walks outside the signal handler (memprof's sampled mode, on the VM thread with the
+** handler's signal blocked) step through a cache of unwind rules of our own. libunwind's
+** caches (global, and per-thread, which Debian's build turns into global) take a lock
+** that masks every signal around each step: two sigprocmask calls per frame, over half
+** of a capture's time. Ours keeps, per return address, the rule libunwind computes for it
+** (unw_reg_states_iterate over the function's CFI, once) and steps with
+** unw_apply_reg_state, which takes no lock. The rules refer to the unwind tables of the
+** loaded objects: the cache is emptied when the objects table changes.
 */
-static unw_addr_space_t as_cached;
+#define RULE_SLOTS 4096 /* open addressing by address; full: the step goes uncached */
+#define RULE_DATA_MAX (1u << 20)
+static struct rule { uint64_t ip; uint32_t off; } rules[RULE_SLOTS]; /* off: data + 1 */
+static uint8_t *rule_data;
+static size_t rule_len, rule_size;
+static size_t rule_count;
+static unsigned rule_gen;
+
+static struct rule *rule_slot(uint64_t ip)
+{
+	size_t i = (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 52) & (RULE_SLOTS - 1);
+	for (size_t k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1))
+		if (rules[i].ip == ip || !rules[i].off)
+			return &rules[i];
+	return NULL;
+}
+
+/* unw_reg_states_iterate's callback: keeps the rule of the range holding the address. */
+struct rule_find { uint64_t ip; long off; };
+
+static int rule_cb(void *token, void *data, size_t size, unw_word_t lo, unw_word_t hi)
+{
+	struct rule_find *f = token;
+	if (f->off >= 0 || f->ip < lo || f->ip >= hi)
+		return 0;
+	if (rule_size && size != rule_size)
+		return 0;
+	if (!rule_data) {
+		rule_data = malloc(RULE_DATA_MAX);
+		if (!rule_data)
+			return 0;
+	}
+	if (rule_len + size > RULE_DATA_MAX)
+		return 0;
+	rule_size = size;
+	memcpy(rule_data + rule_len, data, size);
+	f->off = (long)rule_len;
+	rule_len += size;
+	return 0;
+}
+
+/*
+** One step by the cached rule for the frame at look (its address, less one for a return
+** address): 1 stepped, 0 the outermost frame, -1 a bad frame, -2 no rule (the caller steps
+** with unw_step).
+*/
+static int rule_step(unw_cursor_t *c, uint64_t look)
+{
+	unsigned gen = agent_objects_gen();
+	if (gen != rule_gen) {
+		memset(rules, 0, sizeof(rules));
+		rule_len = rule_count = 0;
+		rule_gen = gen;
+	}
+	struct rule *r = rule_slot(look);
+	if (!r)
+		return -2;
+	if (!r->off) {
+		if (rule_count >= RULE_SLOTS / 2)
+			return -2;
+		struct rule_find f = { look, -1 };
+		if (U.reg_states_iterate(c, rule_cb, &f) < 0 || f.off < 0)
+			return -2;
+		r->ip = look;
+		r->off = (uint32_t)f.off + 1;
+		rule_count++;
+	}
+	int ret = U.apply_reg_state(c, rule_data + r->off - 1);
+	if (ret < 0)
+		return -1;
+	/* unw_step's end of the call chain: the return address or the frame pointer's
+	 * location undefined. */
+	unw_word_t v;
+	if (ret == 0 || U.get_reg(c, UNW_X86_64_RBP, &v) < 0)
+		return 0;
+	return 1;
+}
 
 /* Per-walk context handed to the accessors (handler only). */
 static struct walkctx {
@@ -206,9 +287,10 @@ static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
 	}
 }
 
-static size_t walk(unw_addr_space_t space, const ucontext_t *uc, uint64_t *pcs, size_t max,
-		   int *truncated)
+static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
+		   size_t max, int *truncated)
 {
+	int exact = 1; /* the frame's address is not a return address (the first one) */
 	size_t n = 0;
 	wc.tab = agent_objects_enter();
 	regs_from_uc(uc, wc.regs);
@@ -239,8 +321,14 @@ static size_t walk(unw_addr_space_t space, const ucontext_t *uc, uint64_t *pcs, 
 			memcpy(wc.regs, r, sizeof(r));
 			if (U.init_remote(&c, space, &wc) < 0)
 				break;
-		} else if (U.step(&c) <= 0) {
-			break;
+			exact = 1;
+		} else {
+			int st = cached ? rule_step(&c, exact ? ip : ip - 1) : -2;
+			if (st == -2)
+				st = U.step(&c);
+			if (st <= 0)
+				break;
+			exact = 0;
 		}
 		unw_word_t v = 0, s = 0;
 		U.get_reg(&c, UNW_REG_IP, &v);
@@ -260,12 +348,12 @@ out:
 
 size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
 {
-	return walk(as, uc, pcs, max, truncated);
+	return walk(as, 0, uc, pcs, max, truncated);
 }
 
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
 {
-	return walk(as_cached ? as_cached : as, uc, pcs, max, truncated);
+	return walk(as, 1, uc, pcs, max, truncated);
 }
 
 /* -- Set-up ------------------------------------------------------------------------------ */
@@ -285,9 +373,12 @@ static int load_libunwind(char *err, size_t errlen)
 	*(void **)&U.set_caching_policy = dlsym(h, STR(unw_set_caching_policy));
 	*(void **)&U.init_remote = dlsym(h, STR(unw_init_remote));
 	*(void **)&U.step = dlsym(h, STR(unw_step));
+	*(void **)&U.reg_states_iterate = dlsym(h, STR(unw_reg_states_iterate));
+	*(void **)&U.apply_reg_state = dlsym(h, STR(unw_apply_reg_state));
 	*(void **)&U.get_reg = dlsym(h, STR(unw_get_reg));
 	*(void **)&U.search_table = dlsym(h, "_Ux86_64_dwarf_search_unwind_table");
 	if (!U.create_addr_space || !U.set_caching_policy || !U.init_remote || !U.step ||
+	    !U.reg_states_iterate || !U.apply_reg_state ||
 	    !U.get_reg || !U.search_table) {
 		snprintf(err, errlen, "C mode needs libunwind: %s lacks an entry point",
 			 LIBUNWIND_SO);
@@ -307,9 +398,6 @@ int agent_unwind_init(char *err, size_t errlen)
 			return -1;
 		}
 		U.set_caching_policy(as, UNW_CACHE_NONE);
-		as_cached = U.create_addr_space(&accessors, 0);
-		if (as_cached && U.set_caching_policy(as_cached, UNW_CACHE_PER_THREAD) != 0)
-			as_cached = NULL; /* leaked once: walks fall back to the uncached space */
 	}
 	/* Prime libunwind (its pools, lazily bound symbols) with a walk of this thread. */
 	ucontext_t uc;
