@@ -4,20 +4,13 @@
 # lua_close while profiling (Lua API and C API). Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
 name=agent_host
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
 skip() { echo "SKIP $name: $*"; exit 2; }
 
-inc=/usr/include/luajit-2.1
-if [ ! -f $inc/lua.h ] || ! ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libluajit-5.1-dev >"$t/apt.log" 2>&1 ||
-			skip "libluajit-5.1-dev missing and apt-get install failed: $(tail -n 1 "$t/apt.log")"
-	else
-		skip "libluajit-5.1-dev is not installed (apt-get install libluajit-5.1-dev, as root)"
-	fi
-fi
+luajit_dev "$t/apt.log" || skip "$why"
 [ -f build/luaprof.so ] && [ -f build/libluaprof.a ] || { echo "build/ is incomplete (run make)"; exit 1; }
 
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -O1 -g -D_GNU_SOURCE \

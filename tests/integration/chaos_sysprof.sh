@@ -44,17 +44,7 @@ case $rate in '' | *[!0-9]* | 0) echo "CHAOS_RATE must be samples per second"; e
 command -v timeout >/dev/null 2>&1 || skip "no timeout(1)"
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
-inc=/usr/include/luajit-2.1
-if ! command -v luajit >/dev/null 2>&1 || [ ! -f $inc/lua.h ] ||
-	! ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit libluajit-5.1-dev \
-			>"$t/apt.log" 2>&1 ||
-			skip "apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$t/apt.log")"
-	else
-		skip "luajit / libluajit-5.1-dev not installed (apt-get install them, as root)"
-	fi
-fi
+luajit_dev "$t/apt.log" || skip "$why"
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -O1 -g -D_GNU_SOURCE \
 	-Iinclude -Isrc -I$inc -o "$t/host" tests/integration/chaos_host.c build/libluaprof.a \
 	-Lbuild -l:luaprof.so -Wl,-rpath,"$PWD/build" -lluajit-5.1 -lprotobuf-c -lz -lm \

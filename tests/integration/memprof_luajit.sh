@@ -62,17 +62,7 @@ src=tests/integration/memprof_luajit.lua
 [ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
-inc=/usr/include/luajit-2.1
-if ! command -v luajit >/dev/null 2>&1 || [ ! -f $inc/lua.h ] ||
-	! ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit libluajit-5.1-dev \
-			>"$t/apt.log" 2>&1 ||
-			skip "apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$t/apt.log")"
-	else
-		skip "luajit / libluajit-5.1-dev not installed (apt-get install them, as root)"
-	fi
-fi
+luajit_dev "$t/apt.log" || skip "$why"
 cc=${CC:-cc}
 mkdir -p "$t/cmod"
 $cc -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -I$inc -o "$t/cmod/memprof_cmod.so" \

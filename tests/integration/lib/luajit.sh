@@ -28,3 +28,20 @@ read_markers() {
 		at[${text##*--@}]=$n
 	done < <(grep -n -- '--@[a-z_0-9]*$' "$1")
 }
+
+# luajit_dev LOGFILE: Debian's luajit and libluajit-5.1-dev (headers in $inc, the library),
+# installed with apt-get when missing and running as root. Returns 1 when they cannot be
+# had, with the reason in $why (the install's output is in LOGFILE).
+luajit_dev() {
+	inc=/usr/include/luajit-2.1
+	command -v luajit >/dev/null 2>&1 && [ -f $inc/lua.h ] &&
+		ls /usr/lib/*/libluajit-5.1.so >/dev/null 2>&1 && return 0
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		why="luajit / libluajit-5.1-dev not installed (apt-get install them, as root)"
+		return 1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit libluajit-5.1-dev \
+		>"$1" 2>&1 && return 0
+	why="apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$1")"
+	return 1
+}
