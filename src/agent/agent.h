@@ -154,8 +154,9 @@ enum { AGENT_SYMS_SYMTAB, AGENT_SYMS_SYSPROF, AGENT_SYMS_MEMPROF, AGENT_SYMS_SIZ
 void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind);
 /* Writes the extents of those symbols as lpx csize records (objects loaded now). */
 void agent_symtab_csizes(struct lp_wbuf *w);
-/* The dynamic loader's count of objects ever loaded (dlpi_adds): changes when one is. */
-unsigned long long agent_objects_adds(void);
+/* The dynamic loader's count of objects ever loaded and unloaded (dlpi_adds + dlpi_subs):
+ * changes when one is. */
+unsigned long long agent_objects_changes(void);
 
 /* Records the executable mappings of /proc/self/maps (with build-ids) seen now; the
  * extension lists every mapping recorded since the last agent_maps_reset. */

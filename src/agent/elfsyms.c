@@ -172,11 +172,11 @@ void agent_symtab_csizes(struct lp_wbuf *w)
 
 static int first_adds(struct dl_phdr_info *info, size_t size, void *data)
 {
-	*(unsigned long long *)data = info->dlpi_adds;
+	*(unsigned long long *)data = info->dlpi_adds + info->dlpi_subs;
 	return 1;
 }
 
-unsigned long long agent_objects_adds(void)
+unsigned long long agent_objects_changes(void)
 {
 	unsigned long long adds = 0;
 	dl_iterate_phdr(first_adds, &adds);

@@ -74,7 +74,8 @@ static struct {
 	 * C function addresses seen. */
 	struct lp_addrmap protos, traces, cfuncs;
 	struct agent_objseen seen;
-	unsigned long long adds;
+	unsigned long long adds;        /* loader's count when the symbols were last written */
+	unsigned long long objs_adds;   /* ... when the objects table was (sampled mode) */
 	struct lp_mem checked;
 	struct lp_mem_pid pid;
 	/* Counters. */
@@ -254,7 +255,7 @@ static void need_cfunc(uint64_t addr)
 {
 	if (lp_addrmap_get(&mp.cfuncs, addr))
 		return;
-	unsigned long long adds = agent_objects_adds();
+	unsigned long long adds = agent_objects_changes();
 	if (adds != mp.adds) {
 		mp.adds = adds;
 		agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_MEMPROF);
@@ -450,6 +451,16 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
 /* The stack of the allocation about to happen, interned: its id, or -1. */
 static int64_t capture(void)
 {
+	/* Objects loaded or unloaded since the last capture (a C module required while
+	 * profiling): the unwinder's table of them, which the CPU profiler's writer thread
+	 * keeps up to date while it runs. */
+	if (!agent_running()) {
+		unsigned long long adds = agent_objects_changes();
+		if (adds != mp.objs_adds) {
+			mp.objs_adds = adds;
+			agent_objects_refresh();
+		}
+	}
 	sigset_t old;
 	int blocked = agent_block_signal(&old);
 	int32_t vmst = (int32_t)ld32(mp.vm.g + mp.vm.lay->g_vmstate);
@@ -645,6 +656,7 @@ static int native_acquire(lua_State *L)
 		}
 	}
 	mp.own_native = 1;
+	mp.objs_adds = agent_objects_changes();
 	if (agent_unwind_init(mp.err, sizeof(mp.err)) != 0) {
 		native_release_mp();
 		return -1;
@@ -876,7 +888,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	lp_write_sym_cfunc(&mp.w, mp.vm.vm_hi, ffi, sizeof(ffi) - 1);
 	lp_write_symtab_final(&mp.w);
 	lp_write_memprof_prologue(&mp.w);
-	mp.adds = agent_objects_adds();
+	mp.adds = agent_objects_changes();
 	if (!lp_wbuf_ok(&mp.w)) {
 		int e = mp.w.saved_errno ? mp.w.saved_errno : EIO;
 		set_err("cannot write the profile: %s", strerror(e));

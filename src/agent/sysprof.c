@@ -196,7 +196,7 @@ static uint8_t objs_buf[64 * 1024];
 
 static void new_objects(void)
 {
-	unsigned long long adds = agent_objects_adds();
+	unsigned long long adds = agent_objects_changes();
 	if (adds == objs_adds)
 		return;
 	objs_adds = adds;
@@ -692,7 +692,7 @@ static int write_header(void)
 	lp_write_symtab_prologue(&w);
 	/* Lua functions and traces are named by symbol events in the sample stream the
 	 * first time a sample meets them (vmsample.c). */
-	objs_adds = agent_objects_adds();
+	objs_adds = agent_objects_changes();
 	agent_maps_reset();
 	agent_maps_note();
 	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYMTAB);

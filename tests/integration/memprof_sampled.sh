@@ -93,6 +93,40 @@ build/luaprof report "$t/close.bin" -f top -n 3 -o "$t/close.txt" 2>"$t/err" ||
 	fail "sampled profile closed by lua_close does not parse: $(cat "$t/err")"
 grep -Eq 'Samples: [1-9][0-9]+' "$t/close.txt" || fail "no samples after lua_close: $(head -2 "$t/close.txt")"
 
+# -- A C module required after start: the unwinder learns its unwind tables, so its
+# function's samples hang under main ... lua_pcall and the calling Lua lines (without them
+# the walk stopped in the module and the Lua frames were left as roots).
+if luajit_dev "$t/apt.log"; then
+	mkdir -p "$t/cmod"
+	${CC:-cc} -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -I$inc \
+		-o "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c 2>"$t/cc.log" ||
+		fail "cannot build memprof_cmod.c: $(head -5 "$t/cc.log")"
+	cat >"$t/cmod.lua" <<'EOF'
+package.cpath = "build/?.so;" .. arg[2] .. "/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 64 }))
+local m = require "memprof_cmod"
+local keep = {}
+local function many()
+  for i = 1, 2000 do keep[i % 100] = m.newud() end
+end
+many()
+assert(mp.stop())
+EOF
+	LUA_CPATH= luajit "$t/cmod.lua" "$t/cmod.bin" "$t/cmod" >"$t/cmod.out" 2>&1 ||
+		fail "C module workload: $(head -5 "$t/cmod.out")"
+	build/luaprof report -q "$t/cmod.bin" -f collapsed -o "$t/cmod.folded" 2>"$t/err" ||
+		fail "C module profile: $(cat "$t/err")"
+	read -r whole rooted < <(awk '/memprof_cmod_newud [0-9]+$/ { w += $NF
+		if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*cmod\.lua:9;@[^;]*cmod\.lua:7;(lj_vm[^;]*;)?memprof_cmod_newud [0-9]+$/) r += $NF }
+		END { print w + 0, r + 0 }' "$t/cmod.folded")
+	[ "$whole" -gt 0 ] && [ $((rooted * 100)) -ge $((whole * 99)) ] ||
+		fail "C module loaded after start: $rooted of $whole bytes under main..lua_pcall;9;7;memprof_cmod_newud:
+$(sort -t' ' -k2 -nr "$t/cmod.folded" | head -3)"
+else
+	echo "skipped the C module check: $why"
+fi
+
 # -- pprof for `go tool pprof` (when Go is installed): the four memory sample types.
 if command -v go >/dev/null 2>&1; then
 	mkdir -p "$t/home" "$t/gocache"
