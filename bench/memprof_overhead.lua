@@ -9,6 +9,7 @@
 -- profiles (each removed after its segment). One segment per MODE, in order:
 --   warm   unprofiled, not reported (JIT and GC warm-up)
 --   base   unprofiled
+--   control  unprofiled too: its ratio to base is the method's own noise (an A/A test)
 --   exact  luaprof.memprof.start(path) (exact mode) around the workload
 --   sampled  luaprof.memprof.start(path, {sample = 512 KiB}) (sampled mode) around it
 --   empty  exact mode started and stopped at once, no work: the profile's fixed part
@@ -146,7 +147,7 @@ end
 
 local mp
 for i = 1, #modes do
-	if modes[i] ~= "base" and modes[i] ~= "warm" then mp = require("luaprof").memprof end
+	if modes[i] ~= "base" and modes[i] ~= "control" and modes[i] ~= "warm" then mp = require("luaprof").memprof end
 end
 
 -- One segment: the workload under one mode.
@@ -184,7 +185,7 @@ local function segment(seg, mode)
 end
 
 for i = 1, #modes do
-	assert(({ warm = 1, base = 1, exact = 1, empty = 1, sampled = 1 })[modes[i]],
+	assert(({ warm = 1, base = 1, control = 1, exact = 1, empty = 1, sampled = 1 })[modes[i]],
 		"unknown mode " .. tostring(modes[i]))
 	segment(i, modes[i])
 end

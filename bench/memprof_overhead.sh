@@ -5,16 +5,19 @@
 #
 #   bench/memprof_overhead.sh
 #
-# Same method as bench/agent_overhead.sh (its "one process" design). Every workload does a
-# fixed amount of work, sized once by calibration to take about BENCH_SECS unprofiled, and
-# times that work itself (bench/memprof_overhead.lua), from after memprof.start() returned
-# to before memprof.stop(). Per workload and JIT setting, one process runs a warm-up, then
-# BENCH_REPEAT rounds of the three modes (base = unprofiled, exact = memprof, sampled =
-# memprof sampled mode at 512 KiB) back to back;
-# the order rotates every round (base exact sampled, exact sampled base, ...). A ratio is profiled /
-# unprofiled wall time of the same round; the tables give the median over the rounds and
-# its min..max, the CPU-time median ratio, events per second of profiled wall time, and
-# bytes per event (profile size minus the fixed part of an empty profile, over events).
+# Same method as bench/agent_overhead.sh (its "one process" design), with short runs. Every
+# workload does a fixed amount of work, sized once by calibration to take about BENCH_SECS
+# unprofiled, and times that work itself (bench/memprof_overhead.lua), from after
+# memprof.start() returned to before memprof.stop(). Per workload and JIT setting, one
+# process runs a warm-up, then BENCH_REPEAT rounds of four runs back to back: base
+# (unprofiled), exact (memprof), sampled (memprof sampled mode at 512 KiB) and control
+# (unprofiled again); the order rotates every round. A ratio is a run's time over the base
+# run's of the same round, so both saw the same machine: this host's speed drifts by
+# 10-40 % over seconds (other tenants), and many short pairs average that out better than
+# a few long ones. The tables give the median ratio over the rounds with its min..max, the
+# CPU-time median ratio, events per second of profiled wall time, and bytes per event
+# (profile size minus the fixed part of an empty profile, over events). The control's
+# ratio is the method's own error: an overhead within it is not resolved.
 #
 # Workloads:
 #   bintrees  binary trees of small tables, depth 14, built, walked and dropped
@@ -24,22 +27,22 @@
 #   fib       recursive fib(20): CPU-bound, nearly no allocation
 #
 # Environment:
-#   BENCH_REPEAT     rounds (default 7)
-#   BENCH_SECS       unprofiled seconds per run, for calibration (default 1)
+#   BENCH_REPEAT     rounds (default 21)
+#   BENCH_SECS       unprofiled seconds per run, for calibration (default 0.25)
 #   BENCH_WORKLOADS  default "bintrees strings tables life fib"
 #   BENCH_JIT        default "on off"
 #   BENCH_OUT        output directory (default bench/out/, git-ignored); this script writes
 #                    memprof/ there: runs.tsv (every run), results.md
 #   BENCH_STREAM_DIR where the profiles go, each deleted after its run (default /dev/shm,
 #                    a tmpfs, else BENCH_OUT)
-# Time: about BENCH_REPEAT x workloads x JIT settings x 2 x BENCH_SECS x ~1.5 (~4 min).
+# Time: about BENCH_REPEAT x workloads x JIT settings x BENCH_SECS x ~5 (~5 min).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${BENCH_OUT:-$root/bench/out}/memprof
-repeat=${BENCH_REPEAT:-7}
-secs=${BENCH_SECS:-1}
+repeat=${BENCH_REPEAT:-21}
+secs=${BENCH_SECS:-0.25}
 workloads=${BENCH_WORKLOADS:-bintrees strings tables life fib}
 jits=${BENCH_JIT:-on off}
 mkdir -p "$out"
@@ -83,19 +86,20 @@ while read -r w j n; do
 	modes=warm
 	r=0
 	while [ $r -lt "$repeat" ]; do
-		case $((r % 3)) in
-		0) modes="$modes base exact sampled" ;;
-		1) modes="$modes exact sampled base" ;;
-		*) modes="$modes sampled base exact" ;;
+		case $((r % 4)) in
+		0) modes="$modes base exact sampled control" ;;
+		1) modes="$modes exact sampled control base" ;;
+		2) modes="$modes sampled control base exact" ;;
+		*) modes="$modes control base exact sampled" ;;
 		esac
 		r=$((r + 1))
 	done
 	# shellcheck disable=SC2086
 	$L "$w" "$j" "$n" "$stream" $modes </dev/null >"$out/seg.out" ||
 		{ rm -f "$stream"-*; echo "bench: failed: $w $j" >&2; exit 1; }
-	# segment 1 is the warm-up; segments 3r-1, 3r, 3r+1 are round r (from 1)
+	# segment 1 is the warm-up; segments 4r-2 .. 4r+1 are round r (from 1)
 	values <"$out/seg.out" | awk -v w="$w" -v j="$j" -v n="$n" \
-		'{ printf "%d %s %s %s %s\n", int(($1 + 1) / 3), w, j, n, $0 }' >>"$tsv"
+		'{ printf "%d %s %s %s %s\n", int(($1 + 2) / 4), w, j, n, $0 }' >>"$tsv"
 done <"$sizes"
 rm -f "$stream"-*
 # shellcheck disable=SC2046
@@ -111,34 +115,42 @@ report() { # JIT setting -> Markdown table
 		for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
 		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
 	}
+	# "median (min..max)" of mode m / base over the rounds of workload w; column 7 wall, 8 CPU
+	function ratio(m, w, col,   r, k, q, md) {
+		k = 0
+		for (r = 1; r <= maxr; r++)
+			if ((w, r, "base") in v && (w, r, m) in v) {
+				split(v[w, r, "base"], bb, " "); split(v[w, r, m], mm, " ")
+				q[++k] = mm[col] / bb[col]
+			}
+		if (!k) return "n/a"
+		md = med(q, k)
+		return col == 1 ? sprintf("%.3f (%.2f..%.2f)", md, q[1], q[k]) : sprintf("%.3f", md)
+	}
 	NR > 1 && $3 == jit {
 		w = $2; r = $1
-		if ($6 == "base") { bw[w, r] = $7; bc[w, r] = $8 }
-		else if ($6 == "sampled") { sw[w, r] = $7; sc[w, r] = $8 }
-		else { ew[w, r] = $7; ec[w, r] = $8; ev[w, r] = $11; by[w, r] = $15 }
+		v[w, r, $6] = $7 " " $8
+		if ($6 == "exact") { ew[w, r] = $7; ev[w, r] = $11; by[w, r] = $15 }
 		if (r > maxr) maxr = r
 	}
 	END {
-		print "| workload | exact: median ratio (wall) | min..max | median ratio (CPU) | events/s | bytes/event | events per run | sampled 512 KiB: median ratio (wall) | min..max | median ratio (CPU) |"
-		print "|---|---|---|---|---|---|---|---|---|---|"
+		print "| workload | exact: wall ratio, median (min..max) | CPU | events/s | bytes/event | sampled 512 KiB: wall ratio | CPU | control (unprofiled): wall ratio | CPU |"
+		print "|---|---|---|---|---|---|---|---|---|"
 		nw = split(order, ws, " ")
 		for (i = 1; i <= nw; i++) {
-			w = ws[i]; k = 0; ks = 0
+			w = ws[i]; k = 0
 			for (r = 1; r <= maxr; r++) {
-				if ((w, r) in bw && (w, r) in sw) { ks++; s[ks] = sw[w, r] / bw[w, r]; scr[ks] = sc[w, r] / bc[w, r] }
-				if (!((w, r) in bw) || !((w, r) in ew)) continue
+				if (!((w, r) in ew)) continue
 				k++
-				q[k] = ew[w, r] / bw[w, r]; c[k] = ec[w, r] / bc[w, r]
 				e[k] = ev[w, r] / ew[w, r]; b[k] = ev[w, r] ? (by[w, r] - fixed) / ev[w, r] : 0
 				n[k] = ev[w, r]
 			}
 			if (!k) continue
-			mq = med(q, k); lo = q[1]; hi = q[k]
-			ms = ks ? med(s, ks) : 0; slo = s[1]; shi = s[ks]
-			mscr = ks ? med(scr, ks) : 0
-			printf "| %s | %.3f | %.3f..%.3f | %.3f | %.2fM | %s | %d | %.3f | %.3f..%.3f | %.3f |\n", w, mq, lo, hi,
-				med(c, k), med(e, k) / 1e6, (med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
-				med(n, k), ms, slo, shi, mscr
+			printf "| %s | %s | %s | %.2fM | %s | %s | %s | %s | %s |\n", w,
+				ratio("exact", w, 1), ratio("exact", w, 2), med(e, k) / 1e6,
+				(med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
+				ratio("sampled", w, 1), ratio("sampled", w, 2),
+				ratio("control", w, 1), ratio("control", w, 2)
 		}
 	}' "$tsv"
 }
