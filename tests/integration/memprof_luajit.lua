@@ -5,7 +5,8 @@
 --
 -- Usage: luajit memprof_luajit.lua CASE OUT JIT [ARG]
 --   JIT: "off" (everything interpreted) or "on".
---   ARG: the directory of memprof_cmod.so (case cmod), the profile path (diskfull).
+--   ARG: the directory of memprof_cmod.so (cases cmod, cresume), the profile path
+--        (diskfull).
 -- Prints "counters EVENTS ALLOCS FREES REALLOCS ALLOC_BYTES FREE_BYTES" (memprof.report()
 -- after stop), case facts as "fact NAME VALUE" and "FAIL: ..." for a failed in-process
 -- check; exits 1 after a failed check.
@@ -18,7 +19,8 @@
 local case, out, jitmode, extra = arg[1], arg[2], arg[3], arg[4]
 assert(case and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_luajit.lua CASE OUT on|off [ARG]")
-package.cpath = "build/?.so;" .. (case == "cmod" and extra .. "/?.so;" or "") .. package.cpath
+local cmod_cases = { cmod = true, cresume = true }
+package.cpath = "build/?.so;" .. (cmod_cases[case] and extra .. "/?.so;" or "") .. package.cpath
 local lp = require "luaprof"
 local mp = lp.memprof
 require "table.new"
@@ -139,6 +141,56 @@ cases.cmod = function()
   stop()
   check(type(ud) == "userdata", "newud returned " .. type(ud))
   return ud
+end
+
+-- A coroutine resumed from C (lua_resume in memprof_cmod.c): its tables on its own lines,
+-- across a yield, nothing on the line that resumes it.
+cases.cresume = function()
+  collectgarbage("stop")
+  local cm = require "memprof_cmod"
+  local function body()
+    local a = {} --@crbody1
+    coroutine.yield(a)
+    local b = { 1, 2 } --@crbody2
+    return b
+  end
+  local co = coroutine.create(body)
+  start()
+  local st1 = cm.resume(co) --@crresume1
+  local st2 = cm.resume(co) --@crresume2
+  stop()
+  check(st1 == 1 and st2 == 0, string.format("lua_resume statuses %s %s", st1, st2))
+  return co
+end
+
+-- FFI callbacks: qsort calls a Lua comparator that makes a table per call: each on its
+-- line (or in a trace started in the comparator), none on the line calling qsort. The
+-- number of calls is qsort's business: the comparator counts them ("fact cbcalls N").
+cases.ffi_cb = function()
+  local ffi = require "ffi"
+  ffi.cdef [[
+  void qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
+  ]]
+  local N = 64
+  local arr = ffi.new("int[?]", N)
+  for i = 0, N - 1 do arr[i] = (i * 37) % N end
+  local calls, keep = 0, table.new(4096, 0)
+  local cmp = ffi.cast("int (*)(const void *, const void *)", function(a, b) --@cbfunc
+    calls = calls + 1
+    keep[calls] = {} --@cbtable
+    local x, y = ffi.cast("const int *", a)[0], ffi.cast("const int *", b)[0]
+    return x < y and -1 or (x > y and 1 or 0)
+  end)
+  local qsort = ffi.C.qsort -- resolved (a cdata made) before start
+  collectgarbage()
+  collectgarbage("stop")
+  start()
+  qsort(arr, N, 4, cmp) --@qsort
+  stop()
+  for i = 1, N - 1 do check(arr[i - 1] <= arr[i], "qsort did not sort") break end
+  print("fact cbcalls " .. calls)
+  cmp:free()
+  return keep
 end
 
 -- A hot loop storing tables (the target pre-sized: only the 300 tables are allocated).

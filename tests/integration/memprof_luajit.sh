@@ -20,6 +20,12 @@
 #  cmod       a C module required after start: its lua_CFunction's 100-byte userdata is
 #             one allocation of 148 B named memprof_cmod_newud; nothing on the calling line
 #             (require's own allocations are charged to its C functions, not checked here);
+#  cresume    a coroutine resumed twice by lua_resume from C (memprof_cmod.c), yielding in
+#             between: its {} (64 B) and {1, 2} (88 B) on their own lines (JIT on: or its
+#             traces), nothing on the resuming lines;
+#  ffi_cb     qsort through the FFI with a Lua comparator making a {} per call: exactly one
+#             64-byte allocation per call on that line (JIT on: that line plus the traces
+#             started in the comparator), counted by the comparator itself;
 #  hot        keep[i] = {i} x 300: 300 allocations, 26400 B; JIT on: TRACE [1] started at
 #             the loop's line, line + trace totals still 300 / 26400 B;
 #  leak       300 tables kept in a global, 500 dropped at another line, 2 full collections:
@@ -192,7 +198,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod hot leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -230,6 +236,25 @@ cases() {
 			expect_sum "$what" "$e" A "$(L cmod_call)" "0 0 0"
 			expect_section "$what" "$e" R
 			expect_section "$what" "$e" D ;;
+		cresume)
+			if [ "$jit" = off ]; then
+				expect_section "$what" "$e" A "$(L crbody1)|1|64|0" "$(L crbody2)|1|88|0"
+			else
+				expect_sum "$what" "$e" A "$(L crbody1)" "1 64 0"
+				expect_sum "$what" "$e" A "$(L crbody2)|$(TR crbody2)" "1 88 0"
+			fi
+			expect_sum "$what" "$e" A "$(L crresume1)|$(L crresume2)" "0 0 0"
+			expect_section "$what" "$e" R ;;
+		ffi_cb)
+			n=$(sed -n 's/^fact cbcalls //p' "$dir/$c.out")
+			if [ -z "$n" ] || [ "$n" -lt 64 ]; then
+				fail "$what: the comparator ran ${n:-no} times"
+			elif [ "$jit" = off ]; then
+				expect_sum "$what" "$e" A "$(L cbtable)" "$n $((n * 64)) 0"
+			else
+				expect_sum "$what" "$e" A "$(L cbtable)|$(TR cbtable)|$(TR cbfunc)" \
+					"$n $((n * 64)) 0"
+			fi ;;
 		hot)
 			if [ "$jit" = off ]; then
 				expect_section "$what" "$e" A "$(L hot)|300|26400|0"
