@@ -358,6 +358,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 ** light pass: lp_load keeps only cmdline and interval_ns. */
 struct facts {
 	uint64_t dropped, duration_ns, overruns, truncated, paced;
+	/* memory profiles */
+	int sampled;
+	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	int have;
 };
 
@@ -376,6 +379,18 @@ static int on_meta(void *ctx, const char *key, const char *value)
 		f->paced = v;
 	else if (!strcmp(key, "truncated"))
 		f->truncated = v;
+	else if (!strcmp(key, "mode"))
+		f->sampled = !strcmp(value, "sampled");
+	else if (!strcmp(key, "events"))
+		f->events = v;
+	else if (!strcmp(key, "samples"))
+		f->samples = v;
+	else if (!strcmp(key, "samples_lost"))
+		f->samples_lost = v;
+	else if (!strcmp(key, "sample_bytes"))
+		f->sample_bytes = v;
+	else if (!strcmp(key, "sample_ns"))
+		f->sample_ns = v;
 	return 0;
 }
 
@@ -476,11 +491,28 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED)
 		return rc;
-	if (!o->quiet)
-		fprintf(stderr, "luaprof record: %.2f s, memory profile %s (%lld bytes); "
-				"rendered as %s to %s\n",
-			(double)wall / 1e9, raw, (long long)size, lp_fmt_name(o->fmt),
-			strcmp(o->output, "-") ? o->output : "standard output");
+	if (!o->quiet) {
+		struct facts f;
+		read_facts(raw, &f);
+		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
+		fprintf(stderr, "luaprof record: %.2f s profiled, ", secs);
+		if (f.sampled) {
+			fprintf(stderr, "%" PRIu64 " sampled allocations (one per %" PRIu64 " bytes "
+					"allocated on average", f.samples, f.sample_bytes);
+			if (f.samples_lost)
+				fprintf(stderr, ", %" PRIu64 " lost for want of memory",
+					f.samples_lost);
+			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
+				(double)f.sample_ns / 1e6,
+				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);
+		} else {
+			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes each)\n",
+				f.events, f.events ? (double)size / (double)f.events : 0.0);
+		}
+		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld bytes)\n",
+			strcmp(o->output, "-") ? o->output : "standard output",
+			lp_fmt_name(o->fmt), raw, (long long)size);
+	}
 	return rc == LP_EXIT_TRUNCATED ? rc : prog;
 }
 
