@@ -1,5 +1,5 @@
 -- What the Lua halves of the benchmarks share: clocks, the calibration of a workload's
--- size, and the binary-trees workload of the memory benchmarks.
+-- size, and the workloads of the memory benchmarks (binary trees, life).
 --
 --   local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
 local B = {}
@@ -20,6 +20,74 @@ function B.bintrees(units)
 	local s = 0
 	for _ = 1, units do
 		s = s + check(bottom_up(14)) + check(bottom_up(4))
+	end
+	return s
+end
+
+
+-- The whole binary-trees program of the Benchmarks Game (and of the benchmark suites
+-- Tarantool measured its memprof with), for a maximum depth: a stretch tree one deeper, a
+-- long-lived tree kept throughout (the collector traverses it every cycle), then
+-- 2^(max - d + 4) trees of each depth d = 4, 6 .. max built and checked. Returns the sum
+-- of the checks.
+function B.binary_trees(maxdepth)
+	local mindepth = 4
+	if maxdepth < mindepth + 2 then maxdepth = mindepth + 2 end
+	local s = check(bottom_up(maxdepth + 1))
+	local longlived = bottom_up(maxdepth)
+	for d = mindepth, maxdepth, 2 do
+		for _ = 1, 2 ^ (maxdepth - d + mindepth) do
+			s = s + check(bottom_up(d))
+		end
+	end
+	return s + check(longlived)
+end
+
+-- Conway's game of life, in the style of LuaJIT's life.lua: a 64x64 torus whose every
+-- generation is a new array of new rows, rendered to a string (one string per row, then
+-- table.concat) each generation.
+local LW, LH = 64, 64
+local function life_grid()
+	local g = {}
+	for y = 1, LH do
+		local row = {}
+		for x = 1, LW do row[x] = 0 end
+		g[y] = row
+	end
+	-- a glider, an R-pentomino and a blinker
+	g[2][3], g[3][4], g[4][2], g[4][3], g[4][4] = 1, 1, 1, 1, 1
+	g[30][31], g[30][32], g[31][30], g[31][31], g[32][31] = 1, 1, 1, 1, 1
+	g[50][10], g[50][11], g[50][12] = 1, 1, 1
+	return g
+end
+local function life_step(g)
+	local ng = {}
+	for y = 1, LH do
+		local up, row, dn = g[(y - 2) % LH + 1], g[y], g[y % LH + 1]
+		local nr = {}
+		for x = 1, LW do
+			local l, r = (x - 2) % LW + 1, x % LW + 1
+			local c = up[l] + up[x] + up[r] + row[l] + row[r] + dn[l] + dn[x] + dn[r]
+			nr[x] = (c == 3 or (c == 2 and row[x] == 1)) and 1 or 0
+		end
+		ng[y] = nr
+	end
+	return ng
+end
+local function life_render(g)
+	local lines = {}
+	for y = 1, LH do
+		local row, cells = g[y], {}
+		for x = 1, LW do cells[x] = row[x] == 1 and "O" or "." end
+		lines[y] = table.concat(cells)
+	end
+	return table.concat(lines, "\n")
+end
+function B.life(units)
+	local g, s = life_grid(), 0
+	for _ = 1, units do
+		g = life_step(g)
+		s = s + #life_render(g)
 	end
 	return s
 end

@@ -78,54 +78,8 @@ function W.tables(units)
 	return s
 end
 
--- Conway's game of life, in the style of LuaJIT's life.lua: a 64x64 torus whose every
--- generation is a new array of new rows, rendered to a string (one string per row, then
--- table.concat) each generation.
-local LW, LH = 64, 64
-local function life_grid()
-	local g = {}
-	for y = 1, LH do
-		local row = {}
-		for x = 1, LW do row[x] = 0 end
-		g[y] = row
-	end
-	-- a glider, an R-pentomino and a blinker
-	g[2][3], g[3][4], g[4][2], g[4][3], g[4][4] = 1, 1, 1, 1, 1
-	g[30][31], g[30][32], g[31][30], g[31][31], g[32][31] = 1, 1, 1, 1, 1
-	g[50][10], g[50][11], g[50][12] = 1, 1, 1
-	return g
-end
-local function life_step(g)
-	local ng = {}
-	for y = 1, LH do
-		local up, row, dn = g[(y - 2) % LH + 1], g[y], g[y % LH + 1]
-		local nr = {}
-		for x = 1, LW do
-			local l, r = (x - 2) % LW + 1, x % LW + 1
-			local c = up[l] + up[x] + up[r] + row[l] + row[r] + dn[l] + dn[x] + dn[r]
-			nr[x] = (c == 3 or (c == 2 and row[x] == 1)) and 1 or 0
-		end
-		ng[y] = nr
-	end
-	return ng
-end
-local function life_render(g)
-	local lines = {}
-	for y = 1, LH do
-		local row, cells = g[y], {}
-		for x = 1, LW do cells[x] = row[x] == 1 and "O" or "." end
-		lines[y] = table.concat(cells)
-	end
-	return table.concat(lines, "\n")
-end
-function W.life(units)
-	local g, s = life_grid(), 0
-	for _ = 1, units do
-		g = life_step(g)
-		s = s + #life_render(g)
-	end
-	return s
-end
+-- Conway's game of life (benchlib.lua).
+W.life = B.life
 
 -- CPU-bound, nearly no allocation.
 local function fib(k)
