@@ -99,7 +99,7 @@ void agent_objects_refresh(void)
 {
 }
 
-unsigned long long agent_objects_adds(void)
+unsigned long long agent_objects_changes(void)
 {
 	return 1;
 }
