@@ -116,6 +116,9 @@ void agent_vm_symbols(struct lp_wbuf *w);
 ** safely (the walk ends there).
 */
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object);
+/* 1 when agent_vm_frame may do more than return 0 for this frame (the interpreter's block
+ * or code outside any object): only then does it need the registers. */
+int agent_vm_frame_special(uint64_t ip, int in_object);
 
 /* -- Host unwinder (unwind.c) --------------------------------------------------------- */
 

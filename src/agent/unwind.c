@@ -309,9 +309,14 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 		goto out;
 	while (n < max) {
 		uint64_t r[AGENT_NREGS];
-		memset(r, 0, sizeof(r));
-		regs_from_cursor(&c, r);
-		int t = agent_vm_frame(ip, r, agent_objects_text(wc.tab, ip) != NULL);
+		int in_object = agent_objects_text(wc.tab, ip) != NULL, t = 0;
+		/* The VM's rules need the registers; C code of a loaded object (most frames)
+		 * is stepped by its table without them. */
+		if (agent_vm_frame_special(ip, in_object)) {
+			memset(r, 0, sizeof(r));
+			regs_from_cursor(&c, r);
+			t = agent_vm_frame(ip, r, in_object);
+		}
 		if (t < 0)
 			break;
 		if (t > 0) {

@@ -566,6 +566,11 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 
 /* -- Native frames the VM owns -------------------------------------------------------------- */
 
+int agent_vm_frame_special(uint64_t ip, int in_object)
+{
+	return attached && (!in_object || lp_lj_in_vm(&vm, ip));
+}
+
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 {
 	if (!attached)
