@@ -287,6 +287,85 @@ static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
 	}
 }
 
+/*
+** Suffix cache (cached walks only). Successive allocations sampled by memprof share the
+** frames below the VM's entry (lua_pcall, main, libc's start): a walk that reaches a frame
+** (same address, same stack pointer) of one of the last walks takes the rest of that walk
+** instead of stepping, once the return address of each of those frames is still where the
+** stepping found it (at its stack pointer minus 8, x86-64's call convention, which every
+** rule of this walk obeys, the VM's included). A frame whose return address lay elsewhere
+** (a signal frame) ends the part of a walk that can be reused.
+*/
+#define SUFFIX_WALKS 4
+#define SUFFIX_MAX 256
+static struct suffix {
+	uint64_t ip[SUFFIX_MAX], sp[SUFFIX_MAX];
+	size_t n, usable;  /* frames; frames [usable, n) have their return address checked */
+	int truncated;
+	unsigned gen;
+} suffixes[SUFFIX_WALKS];
+static unsigned suffix_next;
+
+/* Copies the rest of a cached walk that continues the frame (ip, sp) into pcs[n..], when
+ * its return addresses are still on the stack: the new count, or 0. */
+static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, size_t max,
+			  int *truncated)
+{
+	unsigned gen = agent_objects_gen();
+	for (unsigned w = 0; w < SUFFIX_WALKS; w++) {
+		const struct suffix *x = &suffixes[w];
+		if (!x->n || x->gen != gen)
+			continue;
+		/* Stack pointers grow along a walk: binary search. */
+		size_t lo = 0, hi = x->n;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (x->sp[mid] < sp)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo >= x->n || x->sp[lo] != sp || x->ip[lo] != ip || lo < x->usable)
+			continue;
+		if (n + (x->n - lo - 1) > max)
+			continue;
+		size_t k;
+		for (k = lo + 1; k < x->n; k++) {
+			if (!agent_objects_on_stack(x->sp[k]) ||
+			    *(const uint64_t *)(uintptr_t)(x->sp[k] - 8) != x->ip[k])
+				break;
+		}
+		if (k < x->n)
+			continue;
+		for (k = lo + 1; k < x->n; k++)
+			pcs[n++] = x->ip[k];
+		*truncated = x->truncated;
+		return n;
+	}
+	return 0;
+}
+
+/* Keeps a finished walk (its frames' addresses and stack pointers) for suffix_take. */
+static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n, int truncated)
+{
+	if (n < 2 || n > SUFFIX_MAX)
+		return;
+	struct suffix *x = &suffixes[suffix_next++ % SUFFIX_WALKS];
+	memcpy(x->ip, pcs, n * sizeof(*pcs));
+	memcpy(x->sp, sps, n * sizeof(*sps));
+	x->n = n;
+	x->truncated = truncated;
+	x->gen = agent_objects_gen();
+	/* The return address of frame k (k >= 1) is at sp[k] - 8: from the last frame that
+	 * breaks this on, nothing before it can be reused. */
+	x->usable = 0;
+	for (size_t k = 1; k < n; k++) {
+		if (!agent_objects_on_stack(sps[k]) ||
+		    *(const uint64_t *)(uintptr_t)(sps[k] - 8) != pcs[k])
+			x->usable = k;
+	}
+}
+
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
 		   size_t max, int *truncated)
 {
@@ -307,8 +386,17 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	unw_cursor_t c;
 	if (U.init_remote(&c, space, &wc) < 0)
 		goto out;
+	uint64_t sps[SUFFIX_MAX];
+	sps[0] = sp;
 	while (n < max) {
 		uint64_t r[AGENT_NREGS];
+		if (cached && n > 1) {
+			size_t m = suffix_take(ip, sp, pcs, n, max, truncated);
+			if (m) {
+				n = m;
+				goto out;
+			}
+		}
 		int in_object = agent_objects_text(wc.tab, ip) != NULL, t = 0;
 		/* The VM's rules need the registers; C code of a loaded object (most frames)
 		 * is stepped by its table without them. */
@@ -342,10 +430,14 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 			break;
 		ip = v;
 		sp = s;
+		if (n < SUFFIX_MAX)
+			sps[n] = sp;
 		pcs[n++] = ip;
 	}
 	if (n == max)
 		*truncated = 1;
+	if (cached)
+		suffix_keep(pcs, sps, n, *truncated);
 out:
 	agent_objects_leave();
 	return n;
