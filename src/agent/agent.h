@@ -136,6 +136,9 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
  * stepping through a cache of unwind rules kept by this module (no libunwind lock, no
  * system call per frame). */
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated);
+/* Writer thread: learns the unwind rules of the addresses the handler's walks stepped
+ * without one, so that later walks take the cheap path. */
+void agent_unwind_learn(void);
 
 /* -- Symbols and mappings (elfsyms.c, maps.c) ----------------------------------------- */
 

@@ -149,6 +149,16 @@ unsigned agent_objects_gen(void)
 
 /* -- Lookups (handler) ------------------------------------------------------------------ */
 
+const struct objtab *agent_objects_current(void)
+{
+	return atomic_load(&cur_tab);
+}
+
+int agent_objects_busy(void)
+{
+	return atomic_load(&busy);
+}
+
 const struct objtab *agent_objects_enter(void)
 {
 	atomic_store(&busy, 1);

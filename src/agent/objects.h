@@ -36,6 +36,10 @@ void agent_objects_refresh(void);
 /* Changes whenever the table does (init, refresh, fini): what depends on it is stale. */
 unsigned agent_objects_gen(void);
 
+/* Writer thread (the one that refreshes): the current table, without marking it busy. */
+const struct objtab *agent_objects_current(void);
+/* 1 while a walk holds a table from agent_objects_enter. */
+int agent_objects_busy(void);
 /* Handler: the current table, valid until agent_objects_leave; NULL before init. */
 const struct objtab *agent_objects_enter(void);
 void agent_objects_leave(void);

@@ -222,6 +222,7 @@ static void *writer_main(void *arg)
 		drain_full();
 		agent_tstacks_drain();
 		new_objects();
+		agent_unwind_learn();
 		if (atomic_load(&sp.wquit)) {
 			drain_full();
 			agent_tstacks_drain();

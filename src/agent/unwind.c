@@ -66,84 +66,196 @@ static struct {
 } U;
 
 static unw_addr_space_t as;
+static unw_addr_space_t as_learn; /* the writer thread's, to learn rules with */
 /*
-** Walks outside the signal handler (memprof's sampled mode, on the VM thread with the
-** handler's signal blocked) step through a cache of unwind rules of our own. libunwind's
-** caches (global, and per-thread, which Debian's build turns into global) take a lock
-** that masks every signal around each step: two sigprocmask calls per frame, over half
-** of a capture's time. Ours keeps, per return address, the rule libunwind computes for it
-** (unw_reg_states_iterate over the function's CFI, once) and steps with
-** unw_apply_reg_state, which takes no lock. The rules refer to the unwind tables of the
-** loaded objects: the cache is emptied when the objects table changes.
+** A cache of unwind rules of our own. libunwind's caches (global, and per-thread, which
+** Debian's build turns into global) take a lock that masks every signal around each step:
+** two sigprocmask calls per frame, over half of a memprof capture's time; without a cache
+** every step searches the unwind table and runs the function's CFI program, most of a
+** CPU sample's time in C mode. This cache keeps, per return address, the rule libunwind
+** computes for it (unw_reg_states_iterate over the function's CFI, once), and a step by
+** it is unw_apply_reg_state, which takes no lock and reads memory through our accessors
+** only.
+**
+** Rules are added outside the handler, under rule_lock: by memprof's walks (on the VM
+** thread, the handler's signal blocked) and by the CPU profiler's writer thread, for the
+** addresses the handler missed (a ring of them, handler to writer). The handler only looks
+** rules up: entries are published address last, and never change until a reset, which
+** waits until no walk holds the objects table (the handler sets it busy for the walk) and
+** is kept out by rules_off meanwhile. The rules refer to the unwind tables of the loaded
+** objects: the cache is reset when the objects table changes.
 */
-#define RULE_SLOTS 4096 /* open addressing by address; full: the step goes uncached */
-#define RULE_DATA_MAX (1u << 20)
-static struct rule { uint64_t ip; uint32_t off; } rules[RULE_SLOTS]; /* off: data + 1 */
-static uint8_t *rule_data;
-static size_t rule_len, rule_size;
-static size_t rule_count;
-static unsigned rule_gen;
+#define RULE_SLOTS 8192        /* 64-byte code blocks looked up: open addressing */
+#define RULE_BLOCK 6
+#define RULE_FUNCS 4096        /* functions whose rules are known */
+#define RULE_SPANS 32768       /* their address ranges, each with one rule */
+#define RULE_DATA_MAX (2u << 20)
+/* A function: its spans [first, first + n) in spans[], in address order. */
+static struct rfunc { uint64_t lo, hi; uint32_t first, n; } funcs[RULE_FUNCS];
+static struct rspan { uint64_t lo, hi; uint32_t off; } spans[RULE_SPANS];
+/* A code block seen by a walk -> the function holding it (+1); a block shared by two
+ * functions has an entry for each. */
+static struct rule {
+	_Atomic uint64_t block;   /* (address >> RULE_BLOCK) + 1 */
+	_Atomic uint32_t func;    /* funcs index + 1 */
+} rules[RULE_SLOTS];
+static uint8_t *rule_data;      /* allocated once, never freed: the handler reads it */
+static size_t rule_len, rule_size, rule_count, nfuncs, nspans;
+static _Atomic unsigned rule_gen;
+static _Atomic int rules_off;
+static pthread_mutex_t rule_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct rule *rule_slot(uint64_t ip)
+/* The handler's misses: single producer (the VM thread's handler), single consumer. */
+#define MISS_RING 256
+static uint64_t miss_ip[MISS_RING];
+static _Atomic unsigned miss_head, miss_tail;
+
+static size_t rule_hash(uint64_t block)
 {
-	size_t i = (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 52) & (RULE_SLOTS - 1);
-	for (size_t k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1))
-		if (rules[i].ip == ip || !rules[i].off)
-			return &rules[i];
+	return (size_t)((block * 0x9e3779b97f4a7c15ull) >> 51) & (RULE_SLOTS - 1);
+}
+
+/* The rule data for ip, or NULL (lock-free; the caller made sure no reset runs). */
+static const uint8_t *rule_find(uint64_t ip)
+{
+	uint64_t block = (ip >> RULE_BLOCK) + 1;
+	size_t i = rule_hash(block);
+	for (size_t k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
+		uint64_t b = atomic_load_explicit(&rules[i].block, memory_order_acquire);
+		if (!b)
+			return NULL;
+		if (b != block)
+			continue;
+		uint32_t fi = atomic_load_explicit(&rules[i].func, memory_order_acquire);
+		if (!fi)
+			continue;
+		const struct rfunc *f = &funcs[fi - 1];
+		if (ip < f->lo || ip >= f->hi)
+			continue;
+		for (uint32_t j = 0; j < f->n; j++) {
+			const struct rspan *x = &spans[f->first + j];
+			if (ip >= x->lo && ip < x->hi)
+				return rule_data + x->off;
+		}
+		return NULL;
+	}
 	return NULL;
 }
 
-/* unw_reg_states_iterate's callback: keeps the rule of the range holding the address. */
-struct rule_find { uint64_t ip; long off; };
-
+/* unw_reg_states_iterate's callback: keeps every range of the function with its rule. */
 static int rule_cb(void *token, void *data, size_t size, unw_word_t lo, unw_word_t hi)
 {
-	struct rule_find *f = token;
-	if (f->off >= 0 || f->ip < lo || f->ip >= hi)
+	int *ok = token;
+	if ((rule_size && size != rule_size) || nspans >= RULE_SPANS ||
+	    rule_len + size > RULE_DATA_MAX) {
+		*ok = 0;
 		return 0;
-	if (rule_size && size != rule_size)
-		return 0;
+	}
 	if (!rule_data) {
 		rule_data = malloc(RULE_DATA_MAX);
-		if (!rule_data)
+		if (!rule_data) {
+			*ok = 0;
 			return 0;
+		}
 	}
-	if (rule_len + size > RULE_DATA_MAX)
-		return 0;
 	rule_size = size;
 	memcpy(rule_data + rule_len, data, size);
-	f->off = (long)rule_len;
+	spans[nspans].lo = lo;
+	spans[nspans].hi = hi;
+	spans[nspans++].off = (uint32_t)rule_len;
 	rule_len += size;
 	return 0;
 }
 
 /*
-** One step by the cached rule for the frame at look (its address, less one for a return
-** address): 1 stepped, 0 the outermost frame, -1 a bad frame, -2 no rule (the caller steps
-** with unw_step).
+** Under rule_lock: empties the cache if the objects table changed since it was filled. A
+** caller other than the sampled thread first sets rules_off and waits, without the lock,
+** until no walk holds the objects table (rules_off_wait): a walk that started before
+** could be reading the entries. The sampled thread's own walks cannot overlap this one.
 */
-static int rule_step(unw_cursor_t *c, uint64_t look)
+static void rules_check_gen(void)
 {
 	unsigned gen = agent_objects_gen();
-	if (gen != rule_gen) {
-		memset(rules, 0, sizeof(rules));
-		rule_len = rule_count = 0;
-		rule_gen = gen;
+	if (gen == atomic_load(&rule_gen)) {
+		/* Current (perhaps reset by the other caller meanwhile): readable again. */
+		atomic_store(&rules_off, 0);
+		return;
 	}
-	struct rule *r = rule_slot(look);
-	if (!r)
-		return -2;
-	if (!r->off) {
-		if (rule_count >= RULE_SLOTS / 2)
-			return -2;
-		struct rule_find f = { look, -1 };
-		if (U.reg_states_iterate(c, rule_cb, &f) < 0 || f.off < 0)
-			return -2;
-		r->ip = look;
-		r->off = (uint32_t)f.off + 1;
-		rule_count++;
+	atomic_store(&rules_off, 1);
+	for (size_t i = 0; i < RULE_SLOTS; i++) {
+		atomic_store_explicit(&rules[i].block, 0, memory_order_relaxed);
+		atomic_store_explicit(&rules[i].func, 0, memory_order_relaxed);
 	}
-	int ret = U.apply_reg_state(c, rule_data + r->off - 1);
+	rule_len = rule_count = nfuncs = nspans = 0;
+	atomic_store(&rule_gen, gen);
+	atomic_store(&rules_off, 0);
+}
+
+static void rules_off_wait(void)
+{
+	if (agent_objects_gen() == atomic_load(&rule_gen))
+		return;
+	atomic_store(&rules_off, 1);
+	while (agent_objects_busy()) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Under rule_lock: makes the block of look known, learning the rules of the function at
+ * the cursor's address (its FDE) unless known; the rule for look, or NULL. */
+static const uint8_t *rule_add(unw_cursor_t *c, uint64_t look)
+{
+	const uint8_t *d = rule_find(look);
+	if (d || rule_count >= RULE_SLOTS / 2)
+		return d;
+	uint64_t block = (look >> RULE_BLOCK) + 1;
+	size_t i = rule_hash(block), k;
+	for (k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1))
+		if (!atomic_load_explicit(&rules[i].block, memory_order_relaxed))
+			break;
+	if (k == 16)
+		return NULL;
+	/* The function may be known (another of its blocks): find it among the last ones,
+	 * else learn it. */
+	uint32_t fi = 0;
+	for (size_t j = nfuncs; j > 0 && nfuncs - j < 64; j--)
+		if (look >= funcs[j - 1].lo && look < funcs[j - 1].hi) {
+			fi = (uint32_t)j;
+			break;
+		}
+	if (!fi) {
+		if (nfuncs >= RULE_FUNCS)
+			return NULL;
+		size_t first = nspans, len0 = rule_len;
+		int ok = 1;
+		if (U.reg_states_iterate(c, rule_cb, &ok) < 0 || !ok || nspans == first) {
+			nspans = first; /* forget a partial function */
+			rule_len = len0;
+			return NULL;
+		}
+		struct rfunc *f = &funcs[nfuncs];
+		f->lo = spans[first].lo;
+		f->hi = spans[nspans - 1].hi;
+		f->first = (uint32_t)first;
+		f->n = (uint32_t)(nspans - first);
+		if (look < f->lo || look >= f->hi) {
+			nspans = first; /* the cursor's FDE is not look's (a function's edge) */
+			rule_len = len0;
+			return NULL;
+		}
+		fi = (uint32_t)++nfuncs;
+	}
+	atomic_store_explicit(&rules[i].func, fi, memory_order_release);
+	atomic_store_explicit(&rules[i].block, block, memory_order_release);
+	rule_count++;
+	return rule_find(look);
+}
+
+/* One step by a rule: 1 stepped, 0 the outermost frame, -1 a bad frame. */
+static int rule_apply(unw_cursor_t *c, const uint8_t *d)
+{
+	int ret = U.apply_reg_state(c, (void *)d);
 	if (ret < 0)
 		return -1;
 	/* unw_step's end of the call chain: the return address or the frame pointer's
@@ -152,6 +264,37 @@ static int rule_step(unw_cursor_t *c, uint64_t look)
 	if (ret == 0 || U.get_reg(c, UNW_X86_64_RBP, &v) < 0)
 		return 0;
 	return 1;
+}
+
+/*
+** One step of a walk outside the handler (memprof, VM thread) by the cached rule for the
+** frame at look (its address, less one for a return address), learning it if needed: as
+** rule_apply, or -2 for no rule (the caller steps with unw_step).
+*/
+static int rule_step(unw_cursor_t *c, uint64_t look, int usable)
+{
+	const uint8_t *d = usable ? rule_find(look) : NULL;
+	if (!d) {
+		pthread_mutex_lock(&rule_lock);
+		rules_check_gen();
+		d = rule_add(c, look);
+		pthread_mutex_unlock(&rule_lock);
+	}
+	return d ? rule_apply(c, d) : -2;
+}
+
+/* The handler's step: a known rule, else -2 and the address is queued for the writer. */
+static int rule_step_handler(unw_cursor_t *c, uint64_t look, int usable)
+{
+	const uint8_t *d = usable ? rule_find(look) : NULL;
+	if (d)
+		return rule_apply(c, d);
+	unsigned h = atomic_load_explicit(&miss_head, memory_order_relaxed);
+	if (h - atomic_load_explicit(&miss_tail, memory_order_acquire) < MISS_RING) {
+		miss_ip[h % MISS_RING] = look;
+		atomic_store_explicit(&miss_head, h + 1, memory_order_release);
+	}
+	return -2;
 }
 
 /* Per-walk context handed to the accessors (handler only). */
@@ -383,6 +526,8 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	}
 	wc.sp_lo = sp & ~7ull;
 	wc.rlo = wc.rhi = 0;
+	/* After agent_objects_enter marked the walk busy: a reset starting now waits for it. */
+	int rules_ok = !atomic_load(&rules_off) && atomic_load(&rule_gen) == agent_objects_gen();
 	unw_cursor_t c;
 	if (U.init_remote(&c, space, &wc) < 0)
 		goto out;
@@ -416,7 +561,9 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				break;
 			exact = 1;
 		} else {
-			int st = cached ? rule_step(&c, exact ? ip : ip - 1) : -2;
+			uint64_t look = exact ? ip : ip - 1;
+			int st = cached ? rule_step(&c, look, rules_ok)
+				 : rule_step_handler(&c, look, rules_ok);
 			if (st == -2)
 				st = U.step(&c);
 			if (st <= 0)
@@ -451,6 +598,43 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
 {
 	return walk(as, 1, uc, pcs, max, truncated);
+}
+
+void agent_unwind_learn(void)
+{
+	if (!as_learn)
+		return;
+	uint64_t ips[MISS_RING];
+	size_t n = 0;
+	unsigned t = atomic_load_explicit(&miss_tail, memory_order_relaxed);
+	unsigned h = atomic_load_explicit(&miss_head, memory_order_acquire);
+	while (t != h && n < MISS_RING)
+		ips[n++] = miss_ip[t++ % MISS_RING];
+	atomic_store_explicit(&miss_tail, t, memory_order_release);
+	if (!n)
+		return;
+	/* A walk context of this thread's own (the handler's is in use): no stack, the
+	 * loaded objects as the last refresh (this thread's) left them. */
+	struct walkctx lc;
+	memset(&lc, 0, sizeof(lc));
+	lc.tab = agent_objects_current();
+	lc.sp_lo = UINT64_MAX;
+	if (!lc.tab)
+		return;
+	rules_off_wait();
+	pthread_mutex_lock(&rule_lock);
+	rules_check_gen();
+	for (size_t i = 0; i < n; i++) {
+		if (rule_find(ips[i]))
+			continue;
+		unw_cursor_t c;
+		lc.regs[UNW_X86_64_RIP] = ips[i];
+		lc.regs[UNW_X86_64_RSP] = 0;
+		if (U.init_remote(&c, as_learn, &lc) < 0)
+			continue;
+		(void)rule_add(&c, ips[i]);
+	}
+	pthread_mutex_unlock(&rule_lock);
 }
 
 /* -- Set-up ------------------------------------------------------------------------------ */
@@ -495,6 +679,9 @@ int agent_unwind_init(char *err, size_t errlen)
 			return -1;
 		}
 		U.set_caching_policy(as, UNW_CACHE_NONE);
+		as_learn = U.create_addr_space(&accessors, 0);
+		if (as_learn)
+			U.set_caching_policy(as_learn, UNW_CACHE_NONE);
 	}
 	/* Prime libunwind (its pools, lazily bound symbols) with a walk of this thread. */
 	ucontext_t uc;
@@ -523,6 +710,10 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
 {
 	return agent_unwind(uc, pcs, max, truncated);
+}
+
+void agent_unwind_learn(void)
+{
 }
 
 #endif

@@ -99,6 +99,10 @@ void agent_objects_refresh(void)
 {
 }
 
+void agent_unwind_learn(void)
+{
+}
+
 unsigned long long agent_objects_changes(void)
 {
 	return 1;
