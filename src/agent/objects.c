@@ -24,6 +24,8 @@ static struct objtab tabs[2];
 static _Atomic(struct objtab *) cur_tab;
 static _Atomic int busy;   /* the handler holds a table from agent_objects_enter */
 static _Atomic unsigned gen; /* bumped whenever the table changes */
+static unsigned fini_gen = ~0u; /* gen when the table was last dropped */
+static const struct objtab *last_tab; /* ... and that table */
 static uint64_t stack_lo, stack_hi;
 
 static uint64_t read_u32(const uint8_t *p)
@@ -115,15 +117,27 @@ int agent_objects_init(char *err, size_t errlen)
 	pthread_attr_destroy(&attr);
 	stack_lo = (uint64_t)(uintptr_t)addr;
 	stack_hi = stack_lo + size;
+	/* What depends on the table (unwind rules) stays valid across a stop and a start when
+	 * the same objects are loaded at the same places. */
+	static struct obj_text prev[OBJ_MAX_TEXT];
+	size_t nprev = last_tab ? last_tab->ntext : 0;
+	if (nprev)
+		memcpy(prev, last_tab->text, nprev * sizeof(prev[0]));
 	snapshot(&tabs[0]);
-	atomic_fetch_add(&gen, 1);
+	int same = nprev && nprev == tabs[0].ntext &&
+		   !memcmp(prev, tabs[0].text, nprev * sizeof(prev[0])) && fini_gen == gen;
+	if (!same)
+		atomic_fetch_add(&gen, 1);
 	atomic_store(&cur_tab, &tabs[0]);
 	return 0;
 }
 
 void agent_objects_fini(void)
 {
-	atomic_fetch_add(&gen, 1);
+	/* The generation is kept: the next init decides whether the table changed (the
+	 * loaded objects can change meanwhile only through the loader, which init sees). */
+	fini_gen = atomic_load(&gen);
+	last_tab = atomic_load(&cur_tab);
 	atomic_store(&cur_tab, NULL);
 }
 
