@@ -139,6 +139,8 @@ size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int 
 /* Writer thread: learns the unwind rules of the addresses the handler's walks stepped
  * without one, so that later walks take the cheap path. */
 void agent_unwind_learn(void);
+/* Handler: asks the CPU profiler's writer thread for a round now (async-signal-safe). */
+void agent_writer_wake(void);
 
 /* -- Symbols and mappings (elfsyms.c, maps.c) ----------------------------------------- */
 

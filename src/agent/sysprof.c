@@ -213,12 +213,27 @@ static void *writer_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* A flush at least once a second, however often the handler wakes this thread
+	 * (full buffers, TRACE stacks, unwind rules to learn): what is on disk is at most a
+	 * second old if the program dies. */
+	uint64_t last_flush = agent_now_ns();
 	for (;;) {
 		struct timespec ts;
+		uint64_t now = agent_now_ns(), due = last_flush + 1000000000ull;
+		uint64_t wait = due > now ? due - now : 0;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		if (sem_timedwait(&sp.sem, &ts) != 0 && errno == ETIMEDOUT)
+		ts.tv_sec += (time_t)(wait / 1000000000ull);
+		ts.tv_nsec += (long)(wait % 1000000000ull);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		(void)sem_timedwait(&sp.sem, &ts);
+		now = agent_now_ns();
+		if (now - last_flush >= 1000000000ull) {
 			atomic_store(&sp.flush_req, 1);
+			last_flush = now;
+		}
 		drain_full();
 		agent_tstacks_drain();
 		new_objects();
@@ -648,6 +663,12 @@ int agent_stop_any(void)
 uint64_t agent_run_id(void)
 {
 	return sp.run_id;
+}
+
+void agent_writer_wake(void)
+{
+	/* Only the handler calls this, and it runs only while the writer does. */
+	sem_post(&sp.sem);
 }
 
 int agent_running(void)

@@ -290,9 +290,13 @@ static int rule_step_handler(unw_cursor_t *c, uint64_t look, int usable)
 	if (d)
 		return rule_apply(c, d);
 	unsigned h = atomic_load_explicit(&miss_head, memory_order_relaxed);
-	if (h - atomic_load_explicit(&miss_tail, memory_order_acquire) < MISS_RING) {
+	unsigned queued = h - atomic_load_explicit(&miss_tail, memory_order_acquire);
+	if (queued < MISS_RING) {
 		miss_ip[h % MISS_RING] = look;
 		atomic_store_explicit(&miss_head, h + 1, memory_order_release);
+		/* Enough to learn: wake the writer rather than wait for its next round. */
+		if (queued + 1 == MISS_RING / 8)
+			agent_writer_wake();
 	}
 	return -2;
 }
