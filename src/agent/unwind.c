@@ -7,10 +7,13 @@
 ** loaded objects taken outside the handler (text ranges, .eh_frame_hdr tables, mapped
 ** segments) and read memory only inside those segments or on the sampled thread's stack
 ** between the interrupted stack pointer and the stack's top, so a corrupt frame ends the
-** walk instead of faulting. Caching is off, so no libunwind cache lock is taken; the only
-** libunwind-internal lock left is its allocation pool for CIE records, which belongs to
-** the generic (remote-capable) flavour of the library that nothing else in a LuaJIT
-** process uses, and is primed before the timer is armed.
+** walk instead of faulting. libunwind's own caching is off, so no libunwind cache lock is
+** taken: steps go by a rule cache of ours (below) or, for a frame without a known rule,
+** by unw_step. The only libunwind-internal lock left is its allocation pool for CIE
+** records, which belongs to the generic (remote-capable) flavour of the library that
+** nothing else in a LuaJIT process uses; it is primed before the timer is armed, and the
+** other threads that use it (the writer thread learning rules, the VM thread's memprof
+** walks, which block the handler's signal) never wait for the handler while holding it.
 **
 ** JIT trace machine code has no unwind table: agent_vm_trace_frame (VM model) steps
 ** those frames by LuaJIT's own rule; without it the walk ends at the first trace frame
