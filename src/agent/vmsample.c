@@ -588,6 +588,19 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 			regs[AGENT_RSP] = sp + 8;
 			return 1;
 		}
+		/* Deeper below a C frame of the interpreter: VM code with data on the stack,
+		 * such as the trace-exit handler (its ExitState, then lj_trace_exit and what
+		 * that calls: a collector step, the allocator). VM code runs in the innermost
+		 * C frame above its stack pointer: the walk goes on from there, by the
+		 * interpreter's rule (which restores the callee-saved registers it needs). */
+		uint64_t above = 0;
+		for (unsigned i = 0; i < ncframes; i++)
+			if (cframes[i] > sp && (!above || cframes[i] < above))
+				above = cframes[i];
+		if (above && above - sp < 4096) {
+			regs[AGENT_RSP] = above;
+			return 1;
+		}
 		return -1;
 	}
 	if (in_object)
