@@ -15,6 +15,9 @@ enum {
 };
 
 int lp_cmd_report(int argc, char **argv);
+/* The same, also handing back what the stream's meta says of the recording (for record). */
+struct lp_record_facts;
+int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts);
 void lp_cmd_report_usage(FILE *out);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);

@@ -354,62 +354,6 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	return status;
 }
 
-/* Recording facts from the extension (dropped samples, duration...), read in a second
-** light pass: lp_load keeps only cmdline and interval_ns. */
-struct facts {
-	uint64_t dropped, duration_ns, overruns, truncated, paced;
-	/* memory profiles */
-	int sampled;
-	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
-	int have;
-};
-
-static int on_meta(void *ctx, const char *key, const char *value)
-{
-	struct facts *f = ctx;
-	uint64_t v = strtoull(value, NULL, 10);
-	f->have = 1;
-	if (!strcmp(key, "dropped"))
-		f->dropped = v;
-	else if (!strcmp(key, "duration_ns"))
-		f->duration_ns = v;
-	else if (!strcmp(key, "overruns"))
-		f->overruns = v;
-	else if (!strcmp(key, "paced"))
-		f->paced = v;
-	else if (!strcmp(key, "truncated"))
-		f->truncated = v;
-	else if (!strcmp(key, "mode"))
-		f->sampled = !strcmp(value, "sampled");
-	else if (!strcmp(key, "events"))
-		f->events = v;
-	else if (!strcmp(key, "samples"))
-		f->samples = v;
-	else if (!strcmp(key, "samples_lost"))
-		f->samples_lost = v;
-	else if (!strcmp(key, "sample_bytes"))
-		f->sample_bytes = v;
-	else if (!strcmp(key, "sample_ns"))
-		f->sample_ns = v;
-	return 0;
-}
-
-static void read_facts(const char *raw, struct facts *f)
-{
-	memset(f, 0, sizeof(*f));
-	int fd = open(raw, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct lp_input in;
-	if (lp_input_open_fd(&in, fd, raw) == LP_OK) {
-		struct lp_parse_handlers h = { .ctx = f, .ext_meta = on_meta };
-		struct lp_parse_stats st;
-		lp_parse_stream(&in, &h, &st);
-		lp_input_close(&in);
-	}
-	close(fd);
-}
-
 /* Writes the rendering to o->output through a temporary file renamed into place. */
 static int render(const struct opts *o, struct lp_profile *p, char *err, size_t errlen)
 {
@@ -426,13 +370,14 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 }
 
 static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_profile *p,
-		    const struct facts *f, uint64_t wall_ns, const char *raw)
+		    uint64_t wall_ns, const char *raw)
 {
+	const struct lp_record_facts *f = &l->facts;
 	uint64_t n = l->stats.events;
 	double secs = (double)(f->duration_ns ? f->duration_ns : wall_ns) / 1e9;
 	fprintf(stderr, "luaprof record: %.2f s profiled, %" PRIu64 " samples (%.0f per second, "
 			"%u asked), %" PRIu64 " dropped",
-		secs, n, secs > 0 ? (double)n / secs : 0.0, o->rate, f->dropped);
+		secs, n, secs > 0 ? (double)n / secs : 0.0, o->rate, l->dropped);
 	if (f->truncated)
 		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
 	fputc('\n', stderr);
@@ -487,13 +432,12 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	args[n++] = (char *)raw;
 	args[n] = NULL;
 	fflush(stdout);
-	int rc = lp_cmd_report(n, args);
+	struct lp_record_facts f;
+	int rc = lp_cmd_report_facts(n, args, &f);
 	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED)
 		return rc;
 	if (!o->quiet) {
-		struct facts f;
-		read_facts(raw, &f);
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
 		fprintf(stderr, "luaprof record: %.2f s profiled, ", secs);
 		if (f.sampled) {
@@ -579,21 +523,18 @@ int lp_cmd_record(int argc, char **argv)
 		exit_code = LP_EXIT_TRUNCATED;
 		goto out;
 	}
-	struct facts f;
-	read_facts(raw, &f);
 	struct lp_profile *p = lp_loaded_profile(&l, raw);
 	if (!p) {
 		fprintf(stderr, "luaprof record: out of memory\n");
 		exit_code = LP_EXIT_USAGE;
 		goto out;
 	}
-	lp_profile_meta(p)->dropped = f.dropped;
 	if ((rc = render(&o, p, err, sizeof(err))) != 0) {
 		fprintf(stderr, "luaprof record: %s\n", err);
 		exit_code = LP_EXIT_USAGE;
 	} else {
 		if (!o.quiet)
-			summary(&o, &l, p, &f, wall, raw);
+			summary(&o, &l, p, wall, raw);
 		if (st == LP_ERR_TRUNCATED) {
 			fprintf(stderr, "luaprof record: warning: %s (the program ended before the "
 					"profiler could finish the stream)\n", msg);

@@ -278,6 +278,11 @@ static void show_progress(void *ctx, uint64_t offset)
 
 int lp_cmd_report(int argc, char **argv)
 {
+	return lp_cmd_report_facts(argc, argv, NULL);
+}
+
+int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts)
+{
 	struct opts o;
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
@@ -353,6 +358,8 @@ int lp_cmd_report(int argc, char **argv)
 		exit_code = LP_EXIT_TRUNCATED;
 	}
 out:
+	if (facts)
+		*facts = l.facts;
 	lp_loaded_free(&l);
 	lp_input_close(&in);
 	return exit_code;

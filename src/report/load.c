@@ -3,6 +3,7 @@
 */
 #include "report/load.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,10 +132,35 @@ static int on_ext_tsample(void *p, uint64_t ordinal, uint64_t id)
 	return lp_sysprof_tsample(c->l->sys, ordinal, id) ? nomem(c) : 0;
 }
 
+/* The numeric facts of lp_record_facts, by meta key. */
+static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
+{
+	static const struct { const char *key; size_t off; } keys[] = {
+		{ "duration_ns", offsetof(struct lp_record_facts, duration_ns) },
+		{ "overruns", offsetof(struct lp_record_facts, overruns) },
+		{ "truncated", offsetof(struct lp_record_facts, truncated) },
+		{ "paced", offsetof(struct lp_record_facts, paced) },
+		{ "events", offsetof(struct lp_record_facts, events) },
+		{ "samples", offsetof(struct lp_record_facts, samples) },
+		{ "samples_lost", offsetof(struct lp_record_facts, samples_lost) },
+		{ "sample_bytes", offsetof(struct lp_record_facts, sample_bytes) },
+		{ "sample_ns", offsetof(struct lp_record_facts, sample_ns) },
+	};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(key, keys[i].key))
+			return (uint64_t *)((char *)f + keys[i].off);
+	return NULL;
+}
+
 /* Unknown keys are facts for newer readers, not errors. */
 static int on_ext_meta(void *p, const char *key, const char *value)
 {
 	struct ctx *c = p;
+	uint64_t *fact = fact_of(&c->l->facts, key);
+	if (fact)
+		*fact = strtoull(value, NULL, 10);
+	else if (!strcmp(key, "mode"))
+		c->l->facts.sampled = !strcmp(value, "sampled");
 	if (!strcmp(key, "cmdline")) {
 		free(c->l->cmdline);
 		if (!(c->l->cmdline = strdup(value)))

@@ -12,6 +12,14 @@
 #include "report/sysprof.h"
 #include "stream/parse.h"
 
+/* What the in-process agent's extension meta says of the recording (0 when absent): for
+ * `luaprof record`'s summary. */
+struct lp_record_facts {
+	uint64_t duration_ns, overruns, truncated, paced;  /* CPU profiles */
+	int sampled;                                      /* memory: meta mode = "sampled" */
+	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
+};
+
 struct lp_loaded {
 	enum lp_stream_kind kind;     /* 0 when the profile section was never reached */
 	struct lp_symtab *st;
@@ -23,6 +31,7 @@ struct lp_loaded {
 	uint64_t interval_ns;         /* extension meta "interval_ns", or 0 */
 	uint64_t dropped;             /* extension meta "dropped": samples the producer lost */
 	int sampled;                  /* a memprof stream with sampled allocations */
+	struct lp_record_facts facts;
 };
 
 /*
