@@ -54,15 +54,9 @@ end
 
 local W = {}
 
-local function fib(k)
-	if k < 2 then return k end
-	return fib(k - 1) + fib(k - 2)
-end
-function W.fib(units)
-	local s = 0
-	for _ = 1, units do s = s + fib(20) end
-	return s
-end
+-- CPU-bound, nearly no allocation (benchlib.lua).
+local fib = B.fib_n
+W.fib = B.fib
 
 -- nbody (the Benchmarks Game's, five bodies): float arithmetic in tight loops.
 local sqrt = math.sqrt
@@ -211,10 +205,7 @@ local function segment(seg, mode)
 		assert(sp.stop())
 		samples = sp.report().samples
 		handler, dropped, overruns = st.handler, st.dropped, st.overruns
-		local fh = assert(io.open(path, "rb"))
-		bytes = fh:seek("end")
-		fh:close()
-		os.remove(path)
+		bytes = B.take_size(path)
 	end
 	local ts1 = now(MONO)
 	assert(r == r and r ~= 0)

@@ -1,5 +1,6 @@
 -- What the Lua halves of the benchmarks share: clocks, the calibration of a workload's
--- size, and the workloads of the memory benchmarks (binary trees, life).
+-- size, the workloads both overhead benchmarks run (fib) or the memory ones do (binary
+-- trees, life), and a profile's size.
 --
 --   local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
 local B = {}
@@ -90,6 +91,27 @@ function B.life(units)
 		s = s + #life_render(g)
 	end
 	return s
+end
+
+-- Recursive fib(20) per unit: CPU-bound, nearly no allocation.
+local function fib(k)
+	if k < 2 then return k end
+	return fib(k - 1) + fib(k - 2)
+end
+B.fib_n = fib -- fib(k) itself
+function B.fib(units)
+	local s = 0
+	for _ = 1, units do s = s + fib(20) end
+	return s
+end
+
+-- The size of a profile just written, which is then removed.
+function B.take_size(path)
+	local fh = assert(io.open(path, "rb"))
+	local bytes = fh:seek("end")
+	fh:close()
+	os.remove(path)
+	return bytes
 end
 
 -- Clocks (clock_gettime ids): monotonic, process CPU time, this thread's CPU time.

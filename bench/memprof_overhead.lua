@@ -81,16 +81,8 @@ end
 -- Conway's game of life (benchlib.lua).
 W.life = B.life
 
--- CPU-bound, nearly no allocation.
-local function fib(k)
-	if k < 2 then return k end
-	return fib(k - 1) + fib(k - 2)
-end
-function W.fib(units)
-	local s = 0
-	for _ = 1, units do s = s + fib(20) end
-	return s
-end
+-- CPU-bound, nearly no allocation (benchlib.lua).
+W.fib = B.fib
 
 local f = assert(W[workload], "unknown workload " .. tostring(workload))
 
@@ -122,10 +114,7 @@ local function segment(seg, mode)
 	if exact then
 		assert(mp.stop())
 		rep = mp.report()
-		local fh = assert(io.open(path, "rb"))
-		bytes = fh:seek("end")
-		fh:close()
-		os.remove(path)
+		bytes = B.take_size(path)
 	end
 	local ts1 = now(MONO)
 	assert(r == r and r ~= 0)
