@@ -69,14 +69,10 @@ src=tests/integration/memprof_luajit.lua
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
 luajit_dev "$t/apt.log" || skip "$why"
-cc=${CC:-cc}
 mkdir -p "$t/cmod"
-$cc -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -I$inc -o "$t/cmod/memprof_cmod.so" \
-	tests/integration/memprof_cmod.c 2>"$t/cc.log" ||
-	{ echo "FAIL: cannot build memprof_cmod.c: $(head -20 "$t/cc.log")"; exit 1; }
-$cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/memprof_host" \
-	tests/integration/memprof_host.c -lluajit-5.1 2>"$t/cc.log" ||
-	{ echo "FAIL: cannot build memprof_host.c: $(head -20 "$t/cc.log")"; exit 1; }
+cc_test "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c -O2 -fPIC -shared -I$inc ||
+	exit 1
+cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 || exit 1
 
 # -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
 luajit2_fetch "$t/dl.log"

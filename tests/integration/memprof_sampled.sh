@@ -125,9 +125,8 @@ $(grep -v '\(^\|;\)main;' "$t/texit.folded" | sort -t' ' -k2 -nr | head -3)"
 # the walk stopped in the module and the Lua frames were left as roots).
 if luajit_dev "$t/apt.log"; then
 	mkdir -p "$t/cmod"
-	${CC:-cc} -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -I$inc \
-		-o "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c 2>"$t/cc.log" ||
-		fail "cannot build memprof_cmod.c: $(head -5 "$t/cc.log")"
+	cc_test "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c -O2 -fPIC -shared \
+		-I$inc || fails=$((fails + 1))
 	cat >"$t/cmod.lua" <<'EOF'
 package.cpath = "build/?.so;" .. arg[2] .. "/?.so;" .. package.cpath
 local mp = require("luaprof").memprof

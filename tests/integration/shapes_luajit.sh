@@ -43,13 +43,8 @@ src=tests/integration/shapes_luajit.lua
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
 luajit_dev "$t/apt.log" || skip "$why"
-cc=${CC:-cc}
-$cc -std=c11 -Wall -Wextra -Werror -O2 -g -fPIC -shared -o "$t/libshapes.so" \
-	tests/integration/shapes_lib.c 2>"$t/cc.log" ||
-	{ echo "FAIL: cannot build shapes_lib.c: $(head -20 "$t/cc.log")"; exit 1; }
-$cc -std=c11 -Wall -Wextra -Werror -O1 -g -I$inc -o "$t/shapes_host" \
-	tests/integration/shapes_host.c -lluajit-5.1 2>"$t/cc.log" ||
-	{ echo "FAIL: cannot build shapes_host.c: $(head -20 "$t/cc.log")"; exit 1; }
+cc_test "$t/libshapes.so" tests/integration/shapes_lib.c -O2 -fPIC -shared || exit 1
+cc_test "$t/shapes_host" tests/integration/shapes_host.c -O1 -I$inc -lluajit-5.1 || exit 1
 
 # -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
 luajit2_fetch "$t/dl.log"

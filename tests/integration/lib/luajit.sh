@@ -45,3 +45,14 @@ luajit_dev() {
 	why="apt-get install luajit libluajit-5.1-dev failed: $(tail -n 1 "$1")"
 	return 1
 }
+
+# cc_test OUT SRC ARGS...: builds a test program or library with the project's warnings,
+# ARGS after the source (-O level, -I, -shared -fPIC, libraries). On failure says so as
+# "FAIL: cannot build SRC: ..." and returns 1.
+cc_test() {
+	local out=$1 src=$2
+	shift 2
+	${CC:-cc} -std=c11 -Wall -Wextra -Werror -g -o "$out" "$src" "$@" 2>"$out.cc.log" && return 0
+	echo "FAIL: cannot build $(basename "$src"): $(head -20 "$out.cc.log")"
+	return 1
+}
