@@ -456,6 +456,12 @@ static struct suffix {
 } suffixes[SUFFIX_WALKS];
 static unsigned suffix_next;
 
+/* The return address of a frame at sp is ip (on the stack at sp - 8). */
+static int ra_holds(uint64_t sp, uint64_t ip)
+{
+	return agent_objects_on_stack(sp) && *(const uint64_t *)(uintptr_t)(sp - 8) == ip;
+}
+
 /* Copies the rest of a cached walk that continues the frame (ip, sp) into pcs[n..], when
  * its return addresses are still on the stack: the new count, or 0. */
 static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, size_t max,
@@ -480,11 +486,8 @@ static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, siz
 		if (n + (x->n - lo - 1) > max)
 			continue;
 		size_t k;
-		for (k = lo + 1; k < x->n; k++) {
-			if (!agent_objects_on_stack(x->sp[k]) ||
-			    *(const uint64_t *)(uintptr_t)(x->sp[k] - 8) != x->ip[k])
-				break;
-		}
+		for (k = lo + 1; k < x->n && ra_holds(x->sp[k], x->ip[k]); k++)
+			;
 		if (k < x->n)
 			continue;
 		for (k = lo + 1; k < x->n; k++)
@@ -509,11 +512,9 @@ static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n, int 
 	/* The return address of frame k (k >= 1) is at sp[k] - 8: from the last frame that
 	 * breaks this on, nothing before it can be reused. */
 	x->usable = 0;
-	for (size_t k = 1; k < n; k++) {
-		if (!agent_objects_on_stack(sps[k]) ||
-		    *(const uint64_t *)(uintptr_t)(sps[k] - 8) != pcs[k])
+	for (size_t k = 1; k < n; k++)
+		if (!ra_holds(sps[k], pcs[k]))
 			x->usable = k;
-	}
 }
 
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
