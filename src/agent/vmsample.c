@@ -35,11 +35,13 @@
 #define PAGE 4096u
 #define NPAGES 32
 
+/* The pages' tags apart from their data: a reset (every walk) and a lookup touch a few
+ * cache lines, not one line and one TLB entry per page. */
 static struct page {
 	uint64_t addr;   /* page address, 0 = empty */
 	uint32_t used;   /* last use, for eviction */
-	uint8_t data[PAGE];
 } pages[NPAGES];
+static uint8_t page_data[NPAGES][PAGE];
 static uint32_t page_clock;
 static struct lp_mem_pid pid_ctx;
 static struct lp_mem pid_mem;
@@ -50,24 +52,25 @@ static void cache_reset(void)
 		pages[i].addr = 0;
 }
 
-static const struct page *cache_page(uint64_t addr)
+/* The cached copy of the page at addr, or NULL when it cannot be read. */
+static const uint8_t *cache_page(uint64_t addr)
 {
-	struct page *victim = &pages[0];
+	int victim = 0;
 	for (int i = 0; i < NPAGES; i++) {
 		if (pages[i].addr == addr) {
 			pages[i].used = ++page_clock;
-			return &pages[i];
+			return page_data[i];
 		}
-		if (pages[i].used < victim->used || !pages[i].addr)
-			victim = &pages[i];
+		if (pages[i].used < pages[victim].used || !pages[i].addr)
+			victim = i;
 	}
-	if (lp_mem_read(&pid_mem, addr, victim->data, PAGE) != 0) {
-		victim->addr = 0;
+	if (lp_mem_read(&pid_mem, addr, page_data[victim], PAGE) != 0) {
+		pages[victim].addr = 0;
 		return NULL;
 	}
-	victim->addr = addr;
-	victim->used = ++page_clock;
-	return victim;
+	pages[victim].addr = addr;
+	pages[victim].used = ++page_clock;
+	return page_data[victim];
 }
 
 /* The VM's own block (GG_State: main thread, global_State, jit_State, dispatch table) is
@@ -101,11 +104,11 @@ static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 			n = len;
 		if (pa == 0)
 			return -1;
-		const struct page *p = cache_page(pa);
+		const uint8_t *p = cache_page(pa);
 		if (!p)
 			return -1;
 		for (size_t i = 0; i < n; i++)
-			out[i] = p->data[off + i];
+			out[i] = p[off + i];
 		out += n;
 		addr += n;
 		len -= n;
