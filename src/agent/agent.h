@@ -136,6 +136,12 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
  * stepping through a cache of unwind rules kept by this module (no libunwind lock, no
  * system call per frame). */
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated);
+/* What takes the registers of the calling frame for agent_unwind_cached: libunwind's
+ * getcontext, which (unlike libc's) makes no system call for the signal mask; libc's
+ * before agent_unwind_init. Call the result from the frame the walk starts in: a frame
+ * that has returned is not on the stack any more. */
+typedef int (*agent_getcontext_fn)(ucontext_t *uc);
+agent_getcontext_fn agent_unwind_getcontext(void);
 /* Writer thread: learns the unwind rules of the addresses the handler's walks stepped
  * without one, so that later walks take the cheap path. */
 void agent_unwind_learn(void);

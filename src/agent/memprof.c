@@ -437,12 +437,13 @@ static size_t no_flush(const void **data, size_t len, void *ctx)
 }
 
 
-/* The native stack from here, innermost first (getcontext returns twice: kept apart). */
+/* The native stack from here, innermost first (the registers are this frame's: it stays
+ * on the stack during the walk). */
 static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
 {
 	ucontext_t uc;
 	int trunc = 0;
-	if (getcontext(&uc) != 0)
+	if (agent_unwind_getcontext()(&uc) != 0)
 		return 0;
 	agent_vm_prepare_walk(L, vmst);
 	return agent_unwind_cached(&uc, s_host, AGENT_MAX_HOST, &trunc);
@@ -576,25 +577,41 @@ static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osiz
 	return np;
 }
 
-/* A block that may be a live sampled one is freed or reallocated (no sample due). */
-static __attribute__((noipa)) void *sampled_free(void *ud, void *ptr, size_t osize,
+/*
+** The hot path's test failed: a sample is due, or the block may be a live sampled one
+** (or neither: an allocation, whose NULL tests granule 0's bit). A wrapper kept from
+** lua_getallocf and called after stop passes straight through.
+*/
+static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osize,
 						    size_t nsize)
 {
-	(void)ud;
-	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-	if (mp.state == MP_RUNNING && osize && (nsize == 0 || np))
-		sampled_gone(ptr);
-	return np;
+	if (mp.state == MP_RUNNING) {
+		if (mp.countdown < 0)
+			return sampled_due(ud, ptr, osize, nsize);
+		if (ptr && maybe_live(ptr)) {
+			void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+			if (osize && (nsize == 0 || np))
+				sampled_gone(ptr);
+			return np;
+		}
+	}
+	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
 
-/* The hot path: a countdown and one bit test, then straight to the original allocator
- * (the event counters stay at zero in this mode: report() gives samples). */
+/*
+** The hot path: the countdown and the live bit, one test for both (a free subtracts 0; an
+** allocation's ptr is NULL), then straight to the original allocator. Branch-free up to the
+** test: separate tests for allocations and frees measured about 2 % slower on binary trees
+** (14 M allocator calls/s). The event counters stay at zero in this mode: report() gives
+** samples.
+*/
 static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-	if (nsize && (mp.countdown -= (int64_t)nsize) < 0)
-		return sampled_due(ud, ptr, osize, nsize);
-	if (ptr && maybe_live(ptr))
-		return sampled_free(ud, ptr, osize, nsize);
+	int64_t left = mp.countdown - (int64_t)nsize;
+	mp.countdown = left;
+	unsigned b = live_bit(ptr);
+	if (__builtin_expect((left < 0) | (int)((live_bits[b / 64] >> (b % 64)) & 1), 0))
+		return sampled_rare(ud, ptr, osize, nsize);
 	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
 

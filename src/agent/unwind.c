@@ -66,6 +66,7 @@ static struct {
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 	int (*search_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *,
 			    int, void *);
+	int (*getcontext)(ucontext_t *); /* unw_context_t is ucontext_t on x86-64 */
 } U;
 
 static unw_addr_space_t as;
@@ -608,6 +609,11 @@ size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int 
 	return walk(as, 1, uc, pcs, max, truncated);
 }
 
+agent_getcontext_fn agent_unwind_getcontext(void)
+{
+	return U.getcontext ? U.getcontext : getcontext;
+}
+
 void agent_unwind_learn(void)
 {
 	if (!as_learn)
@@ -666,9 +672,10 @@ static int load_libunwind(char *err, size_t errlen)
 	*(void **)&U.apply_reg_state = dlsym(h, STR(unw_apply_reg_state));
 	*(void **)&U.get_reg = dlsym(h, STR(unw_get_reg));
 	*(void **)&U.search_table = dlsym(h, "_Ux86_64_dwarf_search_unwind_table");
+	*(void **)&U.getcontext = dlsym(h, "_Ux86_64_getcontext"); /* a macro with arguments */
 	if (!U.create_addr_space || !U.set_caching_policy || !U.init_remote || !U.step ||
 	    !U.reg_states_iterate || !U.apply_reg_state ||
-	    !U.get_reg || !U.search_table) {
+	    !U.get_reg || !U.search_table || !U.getcontext) {
 		snprintf(err, errlen, "C mode needs libunwind: %s lacks an entry point",
 			 LIBUNWIND_SO);
 		return -1;
@@ -718,6 +725,11 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
 {
 	return agent_unwind(uc, pcs, max, truncated);
+}
+
+agent_getcontext_fn agent_unwind_getcontext(void)
+{
+	return getcontext;
 }
 
 void agent_unwind_learn(void)
