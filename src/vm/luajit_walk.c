@@ -356,9 +356,22 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	uint8_t ffid;
 	int rc;
 
-	if ((co->cframe & LP_LJ_CFRAME_RESUME) == 0 || (co->cframe & LP_LJ_CFRAME_RAWMASK) == 0)
+	/* The resume frame is the coroutine's outermost: C frames the coroutine entered since
+	 * (lj_vm_cpcall: a trace exit, the JIT compiler) link to it, flag included. */
+	uint64_t link = co->cframe;
+	for (int hop = 0; !(link & LP_LJ_CFRAME_RESUME); hop++) {
+		uint64_t cf = link & LP_LJ_CFRAME_RAWMASK, prev;
+		if (cf == 0 || hop == LP_LJ_MAX_INNER_CFRAMES)
+			return LP_LJ_ENONE;
+		if (lp_mem_u64(m, cf + lay->cf_prev, &prev))
+			return LP_LJ_EREAD;
+		if ((prev & LP_LJ_CFRAME_RAWMASK) <= cf)
+			return LP_LJ_ENONE; /* outer frames are higher on the stack */
+		link = prev;
+	}
+	if ((link & LP_LJ_CFRAME_RAWMASK) == 0)
 		return LP_LJ_ENONE;
-	rcf = (co->cframe & LP_LJ_CFRAME_RAWMASK) + lay->cf_size;
+	rcf = (link & LP_LJ_CFRAME_RAWMASK) + lay->cf_size;
 	if (lp_mem_u64(m, rcf + lay->cf_L, &rL))
 		return LP_LJ_EREAD;
 	if (rL == co->L || rL == 0)

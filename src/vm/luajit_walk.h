@@ -90,13 +90,17 @@ unsigned lp_lj_cframes(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 
 /*
 ** The thread that resumed coroutine co from Lua (coroutine.resume or a coroutine.wrap
-** function): its interpreter C frame sits right above co's on the native stack, so
-** resumer_cframe = cframe_raw(co->cframe) + CFRAME_SIZE and resumer L = SAVE_L there. The
+** function): its interpreter C frame sits right above co's resume frame on the native
+** stack, so resumer_cframe = resume frame + CFRAME_SIZE and resumer L = SAVE_L there. The
+** resume frame is co->cframe, or the first frame with the resume flag on its chain when co
+** is inside C frames of its own (lj_vm_cpcall: trace exits, the JIT compiler; at most
+** LP_LJ_MAX_INNER_CFRAMES of them). The
 ** result is trusted only if that thread belongs to this VM, its own L->cframe is exactly that
 ** C frame and its top frame is the resume/wrap builtin; its stack is then walkable from its
 ** L->base. Returns LP_LJ_OK and fills *resumer (and *cframe_out if non-NULL), LP_LJ_ENONE
 ** when co was not resumed from Lua (main thread, lua_resume from C, suspended), or an error.
 */
+#define LP_LJ_MAX_INNER_CFRAMES 8
 int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		  uint64_t *cframe_out);

@@ -1147,6 +1147,32 @@ static void test_resumer(void)
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		co.cframe = cfco;
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+
+		/* The coroutine inside two C frames of its own (lj_vm_cpcall: a trace exit, the
+		** JIT compiler), below its resume frame: found along their chain. */
+		uint64_t blk = cframe_block(&F, 4), cs = lay->cf_size;
+		uint64_t in2 = blk, in1 = blk + cs, cfco2 = blk + 2 * cs, rcf2 = blk + 3 * cs;
+		w64(rcf2 + lay->cf_L, F.L);
+		w64(rcf2 + lay->cf_prev, 0);
+		w64(F.L + lay->l_cframe, rcf2);
+		w64(cfco2 + lay->cf_L, coL);
+		w64(cfco2 + lay->cf_prev, 0);
+		w64(in1 + lay->cf_L, coL);
+		w64(in1 + lay->cf_prev, cfco2 | LP_LJ_CFRAME_RESUME);
+		w64(in2 + lay->cf_L, coL);
+		w64(in2 + lay->cf_prev, in1);
+		co.cframe = in2;
+		got = 0;
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(got, rcf2);
+		CHECK_EQ(r.L, F.L);
+		/* Refused: a chain that goes down the stack, one without a resume frame. */
+		w64(in1 + lay->cf_prev, in2 | LP_LJ_CFRAME_RESUME);
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		w64(in1 + lay->cf_prev, 0);
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		w64(in1 + lay->cf_prev, cfco2 | LP_LJ_CFRAME_RESUME);
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_OK);
 	}
 }
 
