@@ -21,6 +21,7 @@ static const struct {
 	{ "collapsed", LP_FMT_COLLAPSED },   { "folded", LP_FMT_COLLAPSED },
 	{ "pprof", LP_FMT_PPROF },           { "speedscope", LP_FMT_SPEEDSCOPE },
 	{ "top", LP_FMT_TOP },               { "memprof", LP_FMT_MEMPROF },
+	{ "info", LP_FMT_INFO },
 };
 
 static const struct {

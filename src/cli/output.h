@@ -12,7 +12,7 @@
 enum lp_fmt {
 	LP_FMT_NONE,        /* not chosen; from a ".txt" path: the stream's own text report */
 	LP_FMT_COLLAPSED, LP_FMT_FLAMEGRAPH, LP_FMT_PPROF, LP_FMT_SPEEDSCOPE, LP_FMT_TOP,
-	LP_FMT_MEMPROF
+	LP_FMT_MEMPROF, LP_FMT_INFO
 };
 
 /* The format called `name` (aliases: svg, folded), or LP_FMT_NONE. */
@@ -20,7 +20,8 @@ enum lp_fmt lp_fmt_named(const char *name);
 /* The format a path's extension asks for; returns -1 when it says nothing. */
 int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);
 const char *lp_fmt_name(enum lp_fmt f);
-/* The renderer of a profile format; NULL for LP_FMT_NONE and LP_FMT_MEMPROF. */
+/* The renderer of a profile format; NULL for LP_FMT_NONE, LP_FMT_MEMPROF and LP_FMT_INFO
+ * (which render the loaded stream itself). */
 lp_render_fn lp_fmt_renderer(enum lp_fmt f);
 
 /*

@@ -151,6 +151,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
 					    "speedscope, top, memprof)", optarg);
+			if (o->fmt == LP_FMT_INFO)
+				return fail("-f info describes a profile file: record keeps the raw "
+					    "stream (PATH.bin beside -o PATH); run luaprof report "
+					    "-f info on it");
 			break;
 		case O_MEMORY:
 			o->memory = 1;

@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "report/info.h"
 #include "report/load.h"
 #include "report/render.h"
 
@@ -39,6 +40,8 @@ void lp_cmd_report_usage(FILE *out)
 	      "                       top         jit.p-style ranking by self and total\n"
 	      "                       memprof     ALLOCATIONS / REALLOCATIONS / DEALLOCATIONS /\n"
 	      "                                   HEAP SUMMARY, as Tarantool's `luajit -tm`\n"
+	      "                       info        what the file holds: kind, format, counts,\n"
+	      "                                   and the recording's facts (meta.KEY: VALUE)\n"
 	      "                       Default: from the -o extension (.svg .folded .collapsed\n"
 	      "                       .pb.gz .pprof .json .txt), else 'top' for CPU streams\n"
 	      "                       and 'memprof' for memory streams.\n"
@@ -65,6 +68,7 @@ void lp_cmd_report_usage(FILE *out)
 	      "  luaprof report cpu.bin -f top --lines -n 40\n"
 	      "  luaprof report mem.bin --leak-only --human-readable\n"
 	      "  luaprof report mem.bin --value inuse_space -o heap.svg\n"
+	      "  luaprof report mem.bin -f info\n"
 	      "  luaprof report cpu.bin -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
 	      out);
 }
@@ -111,7 +115,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->fmt = lp_fmt_named(optarg);
 			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
-					    "speedscope, top, memprof)", optarg);
+					    "speedscope, top, memprof, info)", optarg);
 			break;
 		case 'o':
 			o->output = optarg;
@@ -155,6 +159,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->functions && o->lines)
 		return fail("--functions and --lines contradict each other");
+	if (o->fmt == LP_FMT_INFO && (o->sys.split || o->functions || o->lines || o->limit ||
+				      o->value || o->mem.leak_only || o->mem.human_readable ||
+				      o->title))
+		return fail("-f info describes the file and takes no rendering option (--split, "
+			    "--functions, --lines, --limit, --value, --leak-only, "
+			    "--human-readable, --title)");
 	return 0;
 }
 
@@ -162,6 +172,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 {
 	int mem = kind == LP_STREAM_MEMPROF;
+	if (o->fmt == LP_FMT_INFO)
+		return 0; /* any stream; the rendering options do not apply */
 	if (o->fmt == LP_FMT_NONE)
 		o->fmt = mem && !sampled ? LP_FMT_MEMPROF : LP_FMT_TOP;
 	if (sampled && o->fmt == LP_FMT_MEMPROF)
@@ -196,6 +208,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 			sep = ", ";
 		}
 		fputs(*sep == ',' ? ")" : "", stderr);
+	} else if (!l->kind) {
+		fprintf(stderr, "luaprof: %s: no profile section", o->input);
 	} else if (l->sampled) {
 		fprintf(stderr, "luaprof: %s: %zu sampled allocations", o->input,
 			lp_sysprof_nasamples(l->msamp));
@@ -211,6 +225,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 
 static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen)
 {
+	if (o->fmt == LP_FMT_INFO) {
+		int rc = lp_info_report(l, o->input, out);
+		if (rc)
+			snprintf(err, errlen, "cannot write the report: %s", strerror(-rc));
+		return rc;
+	}
 	if (o->fmt == LP_FMT_MEMPROF) {
 		int rc = lp_memprof_report(l->mem, &o->mem, out);
 		if (rc)
@@ -317,7 +337,7 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts)
 	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
 		fprintf(stderr, "luaprof report: %s: empty file, not a profile stream\n", o.input);
 		exit_code = LP_EXIT_MALFORMED;
-	} else if (st == LP_ERR_TRUNCATED && !l.kind) {
+	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
 		fprintf(stderr, "luaprof report: %s (the symbol table is incomplete: nothing "
 				"to report)\n", msg);
 		exit_code = LP_EXIT_TRUNCATED;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
+
 struct ctx {
 	struct lp_input *in;
 	struct lp_loaded *l;
@@ -34,6 +36,7 @@ static int on_stream(void *p, enum lp_stream_kind kind, unsigned version)
 {
 	struct ctx *c = p;
 	c->l->kind = kind;
+	c->l->version = version;
 	if (kind == LP_STREAM_MEMPROF)
 		c->l->mem = lp_memprof_new(c->l->st);
 	else
@@ -156,6 +159,18 @@ static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 static int on_ext_meta(void *p, const char *key, const char *value)
 {
 	struct ctx *c = p;
+	struct lp_loaded *l = c->l;
+	if (lp_grow((void **)&l->meta, &l->metacap, l->nmeta + 1, sizeof(*l->meta)))
+		return nomem(c);
+	struct lp_meta_pair *mp = &l->meta[l->nmeta];
+	mp->key = strdup(key);
+	mp->value = strdup(value);
+	if (!mp->key || !mp->value) {
+		free(mp->key);
+		free(mp->value);
+		return nomem(c);
+	}
+	l->nmeta++;
 	uint64_t *fact = fact_of(&c->l->facts, key);
 	if (fact)
 		*fact = strtoull(value, NULL, 10);
@@ -221,6 +236,11 @@ void lp_loaded_free(struct lp_loaded *l)
 	lp_sysprof_free(l->msamp);
 	lp_symtab_free(l->st);
 	free(l->cmdline);
+	for (size_t i = 0; i < l->nmeta; i++) {
+		free(l->meta[i].key);
+		free(l->meta[i].value);
+	}
+	free(l->meta);
 	memset(l, 0, sizeof(*l));
 }
 

@@ -20,8 +20,14 @@ struct lp_record_facts {
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 };
 
+/* One pair of the extension's meta, as written (duplicates kept, in stream order). */
+struct lp_meta_pair {
+	char *key, *value;
+};
+
 struct lp_loaded {
 	enum lp_stream_kind kind;     /* 0 when the profile section was never reached */
+	unsigned version;             /* the profile section's format version */
 	struct lp_symtab *st;
 	struct lp_memprof *mem;       /* memprof streams */
 	struct lp_sysprof *sys;       /* sysprof streams */
@@ -32,6 +38,8 @@ struct lp_loaded {
 	uint64_t dropped;             /* extension meta "dropped": samples the producer lost */
 	int sampled;                  /* a memprof stream with sampled allocations */
 	struct lp_record_facts facts;
+	struct lp_meta_pair *meta;    /* every meta pair: `luaprof report -f info` */
+	size_t nmeta, metacap;
 };
 
 /*

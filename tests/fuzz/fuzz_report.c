@@ -1,7 +1,7 @@
 /*
 ** libFuzzer target for the whole report path: arbitrary bytes loaded as a stream, then
 ** aggregated and rendered in every format (memprof text, collapsed, flame graph, pprof,
-** speedscope, top), with and without --split and per-function merging.
+** speedscope, top, info), with and without --split and per-function merging.
 **
 ** Whatever the bytes, this must not crash, leak or hang; a stream that loads (even
 ** truncated) must render in every format without error.
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "report/info.h"
 #include "report/load.h"
 #include "report/render.h"
 
@@ -44,6 +45,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		lp_input_open_mem(&in, data, size, "fuzz");
 		int rc = lp_load(&in, &so, &l);
 		int sys = l.kind == LP_STREAM_SYSPROF;
+		if (rc == LP_OK || rc == LP_ERR_TRUNCATED) {
+			/* info describes any loaded prefix, profile section or not. */
+			char *buf = NULL;
+			size_t len = 0;
+			FILE *f = open_memstream(&buf, &len);
+			if (!f || lp_info_report(&l, "fuzz", f) != 0)
+				abort();
+			fclose(f);
+			free(buf);
+		}
 		if ((rc == LP_OK || rc == LP_ERR_TRUNCATED) && l.kind) {
 			if (l.mem) {
 				char *buf = NULL;

@@ -62,6 +62,27 @@ $lp report -q $mp -o "$t/mem.folded" && grep -q '^@mp_leak.lua:8 168000$' "$t/me
 $lp report -q $mp --value inuse_objects -f collapsed | grep -q '^@mp_leak.lua:5 301$' || fail "inuse_objects"
 cat $sp | $lp report -q - -f collapsed >/dev/null || fail "reading standard input"
 
+# -- -f info: what a file holds, a "key: value" line per fact. Tarantool's streams carry
+# no luaprof meta; the truncated case still describes what was read.
+info() { awk -F': ' -v k="$1" '$1 == k { print substr($0, length(k) + 3) }' "$t/info.txt"; }
+$lp report -q -f info $sp >"$t/info.txt" || fail "info on the sysprof vector"
+[ "$(info kind)" = "cpu (sysprof samples)" ] && [ "$(info format)" = "ljp v2, no extension" ] &&
+	[ "$(info complete)" = yes ] && [ "$(info samples)" = 106 ] &&
+	[ "$(info bytes)" = "$(stat -c %s $sp)" ] &&
+	[ "$(info vmstates)" = "INTERP 47 (44.3%), LFUNC 58 (54.7%), FFUNC 1 (0.9%)" ] ||
+	fail "info on the sysprof vector: $(cat "$t/info.txt")"
+! grep -q '^meta\.' "$t/info.txt" || fail "meta lines for a stream without an extension"
+$lp report -q -f info $mp >"$t/info.txt" || fail "info on the memprof vector"
+[ "$(info kind)" = "memory (every allocation event)" ] && [ "$(info events)" = 6335 ] ||
+	fail "info on the memprof vector: $(cat "$t/info.txt")"
+head -c 5000 $mp >"$t/sym5k.bin"
+expect 3 "sym5k.bin: byte 5000: unexpected end of input" -- $lp report -f info "$t/sym5k.bin"
+cp "$t/out" "$t/info.txt"
+[ "$(info complete)" = "no (truncated after 5000 bytes)" ] &&
+	[ "$(info kind)" = "unknown (no profile section)" ] ||
+	fail "info on a truncated symbol table: $(cat "$t/info.txt")"
+expect 1 "-f info describes the file and takes no rendering option" -- $lp report -f info --leak-only $mp
+
 # -- Misuse.
 expect 1 "cannot open .*nope.bin: No such file" -- $lp report "$t/nope.bin"
 expect 1 "no input file" -- $lp report

@@ -67,9 +67,9 @@ $(head -3 "$t/alloc.folded")"
 			# Frees that had to look the live-sample map up stay a few per sample: the
 			# bitmap in front of it forgets a sample once it is freed (a bitmap that
 			# never forgot had 30-240 times the samples here, and grew with time).
-			read -r nsmp looks < <(strings -n 1 "$f" | awk '
-				prev == "samples" { s = $0 } prev == "sample_lookups" { l = $0 }
-				{ prev = $0 } END { print s + 0, l + 0 }')
+			read -r nsmp looks < <(build/luaprof report -q -f info "$f" | awk -F': ' '
+				$1 == "meta.samples" { s = $2 } $1 == "meta.sample_lookups" { l = $2 }
+				END { print s + 0, l + 0 }')
 			[ "$nsmp" -gt 0 ] && [ "$looks" -le $((4 * nsmp)) ] ||
 				fail "$what: $looks live-map lookups for $nsmp samples, want at most 4 each"
 			echo "ok $what: path A $share% (true 40%), total $pct_total% of true, in use $inuse B," \
