@@ -356,6 +356,8 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	uint8_t ffid;
 	int rc;
 
+	if (co->L == vm->mainL)
+		return LP_LJ_ENONE;
 	/* The resume frame is the coroutine's outermost: C frames the coroutine entered since
 	 * (lj_vm_cpcall: a trace exit, the JIT compiler) link to it, flag included. */
 	uint64_t link = co->cframe;
