@@ -4,6 +4,9 @@
 ** charge to the function by address and name by its symbol (memprof_cmod_newud), proving
 ** that a library loaded while profiling is symbolized. Its resume(co) runs a coroutine
 ** with the C API's lua_resume: what the coroutine allocates belongs to its own lines.
+** keepalloc() keeps the state's allocator as lua_getallocf gives it (the profiler's wrapper
+** while one runs), and usealloc(n) allocates and frees n blocks through what it kept, as
+** libraries that cache the allocator do, possibly after the profile stopped.
 */
 #include <lua.h>
 #include <lauxlib.h>
@@ -12,6 +15,9 @@
 int memprof_cmod_newud(lua_State *L);
 int memprof_cmod_resume(lua_State *L);
 int luaopen_memprof_cmod(lua_State *L);
+
+static lua_Alloc kept_f;
+static void *kept_ud;
 
 int memprof_cmod_newud(lua_State *L)
 {
@@ -28,9 +34,36 @@ int memprof_cmod_resume(lua_State *L)
 	return 1;
 }
 
+static int keepalloc(lua_State *L)
+{
+	kept_f = lua_getallocf(L, &kept_ud);
+	return 0;
+}
+
+/* usealloc(n): n blocks of 64 bytes allocated, written and freed; returns how many. */
+static int usealloc(lua_State *L)
+{
+	lua_Integer n = luaL_checkinteger(L, 1), done = 0;
+	luaL_argcheck(L, kept_f != NULL, 1, "keepalloc() first");
+	for (lua_Integer i = 0; i < n; i++) {
+		unsigned char *p = kept_f(kept_ud, NULL, 0, 64);
+		if (!p)
+			continue;
+		p[0] = p[63] = (unsigned char)i;
+		kept_f(kept_ud, p, 64, 0);
+		done++;
+	}
+	lua_pushinteger(L, done);
+	return 1;
+}
+
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 2);
+	lua_createtable(L, 0, 4);
+	lua_pushcfunction(L, keepalloc);
+	lua_setfield(L, -2, "keepalloc");
+	lua_pushcfunction(L, usealloc);
+	lua_setfield(L, -2, "usealloc");
 	lua_pushcfunction(L, memprof_cmod_newud);
 	lua_setfield(L, -2, "newud");
 	lua_pushcfunction(L, memprof_cmod_resume);

@@ -184,6 +184,33 @@ EOF
 	[ "$whole" -gt 0 ] && [ $((rooted * 100)) -ge $((whole * 99)) ] ||
 		fail "C module loaded after start: $rooted of $whole bytes under main..lua_pcall;9;7;memprof_cmod_newud:
 $(sort -t' ' -k2 -nr "$t/cmod.folded" | head -3)"
+	# A library that kept the allocator while a sampled profile ran (the wrapper) and uses
+	# it after stop: the wrapper passes straight through, without sampling into a stream
+	# that is finished; the next profile starts, and both files are whole.
+	cat >"$t/kept.lua" <<'EOF'
+package.cpath = "build/?.so;" .. arg[3] .. "/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local m = require "memprof_cmod"
+assert(mp.start(arg[1], { sample = 64 }))
+m.keepalloc()
+assert(m.usealloc(100) == 100)
+assert(mp.stop())
+assert(m.usealloc(200000) == 200000)
+assert(mp.start(arg[2], { sample = 4096 }))
+local t = {}
+for i = 1, 1000 do t[i] = { i } end
+assert(mp.stop())
+assert(m.usealloc(1000) == 1000)
+print("ok")
+EOF
+	LUA_CPATH= luajit "$t/kept.lua" "$t/kept1.bin" "$t/kept2.bin" "$t/cmod" >"$t/kept.out" 2>&1 &&
+		grep -q '^ok$' "$t/kept.out" || fail "allocator kept past stop: $(head -5 "$t/kept.out")"
+	for f in kept1 kept2; do
+		build/luaprof report -q -f info "$t/$f.bin" >"$t/$f.info" 2>"$t/err" &&
+			grep -q '^complete: yes$' "$t/$f.info" &&
+			grep -q '^samples: [1-9]' "$t/$f.info" ||
+			fail "allocator kept past stop: $f.bin: $(cat "$t/err" "$t/$f.info" | head -5)"
+	done
 else
 	echo "skipped the C module check: $why"
 fi
