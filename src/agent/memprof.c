@@ -81,7 +81,6 @@ static struct {
 	/* Counters. */
 	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
 	uint64_t started_ns;
-	uint64_t cache_gen;             /* run_id the symbol caches were filled in */
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
 	uint64_t rng;
@@ -136,31 +135,16 @@ static inline uint8_t ld8(uint64_t a)
 
 static void io_check(void);
 
-/*
-** Writes the prototype's symbol unless this very function was named already, and returns
-** the key that names it in the stream: its address, or, when the address was reused by
-** another function during the profile, the address tagged with a generation in bits 47+
-** (user-space addresses fit in 47 bits). Events resolve names in stream order, but stacks
-** (sampled mode) are resolved after the whole stream: a key per function keeps them right.
-*/
-static uint64_t need_proto(uint64_t pt)
+/* Most events repeat a few functions: a direct-mapped cache of the prototype's fingerprint
+ * fields in front of the map (re-read on every event: an address reused by another
+ * function misses). Emptied at start. */
+static struct proto_slot { uint64_t pt, chunk, key; uint32_t first, sizebc; } proto_cache[256];
+
+/* The cache missed: the map, and the symbol when this function is new to the stream. */
+static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk,
+						     uint32_t first, uint32_t sizebc)
 {
 	static uint64_t generation;
-	/* Most events repeat a few functions: a direct-mapped cache of the fingerprint's
-	 * fields in front of the map (the fields are re-read: an address reused by another
-	 * function misses). */
-	static struct { uint64_t pt, chunk, key; uint32_t first, sizebc; } cache[256];
-	const struct lp_lj_layout *y = mp.vm.lay;
-	uint64_t chunk = ld64(pt + y->pt_chunkname);
-	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
-	unsigned slot = (unsigned)(pt >> 4) & 255;
-	if (cache[slot].pt == pt && cache[slot].chunk == chunk && cache[slot].first == first &&
-	    cache[slot].sizebc == sizebc && mp.cache_gen == mp.run_id)
-		return cache[slot].key;
-	if (mp.cache_gen != mp.run_id) {
-		memset(cache, 0, sizeof(cache));
-		mp.cache_gen = mp.run_id;
-	}
 	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.protos, pt);
 	uint64_t key = pt;
@@ -182,30 +166,54 @@ static uint64_t need_proto(uint64_t pt)
 		 * correct. */
 		(void)lp_addrmap_put(&mp.protos, pt, fp, key);
 	}
-	cache[slot].pt = pt;
-	cache[slot].chunk = chunk;
-	cache[slot].first = first;
-	cache[slot].sizebc = sizebc;
-	cache[slot].key = key;
+	struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
+	c->pt = pt;
+	c->chunk = chunk;
+	c->first = first;
+	c->sizebc = sizebc;
+	c->key = key;
 	return key;
+}
+
+/*
+** Writes the prototype's symbol unless this very function was named already, and returns
+** the key that names it in the stream: its address, or, when the address was reused by
+** another function during the profile, the address tagged with a generation in bits 47+
+** (user-space addresses fit in 47 bits). Events resolve names in stream order, but stacks
+** (sampled mode) are resolved after the whole stream: a key per function keeps them right.
+*/
+static inline uint64_t need_proto(uint64_t pt)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t chunk = ld64(pt + y->pt_chunkname);
+	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
+	const struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
+	if (c->pt == pt && c->chunk == chunk && c->first == first && c->sizebc == sizebc)
+		return c->key;
+	return proto_miss(pt, chunk, first, sizebc);
+}
+
+/* pc_line's rare case (a link into a trace's start instruction): the model's general
+ * rule. */
+static __attribute__((noinline)) uint32_t pc_line_general(uint64_t pt, uint64_t pc)
+{
+	struct lp_lj_proto p;
+	int32_t line;
+	if (lp_lj_proto_read(&mp.vm, &mp.checked, pt, &p) != LP_LJ_OK ||
+	    lp_lj_pc_line(&mp.vm, &mp.checked, &p, pc, &line) != LP_LJ_OK || line < 0)
+		return 0;
+	return (uint32_t)line;
 }
 
 /* The line of the instruction before pc (LuaJIT's frame convention) in prototype pt;
  * 0 when pc is not in its bytecode. */
-static uint32_t pc_line(uint64_t pt, uint64_t pc)
+static inline uint32_t pc_line(uint64_t pt, uint64_t pc)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t bc = pt + y->pt_size;
 	uint32_t sizebc = ld32(pt + y->pt_sizebc);
-	if (pc <= bc || pc > bc + 4ull * sizebc || (pc - bc) % 4) {
-		/* Rare (a link into a trace's start instruction): the model's general rule. */
-		struct lp_lj_proto p;
-		int32_t line;
-		if (lp_lj_proto_read(&mp.vm, &mp.checked, pt, &p) != LP_LJ_OK ||
-		    lp_lj_pc_line(&mp.vm, &mp.checked, &p, pc, &line) != LP_LJ_OK || line < 0)
-			return 0;
-		return (uint32_t)line;
-	}
+	if (pc <= bc || pc > bc + 4ull * sizebc || (pc - bc) % 4)
+		return pc_line_general(pt, pc);
 	uint32_t pos = (uint32_t)((pc - bc) / 4) - 1;
 	uint64_t li = ld64(pt + y->pt_lineinfo);
 	uint32_t first = ld32(pt + y->pt_firstline), numline = ld32(pt + y->pt_numline);
@@ -894,6 +902,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.rng = (agent_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
 	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
+	memset(proto_cache, 0, sizeof(proto_cache));
 	mp.seen.n = 0;
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
 
