@@ -561,9 +561,18 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		return lua_stack(s, &t, 0, 0, mode);
 	}
-	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. */
-	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
+	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
+	 * coroutine that stack goes on through its resumers' C frames. */
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t) {
 		add_cframes(t.cframe);
+		for (int level = 0; level < MAX_RESUMES; level++) {
+			struct lp_lj_thread r;
+			if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+				break;
+			t = r;
+			add_cframes(t.cframe);
+		}
+	}
 	return 0;
 }
 
