@@ -52,6 +52,13 @@ grep -q "@app.lua:1" "$t/stderr" || fail "top frames do not name fib (app.lua:1)
 grep -q 'lua_pcall;@app.lua:[0-9]*;@app.lua:4;@app.lua:1' "$t/out.folded" ||
 	grep -q 'TRACE \[[0-9]*\] @app.lua:1' "$t/out.folded" ||
 	fail "no main -> work:4 -> fib:1 stack and no fib trace: $(head -c 300 "$t/out.folded")"
+# report -f info names what the agent recorded: its extension and meta.
+"$lp" report -q -f info "$t/out.bin" >"$t/info.txt" || fail "report -f info on the raw stream"
+grep -q '^format: ljp v[0-9]*, luaprof extension$' "$t/info.txt" &&
+	grep -q '^meta\.interval_ns: 10000000$' "$t/info.txt" &&
+	grep -q '^meta\.cmdline: luajit app\.lua 0\.6$' "$t/info.txt" &&
+	grep -Eq '^samples: [1-9][0-9]*$' "$t/info.txt" ||
+	fail "report -f info: $(head -12 "$t/info.txt")"
 
 # -- Options: format to standard output, L mode, rate, wall clock, --raw.
 (cd "$t" && "$lp" record -q -f collapsed -o - --mode L --rate 500 --clock wall --raw r.bin \
