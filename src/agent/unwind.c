@@ -309,7 +309,7 @@ static int rule_step_handler(unw_cursor_t *c, uint64_t look, int usable)
 static struct walkctx {
 	const struct objtab *tab;
 	uint64_t regs[AGENT_NREGS];
-	uint64_t sp_lo;        /* lowest readable stack address */
+	uint64_t sp_lo;        /* lowest readable stack address: the leaf's red zone */
 	uint64_t rlo, rhi;     /* the loaded segment of the last read outside the stack:
 				* reads of one unwind table cluster there */
 } wc;
@@ -533,7 +533,10 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 		*truncated = 1;
 		goto out;
 	}
-	wc.sp_lo = sp & ~7ull;
+	/* The 128 bytes below the stack pointer (the x86-64 red zone) are as the interrupted
+	 * code left them: the kernel puts a signal frame below them. A function's epilogue
+	 * still has its popped registers there by its unwind table (GCC notes no restore). */
+	wc.sp_lo = sp >= 128 ? (sp - 128) & ~7ull : 0;
 	wc.rlo = wc.rhi = 0;
 	/* After agent_objects_enter marked the walk busy: a reset starting now waits for it. */
 	int rules_ok = !atomic_load(&rules_off) && atomic_load(&rule_gen) == agent_objects_gen();
