@@ -343,6 +343,20 @@ static void add_cframes(uint64_t cframe)
 		cframes[ncframes++] = cf[i].addr;
 }
 
+/* Thread t's C frames, then its resumers': a coroutine's native frames continue in the
+ * threads that resumed it. */
+static void add_thread_cframes(struct lp_lj_thread t)
+{
+	add_cframes(t.cframe);
+	for (int level = 0; level < MAX_RESUMES; level++) {
+		struct lp_lj_thread r;
+		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+			break;
+		t = r;
+		add_cframes(t.cframe);
+	}
+}
+
 static int is_cframe(uint64_t sp)
 {
 	for (unsigned i = 0; i < ncframes; i++)
@@ -563,16 +577,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	}
 	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
 	 * coroutine that stack goes on through its resumers' C frames. */
-	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t) {
-		add_cframes(t.cframe);
-		for (int level = 0; level < MAX_RESUMES; level++) {
-			struct lp_lj_thread r;
-			if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
-				break;
-			t = r;
-			add_cframes(t.cframe);
-		}
-	}
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
+		add_thread_cframes(t);
 	return 0;
 }
 
@@ -655,17 +661,8 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 	if (!attached)
 		return;
 	struct lp_lj_thread t;
-	if (lp_lj_thread_read(&vm, &mem, L, &t) == LP_LJ_OK) {
-		add_cframes(t.cframe);
-		/* A coroutine's native frames continue in its resumers'. */
-		for (int level = 0; level < MAX_RESUMES; level++) {
-			struct lp_lj_thread r;
-			if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
-				break;
-			t = r;
-			add_cframes(t.cframe);
-		}
-	}
+	if (lp_lj_thread_read(&vm, &mem, L, &t) == LP_LJ_OK)
+		add_thread_cframes(t);
 	if (vmstate >= 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
 		have_trace = 1;
 }
