@@ -177,9 +177,7 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 	else if (!strcmp(key, "mode"))
 		c->l->facts.sampled = !strcmp(value, "sampled");
 	if (!strcmp(key, "cmdline")) {
-		free(c->l->cmdline);
-		if (!(c->l->cmdline = strdup(value)))
-			return nomem(c);
+		c->l->cmdline = mp->value;
 	} else if (!strcmp(key, "interval_ns") || !strcmp(key, "dropped")) {
 		char *end;
 		unsigned long long v = strtoull(value, &end, 10);
@@ -235,7 +233,6 @@ void lp_loaded_free(struct lp_loaded *l)
 	lp_sysprof_free(l->sys);
 	lp_sysprof_free(l->msamp);
 	lp_symtab_free(l->st);
-	free(l->cmdline);
 	for (size_t i = 0; i < l->nmeta; i++) {
 		free(l->meta[i].key);
 		free(l->meta[i].value);

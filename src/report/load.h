@@ -33,7 +33,7 @@ struct lp_loaded {
 	struct lp_sysprof *sys;       /* sysprof streams */
 	struct lp_sysprof *msamp;     /* memprof streams in sampled mode: the sampled stacks */
 	struct lp_parse_stats stats;
-	char *cmdline;                /* extension meta "cmdline", or NULL */
+	const char *cmdline;          /* the last meta "cmdline" (in meta[]), or NULL */
 	uint64_t interval_ns;         /* extension meta "interval_ns", or 0 */
 	uint64_t dropped;             /* extension meta "dropped": samples the producer lost */
 	int sampled;                  /* a memprof stream with sampled allocations */
