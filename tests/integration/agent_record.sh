@@ -73,27 +73,16 @@ grep -q '%self' "$t/t.out" || fail "record -o - without -f is not the top list: 
 n=$(grep -v '^result\|^nested' "$t/l.out" | awk '{s += $NF} END {print s + 0}')
 [ "$n" -ge 60 ] || fail "--rate 500 --clock wall over 0.3 s gave $n samples"
 
+# Samples in folded stacks FILE, and how many of them reach main: "ALL ROOTED".
+reach_main() { awk '{ t += $NF; if ($0 ~ /(^|;)main;/) r += $NF } END { print t + 0, r + 0 }' "$1"; }
+
 # -- A coroutine whose stack grows in trace exits (recursion, JIT on): samples taken
 # while it exits a trace or compiles one (host stack only) go on through its resumer's
 # C frames to main. Without them 1.4-2.8 % of the samples stopped at the interpreter.
-cat >"$t/co.lua" <<'EOF'
-local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
-local function pingpong(n)
-  local co = coroutine.wrap(function()
-    local s = 0
-    while true do s = s + fib(12); coroutine.yield(s) end
-  end)
-  local total = 0
-  for _ = 1, n do total = total + co() end
-  return total
-end
-local s, t0 = 0, os.clock()
-while os.clock() - t0 < 1 do s = s + pingpong(5) end
-EOF
+co=$PWD/tests/integration/coro_exits.lua
 (cd "$t" && "$lp" record -q -f collapsed -o co.folded --rate 1000 --clock wall \
-	-- luajit -jon co.lua) >/dev/null 2>"$t/co.err" || fail "record co.lua: $(cat "$t/co.err")"
-read -r all rooted < <(awk '{ t += $NF; if ($0 ~ /(^|;)main;/) r += $NF } END { print t + 0, r + 0 }' \
-	"$t/co.folded")
+	-- luajit -jon "$co") >/dev/null 2>"$t/co.err" || fail "record coro_exits.lua: $(cat "$t/co.err")"
+read -r all rooted < <(reach_main "$t/co.folded")
 [ "$all" -ge 500 ] && [ $((rooted * 1000)) -ge $((all * 990)) ] ||
 	fail "coroutine with trace exits: $rooted of $all samples reach main:
 $(grep -v '\(^\|;\)main;' "$t/co.folded" | sort -t' ' -k2 -nr | head -3)"
@@ -105,8 +94,7 @@ app=$PWD/examples/app.lua
 (cd "$t" && "$lp" record -q -f collapsed -o demo.folded --rate 1000 --clock wall \
 	-- luajit "$app" 2) >/dev/null 2>"$t/demo.err" ||
 	fail "record examples/app.lua: $(cat "$t/demo.err")"
-read -r all rooted < <(awk '{ t += $NF; if ($0 ~ /(^|;)main;/) r += $NF } END { print t + 0, r + 0 }' \
-	"$t/demo.folded")
+read -r all rooted < <(reach_main "$t/demo.folded")
 [ "$all" -ge 1000 ] && [ $((rooted * 1000)) -ge $((all * 995)) ] ||
 	fail "examples/app.lua: $rooted of $all samples reach main:
 $(grep -v '\(^\|;\)main;' "$t/demo.folded" | sort -t' ' -k2 -nr | head -3)"

@@ -123,37 +123,19 @@ $(grep -v '\(^\|;\)main;' "$t/texit.folded" | sort -t' ' -k2 -nr | head -3)"
 # -- A coroutine whose stack grows in trace exits (recursion, JIT on): those allocations
 # happen inside C frames the coroutine entered (lj_vm_cpcall), below its resume frame, and
 # the walk found neither its resumer's Lua frames nor the native stack above it.
-cat >"$t/coro.lua" <<'EOF'
-package.cpath = "build/?.so;" .. package.cpath
-local mp = require("luaprof").memprof
-local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
-local function pingpong(n)
-  local co = coroutine.wrap(function()
-    local s = 0
-    while true do s = s + fib(12); coroutine.yield(s) end
-  end)
-  local total = 0
-  for _ = 1, n do total = total + co() end
-  return total
-end
-assert(mp.start(arg[1], { sample = 1024 }))
-local s = 0
-for _ = 1, 3000 do s = s + pingpong(5) end
-assert(mp.stop())
-EOF
-LUA_CPATH= luajit -jon "$t/coro.lua" "$t/coro.bin" >"$t/coro.out" 2>&1 ||
+LUA_CPATH= luajit -jon tests/integration/coro_exits.lua "$t/coro.bin" >"$t/coro.out" 2>&1 ||
 	fail "coroutine workload: $(head -5 "$t/coro.out")"
 build/luaprof report -q "$t/coro.bin" -f collapsed -o "$t/coro.folded" 2>"$t/err" ||
 	fail "coroutine profile: $(cat "$t/err")"
 read -r all rootless body resumed < <(awk '{ t += $NF; if ($0 !~ /(^|;)main;/) b += $NF
-	if ($0 ~ /coro\.lua:7(;|$)/) { c += $NF; if ($0 ~ /coro\.lua:10;coroutine\.wrap_aux;/) r += $NF } }
+	if ($0 ~ /coro_exits\.lua:9(;|$)/) { c += $NF; if ($0 ~ /coro_exits\.lua:12;coroutine\.wrap_aux;/) r += $NF } }
 	END { print t + 0, b + 0, c + 0, r + 0 }' "$t/coro.folded")
 [ "$all" -gt 0 ] && [ "$rootless" -eq 0 ] ||
 	fail "coroutine: $rootless of $all bytes in stacks that do not reach main:
 $(grep -v '\(^\|;\)main;' "$t/coro.folded" | sort -t' ' -k2 -nr | head -3)"
 [ "$body" -gt 0 ] && [ "$resumed" -eq "$body" ] ||
-	fail "coroutine: $resumed of $body bytes of its body under the resuming line (coro.lua:10):
-$(grep 'coro\.lua:7' "$t/coro.folded" | grep -v 'coro\.lua:10;coroutine\.wrap_aux;' | head -3)"
+	fail "coroutine: $resumed of $body bytes of its body under the resuming line (coro_exits.lua:12):
+$(grep 'coro_exits\.lua:9' "$t/coro.folded" | grep -v 'coro_exits\.lua:12;coroutine\.wrap_aux;' | head -3)"
 
 # -- A C module required after start: the unwinder learns its unwind tables, so its
 # function's samples hang under main ... lua_pcall and the calling Lua lines (without them
