@@ -503,18 +503,20 @@ static int64_t capture(void)
 }
 
 /*
-** Live sampled blocks: a map, behind a bitmap that every free and realloc tests first (one
-** load). A bit stands for a granule of LIVE_GRAIN bytes of address space (aliased every
-** LIVE_BITS granules) and is set while a live sampled block starts in it; a count per bit,
-** touched on the rare path only, clears it when the last one goes. Granules rather than
+** Live sampled blocks: a map, behind a mark per granule of LIVE_GRAIN bytes of address space
+** (aliased every LIVE_BITS granules) that every free and realloc tests first (one load). A
+** granule is marked while a live sampled block starts in it; a count per granule, touched
+** on the rare path only, clears the mark when the last one goes. Granules rather than
 ** hashed addresses: the collector frees objects in runs of nearby addresses, so the tests
-** of a run share a bitmap word that stays in the cache (a hash scattered them, and the
-** load missed on about every free). A free from a granule holding a live sampled block
-** looks the map up for nothing: about (live samples x LIVE_GRAIN / heap) of the frees.
+** of a run share a cache line of marks (a hash scattered them, and the load missed on about
+** every free). A mark is a byte holding INT8_MIN rather than a bit: the hot path ORs it,
+** sign extended, into the countdown and tests one sign (13 instructions against 16 with a
+** bit test: about 0.3 ns less a call in bench/memprof_floor.c). A free from a marked
+** granule looks the map up for nothing: about (live samples x LIVE_GRAIN / heap) of them.
 */
 #define LIVE_BITS  (1u << 16)
 #define LIVE_SHIFT 8 /* LIVE_GRAIN = 256 */
-static uint64_t live_bits[LIVE_BITS / 64];
+static int8_t live_mark[LIVE_BITS];
 static uint16_t live_count[LIVE_BITS];
 
 static inline unsigned live_bit(const void *ptr)
@@ -524,8 +526,7 @@ static inline unsigned live_bit(const void *ptr)
 
 static inline int maybe_live(const void *ptr)
 {
-	unsigned b = live_bit(ptr);
-	return (live_bits[b / 64] >> (b % 64)) & 1;
+	return live_mark[live_bit(ptr)] != 0;
 }
 
 static void live_add(const void *ptr)
@@ -533,7 +534,7 @@ static void live_add(const void *ptr)
 	unsigned b = live_bit(ptr);
 	/* A granule holds at most LIVE_GRAIN / 8 blocks: the count cannot wrap. */
 	if (live_count[b]++ == 0)
-		live_bits[b / 64] |= (uint64_t)1 << (b % 64);
+		live_mark[b] = INT8_MIN;
 }
 
 /* A sampled block's address is no longer allocated (freed, or moved by a realloc). */
@@ -547,11 +548,11 @@ static void sampled_gone(void *ptr)
 	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
 	unsigned b = live_bit(ptr);
 	if (--live_count[b] == 0)
-		live_bits[b / 64] &= ~((uint64_t)1 << (b % 64));
+		live_mark[b] = 0;
 }
 
 /* The rare paths of the sampled wrapper take its arguments in the same registers (no
- * shuffling on the hot path). A sample is due: */
+ * shuffling on the hot path: without ud, GCC moved them there). A sample is due: */
 static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
@@ -607,7 +608,7 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 }
 
 /*
-** The hot path: the countdown and the live bit, one test for both (a free subtracts 0; an
+** The hot path: the countdown and the live mark, one test for both (a free subtracts 0; an
 ** allocation's ptr is NULL), then straight to the original allocator. Branch-free up to the
 ** test: separate tests for allocations and frees measured about 2 % slower on binary trees
 ** (14 M allocator calls/s). The event counters stay at zero in this mode: report() gives
@@ -617,8 +618,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	int64_t left = mp.countdown - (int64_t)nsize;
 	mp.countdown = left;
-	unsigned b = live_bit(ptr);
-	if (__builtin_expect((left < 0) | (int)((live_bits[b / 64] >> (b % 64)) & 1), 0))
+	if (__builtin_expect((left | (int64_t)live_mark[live_bit(ptr)]) < 0, 0))
 		return sampled_rare(ud, ptr, osize, nsize);
 	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
@@ -646,7 +646,7 @@ static void free_samples(void)
 	agent_stackdict_free(&mp.dict);
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
-	memset(live_bits, 0, sizeof(live_bits));
+	memset(live_mark, 0, sizeof(live_mark));
 	memset(live_count, 0, sizeof(live_count));
 	mp.smp = NULL;
 	mp.nsmp = mp.smpcap = 0;
