@@ -102,6 +102,12 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libluaprof.a
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) -o $@ $< $(BUILD)/libluaprof.a $(LDLIBS)
 
+# Calls the VM's allocator through the agent's wrappers: needs LuaJIT's library and headers.
+$(BUILD)/bench/memprof_floor: bench/memprof_floor.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) $(LUA_CFLAGS) -o $@ $< -lluajit-5.1
+
 bench: all $(BENCH_BINS)
 
 clean:

@@ -35,6 +35,11 @@
 #                    memprof/ there: runs.tsv (every run), results.md
 #   BENCH_STREAM_DIR where the profiles go, each deleted after its run (default /dev/shm,
 #                    a tmpfs, else BENCH_OUT)
+# The allocator wrappers' own cost per call (bench/memprof_floor.c, no Lua code around it)
+# is measured too; times a workload's allocator calls per unprofiled second (its exact-mode
+# events over the base run's time) it gives the "sampled floor" column: the least overhead
+# the sampled wrapper's test can have on that workload before any capture.
+#
 # Time: about BENCH_REPEAT x workloads x JIT settings x BENCH_SECS x ~5 (~5 min).
 set -eu
 
@@ -57,6 +62,13 @@ make build/luaprof.so >&2 || echo "bench: 'make build/luaprof.so' failed; using 
 [ -f build/luaprof.so ] || { echo "bench: build/luaprof.so is missing (run make)" >&2; exit 1; }
 
 L="luajit bench/memprof_overhead.lua build"
+floor_ns=
+if make build/bench/memprof_floor >&2; then
+	build/bench/memprof_floor "build/?.so" >"$out/floor.md" &&
+		floor_ns=$(awk -F'|' '$2 ~ /^ sampled $/ { split($4, a, " "); print a[1] + 0 }' "$out/floor.md")
+else
+	echo "bench: 'make build/bench/memprof_floor' failed (libluajit-5.1-dev?); no floor column" >&2
+fi
 median3() { sort -n | sed -n 2p; }
 values() { sed 's/[a-z0-9]*=//g'; }
 steal() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print $9, t; exit }' /proc/stat; }
@@ -110,7 +122,7 @@ minutes=$(awk -v s=$(($(date +%s) - t_begin)) 'BEGIN { printf "%.1f", s / 60 }')
 
 # -- Report ------------------------------------------------------------------------------------
 report() { # JIT setting -> Markdown table
-	awk -v jit="$1" -v fixed="$fixed" -v order="$workloads" '
+	awk -v jit="$1" -v fixed="$fixed" -v order="$workloads" -v floor="$floor_ns" '
 	function med(a, k,   i, j, t) { # sort a[1..k] in place, return the median
 		for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
 		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
@@ -131,11 +143,12 @@ report() { # JIT setting -> Markdown table
 		w = $2; r = $1
 		v[w, r, $6] = $7 " " $8
 		if ($6 == "exact") { ew[w, r] = $7; ev[w, r] = $11; by[w, r] = $15 }
+		if ($6 == "base") bw[w, r] = $7
 		if (r > maxr) maxr = r
 	}
 	END {
-		print "| workload | exact: wall ratio, median (min..max) | CPU | events/s | bytes/event | sampled 512 KiB: wall ratio | CPU | control (unprofiled): wall ratio | CPU |"
-		print "|---|---|---|---|---|---|---|---|---|"
+		print "| workload | exact: wall ratio, median (min..max) | CPU | events/s | bytes/event | sampled 512 KiB: wall ratio | CPU | control (unprofiled): wall ratio | CPU | allocator calls/s unprofiled | sampled floor |"
+		print "|---|---|---|---|---|---|---|---|---|---|---|"
 		nw = split(order, ws, " ")
 		for (i = 1; i <= nw; i++) {
 			w = ws[i]; k = 0
@@ -144,13 +157,16 @@ report() { # JIT setting -> Markdown table
 				k++
 				e[k] = ev[w, r] / ew[w, r]; b[k] = ev[w, r] ? (by[w, r] - fixed) / ev[w, r] : 0
 				n[k] = ev[w, r]
+				c[k] = (w, r) in bw && bw[w, r] > 0 ? ev[w, r] / bw[w, r] : 0
 			}
 			if (!k) continue
-			printf "| %s | %s | %s | %.2fM | %s | %s | %s | %s | %s |\n", w,
+			cps = med(c, k)
+			printf "| %s | %s | %s | %.2fM | %s | %s | %s | %s | %s | %.2fM | %s |\n", w,
 				ratio("exact", w, 1), ratio("exact", w, 2), med(e, k) / 1e6,
 				(med(n, k) >= 1000 ? sprintf("%.1f", med(b, k)) : "n/a"),
 				ratio("sampled", w, 1), ratio("sampled", w, 2),
-				ratio("control", w, 1), ratio("control", w, 2)
+				ratio("control", w, 1), ratio("control", w, 2), cps / 1e6,
+				(floor != "" ? sprintf("+%.1f %%", 100 * floor * cps / 1e9) : "n/a")
 		}
 	}' "$tsv"
 }
@@ -166,5 +182,12 @@ report() { # JIT setting -> Markdown table
 		echo
 		report "$j"
 	done
+	if [ -n "$floor_ns" ]; then
+		echo
+		echo "Allocator wrappers per call (build/bench/memprof_floor; sampled floor = the" \
+			"sampled wrapper's paired median over direct, $floor_ns ns, x calls/s):"
+		echo
+		cat "$out/floor.md"
+	fi
 } >"$out/results.md"
 cat "$out/results.md"
