@@ -266,6 +266,8 @@ static int csym_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
+static const struct map *map_of(struct lp_symtab *st, uint64_t addr);
+
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 {
 	if (st->cdirty) {
@@ -288,6 +290,12 @@ const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 		s--;
 	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
+	/* With the mapped objects known, only a symbol of addr's own object names it. */
+	if (st->nmaps) {
+		const struct map *m = map_of(st, addr);
+		if (!m || s->start < m->start)
+			return NULL;
+	}
 	/* With sizes known, an address past the end of every alias is in unnamed code. */
 	for (const struct lp_sym_c *a = s; a < st->csyms + st->ncsyms && a->start == s->start; a++)
 		if (!a->size || addr - a->start < a->size)
@@ -388,7 +396,7 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 	const struct lp_sym_c *sym = lp_symtab_c(st, addr);
 	const struct map *m = st->nmaps ? map_of(st, addr) : NULL;
 	*object = m ? m->path : NULL;
-	if (sym && (!st->nmaps || (m && sym->start >= m->start))) {
+	if (sym) {
 		*start = sym->start;
 		snprintf(buf, len, "%s", sym->name);
 		return buf;

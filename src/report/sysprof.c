@@ -68,6 +68,7 @@ struct lp_sysprof {
 		size_t lua, nlua, host, nhost;  /* offsets and counts in the pools */
 		size_t merged, nmerged;         /* cached merge in mpool, once done ... */
 		int done;
+		int cpu;                        /* a CPU sample's own stacks, not a record's */
 		uint64_t epoch;                 /* ... with the names of this overlay epoch */
 	} *stacks;
 	size_t nstacks, stackcap;
@@ -78,15 +79,29 @@ struct lp_sysprof {
 	size_t nhpool, hpoolcap;
 	uint32_t *mpool;
 	size_t nmpool, mpoolcap;
-	int finished;                 /* the deferred samples (TRACE or memory) were added */
+	/*
+	** CPU samples with Lua frames wait too: their merge classifies host addresses by the
+	** symbols that cover them, and the extension's symbol sizes and mapped objects come
+	** after every sample. Before those, a symbol of unknown extent covers 256 KiB above
+	** it, and JIT machine code placed there (after a library's text) looked like a named
+	** C function instead of a VM entry: the sample lost its anchor and its Lua frames
+	** went to the root. Kept as counts of (raw stacks, VM state, symbol replacements
+	** made before): memory grows with distinct stacks, not with samples.
+	*/
+	struct dsample { uint32_t stack, nrepl; uint8_t vmstate; int64_t count; } *dsmp;
+	size_t ndsmp, dsmpcap;
+	struct lp_addrmap dedup;      /* hash of a sample's stacks -> index in stacks */
+	struct lp_addrmap dkeys;      /* hash of a dsample's key -> index in dsmp */
+	int finished;                 /* the deferred samples (TRACE, CPU or memory) were added */
 	/* Memory samples. */
 	int memory;
 	uint64_t sample_bytes;
 	struct msample { uint64_t id, size; int live; } *msmp;
 	size_t nmsmp, msmpcap;
-	/* Lua symbols replaced while TRACE samples were read (a proto address reused), so
-	 * that their stacks, resolved at the end, name frames as of their own time:
-	 * replacement k happened after the first `after` TRACE samples. */
+	/* Lua symbols replaced while samples were read (a proto address reused), so that
+	 * their stacks, resolved at the end, name frames as of their own time: replacement
+	 * k happened after the first `after` TRACE samples, and before the deferred samples
+	 * whose nrepl is above k. */
 	struct replaced { uint64_t after, proto; struct lp_sym_lua old; } *repl;
 	size_t nrepl, replcap;
 	struct lp_addrmap overlay;    /* proto -> index in repl: its name at the current sample */
@@ -130,6 +145,9 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->ffnames);
 	free(s->tframe);
 	free(s->tpairs);
+	free(s->dsmp);
+	lp_addrmap_free(&s->dedup);
+	lp_addrmap_free(&s->dkeys);
 	free(s->stacks);
 	lp_addrmap_free(&s->stack_ids);
 	free(s->lpool);
@@ -442,6 +460,8 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	return 0;
 }
 
+static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp);
+
 int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
 	size_t n = 0;
@@ -476,8 +496,7 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 		s->tframe[s->ntframe++] = id;
 		return 0;
 	} else if (smp->nlua > 0) {
-		if (merge(s, smp, 0, &n))
-			return -ENOMEM;
+		return defer(s, smp);
 	} else {
 		for (size_t k = smp->nhost; k-- > 0;)
 			if (c_frame(s, smp->host[k], &id) || push(s, &n, id))
@@ -494,11 +513,10 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 
 /* -- Full stacks of TRACE samples (extension) ------------------------------------------ */
 
-int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_frame *lua,
-		     size_t nlua, const uint64_t *host, size_t nhost)
+/* Appends a raw stack: its index in stacks, or -ENOMEM. */
+static int64_t add_rawstack(struct lp_sysprof *s, const struct lp_lua_frame *lua, size_t nlua,
+			    const uint64_t *host, size_t nhost)
 {
-	if (lp_addrmap_get(&s->stack_ids, id))
-		return 0; /* a repeated id: the first definition stands */
 	if (lp_grow((void **)&s->stacks, &s->stackcap, s->nstacks + 1, sizeof(*s->stacks)) ||
 	    lp_grow((void **)&s->lpool, &s->lpoolcap, s->nlpool + nlua, sizeof(*s->lpool)) ||
 	    lp_grow((void **)&s->hpool, &s->hpoolcap, s->nhpool + nhost, sizeof(*s->hpool)))
@@ -515,9 +533,75 @@ int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_fram
 		memcpy(s->hpool + s->nhpool, host, nhost * sizeof(*host));
 	s->nlpool += nlua;
 	s->nhpool += nhost;
-	if (lp_addrmap_put(&s->stack_ids, id, s->nstacks, 0))
+	return (int64_t)s->nstacks++;
+}
+
+int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_frame *lua,
+		     size_t nlua, const uint64_t *host, size_t nhost)
+{
+	if (lp_addrmap_get(&s->stack_ids, id))
+		return 0; /* a repeated id: the first definition stands */
+	int64_t k = add_rawstack(s, lua, nlua, host, nhost);
+	if (k < 0 || lp_addrmap_put(&s->stack_ids, id, (uint64_t)k, 0))
 		return -ENOMEM;
-	s->nstacks++;
+	return 0;
+}
+
+static int same_lua(const struct lp_lua_frame *a, const struct lp_lua_frame *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i].type != b[i].type || a[i].addr != b[i].addr || a[i].line != b[i].line)
+			return 0;
+	return 1;
+}
+
+/* Keeps a CPU sample with Lua frames for the end (see dsmp): its stacks, interned. */
+static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+{
+	uint64_t h = lp_hash_u64(smp->nlua * 0x9e3779b97f4a7c15ull ^ smp->nhost);
+	for (size_t i = 0; i < smp->nlua; i++)
+		h = lp_hash_u64(h ^ smp->lua[i].addr ^ smp->lua[i].line << 20 ^ smp->lua[i].type);
+	for (size_t i = 0; i < smp->nhost; i++)
+		h = lp_hash_u64(h ^ smp->host[i]);
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->dedup, h);
+	int64_t k = -1;
+	if (e) {
+		const struct rawstack *r = &s->stacks[e->a];
+		if (r->nlua == smp->nlua && r->nhost == smp->nhost &&
+		    same_lua(s->lpool + r->lua, smp->lua, smp->nlua) &&
+		    !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host)))
+			k = (int64_t)e->a;
+	}
+	if (k < 0) {
+		k = add_rawstack(s, smp->lua, smp->nlua, smp->host, smp->nhost);
+		if (k < 0)
+			return -ENOMEM;
+		s->stacks[k].cpu = 1;
+		/* A hash collision keeps the entry there: the new stack is just not shared. */
+		if (!e && lp_addrmap_put(&s->dedup, h, (uint64_t)k, 0))
+			return -ENOMEM;
+	}
+	uint32_t nrepl = (uint32_t)s->nrepl;
+	uint64_t dk = lp_hash_u64(((uint64_t)k << 8 | smp->vmstate) ^ lp_hash_u64(nrepl));
+	struct lp_addrmap_entry *d = lp_addrmap_get(&s->dkeys, dk);
+	if (d) {
+		struct dsample *x = &s->dsmp[d->a];
+		if (x->stack == (uint32_t)k && x->nrepl == nrepl && x->vmstate == smp->vmstate) {
+			x->count++;
+			return 0;
+		}
+	}
+	if (lp_grow((void **)&s->dsmp, &s->dsmpcap, s->ndsmp + 1, sizeof(*s->dsmp)))
+		return -ENOMEM;
+	struct dsample *x = &s->dsmp[s->ndsmp];
+	x->stack = (uint32_t)k;
+	x->nrepl = nrepl;
+	x->vmstate = (uint8_t)smp->vmstate;
+	x->count = 1;
+	/* A key collision keeps the entry there: the new one just counts on its own. */
+	if (!d && lp_addrmap_put(&s->dkeys, dk, s->ndsmp, 0))
+		return -ENOMEM;
+	s->ndsmp++;
 	return 0;
 }
 
@@ -560,8 +644,9 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 			.host = host, .nhost = r->nhost,
 		};
 		/* A memory sample's innermost host frame is the code that allocates: VM code
-		 * (the interpreter, a trace) stands for the Lua frame and is not shown. */
-		int leaf = 1;
+		 * (the interpreter, a trace) stands for the Lua frame and is not shown. A CPU
+		 * sample's is shown. */
+		int leaf = !r->cpu;
 		if (s->memory && r->nhost) {
 			uint64_t ss;
 			enum anchor k = classify(s, host[0], &ss);
@@ -587,6 +672,46 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 	return 0;
 }
 
+/* Starts a walk of deferred samples from the last: every name as the stream left it, and
+ * anchors classified with all the symbols' sizes and the mapped objects known now. */
+static void walk_begin(struct lp_sysprof *s)
+{
+	lp_addrmap_clear(&s->overlay);
+	lp_addrmap_clear(&s->anchors);
+	s->epoch++;
+}
+
+/* Adds the deferred CPU samples with Lua frames, last seen first (their nrepl never
+ * decreases), undoing replacements as add_traces does. */
+static int add_deferred(struct lp_sysprof *s)
+{
+	size_t u = s->nrepl;
+	walk_begin(s);
+	for (size_t i = s->ndsmp; i-- > 0;) {
+		for (; u > s->dsmp[i].nrepl; u--) {
+			if (lp_addrmap_put(&s->overlay, s->repl[u - 1].proto, u - 1, 0))
+				return -ENOMEM;
+			s->epoch++;
+		}
+		struct rawstack *r = &s->stacks[s->dsmp[i].stack];
+		if (stack_frames(s, r))
+			return -ENOMEM;
+		size_t n = 0;
+		uint32_t id;
+		if (s->opts.split && (vm_frame(s, s->dsmp[i].vmstate, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		for (size_t k = 0; k < r->nmerged; k++)
+			if (push(s, &n, s->mpool[r->merged + k]))
+				return -ENOMEM;
+		if (r->nmerged == 0 && !s->opts.split &&
+		    (vm_frame(s, s->dsmp[i].vmstate, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		if (lp_profile_add(s->raw, s->out, n, &s->dsmp[i].count))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /*
 ** Adds the TRACE samples, each under its full stack when the extension gave one. Walks
 ** them last to first, undoing the symbol replacements made after each, so a reused proto
@@ -594,9 +719,7 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 */
 static int add_traces(struct lp_sysprof *s)
 {
-	if (s->finished)
-		return 0;
-	s->finished = 1;
+	walk_begin(s);
 	if (s->ntpairs > 1)
 		qsort(s->tpairs, s->ntpairs, sizeof(*s->tpairs), by_ordinal);
 	size_t j = s->ntpairs, u = s->nrepl;
@@ -735,9 +858,18 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);
 }
 
+/* The samples kept for the end, once. */
+static int add_cpu(struct lp_sysprof *s)
+{
+	if (s->finished)
+		return 0;
+	s->finished = 1;
+	return add_deferred(s) || add_traces(s) ? -ENOMEM : 0;
+}
+
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)
 {
-	if (s->memory ? add_memory(s) : add_traces(s))
+	if (s->memory ? add_memory(s) : add_cpu(s))
 		return NULL;
 	return lp_profile_remap(s->raw, name_c, s);
 }

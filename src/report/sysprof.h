@@ -16,7 +16,9 @@
 ** because the stream holds the running coroutine's frames only.
 **
 ** C addresses are resolved after the whole stream is read, so the symbol table and
-** anything learned late name them consistently.
+** anything learned late name them consistently. Samples with Lua frames are merged then
+** too: the anchors depend on which code a symbol covers, and the symbols' sizes and the
+** mapped objects (luaprof extension) follow the last sample.
 */
 #ifndef LP_SYSPROF_H
 #define LP_SYSPROF_H

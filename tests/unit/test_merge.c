@@ -243,6 +243,45 @@ static void test_trace_host_split(void)
 	CHECK_STR(collapse(1, 0), "GC;main;my_cfunc 1\nINTERP 1\nTRACE;TRACE [3] @app.lua:15 1\n");
 }
 
+/*
+** A stripped VM's trace code found no anchor when it lay within 256 KiB above another
+** object's last symbol (nginx's worker: the JIT's code placed right after libunwind's
+** text): the sample was merged as it was read, before the extension gave that symbol's
+** size, so the trace code looked like a named C function and the Lua frames went to the
+** root. Samples with Lua frames are merged once the extension is read.
+*/
+static void stripped_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_csize(&wb, 0x40000, 0x100);
+	lp_write_ext_end(&wb);
+}
+
+static void test_anchor_after_sizes(void)
+{
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	static const struct { uint64_t a; const char *n; } syms[] = {
+		{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
+	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
+	lp_write_symtab_final(&wb);
+	lp_write_sysprof_prologue(&wb);
+	struct lp_lua_frame lua[] = { L(P_MAIN, 18), L(P_F, 12) };
+	uint64_t host[] = { A_MAIN + 9, A_CFUNC + 4, 0x60000, 0x3810 };
+	SAMPLE(LP_VMST_CFUNC, lua, host);
+	SAMPLE(LP_VMST_CFUNC, lua, host);
+	trailer = stripped_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;run_thread;0x60000;@app.lua:18;@app.lua:12;lj_vm_ffi_call 2\n");
+}
+
 static void test_unknown_addresses(void)
 {
 	begin();
@@ -546,6 +585,7 @@ int main(void)
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
 	RUN(test_extension_maps);
+	RUN(test_anchor_after_sizes);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
