@@ -374,6 +374,15 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	if ((link & LP_LJ_CFRAME_RAWMASK) == 0)
 		return LP_LJ_ENONE;
 	rcf = (link & LP_LJ_CFRAME_RAWMASK) + lay->cf_size;
+	/* The resume frame returns into the VM block (coroutine.resume / wrap call vm_resume)
+	 * or into C (lua_resume: nginx's ngx_http_lua_run_thread, say). Above it is then a C
+	 * frame of the host, whose slot at cf_L holds anything: a reader of plain memory
+	 * (memprof's, in-process) must not follow it. */
+	uint64_t ra;
+	if (lp_mem_u64(m, rcf - 8, &ra))
+		return LP_LJ_EREAD;
+	if (!lp_lj_in_vm(vm, ra))
+		return LP_LJ_ENONE;
 	if (lp_mem_u64(m, rcf + lay->cf_L, &rL))
 		return LP_LJ_EREAD;
 	if (rL == co->L || rL == 0)

@@ -1100,6 +1100,7 @@ static void test_resumer(void)
 		w64(rcf + lay->cf_prev, new_cframe(&F, F.L, F.L, 0, 0));
 		w64(F.L + lay->l_cframe, rcf);
 		w64(cfco + lay->cf_L, 0); /* filled below */
+		w64(rcf - 8, VM_LO + 0x940); /* returns into coroutine.resume, in the VM block */
 		coL = new_thread(&F);
 		memcpy(&cost, host(coL + lay->l_stack), 8);
 		w64(cfco + lay->cf_L, coL);
@@ -1143,6 +1144,12 @@ static void test_resumer(void)
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		w64(rcf + lay->cf_L, 0x4000); /* unreadable */
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_EREAD);
+		/* lua_resume from C: the resume frame returns outside the VM block, and the
+		** host's frame above it is not read (nginx's held an unmapped address there,
+		** which memprof's plain reads followed into a SIGSEGV). */
+		w64(rcf - 8, 0x1234);
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		w64(rcf - 8, VM_LO + 0x940);
 		co.cframe = 0;
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		co.cframe = cfco;
@@ -1154,6 +1161,7 @@ static void test_resumer(void)
 		uint64_t in2 = blk, in1 = blk + cs, cfco2 = blk + 2 * cs, rcf2 = blk + 3 * cs;
 		w64(rcf2 + lay->cf_L, F.L);
 		w64(rcf2 + lay->cf_prev, 0);
+		w64(rcf2 - 8, VM_LO + 0x940);
 		w64(F.L + lay->l_cframe, rcf2);
 		w64(cfco2 + lay->cf_L, coL);
 		w64(cfco2 + lay->cf_prev, 0);
