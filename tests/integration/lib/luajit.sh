@@ -20,6 +20,28 @@ luajit2_fetch() {
 	[ -f $cache/.done ] && [ -x "$lj2" ]
 }
 
+# nginx_fetch LOGFILE: Debian's nginx with its Lua module. The module's lua-resty-core needs
+# OpenResty's luajit2, which conflicts with Debian's luajit as a package: the .debs are
+# downloaded and extracted once into build/nginx-lua, like luajit2's (run the binary with
+# LD_LIBRARY_PATH=$lj2lib). Sets ngx (the binary), ngxmod (the modules' directory) and
+# ngxlua (lua-resty-core's Lua directory); returns 1 when they cannot be had.
+nginx_fetch() {
+	local cache=build/nginx-lua deb
+	ngx=$PWD/$cache/root/usr/sbin/nginx
+	ngxmod=$PWD/$cache/root/usr/lib/nginx/modules
+	ngxlua=$PWD/$cache/root/usr/share/lua/5.1
+	if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
+		command -v dpkg-deb >/dev/null 2>&1; then
+		rm -rf $cache && mkdir -p $cache/debs
+		if (cd $cache/debs && apt-get download nginx libnginx-mod-http-ndk \
+			libnginx-mod-http-lua lua-resty-core lua-resty-lrucache) >"$1" 2>&1; then
+			for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
+				touch $cache/.done
+		fi
+	fi
+	[ -f $cache/.done ] && [ -x "$ngx" ] && [ -f "$ngxmod/ngx_http_lua_module.so" ]
+}
+
 # read_markers FILE: fills the associative array `at` (declare -A at first) with the line
 # of every "--@name" marker at the end of a line of FILE.
 read_markers() {
