@@ -7,6 +7,14 @@
 
 #define SNAP_FRAME  0x010000u /* SnapEntry flag: the slot holds a frame's function */
 #define REF_BIAS    0x8000u   /* IR refs below it are constants */
+/* An IR instruction (IRIns, 8 bytes) holds its type at byte 4 and its opcode at byte 5;
+ * a function constant is IR_KGC (24 in every 2.1 build: the opcode list has not changed
+ * since PROF was added) of type IRT_FUNC (8). */
+#define IRINS_T     4
+#define IRINS_O     5
+#define IR_KGC      24u
+#define IRT_FUNC    8u
+#define IRT_TYPE    0x1fu
 #define MAX_SNAPENT 256       /* entries of one snapshot we look at (nent is a u8) */
 
 int lp_lj_trace_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t traceno,
@@ -141,8 +149,14 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			uint64_t fn;
 			if (!(e & SNAP_FRAME) || ref >= REF_BIAS || t->ir == 0)
 				continue;
-			/* GC64: a KGC constant's 64-bit GCRef is in the IR slot after it. */
-			if (lp_mem_u64(m, t->ir + 8 * ((uint64_t)ref + 1), &fn))
+			/* A frame's slot may refer to another constant (a continuation frame's
+			 * KPTR, say): only a function constant's payload is an object to read, and
+			 * memprof reads plain memory (a KINT's 22 was followed into a SIGSEGV).
+			 * GC64: a KGC constant's 64-bit GCRef is in the IR slot after it. */
+			uint8_t ins[8];
+			if (lp_mem_read(m, t->ir + 8 * (uint64_t)ref, ins, sizeof(ins)) ||
+			    ins[IRINS_O] != IR_KGC || (ins[IRINS_T] & IRT_TYPE) != IRT_FUNC ||
+			    lp_mem_u64(m, t->ir + 8 * ((uint64_t)ref + 1), &fn))
 				continue;
 			if ((e >> 24) >= best && func_holds(vm, m, fn & LP_LJ_GCVMASK, pc, &p)) {
 				best = e >> 24;

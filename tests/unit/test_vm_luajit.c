@@ -1224,6 +1224,8 @@ static void test_traces(void)
 		map = alloc(4 * 40);
 		irk = alloc(32);
 		ir = irk - 8 * (uint64_t)ref;
+		w8(irk + 4, 8);   /* IRT_FUNC */
+		w8(irk + 5, 24);  /* IR_KGC */
 		w64(irk + 8, g.fn); /* the KGC constant's 64-bit payload */
 		w64(T + lay->t_snap, snap);
 		w64(T + lay->t_snapmap, map);
@@ -1286,6 +1288,17 @@ static void test_traces(void)
 		}
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 300, 0, &loc), LP_LJ_ENONE);
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode - 1, 0, &loc), LP_LJ_ENONE);
+
+		/* A frame slot referring to a constant that is no function (sysbench's traces
+		** had a KINT of 22 there): its payload is never read as an object. */
+		w8(irk + 5, 23); /* IR_KINT */
+		w64(irk + 8, 22);
+		uint64_t fails0 = F.mi.fails;
+		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 130, g.pt, &loc), LP_LJ_OK);
+		CHECK_EQ(loc.pt, g.pt);
+		CHECK_EQ(loc.inlined, 0);
+		CHECK_EQ(F.mi.fails, fails0);
+		w8(irk + 5, 24);
 
 		/* No inlined frame constant: the PC is looked up in base_pt, then startpt. */
 		w64(irk + 8, 0x6000); /* unreadable constant */
