@@ -627,8 +627,9 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 static void write_samples(struct lp_wbuf *w)
 {
 	agent_stackdict_write(&mp.dict, w);
-	/* asample records of up to 60 KiB: (stack size live)*. */
-	uint8_t rec[61440 + 32];
+	/* asample records of up to 60 KiB: (stack size live)*. Not on the stack: stop runs
+	 * on the host's thread, whose stack may be small (sysbench's are 64 KiB). */
+	static uint8_t rec[61440 + 32];
 	size_t len = 0;
 	for (size_t i = 0; i < mp.nsmp; i++) {
 		len += lp_uleb_encode(mp.smp[i].stack, rec + len);
