@@ -3,29 +3,37 @@
 #
 #   scripts/setup.sh          build dependencies, then `make`
 #   scripts/setup.sh --test   also what the test suite uses (clang's libFuzzer,
-#                             golang-go for `go tool pprof`, chromium, python3, and
-#                             curl and the libraries an extracted nginx loads)
+#                             golang-go for `go tool pprof`, chromium, python3,
+#                             sysbench, and curl and the libraries an extracted nginx
+#                             loads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev
 	libluajit-5.1-dev libunwind-dev luajit)
 test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time
-	curl libpcre3 libpcre2-8-0 libssl3)
+	curl libpcre3 libpcre2-8-0 libssl3 sysbench)
 
-want=("${build_pkgs[@]}")
-[ "${1:-}" = "--test" ] && want+=("${test_pkgs[@]}")
-
-missing=()
-for p in "${want[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	sudo=""
+updated=0
+install_missing() {
+	local missing=() p sudo=""
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
 	[ "$(id -u)" -ne 0 ] && sudo="sudo"
 	echo "setup: installing ${missing[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
-	$sudo apt-get update -qq >/dev/null
+	if [ $updated = 0 ]; then
+		$sudo apt-get update -qq >/dev/null
+		updated=1
+	fi
 	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+}
+
+install_missing "${build_pkgs[@]}"
+# After the build's: sysbench then takes Debian's libluajit-5.1-2, already installed, for
+# its LuaJIT rather than OpenResty's luajit2 (its first choice), which would replace luajit.
+[ "${1:-}" = "--test" ] && install_missing "${test_pkgs[@]}"
 make -s -j"$(nproc)"
