@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,8 +42,29 @@
 
 struct file_ctx {
 	int fd;
+	int trunc;  /* a file that had contents: emptied at the first write, not at open */
 	uint8_t buf[FILE_BUF_SIZE];
 };
+
+/*
+** Opens a profile's file without emptying it: a start that fails after this (a VM build
+** it does not know, no timer) leaves a file that was there as it was, and removes one it
+** made (*created). Contents are dropped at the first write, which only a started profile
+** makes.
+*/
+static int open_profile(const char *path, int *created, int *trunc)
+{
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	*created = fd >= 0;
+	*trunc = 0;
+	if (fd < 0 && errno == EEXIST) {
+		struct stat st;
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+			*trunc = 1;
+	}
+	return fd;
+}
 
 /* The path of the running (or last) Lua-API profile, for I/O messages. */
 static char cur_path[4096];
@@ -52,6 +74,11 @@ static size_t file_writer(const void **data, size_t len, void *ctx)
 	struct file_ctx *fc = ctx;
 	const uint8_t *p = *data;
 	size_t done = 0;
+	if (fc->trunc) {
+		if (ftruncate(fc->fd, 0) != 0)
+			return 0; /* errno tells why */
+		fc->trunc = 0;
+	}
 	while (done < len) {
 		ssize_t n = write(fc->fd, p + done, len - done);
 		if (n < 0) {
@@ -216,16 +243,20 @@ static int start_with(lua_State *L, struct start_args *a)
 	if (agent_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
 	struct file_ctx *fc = NULL;
+	int created = 0, trunc;
 	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
-		int fd = open(a->path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+		int fd = open_profile(a->path, &created, &trunc);
 		if (fd < 0)
 			return push_ioerr(L, a->path, errno);
 		fc = malloc(sizeof(*fc));
 		if (!fc) {
 			close(fd);
+			if (created)
+				unlink(a->path);
 			return push_fail(L, "not enough memory", ENOMEM);
 		}
 		fc->fd = fd;
+		fc->trunc = trunc;
 		a->opt.buf = fc->buf;
 		a->opt.len = sizeof(fc->buf);
 		a->opt.ctx = fc;
@@ -235,7 +266,10 @@ static int start_with(lua_State *L, struct start_args *a)
 	}
 	/* From here on file_on_stop owns fc, whatever happens. */
 	int rc = agent_start(L, &a->opt, file_writer, file_on_stop);
-	return push_start_rc(L, rc, errno, a->path, luaprof_sysprof_error());
+	int e = errno;
+	if (rc != LUAPROF_PROFILE_SUCCESS && created)
+		unlink(a->path);
+	return push_start_rc(L, rc, e, a->path, luaprof_sysprof_error());
 }
 
 /* local ok, err, errno = sysprof.start{mode=, interval=, path=, clock=} */
@@ -331,15 +365,19 @@ static int l_mem_start(lua_State *L)
 	}
 	if (agent_memprof_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
-	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+	int created, trunc;
+	int fd = open_profile(path, &created, &trunc);
 	if (fd < 0)
 		return push_ioerr(L, path, errno);
 	struct file_ctx *fc = malloc(sizeof(*fc));
 	if (!fc) {
 		close(fd);
+		if (created)
+			unlink(path);
 		return push_fail(L, "not enough memory", ENOMEM);
 	}
 	fc->fd = fd;
+	fc->trunc = trunc;
 	snprintf(mem_path, sizeof(mem_path), "%s", path);
 	struct luaprof_memprof_options opt = {
 		.buf = fc->buf, .len = sizeof(fc->buf), .ctx = fc,
@@ -347,7 +385,10 @@ static int l_mem_start(lua_State *L)
 	};
 	/* From here on file_on_stop owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
-	return push_start_rc(L, rc, errno, path, luaprof_memprof_error());
+	int e = errno;
+	if (rc != LUAPROF_PROFILE_SUCCESS && created)
+		unlink(path);
+	return push_start_rc(L, rc, e, path, luaprof_memprof_error());
 }
 
 /* local ok, err, errno = memprof.stop() */
