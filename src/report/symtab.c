@@ -390,6 +390,13 @@ static const struct map *map_of(struct lp_symtab *st, uint64_t addr)
 	return &st->maps[lo - 1];
 }
 
+int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr)
+{
+	if (!st->nmaps)
+		return -1;
+	return map_of(st, addr) != NULL;
+}
+
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object)
 {

@@ -64,6 +64,9 @@ int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64
 */
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object);
+/* Whether addr lies in a mapped object: 1 yes, 0 no (JIT code, say), -1 the stream gave
+ * no mapped objects (a Tarantool stream, or before the extension is read). */
+int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
 /* 1 once the luaprof extension gave symbol extents or mapped objects, which let

@@ -293,8 +293,10 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 	for (size_t i = 0; sym && i < sizeof(anchor_names) / sizeof(anchor_names[0]); i++)
 		if (strcmp(sym->name, anchor_names[i].name) == 0)
 			kind = anchor_names[i].kind;
+	/* Unnamed code stands for a trace; with the mapped objects known, only code outside
+	 * them is (a stripped library's static function is not). */
 	if (!sym)
-		kind = ANCHOR_UNNAMED;
+		kind = lp_symtab_mapped(s->st, addr) == 1 ? ANCHOR_NONE : ANCHOR_UNNAMED;
 	else if (strcmp(sym->name, "lj_vm_asm_begin") == 0)
 		kind = ANCHOR_VM_BLOCK;
 	/* A failed insert only costs a later lookup. */
@@ -569,7 +571,8 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 		const struct rawstack *r = &s->stacks[e->a];
 		if (r->nlua == smp->nlua && r->nhost == smp->nhost &&
 		    same_lua(s->lpool + r->lua, smp->lua, smp->nlua) &&
-		    !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host)))
+		    (smp->nhost == 0 ||
+		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
 			k = (int64_t)e->a;
 	}
 	if (k < 0) {
@@ -637,7 +640,7 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 		return 0;
 	size_t n = 0;
 	uint32_t id;
-	const uint64_t *host = s->hpool + r->host;
+	const uint64_t *host = s->hpool ? s->hpool + r->host : NULL;
 	if (r->nlua > 0) {
 		struct lp_sys_sample smp = {
 			.vmstate = LP_VMST_TRACE, .lua = s->lpool + r->lua, .nlua = r->nlua,

@@ -282,6 +282,47 @@ static void test_anchor_after_sizes(void)
 		  "main;run_thread;0x60000;@app.lua:18;@app.lua:12;lj_vm_ffi_call 2\n");
 }
 
+/*
+** With sizes and objects known, code no symbol covers stands for a trace only outside
+** every mapped object: a stripped library's static function (libc's start code below
+** main) is not an anchor, or an embedding host's xpcall split its Lua stack at it
+** (shapes_luajit, luajit2 under a C host).
+*/
+static void mapped_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_map(&wb, 0x1000, 0x9000, 0, "/usr/bin/host", NULL, 0);
+	lp_write_ext_map(&wb, 0x20000, 0x30000, 0, "/usr/lib/libc.so", NULL, 0);
+	lp_write_ext_csize(&wb, A_MAIN, 0x100);
+	lp_write_ext_csize(&wb, A_LUA_PCALL, 0x100);
+	lp_write_ext_csize(&wb, 0x20000, 0x10);
+	lp_write_ext_end(&wb);
+}
+
+static void test_unnamed_in_object(void)
+{
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	static const struct { uint64_t a; const char *n; } syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
+	};
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
+	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
+	lp_write_symtab_final(&wb);
+	lp_write_sysprof_prologue(&wb);
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(15), L(P_F, 12) };
+	uint64_t host[] = { 0x20008, 0x2400, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	trailer = mapped_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;host+0x1400;main;lua_pcall;@app.lua:5;"
+				  "builtin#15;@app.lua:12;lj_vm_asm_begin 1\n");
+}
+
 static void test_unknown_addresses(void)
 {
 	begin();
@@ -586,6 +627,7 @@ int main(void)
 	RUN(test_proto_address_reuse);
 	RUN(test_extension_maps);
 	RUN(test_anchor_after_sizes);
+	RUN(test_unnamed_in_object);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
