@@ -5,8 +5,9 @@
 ** separately. They are merged root first: host frames, with each Lua segment spliced
 ** right after the host frame through which C entered the VM for it (lj_vm_pcall,
 ** lj_vm_call, lj_vm_cpcall, lj_vm_resume, luaV_execute when named; on a stripped VM the
-** lua_* API frames that call into the VM, and VM code - the interpreter block or code no
-** symbol covers, i.e. a trace - called directly by another named C function, since
+** lua_* API frames that call into the VM, and VM code - the interpreter block or a trace,
+** i.e. code outside every mapped object (without the extension's maps: code no symbol
+** covers) - called directly by another named C function, since
 ** lua_call tail-calls the VM and C builtins and FFI callbacks enter it without an API
 ** frame). Segments are split at the C functions that called back into Lua, and those
 ** C functions are then named by the host stack, so no frame is counted twice; nested
