@@ -78,6 +78,9 @@ struct agent_sample {
 ** with a one-line reason in err ("unsupported LuaJIT build (...)").
 */
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen);
+/* After a refused detection: replaces err with a plainer reason when the process has no
+ * LuaJIT at all (a PUC Lua host). */
+void agent_vm_explain(char *err, size_t errlen);
 void agent_vm_detach(void);
 int agent_vm_attached(void);
 /*

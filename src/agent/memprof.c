@@ -874,6 +874,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	lp_mem_pid_init(&mp.checked, &mp.pid, getpid());
 	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, mp.err, sizeof(mp.err)) !=
 	    LP_LJ_OK) {
+		agent_vm_explain(mp.err, sizeof(mp.err));
 		opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}

@@ -19,6 +19,7 @@
 ** fingerprint (chunk name, first line, size; trace object and start) detects a collected
 ** function or flushed trace whose address or number was reused, which is then named anew.
 */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -125,13 +126,24 @@ static int attached;
 
 static void known_reset(void);
 
+void agent_vm_explain(char *err, size_t errlen)
+{
+	/* Every LuaJIT exports its API for C modules, this one included; PUC Lua has no
+	 * luaJIT_* function. */
+	if (errlen && !dlsym(RTLD_DEFAULT, "luaJIT_setmode"))
+		snprintf(err, errlen, "not a LuaJIT VM (no luaJIT_setmode in the process: PUC "
+			 "Lua?); the agent profiles LuaJIT 2.1 GC64 builds");
+}
+
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 {
 	struct lp_mem_pid p;
 	struct lp_mem m;
 	lp_mem_pid_init(&m, &p, getpid());
-	if (lp_lj_detect(&vm, &m, (uint64_t)(uintptr_t)L, err, errlen) != LP_LJ_OK)
+	if (lp_lj_detect(&vm, &m, (uint64_t)(uintptr_t)L, err, errlen) != LP_LJ_OK) {
+		agent_vm_explain(err, errlen);
 		return -1;
+	}
 	lp_mem_pid_init(&pid_mem, &pid_ctx, getpid());
 	known_reset(); /* a new stream: nothing is named in it yet */
 	gg_lo = vm.mainL;
