@@ -647,13 +647,15 @@ LUAPROF_API int luaopen_luaprof(lua_State *L)
 	lua_setfield(L, -2, "memprof");
 
 	/* misc.sysprof and misc.memprof for code written for Tarantool, unless the host has
-	 * its own. */
+	 * its own. Set raw: OpenResty guards its globals with a __newindex that logs a warning
+	 * for every new one. */
 	lua_getglobal(L, "misc");
 	if (lua_isnil(L, -1)) {
 		lua_pop(L, 1);
 		lua_newtable(L);
-		lua_pushvalue(L, -1);
-		lua_setglobal(L, "misc");
+		lua_pushliteral(L, "misc");
+		lua_pushvalue(L, -2);
+		lua_rawset(L, LUA_GLOBALSINDEX);
 	}
 	for (int i = 0; i < 2 && lua_istable(L, -1); i++) {
 		const char *name = i ? "memprof" : "sysprof";

@@ -175,6 +175,9 @@ curl -sf "$url/work?n=10" >/dev/null || fail "nginx stopped serving"
 [ "$(pgrep -P "$master" | head -n 1)" = "$worker" ] || fail "the worker restarted (was $worker)"
 bad=$(grep -E '\[(alert|crit|emerg)\]|exited on signal' "$t/logs/error.log" | head -n 3)
 [ -z "$bad" ] || fail "nginx logged: $bad"
+# Installing misc.sysprof / misc.memprof must not trip OpenResty's guard on new globals.
+bad=$(grep -F "writing a global Lua variable" "$t/logs/error.log" | head -n 1)
+[ -z "$bad" ] || fail "nginx warned: $bad"
 
 [ $fails -eq 0 ] || exit 1
 echo "PASS $name"
