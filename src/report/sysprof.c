@@ -350,7 +350,15 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 		if (a == ANCHOR_VM_CALL || a == ANCHOR_VM_RESUME)
 			have_vm = 1;
 	}
-	size_t na = 0;
+	size_t na = 0, leaf_entry = 0;
+	for (size_t k = 1; trace_leaf && k < nh; k++) {
+		uint64_t ss;
+		enum anchor a = classify(s, host[k], &ss);
+		if (a != ANCHOR_VM_BLOCK && a != ANCHOR_UNNAMED) {
+			leaf_entry = k;
+			break;
+		}
+	}
 	for (int unnamed = 0; unnamed < 2; unnamed++) {
 		int unnamed_seen = 0;
 		na = 0;
@@ -374,6 +382,16 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 					unnamed_seen = 1;
 					call = unnamed;
 				}
+			}
+			/* The leaf stands for the innermost segment's VM entry. On a stripped VM the
+			 * API frame just outside it (past VM frames only) is that same entry
+			 * (lua_pcall enters the interpreter's own frame), not a second anchor:
+			 * counted twice, it took the next segment out (a memory sample of a nested
+			 * callback lost its outer chunk's line to the inner lua_pcall). */
+			if (trace_leaf && k == leaf_entry && !have_vm) {
+				if (resume)
+					na = 0;
+				call = resume = 0;
 			}
 			if (trace_leaf && k == 0) {
 				call = 1;

@@ -555,6 +555,57 @@ static const char *collapse_memory(unsigned column, const char *sample_bytes)
 	return text;
 }
 
+/*
+** A memory sample whose innermost host frame is the interpreter (a stripped VM, whose
+** lua_pcall enters it): that leaf stands for the innermost segment's entry, and the
+** lua_pcall right outside it is the same entry, not a second anchor. Counted twice, a
+** nested stack (neovim: a libuv callback run by lua_pcall under vim.wait, a C function
+** of the outer chunk) lost a segment: the outer chunk's line went under the inner
+** lua_pcall.
+*/
+static void test_memory_nested(void)
+{
+	static char text[4096];
+	free(stream.data);
+	memset(&stream, 0, sizeof(stream));
+	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
+	lp_write_symtab_prologue(&wb);
+	lp_write_sym_cfunc(&wb, A_MAIN, "main", 4);
+	lp_write_sym_cfunc(&wb, A_LUA_PCALL, "lua_pcall", 9);
+	lp_write_sym_cfunc(&wb, A_BC, "lj_vm_asm_begin", 15);
+	lp_write_sym_cfunc(&wb, A_CFUNC, "my_wait", 7);
+	lp_write_sym_cfunc(&wb, A_PMAIN, "uv_run", 6);
+	lp_write_symtab_final(&wb);
+	lp_write_memprof_prologue(&wb);
+	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_mem_sym_lua(&wb, P_G, "@cb.lua", 7, 10);
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+	const struct lp_lua_frame lua[] = { L(P_G, 16), C(A_CFUNC), L(P_MAIN, 17) };
+	const uint64_t host[] = { A_BC + 8, A_LUA_PCALL + 4, A_PMAIN + 4, A_CFUNC + 4,
+				  A_BC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	ext_stack(0, lua, 3, host, 7);
+	const uint8_t recs[] = { 0, 100, 1 };
+	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	lp_write_ext_end(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	struct lp_profile *p = lp_loaded_profile(&l, "test");
+	FILE *f = fmemopen(text, sizeof(text), "w");
+	struct lp_render_opts ro = { 0 };
+	char err[256];
+	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
+	fclose(f);
+	lp_profile_free(p);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	CHECK_STR(text, "main;lua_pcall;@app.lua:17;lj_vm_asm_begin;my_wait;uv_run;lua_pcall;"
+			"@cb.lua:16 100\n");
+}
+
 static void test_memory_samples(void)
 {
 	/* Unweighted (no sample_bytes): one allocation per sample. Columns: alloc_space,
@@ -633,6 +684,7 @@ int main(void)
 	RUN(test_trace_stacks);
 	RUN(test_trace_stacks_reuse);
 	RUN(test_memory_samples);
+	RUN(test_memory_nested);
 	free(stream.data);
 	return UNIT_RESULT();
 }
