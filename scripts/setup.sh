@@ -4,15 +4,15 @@
 #   scripts/setup.sh          build dependencies, then `make`
 #   scripts/setup.sh --test   also what the test suite uses (clang's libFuzzer,
 #                             golang-go for `go tool pprof`, chromium, python3,
-#                             sysbench, tarantool, lua5.1, and curl and the
-#                             libraries an extracted nginx loads)
+#                             sysbench, neovim, tarantool, lua5.1, and curl and
+#                             the libraries an extracted nginx loads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev
 	libluajit-5.1-dev libunwind-dev luajit)
 test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time
-	curl libpcre3 libpcre2-8-0 libssl3 sysbench tarantool lua5.1)
+	curl libpcre3 libpcre2-8-0 libssl3 sysbench neovim tarantool lua5.1)
 
 updated=0
 install_missing() {
@@ -34,6 +34,7 @@ install_missing() {
 
 install_missing "${build_pkgs[@]}"
 # After the build's: sysbench then takes Debian's libluajit-5.1-2, already installed, for
-# its LuaJIT rather than OpenResty's luajit2 (its first choice), which would replace luajit.
+# its LuaJIT rather than OpenResty's luajit2 (its first choice), which would replace luajit
+# (neovim takes it anyway: it lists Debian's first).
 [ "${1:-}" = "--test" ] && install_missing "${test_pkgs[@]}"
 make -s -j"$(nproc)"
