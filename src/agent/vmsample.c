@@ -347,9 +347,12 @@ static unsigned ncframes;
 static struct lp_lj_trace cur_trace;
 static int have_trace;
 
+/* Static like the state around it (the VM thread only: the handler, or memprof's walk with
+ * the handler's signal blocked): the handler runs on the sampled thread's stack, which may
+ * be small (sysbench's are 64 KiB), and this array is 2 KiB. */
 static void add_cframes(uint64_t cframe)
 {
-	struct lp_lj_cframe cf[MAX_CFRAMES];
+	static struct lp_lj_cframe cf[MAX_CFRAMES];
 	unsigned flags, n = lp_lj_cframes(&vm, &mem, cframe, cf, MAX_CFRAMES, &flags);
 	for (unsigned i = 0; i < n && ncframes < MAX_CFRAMES; i++)
 		cframes[ncframes++] = cf[i].addr;
