@@ -123,7 +123,7 @@ ctl cpu/stop
 if build/luaprof report -q -f collapsed -o "$t/cpu.folded" "$t/prof/cpu.bin" 2>"$t/err"; then
 	read -r tot root under lua < <(rooted "$t/cpu.folded")
 	spin=$(awk -v l="@$src:${at[spin]}" 'index($0, l) { s += $NF } END { print s + 0 }' "$t/cpu.folded")
-	[ "$tot" -ge 50 ] || fail "CPU: $tot samples, want at least 50"
+	[ "$tot" -ge 30 ] || fail "CPU: $tot samples, want at least 30"
 	[ "$root" = "$tot" ] || fail "CPU: $((tot - root)) of $tot samples not rooted at _start:
 $(grep -v '^_start;' "$t/cpu.folded" | head -n 3 | cut -c1-400)"
 	[ "$under" = "$lua" ] || fail "CPU: $((lua - under)) of $lua samples in work.lua not under ngx_http_lua_run_thread:

@@ -19,9 +19,9 @@ local timer = vim.loop.new_timer()
 timer:start(0, 5, function()
 	cb_work(20000) --@call_cb
 	done = done + 1
-	if done == 40 then timer:stop() end
+	if done == 60 then timer:stop() end
 end)
-vim.wait(60000, function() return done >= 40 end, 5) --@wait
+vim.wait(60000, function() return done >= 60 end, 5) --@wait
 timer:close()
 assert(lp.memprof.stop())
 assert(lp.sysprof.stop())
