@@ -83,6 +83,9 @@ int agent_vm_attach(struct lua_State *L, char *err, size_t errlen);
 void agent_vm_explain(char *err, size_t errlen);
 void agent_vm_detach(void);
 int agent_vm_attached(void);
+/* 1 if the sampler is attached to L's VM. The CPU profiler and memprof's sampled mode
+ * share one sampler, so they must profile the same VM. */
+int agent_vm_attached_to(struct lua_State *L);
 /*
 ** Outside the handler, on the VM thread, with the handler's signal blocked (memprof's
 ** sampled mode): prepares agent_vm_frame for a walk of the current native stack of thread

@@ -134,6 +134,7 @@ static inline uint8_t ld8(uint64_t a)
 /* -- Symbols ------------------------------------------------------------------------- */
 
 static void io_check(void);
+static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Most events repeat a few functions: a direct-mapped cache of the prototype's fingerprint
  * fields in front of the map (re-read on every event: an address reused by another
@@ -673,6 +674,11 @@ static void native_release_mp(void)
  * it does not run. */
 static int native_acquire(lua_State *L)
 {
+	if (agent_vm_attached() && !agent_vm_attached_to(L)) {
+		set_err("the CPU profiler samples another Lua state, and "
+			"sampled mode walks stacks with its sampler (exact mode can run)");
+		return -1;
+	}
 	if (!agent_vm_attached()) {
 		if (agent_vm_attach(L, mp.err, sizeof(mp.err)) != 0)
 			return -1;
@@ -824,7 +830,6 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 /* -- Start and stop ---------------------------------------------------------------------- */
 
 
-static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_err(const char *fmt, ...)
 {
 	va_list ap;

@@ -801,6 +801,11 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		}
 	}
 
+	if (agent_memprof_uses_native() && !agent_vm_attached_to(L)) {
+		set_err("the memory profiler samples another Lua state with the "
+			"same stack sampler; stop it first");
+		goto fail_early;
+	}
 	if (agent_vm_attach(L, sp.err, sizeof(sp.err)) != 0)
 		goto fail_early;
 	if (agent_lua_anchor(L, sp.run_id) != 0) {

@@ -667,6 +667,14 @@ int agent_vm_attached(void)
 	return attached;
 }
 
+int agent_vm_attached_to(struct lua_State *L)
+{
+	uint64_t g;
+	return attached &&
+	       lp_mem_u64(&pid_mem, (uint64_t)(uintptr_t)L + vm.lay->l_glref, &g) == 0 &&
+	       g == vm.g;
+}
+
 void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 {
 	cache_reset();

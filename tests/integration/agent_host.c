@@ -10,7 +10,9 @@
 **   - a custom backtracer: frames of the handler are skipped by the interrupted IP, and a
 **     backtracer that cannot be aligned leaves the leaf frame only (counted as truncated);
 **   - lua_close while running, through the Lua API and through the C API: no crash, the
-**     profile is finished (epilogue and extension), on_stop runs, the next start works.
+**     profile is finished (epilogue and extension), on_stop runs, the next start works;
+**   - two VMs on one thread: the CPU profiler and sampled memprof refuse to start in a
+**     VM other than the one whose stacks the other samples; exact memprof starts.
 ** Prints "FAIL: ..." lines; exit status 1 if any.
 */
 #include <execinfo.h>
@@ -431,6 +433,48 @@ static void test_close_c_api(void)
 	lua_close(L2);
 }
 
+/*
+** Two VMs on one thread: the CPU profiler and memprof's sampled mode share one stack
+** sampler, attached to one VM. Each refuses a start in the other VM while the other runs
+** (before, the second re-attached the sampler, and the first's stacks were walked with the
+** wrong VM's state: memprof's lost every host frame); exact mode, which needs no sampler,
+** starts.
+*/
+static uint8_t mem_buf[1 << 16];
+
+static void test_two_vms(void)
+{
+	lua_State *A = new_state(), *B = new_state();
+	struct luaprof_sysprof_options so;
+	memset(&so, 0, sizeof(so));
+	so.mode = LUAPROF_SYSPROF_DEFAULT;
+	so.interval = 10;
+	struct luaprof_memprof_options mo = {
+		.buf = mem_buf, .len = sizeof(mem_buf), .writer = mem_writer, .on_stop = mem_on_stop,
+		.sample_bytes = 4096,
+	};
+	CHECK(luaprof_memprof_start(A, &mo) == 0, "sampled memprof in A: %s",
+	      luaprof_memprof_error());
+	CHECK(luaprof_sysprof_start(B, &so) == LUAPROF_PROFILE_ERRUSE, "sysprof in B");
+	CHECK(strstr(luaprof_sysprof_error(), "another Lua state") != NULL, "message: %s",
+	      luaprof_sysprof_error());
+	CHECK(luaprof_sysprof_start(A, &so) == 0, "sysprof in A: %s", luaprof_sysprof_error());
+	CHECK(luaprof_sysprof_stop(A) == 0, "sysprof stop");
+	CHECK(luaprof_memprof_stop(A) == 0, "memprof stop: %s", luaprof_memprof_error());
+
+	CHECK(luaprof_sysprof_start(A, &so) == 0, "sysprof in A: %s", luaprof_sysprof_error());
+	CHECK(luaprof_memprof_start(B, &mo) == LUAPROF_PROFILE_ERRUSE, "sampled memprof in B");
+	CHECK(strstr(luaprof_memprof_error(), "another Lua state") != NULL, "message: %s",
+	      luaprof_memprof_error());
+	mo.sample_bytes = 0;
+	CHECK(luaprof_memprof_start(B, &mo) == 0, "exact memprof in B: %s",
+	      luaprof_memprof_error());
+	CHECK(luaprof_memprof_stop(B) == 0, "exact memprof stop: %s", luaprof_memprof_error());
+	CHECK(luaprof_sysprof_stop(A) == 0, "sysprof stop");
+	lua_close(B);
+	lua_close(A);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -443,6 +487,7 @@ int main(int argc, char **argv)
 	test_callgraph();
 	test_close_lua_api(argv[1], argv[2]);
 	test_close_c_api();
+	test_two_vms();
 	printf("agent_host: %d failures\n", fails);
 	return fails ? 1 : 0;
 }
