@@ -155,7 +155,7 @@ static int push_start_rc(lua_State *L, int rc, int e, const char *path, const ch
 	}
 }
 
-static int push_stop_rc(lua_State *L, int rc, int e, const char *path)
+static int push_stop_rc(lua_State *L, int rc, int e, const char *path, const char *err)
 {
 	switch (rc) {
 	case LUAPROF_PROFILE_SUCCESS:
@@ -164,7 +164,7 @@ static int push_stop_rc(lua_State *L, int rc, int e, const char *path)
 	case LUAPROF_PROFILE_ERRRUN:
 		return push_fail(L, MSG_NOTRUN, EINVAL);
 	case LUAPROF_PROFILE_ERRUSE:
-		return push_misuse(L, NULL);
+		return push_misuse(L, err);
 	default:
 		return push_ioerr(L, path, e ? e : EIO);
 	}
@@ -286,7 +286,7 @@ static int l_start(lua_State *L)
 static int l_stop(lua_State *L)
 {
 	int rc = luaprof_sysprof_stop(L);
-	return push_stop_rc(L, rc, errno, cur_path);
+	return push_stop_rc(L, rc, errno, cur_path, luaprof_sysprof_error());
 }
 
 static void setnum(lua_State *L, const char *k, uint64_t v)
@@ -395,7 +395,7 @@ static int l_mem_start(lua_State *L)
 static int l_mem_stop(lua_State *L)
 {
 	int rc = luaprof_memprof_stop(L);
-	return push_stop_rc(L, rc, errno, mem_path);
+	return push_stop_rc(L, rc, errno, mem_path, luaprof_memprof_error());
 }
 
 /* memprof.report() -> {events, allocs, frees, reallocs, alloc_bytes, free_bytes}

@@ -871,7 +871,8 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	}
 	if (!opt || !opt->writer || !opt->on_stop || !opt->buf ||
 	    opt->len < LUAPROF_MEMPROF_BUF_MIN) {
-		set_err("profiler misuse");
+		set_err("options need a writer, on_stop and a buffer of at least "
+			"LUAPROF_MEMPROF_BUF_MIN bytes");
 		if (opt && opt->on_stop)
 			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
@@ -947,7 +948,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		return LUAPROF_PROFILE_ERRRUN;
 	}
 	if (L && ld64((uint64_t)(uintptr_t)L + mp.vm.lay->l_glref) != mp.vm.g) {
-		set_err("profiler misuse: the profile runs in another Lua state");
+		set_err("the profile runs in another Lua state");
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	if (mp.state == MP_RUNNING)

@@ -934,7 +934,7 @@ LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L)
 		return LUAPROF_PROFILE_ERRRUN;
 	}
 	if (!agent_lua_owns(L, sp.run_id)) {
-		set_err("profiler misuse: the profile runs in another VM");
+		set_err("the profile runs in another Lua state");
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	if ((st = claim_stop()) < 0) {

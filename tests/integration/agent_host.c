@@ -309,6 +309,8 @@ static void test_validation(void)
 	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRRUN, "second start");
 	lua_State *other = new_state();
 	CHECK(luaprof_sysprof_stop(other) == LUAPROF_PROFILE_ERRUSE, "stop from another VM");
+	CHECK(strcmp(luaprof_sysprof_error(), "the profile runs in another Lua state") == 0,
+	      "message: %s", luaprof_sysprof_error());
 	lua_close(other);
 	burn(L, 0.2, 1);
 	CHECK(luaprof_sysprof_stop(L) == 0, "stop D");
@@ -469,6 +471,9 @@ static void test_two_vms(void)
 	mo.sample_bytes = 0;
 	CHECK(luaprof_memprof_start(B, &mo) == 0, "exact memprof in B: %s",
 	      luaprof_memprof_error());
+	CHECK(luaprof_memprof_stop(A) == LUAPROF_PROFILE_ERRUSE, "memprof stop from A");
+	CHECK(strcmp(luaprof_memprof_error(), "the profile runs in another Lua state") == 0,
+	      "message: %s", luaprof_memprof_error());
 	CHECK(luaprof_memprof_stop(B) == 0, "exact memprof stop: %s", luaprof_memprof_error());
 	CHECK(luaprof_sysprof_stop(A) == 0, "sysprof stop");
 	lua_close(B);
