@@ -53,8 +53,8 @@ check() {
 $(grep -v '^_start;' "$t/$what.folded" | head -n 3 | cut -c1-300)"
 	[ "$cb" -ge "$min" ] || fail "$what: $cb on the callback's line ${at[cb]}, want at least $min"
 	# All but a rare allocation made in a VM entry nested under the callback's interpreter
-	# frame without Lua frames of its own (a trace exit's C code, ~0.1 % of the bytes),
-	# which the merge still places wrongly.
+	# frame without Lua frames of its own (VM C code, ~0.1 % of the bytes), which the
+	# merge still places one C entry off.
 	[ $((good * 1000)) -ge $((cb * 995)) ] || fail "$what: $((cb - good)) of $cb on the callback's line lack vim.wait's line, uv_run and the call, in that order:
 $(head -n 2 "$t/$what.bad" | cut -c1-500)"
 	echo "ok $what: $tot in all, $root rooted at _start; $cb on the callback's line, $good of them under vim.wait's line, uv_run and the call"
