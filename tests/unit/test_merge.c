@@ -37,27 +37,43 @@ enum {
 	P_MAIN = 0xa000, P_F = 0xa100, P_G = 0xa200
 };
 
-static void begin(void)
+struct csym { uint64_t a; const char *n; };
+
+/* A new stream up to its symbol table's C functions. */
+static void symtab_start(const struct csym *syms, size_t n)
 {
 	free(stream.data);
 	memset(&stream, 0, sizeof(stream));
 	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
 	lp_write_symtab_prologue(&wb);
-	static const struct { uint64_t a; const char *n; } syms[] = {
-		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CALL, "lua_call" },
-		{ A_LUA_CPCALL, "lua_cpcall" }, { A_VM_PCALL, "lj_vm_pcall" },
-		{ A_VM_CALL, "lj_vm_call" }, { A_VM_CPCALL, "lj_vm_cpcall" },
-		{ A_VM_RESUME, "lj_vm_resume" }, { A_BC, "lj_BC_CALL" }, { A_CFUNC, "my_cfunc" },
-		{ A_PMAIN, "pmain" }, { A_SORT, "lj_cf_table_sort" }, { A_LAST, "last_sym" },
-	};
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+	for (size_t i = 0; i < n; i++)
 		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
+}
+
+/* A sysprof stream with these C functions and app.lua's prototypes, ready for samples. */
+static void begin_with(const struct csym *syms, size_t n)
+{
+	symtab_start(syms, n);
 	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
 	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
 	lp_write_sym_lua(&wb, P_G, "@app.lua", 8, 20);
 	lp_write_sym_trace(&wb, 3, P_F, 14);
 	lp_write_symtab_final(&wb);
 	lp_write_sysprof_prologue(&wb);
+}
+
+#define NSYMS(a) (sizeof(a) / sizeof((a)[0]))
+
+static void begin(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CALL, "lua_call" },
+		{ A_LUA_CPCALL, "lua_cpcall" }, { A_VM_PCALL, "lj_vm_pcall" },
+		{ A_VM_CALL, "lj_vm_call" }, { A_VM_CPCALL, "lj_vm_cpcall" },
+		{ A_VM_RESUME, "lj_vm_resume" }, { A_BC, "lj_BC_CALL" }, { A_CFUNC, "my_cfunc" },
+		{ A_PMAIN, "pmain" }, { A_SORT, "lj_cf_table_sort" }, { A_LAST, "last_sym" },
+	};
+	begin_with(syms, NSYMS(syms));
 }
 
 #define L(addr_, line_) { LP_FRAME_LFUNC, addr_, line_ }
@@ -259,20 +275,11 @@ static void stripped_trailer(void)
 
 static void test_anchor_after_sizes(void)
 {
-	free(stream.data);
-	memset(&stream, 0, sizeof(stream));
-	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
-	lp_write_symtab_prologue(&wb);
-	static const struct { uint64_t a; const char *n; } syms[] = {
+	static const struct csym syms[] = {
 		{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
 		{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
 	};
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
-	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
-	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
-	lp_write_symtab_final(&wb);
-	lp_write_sysprof_prologue(&wb);
+	begin_with(syms, NSYMS(syms));
 	struct lp_lua_frame lua[] = { L(P_MAIN, 18), L(P_F, 12) };
 	uint64_t host[] = { A_MAIN + 9, A_CFUNC + 4, 0x60000, 0x3810 };
 	SAMPLE(LP_VMST_CFUNC, lua, host);
@@ -301,20 +308,11 @@ static void mapped_trailer(void)
 
 static void test_unnamed_in_object(void)
 {
-	free(stream.data);
-	memset(&stream, 0, sizeof(stream));
-	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
-	lp_write_symtab_prologue(&wb);
-	static const struct { uint64_t a; const char *n; } syms[] = {
+	static const struct csym syms[] = {
 		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
 		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
 	};
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
-		lp_write_sym_cfunc(&wb, syms[i].a, syms[i].n, strlen(syms[i].n));
-	lp_write_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
-	lp_write_sym_lua(&wb, P_F, "@app.lua", 8, 10);
-	lp_write_symtab_final(&wb);
-	lp_write_sysprof_prologue(&wb);
+	begin_with(syms, NSYMS(syms));
 	struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(15), L(P_F, 12) };
 	uint64_t host[] = { 0x20008, 0x2400, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100 };
 	SAMPLE(LP_VMST_LFUNC, lua, host);
@@ -504,17 +502,41 @@ static void test_trace_stacks_reuse(void)
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
 /* A memprof stream with symbols only, then stacks and sampled allocations. */
-static const char *collapse_memory(unsigned column, const char *sample_bytes)
+/*
+** Ends a memory stream's extension, loads it and returns its collapsed rendering of
+** column (static buffer); *samples and *dropped get the profile's counts.
+*/
+static const char *memory_text(unsigned column, uint64_t *samples, uint64_t *dropped)
 {
 	static char text[4096];
-	free(stream.data);
-	memset(&stream, 0, sizeof(stream));
-	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
-	lp_write_symtab_prologue(&wb);
-	lp_write_sym_cfunc(&wb, A_MAIN, "main", 4);
-	lp_write_sym_cfunc(&wb, A_LUA_PCALL, "lua_pcall", 9);
-	lp_write_sym_cfunc(&wb, A_BC, "lj_vm_asm_begin", 15);
-	lp_write_sym_cfunc(&wb, A_CFUNC, "my_cfunc", 8);
+	lp_write_ext_end(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	CHECK(l.sampled);
+	struct lp_profile *p = lp_loaded_profile(&l, "test");
+	*samples = lp_profile_cmeta(p)->samples;
+	*dropped = lp_profile_cmeta(p)->dropped;
+	FILE *f = fmemopen(text, sizeof(text), "w");
+	struct lp_render_opts ro = { .value = column };
+	char err[256];
+	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
+	fclose(f);
+	lp_profile_free(p);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return text;
+}
+
+static const char *collapse_memory(unsigned column, const char *sample_bytes)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
+		{ A_CFUNC, "my_cfunc" },
+	};
+	symtab_start(syms, NSYMS(syms));
 	lp_write_symtab_final(&wb);
 	lp_write_memprof_prologue(&wb);
 	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
@@ -534,24 +556,10 @@ static const char *collapse_memory(unsigned column, const char *sample_bytes)
 	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
 	if (sample_bytes)
 		lp_write_ext_meta(&wb, "sample_bytes", sample_bytes);
-	lp_write_ext_end(&wb);
-	lp_wbuf_flush(&wb);
-	struct lp_input in;
-	lp_input_open_mem(&in, stream.data, stream.len, "test");
-	struct lp_loaded l;
-	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
-	CHECK(l.sampled);
-	struct lp_profile *p = lp_loaded_profile(&l, "test");
-	CHECK_EQ(lp_profile_cmeta(p)->samples, 4);
-	CHECK_EQ(lp_profile_cmeta(p)->dropped, 1);
-	FILE *f = fmemopen(text, sizeof(text), "w");
-	struct lp_render_opts ro = { .value = column };
-	char err[256];
-	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
-	fclose(f);
-	lp_profile_free(p);
-	lp_loaded_free(&l);
-	lp_input_close(&in);
+	uint64_t samples, dropped;
+	const char *text = memory_text(column, &samples, &dropped);
+	CHECK_EQ(samples, 4);
+	CHECK_EQ(dropped, 1);
 	return text;
 }
 
@@ -565,16 +573,11 @@ static const char *collapse_memory(unsigned column, const char *sample_bytes)
 */
 static void test_memory_nested(void)
 {
-	static char text[4096];
-	free(stream.data);
-	memset(&stream, 0, sizeof(stream));
-	lp_wbuf_init(&wb, wbuf_space, sizeof(wbuf_space), mem_writer, &stream);
-	lp_write_symtab_prologue(&wb);
-	lp_write_sym_cfunc(&wb, A_MAIN, "main", 4);
-	lp_write_sym_cfunc(&wb, A_LUA_PCALL, "lua_pcall", 9);
-	lp_write_sym_cfunc(&wb, A_BC, "lj_vm_asm_begin", 15);
-	lp_write_sym_cfunc(&wb, A_CFUNC, "my_wait", 7);
-	lp_write_sym_cfunc(&wb, A_PMAIN, "uv_run", 6);
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
+		{ A_CFUNC, "my_wait" }, { A_PMAIN, "uv_run" },
+	};
+	symtab_start(syms, NSYMS(syms));
 	lp_write_symtab_final(&wb);
 	lp_write_memprof_prologue(&wb);
 	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
@@ -587,23 +590,11 @@ static void test_memory_nested(void)
 	ext_stack(0, lua, 3, host, 7);
 	const uint8_t recs[] = { 0, 100, 1 };
 	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
-	lp_write_ext_end(&wb);
-	lp_wbuf_flush(&wb);
-	struct lp_input in;
-	lp_input_open_mem(&in, stream.data, stream.len, "test");
-	struct lp_loaded l;
-	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
-	struct lp_profile *p = lp_loaded_profile(&l, "test");
-	FILE *f = fmemopen(text, sizeof(text), "w");
-	struct lp_render_opts ro = { 0 };
-	char err[256];
-	CHECK_EQ(lp_render_collapsed(p, &ro, f, err, sizeof(err)), 0);
-	fclose(f);
-	lp_profile_free(p);
-	lp_loaded_free(&l);
-	lp_input_close(&in);
-	CHECK_STR(text, "main;lua_pcall;@app.lua:17;lj_vm_asm_begin;my_wait;uv_run;lua_pcall;"
-			"@cb.lua:16 100\n");
+	uint64_t samples, dropped;
+	CHECK_STR(memory_text(0, &samples, &dropped),
+		  "main;lua_pcall;@app.lua:17;lj_vm_asm_begin;my_wait;uv_run;lua_pcall;"
+		  "@cb.lua:16 100\n");
+	CHECK_EQ(samples, 1);
 }
 
 static void test_memory_samples(void)
