@@ -47,24 +47,36 @@ struct file_ctx {
 };
 
 /*
-** Opens a profile's file without emptying it: a start that fails after this (a VM build
-** it does not know, no timer) leaves a file that was there as it was, and removes one it
-** made (*created). Contents are dropped at the first write, which only a started profile
-** makes.
+** Opens a profile's file without emptying it, and its writer context: a start that fails
+** after this (a VM build it does not know, no timer) leaves a file that was there as it was,
+** and removes one it made (*created). Contents are dropped at the first write, which only a
+** started profile makes. NULL with errno on failure.
 */
-static int open_profile(const char *path, int *created, int *trunc)
+static struct file_ctx *open_profile(const char *path, int *created)
 {
-	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644), trunc = 0;
 	*created = fd >= 0;
-	*trunc = 0;
 	if (fd < 0 && errno == EEXIST) {
 		struct stat st;
 		fd = open(path, O_WRONLY | O_CLOEXEC);
 		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-			*trunc = 1;
+			trunc = 1;
 	}
-	return fd;
+	if (fd < 0)
+		return NULL;
+	struct file_ctx *fc = malloc(sizeof(*fc));
+	if (!fc) {
+		close(fd);
+		if (*created)
+			unlink(path);
+		errno = ENOMEM;
+		return NULL;
+	}
+	fc->fd = fd;
+	fc->trunc = trunc;
+	return fc;
 }
+
 
 /* The path of the running (or last) Lua-API profile, for I/O messages. */
 static char cur_path[4096];
@@ -134,6 +146,12 @@ static int push_ioerr(lua_State *L, const char *path, int e)
 		lua_pushstring(L, strerror(e));
 	lua_pushinteger(L, e);
 	return 3;
+}
+
+/* open_profile failed (errno e): the Lua results. */
+static int push_open_fail(lua_State *L, const char *path, int e)
+{
+	return e == ENOMEM ? push_fail(L, "not enough memory", ENOMEM) : push_ioerr(L, path, e);
 }
 
 /* Results of a profiler's start / stop as Tarantool's Lua API gives them: true, or nil,
@@ -243,20 +261,10 @@ static int start_with(lua_State *L, struct start_args *a)
 	if (agent_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
 	struct file_ctx *fc = NULL;
-	int created = 0, trunc;
+	int created = 0;
 	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
-		int fd = open_profile(a->path, &created, &trunc);
-		if (fd < 0)
-			return push_ioerr(L, a->path, errno);
-		fc = malloc(sizeof(*fc));
-		if (!fc) {
-			close(fd);
-			if (created)
-				unlink(a->path);
-			return push_fail(L, "not enough memory", ENOMEM);
-		}
-		fc->fd = fd;
-		fc->trunc = trunc;
+		if (!(fc = open_profile(a->path, &created)))
+			return push_open_fail(L, a->path, errno);
 		a->opt.buf = fc->buf;
 		a->opt.len = sizeof(fc->buf);
 		a->opt.ctx = fc;
@@ -365,19 +373,10 @@ static int l_mem_start(lua_State *L)
 	}
 	if (agent_memprof_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
-	int created, trunc;
-	int fd = open_profile(path, &created, &trunc);
-	if (fd < 0)
-		return push_ioerr(L, path, errno);
-	struct file_ctx *fc = malloc(sizeof(*fc));
-	if (!fc) {
-		close(fd);
-		if (created)
-			unlink(path);
-		return push_fail(L, "not enough memory", ENOMEM);
-	}
-	fc->fd = fd;
-	fc->trunc = trunc;
+	int created;
+	struct file_ctx *fc = open_profile(path, &created);
+	if (!fc)
+		return push_open_fail(L, path, errno);
 	snprintf(mem_path, sizeof(mem_path), "%s", path);
 	struct luaprof_memprof_options opt = {
 		.buf = fc->buf, .len = sizeof(fc->buf), .ctx = fc,
