@@ -267,8 +267,17 @@ static int csym_cmp(const void *a, const void *b)
 }
 
 static const struct map *map_of(struct lp_symtab *st, uint64_t addr);
+static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
+				      const struct map *m);
 
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
+{
+	return csym_in(st, addr, st->nmaps ? map_of(st, addr) : NULL);
+}
+
+/* lp_symtab_c with addr's mapped object m already looked up (NULL: none, or no maps). */
+static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
+				      const struct map *m)
 {
 	if (st->cdirty) {
 		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
@@ -291,11 +300,8 @@ const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
 	/* With the mapped objects known, only a symbol of addr's own object names it. */
-	if (st->nmaps) {
-		const struct map *m = map_of(st, addr);
-		if (!m || s->start < m->start)
-			return NULL;
-	}
+	if (st->nmaps && (!m || s->start < m->start))
+		return NULL;
 	/* With sizes known, an address past the end of every alias is in unnamed code. */
 	for (const struct lp_sym_c *a = s; a < st->csyms + st->ncsyms && a->start == s->start; a++)
 		if (!a->size || addr - a->start < a->size)
@@ -400,8 +406,8 @@ int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr)
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object)
 {
-	const struct lp_sym_c *sym = lp_symtab_c(st, addr);
 	const struct map *m = st->nmaps ? map_of(st, addr) : NULL;
+	const struct lp_sym_c *sym = csym_in(st, addr, m);
 	*object = m ? m->path : NULL;
 	if (sym) {
 		*start = sym->start;
