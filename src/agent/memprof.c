@@ -505,7 +505,7 @@ static int64_t capture(void)
 
 /*
 ** Live sampled blocks: a map, behind a mark per granule of LIVE_GRAIN bytes of address space
-** (aliased every LIVE_BITS granules) that every free and realloc tests first (one load). A
+** (aliased every LIVE_GRANULES of them) that every free and realloc tests first (one load). A
 ** granule is marked while a live sampled block starts in it; a count per granule, touched
 ** on the rare path only, clears the mark when the last one goes. Granules rather than
 ** hashed addresses: the collector frees objects in runs of nearby addresses, so the tests
@@ -515,24 +515,24 @@ static int64_t capture(void)
 ** bit test: about 0.3 ns less a call in bench/memprof_floor.c). A free from a marked
 ** granule looks the map up for nothing: about (live samples x LIVE_GRAIN / heap) of them.
 */
-#define LIVE_BITS  (1u << 16)
+#define LIVE_GRANULES  (1u << 16)
 #define LIVE_SHIFT 8 /* LIVE_GRAIN = 256 */
-static int8_t live_mark[LIVE_BITS];
-static uint16_t live_count[LIVE_BITS];
+static int8_t live_mark[LIVE_GRANULES];
+static uint16_t live_count[LIVE_GRANULES];
 
-static inline unsigned live_bit(const void *ptr)
+static inline unsigned live_granule(const void *ptr)
 {
-	return (unsigned)((uintptr_t)ptr >> LIVE_SHIFT) & (LIVE_BITS - 1);
+	return (unsigned)((uintptr_t)ptr >> LIVE_SHIFT) & (LIVE_GRANULES - 1);
 }
 
 static inline int maybe_live(const void *ptr)
 {
-	return live_mark[live_bit(ptr)] != 0;
+	return live_mark[live_granule(ptr)] != 0;
 }
 
 static void live_add(const void *ptr)
 {
-	unsigned b = live_bit(ptr);
+	unsigned b = live_granule(ptr);
 	/* A granule holds at most LIVE_GRAIN / 8 blocks: the count cannot wrap. */
 	if (live_count[b]++ == 0)
 		live_mark[b] = INT8_MIN;
@@ -547,7 +547,7 @@ static void sampled_gone(void *ptr)
 		return;
 	mp.smp[e->a].live = 0;
 	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
-	unsigned b = live_bit(ptr);
+	unsigned b = live_granule(ptr);
 	if (--live_count[b] == 0)
 		live_mark[b] = 0;
 }
@@ -619,7 +619,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	int64_t left = mp.countdown - (int64_t)nsize;
 	mp.countdown = left;
-	if (__builtin_expect((left | (int64_t)live_mark[live_bit(ptr)]) < 0, 0))
+	if (__builtin_expect((left | (int64_t)live_mark[live_granule(ptr)]) < 0, 0))
 		return sampled_rare(ud, ptr, osize, nsize);
 	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 }
