@@ -1,23 +1,32 @@
 # Shared by the integration scripts (sourced, not run: tests/run.sh only runs
 # tests/integration/*.sh). Call from the repository root.
 
+# debs_extract CACHE LOGFILE PACKAGE...: downloads the packages' .debs and extracts them
+# into CACHE/root, once (CACHE/.done marks it); returns 1 when that did not happen (no
+# apt-get or dpkg-deb, or the download failed: see LOGFILE).
+debs_extract() {
+	local cache=$1 log=$2 deb
+	shift 2
+	if [ ! -f "$cache/.done" ] && command -v apt-get >/dev/null 2>&1 &&
+		command -v dpkg-deb >/dev/null 2>&1; then
+		rm -rf "$cache" && mkdir -p "$cache/debs"
+		if (cd "$cache/debs" && apt-get download "$@") >"$log" 2>&1; then
+			for deb in "$cache"/debs/*.deb; do dpkg-deb -x "$deb" "$cache/root" || break; done &&
+				touch "$cache/.done"
+		fi
+	fi
+	[ -f "$cache/.done" ]
+}
+
 # luajit2_fetch LOGFILE: OpenResty's luajit2 conflicts with Debian's luajit as a package, so
 # its .debs are downloaded and extracted once into build/luajit2. Sets lj2 (the interpreter,
 # VM linked in) and lj2lib (the directory of libluajit-5.1.so from luajit2); returns 1 when
 # they cannot be had (no apt-get or dpkg-deb, or the download failed: see LOGFILE).
 luajit2_fetch() {
-	local cache=build/luajit2 deb
+	local cache=build/luajit2
 	lj2=$cache/root/usr/bin/luajit
 	lj2lib=$cache/root/usr/lib/x86_64-linux-gnu
-	if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
-		command -v dpkg-deb >/dev/null 2>&1; then
-		rm -rf $cache && mkdir -p $cache/debs
-		if (cd $cache/debs && apt-get download luajit2 libluajit2-5.1-2) >"$1" 2>&1; then
-			for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
-				touch $cache/.done
-		fi
-	fi
-	[ -f $cache/.done ] && [ -x "$lj2" ]
+	debs_extract $cache "$1" luajit2 libluajit2-5.1-2 && [ -x "$lj2" ]
 }
 
 # nginx_fetch LOGFILE: Debian's nginx with its Lua module. The module's lua-resty-core needs
@@ -26,20 +35,13 @@ luajit2_fetch() {
 # LD_LIBRARY_PATH=$lj2lib). Sets ngx (the binary), ngxmod (the modules' directory) and
 # ngxlua (lua-resty-core's Lua directory); returns 1 when they cannot be had.
 nginx_fetch() {
-	local cache=build/nginx-lua deb
+	local cache=build/nginx-lua
 	ngx=$PWD/$cache/root/usr/sbin/nginx
 	ngxmod=$PWD/$cache/root/usr/lib/nginx/modules
 	ngxlua=$PWD/$cache/root/usr/share/lua/5.1
-	if [ ! -f $cache/.done ] && command -v apt-get >/dev/null 2>&1 &&
-		command -v dpkg-deb >/dev/null 2>&1; then
-		rm -rf $cache && mkdir -p $cache/debs
-		if (cd $cache/debs && apt-get download nginx libnginx-mod-http-ndk \
-			libnginx-mod-http-lua lua-resty-core lua-resty-lrucache) >"$1" 2>&1; then
-			for deb in $cache/debs/*.deb; do dpkg-deb -x "$deb" $cache/root || break; done &&
-				touch $cache/.done
-		fi
-	fi
-	[ -f $cache/.done ] && [ -x "$ngx" ] && [ -f "$ngxmod/ngx_http_lua_module.so" ]
+	debs_extract $cache "$1" nginx libnginx-mod-http-ndk libnginx-mod-http-lua \
+		lua-resty-core lua-resty-lrucache && [ -x "$ngx" ] &&
+		[ -f "$ngxmod/ngx_http_lua_module.so" ]
 }
 
 # read_markers FILE: fills the associative array `at` (declare -A at first) with the line
