@@ -117,13 +117,18 @@ rooted() {
 	} END { printf "%d %d %d %d\n", tot, root, under, lua }' "$1"
 }
 
+# on_line FOLDED LINE: the weight of the stacks with work.lua's LINE
+on_line() {
+	awk -v l="@$src:$2" 'index($0, l) { s += $NF } END { print s + 0 }' "$1"
+}
+
 # -- CPU: C mode, 1 ms of CPU time ---------------------------------------------------------
 ctl "cpu/start?path=$t/prof/cpu.bin"
 load 100
 ctl cpu/stop
 if build/luaprof report -q -f collapsed -o "$t/cpu.folded" "$t/prof/cpu.bin" 2>"$t/err"; then
 	read -r tot root under lua < <(rooted "$t/cpu.folded")
-	spin=$(awk -v l="@$src:${at[spin]}" 'index($0, l) { s += $NF } END { print s + 0 }' "$t/cpu.folded")
+	spin=$(on_line "$t/cpu.folded" "${at[spin]}")
 	[ "$tot" -ge 30 ] || fail "CPU: $tot samples, want at least 30"
 	# A rare CPU sample's walk stops at its first frame (a trace whose host walk failed,
 	# about 0.2 % in agent_record.sh): 2 % of them, or one, may not be.
@@ -145,7 +150,7 @@ ctl mem/stop
 if build/luaprof report -q -f collapsed -o "$t/msamp.folded" "$t/prof/msamp.bin" 2>"$t/err"; then
 	read -r tot root under lua < <(rooted "$t/msamp.folded")
 	nsmp=$(build/luaprof report -q -f info "$t/prof/msamp.bin" | awk -F': ' '$1 == "samples" { print $2 + 0 }')
-	fmt=$(awk -v l="@$src:${at[fmt]}" 'index($0, l) { s += $NF } END { print s + 0 }' "$t/msamp.folded")
+	fmt=$(on_line "$t/msamp.folded" "${at[fmt]}")
 	[ "${nsmp:-0}" -ge 50 ] || fail "memory, sampled: ${nsmp:-0} samples, want at least 50"
 	[ "$root" = "$tot" ] || fail "memory, sampled: $((tot - root)) of $tot bytes not rooted at _start:
 $(grep -v '^_start;' "$t/msamp.folded" | head -n 3 | cut -c1-400)"
