@@ -14,6 +14,8 @@
 **                this is its countdown and live-block test alone
 **   sampled512k  the same at the default 512 KiB interval, captures included (host stack
 **                only: the loop is C)
+**   exact        exact mode: an event per call, encoded into the stream (on /dev/shm);
+**                the VM is outside any Lua call, so each event reads as the C caller's
 ** The variants run interleaved, ROUNDS rounds (default 101) of 2 x BLOCKS (default 8192)
 ** calls each, the order rotating every round; each timed round follows an untimed one of the
 ** same variant (the caches as the variant leaves them, and a new profile's first captures
@@ -73,8 +75,8 @@ static int run(lua_State *L, const char *chunk)
 	return 0;
 }
 
-enum { DIRECT, PASS, SAMPLED, SAMPLED512, NV };
-static const char *names[NV] = { "direct", "passthrough", "sampled", "sampled512k" };
+enum { DIRECT, PASS, SAMPLED, SAMPLED512, EXACT, NV };
+static const char *names[NV] = { "direct", "passthrough", "sampled", "sampled512k", "exact" };
 
 int main(int argc, char **argv)
 {
@@ -120,6 +122,7 @@ int main(int argc, char **argv)
 		NULL, NULL,
 		"assert(mp.start('/dev/shm/memprof_floor.prof', {sample = 2^40}))",
 		"assert(mp.start('/dev/shm/memprof_floor.prof', {sample = 512 * 1024}))",
+		"assert(mp.start('/dev/shm/memprof_floor.prof'))",
 	};
 	for (int r = -1; r < rounds; r++) { /* round -1 warms up */
 		for (int k = 0; k < NV; k++) {

@@ -58,6 +58,7 @@ static struct {
 	void *orig_ud;
 	int64_t countdown;              /* sampled mode: bytes until the next sample */
 	int state;
+	const int32_t *vmstate;         /* the VM's g->vmstate (exact mode's every event) */
 	char err[256];
 	/* The profiled VM. */
 	struct lp_lj_vm vm;
@@ -79,7 +80,7 @@ static struct {
 	struct lp_mem checked;
 	struct lp_mem_pid pid;
 	/* Counters. */
-	uint64_t events, allocs, frees, reallocs, alloc_bytes, free_bytes;
+	uint64_t allocs, frees, reallocs, alloc_bytes, free_bytes; /* events: their sum */
 	uint64_t started_ns;
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
@@ -294,7 +295,7 @@ static void locate(struct lp_mem_event *ev)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t g = mp.vm.g;
-	int32_t vmst = (int32_t)ld32(g + y->g_vmstate);
+	int32_t vmst = *mp.vmstate;
 	ev->source = LP_ASOURCE_INT;
 	if (vmst >= 0) {
 		ev->source = LP_ASOURCE_TRACE;
@@ -724,64 +725,30 @@ static void io_check(void)
 	mp.state = MP_HALTED;
 }
 
-/* ULEB128 of an event field: heap addresses (7 bytes, 42..48 bits) and small numbers
- * (1 byte) take straight paths, the rest the loop. */
-static inline uint8_t *put_uleb(uint8_t *p, uint64_t v)
+/* The source part of an event, after its header byte. */
+static inline uint8_t *put_source(uint8_t *p, const struct lp_mem_event *ev)
 {
-	if (v < 0x80) {
-		*p = (uint8_t)v;
-		return p + 1;
+	if (ev->source == LP_ASOURCE_TRACE)
+		return lp_uleb_put_small(p, ev->traceno);
+	if (ev->source == LP_ASOURCE_LFUNC) {
+		p = lp_uleb_put(p, ev->loc_addr);
+		return lp_uleb_put_small(p, ev->loc_line);
 	}
-	if ((v >> 42) && !(v >> 49)) {
-		p[0] = (uint8_t)(v | 0x80);
-		p[1] = (uint8_t)((v >> 7) | 0x80);
-		p[2] = (uint8_t)((v >> 14) | 0x80);
-		p[3] = (uint8_t)((v >> 21) | 0x80);
-		p[4] = (uint8_t)((v >> 28) | 0x80);
-		p[5] = (uint8_t)((v >> 35) | 0x80);
-		p[6] = (uint8_t)(v >> 42);
-		return p + 7;
-	}
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
+	if (ev->source == LP_ASOURCE_CFUNC)
+		return lp_uleb_put(p, ev->loc_addr);
 	return p;
 }
 
-/* One event, as lp_write_mem_event writes it, straight into the buffer (the hot path:
- * no call per field). */
-#define EVENT_MAX (1 + 6 * 10)
+/* Room for the longest event (header, two source fields, four event fields) and
+ * lp_uleb_put_addr's eighth byte. */
+#define EVENT_MAX (1 + 6 * 10 + 1)
 
-static void emit(const struct lp_mem_event *ev)
-{
-	if (mp.w.end - mp.w.pos < EVENT_MAX) {
-		lp_wbuf_flush(&mp.w);
-		if (!lp_wbuf_ok(&mp.w))
-			return;
-	}
-	uint8_t *p = mp.w.pos;
-	*p++ = (uint8_t)(ev->event | ev->source);
-	if (ev->source == LP_ASOURCE_LFUNC) {
-		p = put_uleb(p, ev->loc_addr);
-		p = put_uleb(p, ev->loc_line);
-	} else if (ev->source == LP_ASOURCE_CFUNC) {
-		p = put_uleb(p, ev->loc_addr);
-	} else if (ev->source == LP_ASOURCE_TRACE) {
-		p = put_uleb(p, ev->traceno);
-	}
-	if (ev->event != LP_AEVENT_ALLOC) {
-		p = put_uleb(p, ev->oaddr);
-		p = put_uleb(p, ev->osize);
-	}
-	if (ev->event != LP_AEVENT_FREE) {
-		p = put_uleb(p, ev->naddr);
-		p = put_uleb(p, ev->nsize);
-	}
-	mp.w.pos = p;
-}
-
+/*
+** Exact mode: every call is an event, written as lp_write_mem_event would write it, straight
+** into the buffer. This is the hot path (tens of millions of calls a second): each kind of
+** event has straight-line code, a field is one store, and the event count is the sum of the
+** kinds' counts. The header byte is written last, once the kind is known.
+*/
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	struct lp_mem_event ev;
@@ -790,40 +757,50 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
 		return np;
-	ev.oaddr = (uint64_t)(uintptr_t)ptr;
-	ev.osize = osize;
-	ev.naddr = (uint64_t)(uintptr_t)np;
-	ev.nsize = nsize;
-	if (ptr == NULL || osize == 0) {
-		if (!np && nsize)
-			return np; /* failed allocation: nothing happened */
-		if (nsize == 0) {
-			/* lj_lex_cleanup frees an empty buffer as (NULL, 0, 0): Tarantool writes
-			 * a free of nothing. */
-			ev.event = LP_AEVENT_FREE;
-			ev.oaddr = 0;
-			mp.frees++;
-		} else {
-			ev.event = LP_AEVENT_ALLOC;
-			mp.allocs++;
-			mp.alloc_bytes += nsize;
+	if (mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags) {
+		/* A symbol written by locate() may have failed the stream already. */
+		if (lp_wbuf_ok(&mp.w))
+			lp_wbuf_flush(&mp.w);
+		if (!lp_wbuf_ok(&mp.w)) {
+			io_check();
+			return np;
 		}
-	} else if (nsize == 0) {
-		ev.event = LP_AEVENT_FREE;
-		mp.frees++;
-		mp.free_bytes += osize;
-	} else {
-		if (!np)
-			return np; /* failed reallocation: the old block stays */
-		ev.event = LP_AEVENT_REALLOC;
-		mp.reallocs++;
-		mp.alloc_bytes += nsize;
-		mp.free_bytes += osize;
 	}
-	mp.events++;
-	emit(&ev);
-	if (mp.w.flags)
-		io_check();
+	uint8_t *h = mp.w.pos, *p = put_source(h + 1, &ev);
+	if (ptr && osize) {
+		p = lp_uleb_put_addr(p, (uintptr_t)ptr);
+		p = lp_uleb_put_small(p, osize);
+		if (!nsize) {
+			*h = (uint8_t)(LP_AEVENT_FREE | ev.source);
+			mp.frees++;
+			mp.free_bytes += osize;
+		} else {
+			if (!np)
+				return np; /* failed reallocation: the old block stays */
+			*h = (uint8_t)(LP_AEVENT_REALLOC | ev.source);
+			p = lp_uleb_put_addr(p, (uintptr_t)np);
+			p = lp_uleb_put_small(p, nsize);
+			mp.reallocs++;
+			mp.alloc_bytes += nsize;
+			mp.free_bytes += osize;
+		}
+	} else if (nsize) {
+		if (!np)
+			return np; /* failed allocation: nothing happened */
+		*h = (uint8_t)(LP_AEVENT_ALLOC | ev.source);
+		p = lp_uleb_put_addr(p, (uintptr_t)np);
+		p = lp_uleb_put_small(p, nsize);
+		mp.allocs++;
+		mp.alloc_bytes += nsize;
+	} else {
+		/* lj_lex_cleanup frees an empty buffer as (NULL, 0, 0): Tarantool writes a free
+		 * of nothing. */
+		*h = (uint8_t)(LP_AEVENT_FREE | ev.source);
+		*p++ = 0;
+		p = lp_uleb_put_small(p, osize);
+		mp.frees++;
+	}
+	mp.w.pos = p;
 	return np;
 }
 
@@ -885,6 +862,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	mp.run_id++;
+	mp.vmstate = (const int32_t *)(uintptr_t)(mp.vm.g + mp.vm.lay->g_vmstate);
 	if (agent_lua_memprof_anchor(L, mp.run_id) != 0) {
 		set_err("not enough memory");
 		opt->on_stop(opt->ctx, opt->buf);
@@ -897,7 +875,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.ctx = opt->ctx;
 	mp.buf = opt->buf;
 	mp.io_errno = 0;
-	mp.events = mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
+	mp.allocs = mp.frees = mp.reallocs = mp.alloc_bytes = mp.free_bytes = 0;
 	mp.sample_bytes = opt->sample_bytes;
 	mp.nlost = 0;
 	mp.capture_ns = 0;
@@ -965,7 +943,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
 		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
 		snprintf(look, sizeof(look), "%llu", (unsigned long long)mp.lookups);
-		snprintf(events, sizeof(events), "%llu", (unsigned long long)mp.events);
+		snprintf(events, sizeof(events), "%llu", (unsigned long long)(mp.allocs + mp.frees + mp.reallocs));
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
 		char cmdline[4096];
@@ -1009,7 +987,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
 {
-	c->events = mp.events;
+	c->events = mp.allocs + mp.frees + mp.reallocs;
 	c->samples = mp.nsmp;
 	c->allocs = mp.allocs;
 	c->frees = mp.frees;

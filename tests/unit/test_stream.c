@@ -610,6 +610,44 @@ static void test_uleb_round_trip_all_widths(void)
 	}
 }
 
+/* The inline writers give lp_uleb_encode's bytes exactly, whatever their fast path, and
+ * write nothing beyond their promised room. Returns 0 after the first failed check. */
+static int check_put(uint64_t v)
+{
+	uint8_t want[16], got[16];
+	size_t n = lp_uleb_encode(v, want);
+	uint8_t *(*put[3])(uint8_t *, uint64_t) = { lp_uleb_put, lp_uleb_put_addr,
+						    lp_uleb_put_small };
+	size_t room[3] = { 10, n > 8 ? n : 8, 10 };
+	for (int k = 0; k < 3; k++) {
+		memset(got, 0xa5, sizeof(got));
+		size_t m = (size_t)(put[k](got, v) - got);
+		if (m != n || memcmp(got, want, n) != 0 || got[room[k]] != 0xa5) {
+			CHECK_EQ(m, n);
+			CHECK(memcmp(got, want, n) == 0);
+			CHECK_EQ(got[room[k]], 0xa5);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void test_uleb_inline_writers(void)
+{
+	for (unsigned bit = 0; bit < 64; bit++) {
+		uint64_t p = 1ull << bit;
+		if (!check_put(p - 1) || !check_put(p) || !check_put(p + 1))
+			return;
+	}
+	for (int i = 0; i < 200000; i++) {
+		uint64_t x = rnd_num();
+		/* any value, then the ranges the fast paths take */
+		if (!check_put(x) || !check_put((1ull << 42) + x % ((1ull << 49) - (1ull << 42))) ||
+		    !check_put(x & 0x3fff))
+			return;
+	}
+}
+
 static void test_uleb_overflow_rejected(void)
 {
 	struct lp_input in;
@@ -1716,6 +1754,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	RUN(test_uleb_known_encodings);
 	RUN(test_uleb_round_trip_all_widths);
+	RUN(test_uleb_inline_writers);
 	RUN(test_uleb_overflow_rejected);
 	RUN(test_uleb_truncated);
 	RUN(test_wbuf_short_write_keeps_errno);
