@@ -168,6 +168,40 @@ static void test_unknown_locations(void)
 		  "\n");
 }
 
+/* A trace number the VM reuses for another trace during the profile. A site is the
+ * stream's (source, address, line, trace) named at its first event, as Tarantool's parser
+ * does, so the sections list the number once, under its first trace. The HEAP SUMMARY nets
+ * each free against the site that allocated the block. Tarantool's parser (checked with
+ * tarantool/luajit's tools/memprof.lua) charges a free site's frees of one site to the
+ * name that site had when the first of those blocks was allocated, here the second
+ * trace's, and so reports trace 2 as holding all 72 bytes with 0 frees. */
+static void test_trace_number_reused(void)
+{
+	begin();
+	lp_write_mem_sym_trace(&wb, 2, P_F, 4);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x1000, 16);
+	lp_write_mem_sym_trace(&wb, 2, P_MAIN, 9);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x2000, 24);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x3000, 32);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x2000, 24, 0, 0);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x1000, 16, 0, 0);
+	CHECK_STR(report(0, 0, NULL),
+		  "ALLOCATIONS\n"
+		  "TRACE [2] started at @m.lua:4: 3 events\t+72B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "INTERNAL: 2 events\t+0B\t-40B\n"
+		  "\tOverrides:\n"
+		  "\t\tTRACE [2] started at @m.lua:4\n"
+		  "\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "TRACE [2] started at @m.lua:4 holds 32B: 3 allocs, 2 frees\n"
+		  "\n");
+}
+
 /* The example given in docs/FORMAT.md, byte for byte. */
 static void test_format_doc_example(void)
 {
@@ -193,6 +227,7 @@ int main(void)
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
 	RUN(test_format_doc_example);
+	RUN(test_trace_number_reused);
 	free(stream.data);
 	return UNIT_RESULT();
 }
