@@ -12,8 +12,13 @@
 --   bintrees      binary trees without the long-lived tree: the densest allocation
 --   life          Conway's life, 64x64, a new grid and a rendered string per generation
 --                 (Tarantool published +76 % on LuaJIT's life.lua)
+--   binary-trees-16  the same program at depth 16, the size LuaJIT's benchmark suite
+--                 gives it on x86 (PARAM_x86.txt) and Tarantool's memprof benchmark ran;
+--                 with MEMPROF_OUT=/dev/null this is that benchmark's method
 -- Prints per workload the median, min and max of the profiled / unprofiled ratio over
--- ROUNDS rounds (default 9), and the events per second. Profiles go to /dev/shm.
+-- ROUNDS rounds (default 9), and the events per second. Profiles go to MEMPROF_OUT
+-- (default /dev/shm/memprof_vs_tarantool.bin, removed at the end); each round runs jit.flush() and a full
+-- collection before each run.
 local mode, rounds = arg[1], tonumber(arg[2]) or 9
 assert(mode == "lp" or mode == "tt",
 	"usage: memprof_vs_tarantool.lua lp|tt [ROUNDS [WORKLOAD...]]")
@@ -21,6 +26,7 @@ assert(mode == "lp" or mode == "tt",
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
 local works = {
 	["binary-trees"] = function() return B.binary_trees(15) end,
+	["binary-trees-16"] = function() return B.binary_trees(16) end,
 	bintrees = function() return B.bintrees(150) end,
 	life = function() return B.life(2000) end,
 }
@@ -34,7 +40,8 @@ if mode == "lp" then
 else
 	mp = assert(misc and misc.memprof, "this interpreter has no misc.memprof")
 end
-local path = "/dev/shm/memprof_vs_tarantool.bin"
+local path = os.getenv("MEMPROF_OUT") or "/dev/shm/memprof_vs_tarantool.bin"
+local own_path = not os.getenv("MEMPROF_OUT")
 
 -- Events in a profile: luaprof counts them; Tarantool's API does not (nil).
 local function events()
@@ -48,6 +55,7 @@ for _, name in ipairs(order) do
 	for r = 1, rounds do
 		local base, prof
 		for _, profiled in ipairs(r % 2 == 0 and { false, true } or { true, false }) do
+			jit.flush()
 			collectgarbage()
 			if profiled then assert(mp.start(path)) end
 			local t0 = os.clock()
@@ -71,4 +79,4 @@ for _, name in ipairs(order) do
 		#evs > 0 and string.format(", %.1fM events/s", evs[math.floor((#evs + 1) / 2)] / 1e6)
 			or ""))
 end
-os.remove(path)
+if own_path then os.remove(path) end
