@@ -11,11 +11,9 @@
 */
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,13 +21,10 @@
 #include <lua.h>
 
 #include "agent/agent.h"
+#include "agent/pfile.h"
 
 #define DEFAULT_INTERVAL_MS 10
 #define DEFAULT_PATH "sysprof.bin"
-/* Stream buffer of the Lua API: two halves of 2 MiB, over 10 s of full C-mode samples
- * at 1 kHz each, so the writer thread never falls behind on a healthy disk. */
-#define FILE_BUF_SIZE (4u << 20)
-
 #define MSG_MISUSE   "profiler misuse"
 #define MSG_RUNNING  "profiler is running already"
 #define MSG_NOTRUN   "profiler is not running"
@@ -38,82 +33,8 @@
 #define MSG_BADPATH  "profiler path should be a string"
 #define MSG_BADCLOCK "profiler clock must be 'cpu' or 'wall'"
 
-/* -- The file writer of the Lua API ---------------------------------------------------- */
-
-struct file_ctx {
-	int fd;
-	int trunc;  /* a file that had contents: emptied at the first write, not at open */
-	uint8_t buf[FILE_BUF_SIZE];
-};
-
-/*
-** Opens a profile's file without emptying it, and its writer context: a start that fails
-** after this (a VM build it does not know, no timer) leaves a file that was there as it was,
-** and removes one it made (*created). Contents are dropped at the first write, which only a
-** started profile makes. NULL with errno on failure.
-*/
-static struct file_ctx *open_profile(const char *path, int *created)
-{
-	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644), trunc = 0;
-	*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST) {
-		struct stat st;
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-			trunc = 1;
-	}
-	if (fd < 0)
-		return NULL;
-	struct file_ctx *fc = malloc(sizeof(*fc));
-	if (!fc) {
-		close(fd);
-		if (*created)
-			unlink(path);
-		errno = ENOMEM;
-		return NULL;
-	}
-	fc->fd = fd;
-	fc->trunc = trunc;
-	return fc;
-}
-
-
 /* The path of the running (or last) Lua-API profile, for I/O messages. */
 static char cur_path[4096];
-
-static size_t file_writer(const void **data, size_t len, void *ctx)
-{
-	struct file_ctx *fc = ctx;
-	const uint8_t *p = *data;
-	size_t done = 0;
-	if (fc->trunc) {
-		if (ftruncate(fc->fd, 0) != 0)
-			return 0; /* errno tells why */
-		fc->trunc = 0;
-	}
-	while (done < len) {
-		ssize_t n = write(fc->fd, p + done, len - done);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return done; /* errno tells why */
-		}
-		done += (size_t)n;
-	}
-	return done;
-}
-
-static int file_on_stop(void *ctx, uint8_t *buf)
-{
-	struct file_ctx *fc = ctx;
-	if (!fc)
-		return 0;
-	int rc = close(fc->fd);
-	int e = errno;
-	free(fc);
-	errno = e;
-	return rc;
-}
 
 /* -- sysprof.start / stop / report ------------------------------------------------------ */
 
@@ -148,7 +69,7 @@ static int push_ioerr(lua_State *L, const char *path, int e)
 	return 3;
 }
 
-/* open_profile failed (errno e): the Lua results. */
+/* agent_pfile_open failed (errno e): the Lua results. */
 static int push_open_fail(lua_State *L, const char *path, int e)
 {
 	return e == ENOMEM ? push_fail(L, "not enough memory", ENOMEM) : push_ioerr(L, path, e);
@@ -260,20 +181,20 @@ static int start_with(lua_State *L, struct start_args *a)
 {
 	if (agent_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
-	struct file_ctx *fc = NULL;
+	struct agent_pfile *fc = NULL;
 	int created = 0;
 	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
-		if (!(fc = open_profile(a->path, &created)))
+		/* The CPU profiler writes from a thread of its own. */
+		if (!(fc = agent_pfile_open(a->path, 0, &created)))
 			return push_open_fail(L, a->path, errno);
-		a->opt.buf = fc->buf;
-		a->opt.len = sizeof(fc->buf);
+		a->opt.buf = agent_pfile_buf(fc, &a->opt.len);
 		a->opt.ctx = fc;
 		snprintf(cur_path, sizeof(cur_path), "%s", a->path);
 	} else {
 		cur_path[0] = '\0';
 	}
-	/* From here on file_on_stop owns fc, whatever happens. */
-	int rc = agent_start(L, &a->opt, file_writer, file_on_stop);
+	/* From here on agent_pfile_close owns fc, whatever happens. */
+	int rc = agent_start(L, &a->opt, agent_pfile_write, agent_pfile_close);
 	int e = errno;
 	if (rc != LUAPROF_PROFILE_SUCCESS && created)
 		unlink(a->path);
@@ -374,15 +295,17 @@ static int l_mem_start(lua_State *L)
 	if (agent_memprof_running())
 		return push_fail(L, MSG_RUNNING, EINVAL);
 	int created;
-	struct file_ctx *fc = open_profile(path, &created);
+	/* Exact mode writes from inside the allocator: a writer thread takes write(2) off it. */
+	struct agent_pfile *fc = agent_pfile_open(path, 1, &created);
 	if (!fc)
 		return push_open_fail(L, path, errno);
 	snprintf(mem_path, sizeof(mem_path), "%s", path);
 	struct luaprof_memprof_options opt = {
-		.buf = fc->buf, .len = sizeof(fc->buf), .ctx = fc,
-		.writer = file_writer, .on_stop = file_on_stop, .sample_bytes = sample,
+		.ctx = fc, .writer = agent_pfile_write, .on_stop = agent_pfile_close,
+		.sample_bytes = sample,
 	};
-	/* From here on file_on_stop owns fc, whatever happens. */
+	opt.buf = agent_pfile_buf(fc, &opt.len);
+	/* From here on agent_pfile_close owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
 	int e = errno;
 	if (rc != LUAPROF_PROFILE_SUCCESS && created)

@@ -298,7 +298,8 @@ cases() {
 	done
 }
 
-# diskfull RUNNER CMD...: a 256 KiB tmpfs under a 4 MiB stream buffer: the first flush fails.
+# diskfull RUNNER CMD...: a 256 KiB tmpfs under 2 MiB stream buffers: the first flush fails
+# (the writer thread reports it at the next one).
 diskfull() {
 	local runner=$1 dir="$t/$1-diskfull" what="$1, diskfull"
 	shift

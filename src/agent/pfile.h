@@ -1,0 +1,38 @@
+/*
+** A profile's file for the Lua API and `luaprof record`: opened without emptying it, fed
+** through the profilers' writer callback, and written either by the caller or by a thread
+** of its own behind a double buffer.
+*/
+#ifndef AGENT_PFILE_H
+#define AGENT_PFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct agent_pfile;
+
+/*
+** Opens path for writing without emptying it, so that a start that fails after this (an
+** unknown VM build, no timer) leaves a file that was there as it was; *created tells the
+** caller whether to remove the file then. Contents are dropped at the first write, which
+** only a started profile makes. With threaded, a thread of the file's own writes it, and
+** the profiled thread waits for write(2) only when the disk falls a whole buffer behind;
+** without (or when no thread can be made), the writer callback writes. NULL with errno on
+** failure.
+*/
+struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created);
+
+/* The buffer to hand the profiler: the whole buffer, or its first half when threaded. */
+uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len);
+
+/* The profilers' writer callback (lp_wbuf's contract). Threaded, it hands the full half to
+ * the thread and returns the other one; a write that failed is reported at the next call,
+ * or by agent_pfile_close. */
+size_t agent_pfile_write(const void **data, size_t len, void *ctx);
+
+/* The profilers' on_stop callback: waits for the last write, stops the thread, closes the
+ * file and frees f (NULL: nothing). 0, or -1 with errno from the first failed write or
+ * from close(2). */
+int agent_pfile_close(void *ctx, uint8_t *buf);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+** Unit tests of the profile file of the Lua API (src/agent/pfile.c): the writer thread's
+** double buffer keeps the stream whole and in order, an existing file keeps its contents
+** until the first write, a failed write surfaces at the next call and at close, and a
+** forked child writes without the parent's thread.
+*/
+#include "../../src/agent/pfile.c"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "stream/wbuf.h"
+#include "unit.h"
+
+static char dir[] = "/tmp/test_pfile.XXXXXX";
+
+static const char *path_of(const char *name)
+{
+	static char p[256];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return p;
+}
+
+/* The whole file, in a malloc'ed buffer (NULL if it cannot be read). */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	fseek(fp, 0, SEEK_END);
+	long n = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+	*len = b ? fread(b, 1, (size_t)n, fp) : 0;
+	fclose(fp);
+	return b;
+}
+
+static uint8_t byte_at(size_t i)
+{
+	return (uint8_t)(i * 2654435761u >> 13);
+}
+
+/* Writes len pattern bytes through a wbuf on f, as a profiler does, and closes f. */
+static int stream_through(struct agent_pfile *f, size_t len, int *flags)
+{
+	size_t cap;
+	uint8_t *buf = agent_pfile_buf(f, &cap);
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
+	uint8_t chunk[1000];
+	for (size_t i = 0; i < len; i += sizeof(chunk)) {
+		size_t k = len - i < sizeof(chunk) ? len - i : sizeof(chunk);
+		for (size_t j = 0; j < k; j++)
+			chunk[j] = byte_at(i + j);
+		lp_wbuf_bytes(&w, chunk, k);
+	}
+	lp_wbuf_flush(&w);
+	*flags = (int)w.flags;
+	return agent_pfile_close(f, buf);
+}
+
+/* The file is skip zero bytes, then len pattern bytes. */
+static void check_pattern(const char *path, size_t skip, size_t len)
+{
+	size_t n = 0;
+	uint8_t *b = slurp(path, &n);
+	CHECK(b != NULL);
+	CHECK_EQ(n, skip + len);
+	size_t bad = 0;
+	for (size_t i = 0; b && i < skip && i < n; i++)
+		bad += b[i] != 0;
+	for (size_t i = 0; b && i < len && skip + i < n; i++)
+		bad += b[skip + i] != byte_at(i);
+	CHECK_EQ(bad, 0);
+	free(b);
+}
+
+static void test_threaded_stream_whole_and_in_order(void)
+{
+	int created = 0, flags = -1;
+	struct agent_pfile *f = agent_pfile_open(path_of("t.bin"), 1, &created);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ(created, 1);
+	CHECK_EQ(f->threaded, 1);
+	size_t half;
+	CHECK(agent_pfile_buf(f, &half) == f->buf);
+	CHECK_EQ(half, sizeof(f->buf) / 2);
+	/* The writer hands back the half the thread is not writing. */
+	const void *data = f->buf;
+	memset(f->buf, 0, 2 * half);
+	CHECK_EQ(agent_pfile_write(&data, 4, f), 4);
+	CHECK(data == f->buf + half);
+	CHECK_EQ(agent_pfile_write(&data, 4, f), 4);
+	CHECK(data == f->buf);
+	/* Seven halves and a bit: every hand-over, both halves several times, a short tail
+	 * (after the 8 zero bytes above). */
+	size_t len = 7 * half + 12345;
+	CHECK_EQ(stream_through(f, len, &flags), 0);
+	CHECK_EQ(flags, 0);
+	check_pattern(path_of("t.bin"), 8, len);
+}
+
+static void test_direct_stream(void)
+{
+	int created = 0, flags = -1;
+	struct agent_pfile *f = agent_pfile_open(path_of("d.bin"), 0, &created);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	size_t cap;
+	agent_pfile_buf(f, &cap);
+	CHECK_EQ(cap, sizeof(f->buf));
+	CHECK_EQ(stream_through(f, 2 * cap + 7, &flags), 0);
+	CHECK_EQ(flags, 0);
+	check_pattern(path_of("d.bin"), 0, 2 * cap + 7);
+}
+
+static void test_existing_file_kept_until_first_write(void)
+{
+	const char *p = path_of("old.bin");
+	FILE *fp = fopen(p, "wb");
+	CHECK(fp != NULL);
+	if (!fp)
+		return;
+	fputs("an older profile, longer than what replaces it", fp);
+	fclose(fp);
+	int created = 1, flags;
+	struct agent_pfile *f = agent_pfile_open(p, 1, &created);
+	CHECK(f != NULL);
+	CHECK_EQ(created, 0);
+	CHECK_EQ(agent_pfile_close(f, NULL), 0);
+	size_t n = 0;
+	uint8_t *b = slurp(p, &n);
+	CHECK_EQ(n, strlen("an older profile, longer than what replaces it"));
+	free(b);
+	f = agent_pfile_open(p, 1, &created);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ(stream_through(f, 10, &flags), 0);
+	check_pattern(p, 0, 10);
+}
+
+/* /dev/full fails every write with ENOSPC. */
+static void test_failed_write_reported(void)
+{
+	for (int threaded = 0; threaded <= 1; threaded++) {
+		int created, flags = 0;
+		struct agent_pfile *f = agent_pfile_open("/dev/full", threaded, &created);
+		CHECK(f != NULL);
+		if (!f)
+			return;
+		size_t cap;
+		uint8_t *buf = agent_pfile_buf(f, &cap);
+		struct lp_wbuf w;
+		lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
+		/* Direct: the first flush fails. Threaded: it is handed over, and the failure
+		 * comes back at the next one. */
+		lp_wbuf_bytes(&w, "x", 1);
+		lp_wbuf_flush(&w);
+		CHECK_EQ(w.flags != 0, !threaded);
+		lp_wbuf_bytes(&w, "y", 1);
+		lp_wbuf_flush(&w);
+		flags = (int)w.flags;
+		CHECK_EQ(flags, LP_WBUF_ERRIO);
+		CHECK_EQ(w.saved_errno, ENOSPC);
+		errno = 0;
+		int rc = agent_pfile_close(f, buf);
+		/* Threaded, close reports the failed write; direct, the caller already knows
+		 * and close of /dev/full succeeds. */
+		if (threaded) {
+			CHECK_EQ(rc, -1);
+			CHECK_EQ(errno, ENOSPC);
+		} else {
+			CHECK_EQ(rc, 0);
+		}
+	}
+}
+
+/* A child forked while the parent's thread exists writes directly and closes without
+ * waiting for a thread it does not have. */
+static void test_forked_child_writes_directly(void)
+{
+	int created, flags;
+	struct agent_pfile *f = agent_pfile_open(path_of("fork.bin"), 1, &created);
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10); /* a hang fails the test instead of blocking the suite */
+		struct agent_pfile *c = agent_pfile_open(path_of("child.bin"), 0, &created);
+		/* The inherited file: written directly, closed without the thread. */
+		size_t cap;
+		uint8_t *buf = agent_pfile_buf(f, &cap);
+		const void *data = buf;
+		memset(buf, 'c', 3);
+		size_t n = agent_pfile_write(&data, 3, f);
+		int ok = n == 3 && data == buf && agent_pfile_close(f, buf) == 0;
+		if (c)
+			agent_pfile_close(c, NULL);
+		_exit(ok ? 0 : 1);
+	}
+	CHECK(pid > 0);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The parent's stream goes on after the child's bytes (the descriptor's offset is
+	 * shared, as with any inherited file). */
+	CHECK_EQ(stream_through(f, 5, &flags), 0);
+	size_t n = 0;
+	uint8_t *b = slurp(path_of("fork.bin"), &n);
+	CHECK_EQ(n, 8);
+	CHECK(b && memcmp(b, "ccc", 3) == 0);
+	free(b);
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_threaded_stream_whole_and_in_order);
+	RUN(test_direct_stream);
+	RUN(test_existing_file_kept_until_first_write);
+	if (access("/dev/full", W_OK) == 0)
+		RUN(test_failed_write_reported);
+	else
+		printf("SKIP test_failed_write_reported: no writable /dev/full\n");
+	RUN(test_forked_child_writes_directly);
+	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		unlink(path_of(names[i]));
+	rmdir(dir);
+	return UNIT_RESULT();
+}
