@@ -291,59 +291,59 @@ static uint64_t caller_proto(uint64_t base, uint64_t link)
 	return ld64(fn + y->fn_pc) - y->pt_size;
 }
 
-static void locate(struct lp_mem_event *ev)
+/* Where an event comes from: its source and the fields the stream gives that source (num
+ * is the line of LFUNC, the number of TRACE). Small enough to come back in two registers. */
+struct origin {
+	uint64_t addr;
+	uint32_t num;
+	uint8_t source;
+};
+
+static struct origin locate(void)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t g = mp.vm.g;
 	int32_t vmst = *mp.vmstate;
-	ev->source = LP_ASOURCE_INT;
+	struct origin o = { 0, 0, LP_ASOURCE_INT };
 	if (vmst >= 0) {
-		ev->source = LP_ASOURCE_TRACE;
-		ev->traceno = (uint32_t)vmst;
 		need_trace((uint32_t)vmst);
-		return;
+		return (struct origin){ 0, (uint32_t)vmst, LP_ASOURCE_TRACE };
 	}
 	if (vmst != VMST_INTERP && vmst != VMST_C && vmst != VMST_RECORD)
-		return;
+		return o;
 	uint64_t L = ld64(g + y->g_cur_L);
 	if (!L)
 		L = mp.vm.mainL;
 	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
 	if (base < stack + 16)
-		return;
+		return o;
 	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
 	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)
-		return;
+		return o;
 	uint8_t ffid = ld8(fn + y->fn_ffid);
 	if (ffid == LP_LJ_FFID_LUA) {
 		uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 		if (!cf)
-			return;
+			return o;
 		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
 		uint32_t line = pc_line(pt, ld64(cf + y->cf_pc));
 		if (!line)
-			return;
-		ev->source = LP_ASOURCE_LFUNC;
-		ev->loc_addr = need_proto(pt);
-		ev->loc_line = line;
-		return;
+			return o;
+		return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
 	if (ffid != LP_LJ_FFID_C) {
 		uint64_t link = ld64(base - 8);
 		if ((link & 3) == LP_LJ_FRAME_LUA) {
 			uint64_t pt = caller_proto(base, link);
 			uint32_t line = pt ? pc_line(pt, link) : 0;
-			if (line) {
-				ev->source = LP_ASOURCE_LFUNC;
-				ev->loc_addr = need_proto(pt);
-				ev->loc_line = line;
-				return;
-			}
+			if (line)
+				return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 		}
 	}
-	ev->source = LP_ASOURCE_CFUNC;
-	ev->loc_addr = ld64(fn + y->fn_f);
-	need_cfunc(ev->loc_addr);
+	o.source = LP_ASOURCE_CFUNC;
+	o.addr = ld64(fn + y->fn_f);
+	need_cfunc(o.addr);
+	return o;
 }
 
 /* -- Sampled mode ------------------------------------------------------------------------ */
@@ -726,16 +726,16 @@ static void io_check(void)
 }
 
 /* The source part of an event, after its header byte. */
-static inline uint8_t *put_source(uint8_t *p, const struct lp_mem_event *ev)
+static inline uint8_t *put_source(uint8_t *p, struct origin o)
 {
-	if (ev->source == LP_ASOURCE_TRACE)
-		return lp_uleb_put_small(p, ev->traceno);
-	if (ev->source == LP_ASOURCE_LFUNC) {
-		p = lp_uleb_put(p, ev->loc_addr);
-		return lp_uleb_put_small(p, ev->loc_line);
+	if (o.source == LP_ASOURCE_TRACE)
+		return lp_uleb_put_small(p, o.num);
+	if (o.source == LP_ASOURCE_LFUNC) {
+		p = lp_uleb_put(p, o.addr);
+		return lp_uleb_put_small(p, o.num);
 	}
-	if (ev->source == LP_ASOURCE_CFUNC)
-		return lp_uleb_put(p, ev->loc_addr);
+	if (o.source == LP_ASOURCE_CFUNC)
+		return lp_uleb_put(p, o.addr);
 	return p;
 }
 
@@ -751,9 +751,7 @@ static inline uint8_t *put_source(uint8_t *p, const struct lp_mem_event *ev)
 */
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-	struct lp_mem_event ev;
-	ev.loc_addr = ev.loc_line = ev.traceno = 0;
-	locate(&ev);
+	struct origin o = locate();
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
 		return np;
@@ -766,18 +764,18 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 			return np;
 		}
 	}
-	uint8_t *h = mp.w.pos, *p = put_source(h + 1, &ev);
+	uint8_t *h = mp.w.pos, *p = put_source(h + 1, o);
 	if (ptr && osize) {
 		p = lp_uleb_put_addr(p, (uintptr_t)ptr);
 		p = lp_uleb_put_small(p, osize);
 		if (!nsize) {
-			*h = (uint8_t)(LP_AEVENT_FREE | ev.source);
+			*h = (uint8_t)(LP_AEVENT_FREE | o.source);
 			mp.frees++;
 			mp.free_bytes += osize;
 		} else {
 			if (!np)
 				return np; /* failed reallocation: the old block stays */
-			*h = (uint8_t)(LP_AEVENT_REALLOC | ev.source);
+			*h = (uint8_t)(LP_AEVENT_REALLOC | o.source);
 			p = lp_uleb_put_addr(p, (uintptr_t)np);
 			p = lp_uleb_put_small(p, nsize);
 			mp.reallocs++;
@@ -787,7 +785,7 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	} else if (nsize) {
 		if (!np)
 			return np; /* failed allocation: nothing happened */
-		*h = (uint8_t)(LP_AEVENT_ALLOC | ev.source);
+		*h = (uint8_t)(LP_AEVENT_ALLOC | o.source);
 		p = lp_uleb_put_addr(p, (uintptr_t)np);
 		p = lp_uleb_put_small(p, nsize);
 		mp.allocs++;
@@ -795,7 +793,7 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	} else {
 		/* lj_lex_cleanup frees an empty buffer as (NULL, 0, 0): Tarantool writes a free
 		 * of nothing. */
-		*h = (uint8_t)(LP_AEVENT_FREE | ev.source);
+		*h = (uint8_t)(LP_AEVENT_FREE | o.source);
 		*p++ = 0;
 		p = lp_uleb_put_small(p, osize);
 		mp.frees++;
