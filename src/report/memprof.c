@@ -15,10 +15,12 @@
 
 enum { SEC_ALLOC, SEC_REALLOC, SEC_FREE, SEC__MAX };
 
-/* An allocation site as the stream identifies it (source, address, line, trace). */
+/* An allocation site as the stream identifies it (source, address, line, trace), and which
+ * of the functions or traces the stream gave that address or number it was. */
 struct loc {
 	uint8_t source;
 	uint64_t addr, line, traceno;
+	uint32_t version;     /* of the Lua or trace symbol when the site was first seen */
 	uint32_t label;       /* index into labels */
 	uint32_t frame;       /* frame description for profiles */
 	uint32_t entry[3];    /* its line in each section, UINT32_MAX if none yet */
@@ -195,6 +197,7 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 struct loc_key {
 	const struct lp_memprof *m;
 	const struct lp_mem_event *ev;
+	uint32_t version;
 };
 
 static int loc_eq(const void *ctx, uint32_t idx)
@@ -202,18 +205,36 @@ static int loc_eq(const void *ctx, uint32_t idx)
 	const struct loc_key *k = ctx;
 	const struct loc *l = &k->m->locs[idx];
 	return l->source == k->ev->source && l->addr == k->ev->loc_addr &&
-	       l->line == k->ev->loc_line && l->traceno == k->ev->traceno;
+	       l->line == k->ev->loc_line && l->traceno == k->ev->traceno &&
+	       l->version == k->version;
+}
+
+/* The version of the symbol an event's location resolves to now (see struct loc): looked
+ * up only once the stream has redefined a symbol. */
+static uint32_t sym_version(const struct lp_memprof *m, const struct lp_mem_event *ev)
+{
+	if (!lp_symtab_redefinitions(m->st))
+		return 0;
+	if (ev->source == LP_ASOURCE_LFUNC) {
+		const struct lp_sym_lua *s = lp_symtab_lua(m->st, ev->loc_addr);
+		return s ? s->version : 0;
+	}
+	if (ev->source == LP_ASOURCE_TRACE) {
+		const struct lp_sym_trace *t = lp_symtab_trace(m->st, ev->traceno);
+		return t ? t->version : 0;
+	}
+	return 0;
 }
 
 static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *idx)
 {
-	if (m->nlocs && loc_eq(&(struct loc_key){ m, ev }, m->last)) {
+	struct loc_key k = { m, ev, sym_version(m, ev) };
+	if (m->nlocs && loc_eq(&k, m->last)) {
 		*idx = m->last;
 		return 0;
 	}
-	struct loc_key k = { m, ev };
 	uint64_t h = lp_hash_u64(ev->loc_addr ^ lp_hash_u64(ev->loc_line ^ (ev->traceno << 20)) ^
-				 ev->source);
+				 ev->source ^ ((uint64_t)k.version << 40));
 	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx)) {
 		m->last = *idx;
 		return 0;
@@ -225,6 +246,7 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 	l->addr = ev->loc_addr;
 	l->line = ev->loc_line;
 	l->traceno = ev->traceno;
+	l->version = k.version;
 	l->entry[0] = l->entry[1] = l->entry[2] = UINT32_MAX;
 	char buf[1024];
 	describe(m, l, buf, sizeof(buf));

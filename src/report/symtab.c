@@ -40,6 +40,7 @@ struct lp_symtab {
 	struct lua_entry *lua;
 	size_t nlua, luacap;
 	uint64_t luagen;            /* bumped by every lp_symtab_add_lua */
+	uint64_t redefs;            /* symbols replaced by another content */
 	struct lp_iset luaset;
 
 	struct trace_entry *traces;
@@ -192,6 +193,11 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 			return -ENOMEM;
 		idx = (uint32_t)st->nlua++;
 		st->lua[idx].proto = proto;
+		st->lua[idx].sym.version = 0;
+	} else if (st->lua[idx].sym.chunk != name ||
+		   st->lua[idx].sym.firstline != clamp32(firstline)) {
+		st->lua[idx].sym.version++;
+		st->redefs++;
 	}
 	st->lua[idx].sym.chunk = name;
 	st->lua[idx].sym.firstline = clamp32(firstline);
@@ -211,6 +217,11 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 			return -ENOMEM;
 		idx = (uint32_t)st->ntraces++;
 		st->traces[idx].traceno = traceno;
+		st->traces[idx].sym.version = 0;
+	} else if (st->traces[idx].sym.proto != proto ||
+		   st->traces[idx].sym.line != clamp32(line)) {
+		st->traces[idx].sym.version++;
+		st->redefs++;
 	}
 	st->traces[idx].sym.proto = proto;
 	st->traces[idx].sym.line = clamp32(line);
@@ -332,6 +343,11 @@ void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)
 {
 	return st->luagen;
+}
+
+uint64_t lp_symtab_redefinitions(const struct lp_symtab *st)
+{
+	return st->redefs;
 }
 
 int lp_symtab_has_extents(const struct lp_symtab *st)

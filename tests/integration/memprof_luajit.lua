@@ -203,6 +203,20 @@ cases.hot = function()
   return keep
 end
 
+-- Trace numbers reused within one profile: the first hot loop's trace is trace 1,
+-- jit.flush() frees it, and the second loop's new trace is trace 1 again. Its events must
+-- name the second loop's line (the stream names trace 1 a second time before them).
+cases.retrace = function()
+  collectgarbage("stop")
+  local a, b = table.new(300, 0), table.new(300, 0)
+  start()
+  for i = 1, 300 do a[i] = {i} end --@retrace1
+  jit.flush()
+  for i = 1, 300 do b[i] = {i} end --@retrace2
+  stop()
+  return { a, b }
+end
+
 -- Leak: NLEAK tables kept in a global on one line, NDROP dropped at another, two full
 -- collections before stop. The GC runs only in those collections.
 local NLEAK, NDROP = 300, 500

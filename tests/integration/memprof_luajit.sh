@@ -28,6 +28,8 @@
 #             started in the comparator), counted by the comparator itself;
 #  hot        keep[i] = {i} x 300: 300 allocations, 26400 B; JIT on: TRACE [1] started at
 #             the loop's line, line + trace totals still 300 / 26400 B;
+#  retrace    two such loops with jit.flush() between: each line's 300 / 26400 B; JIT on:
+#             TRACE [1] started at each loop's line (the number reused, named again)
 #  leak       300 tables kept in a global, 500 dropped at another line, 2 full collections:
 #             `report --leak-only` is the HEAP SUMMARY with the leaking line (and its
 #             traces) holding 300 allocs / 26400 B and not the dropping line; the dropping
@@ -194,7 +196,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot retrace leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -263,6 +265,17 @@ cases() {
 				only_labels "$what" "$e" A "$(L hot)|$(TR hot)|INTERNAL"
 				only_labels "$what" "$e" R "INTERNAL"
 				only_labels "$what" "$e" D "INTERNAL"
+			fi ;;
+		retrace)
+			if [ "$jit" = off ]; then
+				expect_section "$what" "$e" A "$(L retrace1)|300|26400|0" "$(L retrace2)|300|26400|0"
+			else
+				expect_sum "$what" "$e" A "$(L retrace1)|$(TR retrace1)" "300 26400 0"
+				expect_sum "$what" "$e" A "$(L retrace2)|$(TR retrace2)" "300 26400 0"
+				for m in retrace1 retrace2; do
+					grep -Eq "^TRACE \[1\] started at @$src:${at[$m]}: [0-9]+ events" "$dir/$c.txt" ||
+						fail "$what: no 'TRACE [1] started at @$src:${at[$m]}' in $(grep TRACE "$dir/$c.txt" | head -3)"
+				done
 			fi ;;
 		leak)
 			build/luaprof report -q --leak-only "$dir/leak.bin" >"$dir/leakonly.txt" 2>"$dir/leakonly.err" ||

@@ -168,13 +168,16 @@ static void test_unknown_locations(void)
 		  "\n");
 }
 
-/* A trace number the VM reuses for another trace during the profile. A site is the
- * stream's (source, address, line, trace) named at its first event, as Tarantool's parser
- * does, so the sections list the number once, under its first trace. The HEAP SUMMARY nets
- * each free against the site that allocated the block. Tarantool's parser (checked with
- * tarantool/luajit's tools/memprof.lua) charges a free site's frees of one site to the
- * name that site had when the first of those blocks was allocated, here the second
- * trace's, and so reports trace 2 as holding all 72 bytes with 0 frees. */
+/* A trace number the VM reuses for another trace during the profile (after a flush, or
+ * once the trace was collected). A site is the stream's (source, address, line, trace) and
+ * the version of the symbol its number had at the event, so the sections list the two
+ * traces apart, each under its own start; Tarantool's parser keys sites without the
+ * version and lists all three allocations under the first trace's start. The HEAP SUMMARY
+ * nets each free against the site that allocated the block: the first trace's block is
+ * freed, the second holds 32 bytes. Tarantool's parser (checked with tarantool/luajit's
+ * tools/memprof.lua) charges a free site's frees of one site to the name that site had
+ * when the first of those blocks was allocated, here the second trace's, and so reports
+ * trace 2 as holding all 72 bytes with 0 frees. */
 static void test_trace_number_reused(void)
 {
 	begin();
@@ -185,9 +188,13 @@ static void test_trace_number_reused(void)
 	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x3000, 32);
 	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x2000, 24, 0, 0);
 	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x1000, 16, 0, 0);
+	/* The first trace's symbol given again unchanged: the same site as before. */
+	lp_write_mem_sym_trace(&wb, 2, P_MAIN, 9);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 2, 0, 0, 0, 0x4000, 8);
 	CHECK_STR(report(0, 0, NULL),
 		  "ALLOCATIONS\n"
-		  "TRACE [2] started at @m.lua:4: 3 events\t+72B\t-0B\n"
+		  "TRACE [2] started at @m.lua:9: 3 events\t+64B\t-0B\n"
+		  "TRACE [2] started at @m.lua:4: 1 events\t+16B\t-0B\n"
 		  "\n"
 		  "REALLOCATIONS\n"
 		  "\n"
@@ -195,10 +202,34 @@ static void test_trace_number_reused(void)
 		  "INTERNAL: 2 events\t+0B\t-40B\n"
 		  "\tOverrides:\n"
 		  "\t\tTRACE [2] started at @m.lua:4\n"
+		  "\t\tTRACE [2] started at @m.lua:9\n"
 		  "\n"
 		  "\n"
 		  "HEAP SUMMARY:\n"
-		  "TRACE [2] started at @m.lua:4 holds 32B: 3 allocs, 2 frees\n"
+		  "TRACE [2] started at @m.lua:9 holds 40B: 3 allocs, 1 frees\n"
+		  "\n");
+}
+
+/* A prototype address the VM reuses for another function with a line in common: the
+ * events at that line are two sites, each named after its own function. */
+static void test_proto_address_reused(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x1000, 16);
+	lp_write_mem_sym_lua(&wb, P_F, "@other.lua", 10, 1);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x2000, 24);
+	CHECK_STR(report(0, 0, NULL),
+		  "ALLOCATIONS\n"
+		  "@m.lua:5: 1 events\t+16B\t-0B\n"
+		  "@other.lua:5: 1 events\t+24B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "@other.lua:5 holds 24B: 1 allocs, 0 frees\n"
+		  "@m.lua:5 holds 16B: 1 allocs, 0 frees\n"
 		  "\n");
 }
 
@@ -228,6 +259,7 @@ int main(void)
 	RUN(test_unknown_locations);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
+	RUN(test_proto_address_reused);
 	free(stream.data);
 	return UNIT_RESULT();
 }
