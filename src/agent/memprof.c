@@ -64,6 +64,7 @@ static struct {
 	struct lp_lj_vm vm;
 	lua_State *L;                   /* main thread */
 	uint64_t run_id;
+	uint64_t trace_gen;             /* trace numbers named in trace_seen[] are current in it */
 	/* Stream. */
 	struct lp_wbuf w;
 	luaprof_sysprof_writer writer;
@@ -230,34 +231,43 @@ static inline uint32_t pc_line(uint64_t pt, uint64_t pc)
 	return first + d;
 }
 
-static void need_trace(uint32_t traceno)
+/*
+** Which trace numbers the stream has named, as of which generation of the trace table.
+** A trace number can only come to name another trace after the JIT compiler ran, and the
+** compiler allocates (the trace it saves, at least) in a compiler vmstate: locate() starts
+** a new generation on every such allocation, and start does too. So an event of a trace
+** whose number was checked in the current generation needs no look at the trace table:
+** two loads that depend only on the vmstate.
+*/
+static struct trace_seen { uint64_t gen; uint32_t traceno; } trace_seen[64];
+
+/* The trace table's check, once per trace number and generation: the symbol when the
+ * number names a trace the stream has not named yet. */
+static __attribute__((noinline)) void need_trace(uint32_t traceno)
 {
 	uint64_t J = mp.vm.J;
 	const struct lp_lj_layout *y = mp.vm.lay;
+	struct trace_seen *c = &trace_seen[traceno & 63];
 	if (traceno >= ld32(J + y->j_sizetrace))
 		return;
 	uint64_t tr = ld64(ld64(J + y->j_trace) + 8ull * traceno) & LP_LJ_GCVMASK;
 	if (!tr)
 		return;
-	/* Traces alternate (a recursion's several traces): a small cache by number. */
-	static struct { uint64_t tr, run; } seen[64];
-	if (seen[traceno & 63].tr == tr && seen[traceno & 63].run == mp.run_id)
-		return;
-	uint64_t fp = lp_hash_u64(tr) | 1;
+	/* The same block may hold another trace of the same number after a flush: the
+	 * fingerprint takes its code and start too. */
+	uint64_t fp = lp_hash_u64(tr ^ ld64(tr + y->t_mcode) * 0x9e3779b97f4a7c15ull ^
+				  ld64(tr + y->t_startpc) << 1) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.traces, traceno);
-	if (e && e->a == fp) {
-		seen[traceno & 63].tr = tr;
-		seen[traceno & 63].run = mp.run_id;
-		return;
+	if (!e || e->a != fp) {
+		struct lp_lj_trace t;
+		if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
+			return;
+		lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
+				       pc_line(t.startpt, t.startpc + 4));
+		(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
 	}
-	struct lp_lj_trace t;
-	if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
-		return;
-	lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
-			       pc_line(t.startpt, t.startpc + 4));
-	(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
-	seen[traceno & 63].tr = tr;
-	seen[traceno & 63].run = mp.run_id;
+	c->traceno = traceno;
+	c->gen = mp.trace_gen;
 }
 
 /* A C function address: objects loaded since the last look are named first. */
@@ -306,9 +316,13 @@ static struct origin locate(void)
 	int32_t vmst = *mp.vmstate;
 	struct origin o = { 0, 0, LP_ASOURCE_INT };
 	if (vmst >= 0) {
-		need_trace((uint32_t)vmst);
+		const struct trace_seen *c = &trace_seen[vmst & 63];
+		if (c->traceno != (uint32_t)vmst || c->gen != mp.trace_gen)
+			need_trace((uint32_t)vmst);
 		return (struct origin){ 0, (uint32_t)vmst, LP_ASOURCE_TRACE };
 	}
+	if (vmst <= VMST_RECORD)
+		mp.trace_gen++; /* the compiler: trace numbers may change meaning */
 	if (vmst != VMST_INTERP && vmst != VMST_C && vmst != VMST_RECORD)
 		return o;
 	uint64_t L = ld64(g + y->g_cur_L);
@@ -887,6 +901,8 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	memset(proto_cache, 0, sizeof(proto_cache));
+	memset(trace_seen, 0, sizeof(trace_seen));
+	mp.trace_gen = 1;
 	mp.seen.n = 0;
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
 

@@ -204,14 +204,17 @@ cases.hot = function()
 end
 
 -- Trace numbers reused within one profile: the first hot loop's trace is trace 1,
--- jit.flush() frees it, and the second loop's new trace is trace 1 again. Its events must
--- name the second loop's line (the stream names trace 1 a second time before them).
+-- jit.flush() drops it and the collection frees it, and the second loop's new trace is
+-- trace 1 again, in the block the first one had (same size: the allocator reuses it, as
+-- measured on both builds). Its events must name the second loop's line: the stream names
+-- trace 1 a second time before them, although number and address are the same.
 cases.retrace = function()
   collectgarbage("stop")
   local a, b = table.new(300, 0), table.new(300, 0)
   start()
   for i = 1, 300 do a[i] = {i} end --@retrace1
   jit.flush()
+  collectgarbage()
   for i = 1, 300 do b[i] = {i} end --@retrace2
   stop()
   return { a, b }

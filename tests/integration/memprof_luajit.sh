@@ -28,8 +28,9 @@
 #             started in the comparator), counted by the comparator itself;
 #  hot        keep[i] = {i} x 300: 300 allocations, 26400 B; JIT on: TRACE [1] started at
 #             the loop's line, line + trace totals still 300 / 26400 B;
-#  retrace    two such loops with jit.flush() between: each line's 300 / 26400 B; JIT on:
-#             TRACE [1] started at each loop's line (the number reused, named again)
+#  retrace    two such loops with jit.flush() and a collection between: each line's
+#             300 / 26400 B; JIT on: TRACE [1] started at each loop's line (the number
+#             and the trace's block reused, named again)
 #  leak       300 tables kept in a global, 500 dropped at another line, 2 full collections:
 #             `report --leak-only` is the HEAP SUMMARY with the leaking line (and its
 #             traces) holding 300 allocs / 26400 B and not the dropping line; the dropping
