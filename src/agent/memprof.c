@@ -287,6 +287,7 @@ static void need_cfunc(uint64_t addr)
 
 #define VMST_INTERP (-1)
 #define VMST_C      (-2)
+#define VMST_GC     (-3)
 #define VMST_RECORD (-5)
 
 /* The Lua function called at a Lua frame link (a return PC): its proto, or 0. */
@@ -757,13 +758,39 @@ static inline uint8_t *put_source(uint8_t *p, struct origin o)
  * lp_uleb_put_addr's eighth byte. */
 #define EVENT_MAX (1 + 6 * 10 + 1)
 
+static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
+						   size_t nsize);
+
 /*
-** Exact mode: every call is an event, written as lp_write_mem_event would write it, straight
-** into the buffer. This is the hot path (tens of millions of calls a second): each kind of
-** event has straight-line code, a field is one store, and the event count is the sum of the
-** kinds' counts. The header byte is written last, once the kind is known.
+** Exact mode's entry. Half the events of an allocation-heavy program are the collector's
+** frees (vmstate GC, so INTERNAL): they are written before the free, which cannot fail,
+** and the original allocator is tail-called, all without a stack frame (in-process A/B,
+** binary trees: 1.263 against 1.299 with the JIT on, 1.281 against 1.298 off). Everything
+** else goes to wrapper_any.
 */
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	if (!nsize && *mp.vmstate == VMST_GC && osize && ptr && mp.state == MP_RUNNING &&
+	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
+		uint8_t *p = mp.w.pos;
+		*p = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
+		p = lp_uleb_put_addr(p + 1, (uintptr_t)ptr);
+		mp.w.pos = lp_uleb_put_small(p, osize);
+		mp.frees++;
+		mp.free_bytes += osize;
+		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	}
+	return wrapper_any(ud, ptr, osize, nsize);
+}
+
+/*
+** Any event, written as lp_write_mem_event would write it, straight into the buffer. This
+** is still a hot path (millions of calls a second): each kind of event has straight-line
+** code, a field is one store, and the event count is the sum of the kinds' counts. The
+** header byte is written last, once the kind is known.
+*/
+static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
+						   size_t nsize)
 {
 	struct origin o = locate();
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
