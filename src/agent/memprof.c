@@ -784,12 +784,51 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 						   size_t nsize);
 
 /*
-** A new block in a trace whose number the stream has named in this generation (the other
-** half of a JIT-compiled allocation loop's events): only the size is kept across the call
-** (in-process A/B, binary trees, JIT on: 1.222 against 1.271/1.262; tables 1.358 against
-** 1.399/1.395). Anything else, wrapper_any.
+** The light paths' common part, after the event's header and source were written from h
+** on: the old block's fields (a reallocation), the call, then the new block's fields. Only
+** h and the new size are kept across the call; the counters are taken back when the call
+** fails (nothing happened: no event).
 */
-static __attribute__((noinline)) void *trace_alloc(void *ud, void *ptr, size_t osize,
+static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
+			       size_t nsize)
+{
+	int re = ptr && osize;
+	if (re) {
+		*h |= LP_AEVENT_REALLOC;
+		p = lp_uleb_put_addr(p, (uintptr_t)ptr);
+		p = lp_uleb_put_small(p, osize);
+		mp.reallocs++;
+		mp.free_bytes += osize;
+	} else {
+		*h |= LP_AEVENT_ALLOC;
+		mp.allocs++;
+	}
+	mp.w.pos = p;
+	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (!np) {
+		if ((*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC) {
+			mp.reallocs--;
+			mp.free_bytes -= osize;
+		} else {
+			mp.allocs--;
+		}
+		mp.w.pos = h;
+		return np;
+	}
+	p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
+	mp.w.pos = lp_uleb_put_small(p, nsize);
+	mp.alloc_bytes += nsize;
+	return np;
+}
+
+/*
+** A new or grown block in a trace whose number the stream has named in this generation:
+** most events of JIT-compiled allocation loops besides the collector's frees (in-process
+** A/B, JIT on, against the build without the light paths: binary trees 1.226 against
+** 1.238/1.226 (allocations alone: 1.222 against 1.271/1.262), tables 1.200 against
+** 1.419/1.399, life 1.073 against 1.144/1.146). Anything else, wrapper_any.
+*/
+static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
 	uint32_t no = (uint32_t)*mp.vmstate;
@@ -797,28 +836,19 @@ static __attribute__((noinline)) void *trace_alloc(void *ud, void *ptr, size_t o
 	if (c->traceno != no || c->gen != mp.trace_gen || mp.state != MP_RUNNING ||
 	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
-	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-	if (!np)
-		return np;
-	uint8_t *p = mp.w.pos;
-	*p = (uint8_t)(LP_AEVENT_ALLOC | LP_ASOURCE_TRACE);
-	p = lp_uleb_put_small(p + 1, (uint32_t)*mp.vmstate);
-	p = lp_uleb_put_addr(p, (uintptr_t)np);
-	mp.w.pos = lp_uleb_put_small(p, nsize);
-	mp.allocs++;
-	mp.alloc_bytes += nsize;
-	return np;
+	uint8_t *h = mp.w.pos;
+	*h = LP_ASOURCE_TRACE;
+	return event_call(h, lp_uleb_put_small(h + 1, no), ptr, osize, nsize);
 }
 
 /*
-** A new block made by the interpreter in a Lua function (JIT off, or code not compiled):
-** attributed as locate() does, when nothing rare is needed (a prototype already in the
-** cache, a pc inside its bytecode), with its header and source written before the call and
-** only the size and the event's start kept across it (in-process A/B, JIT off: binary
-** trees 1.216 against 1.288/1.294, tables 1.364 against 1.408/1.411). Anything else,
-** wrapper_any.
+** A new or grown block made by the interpreter in a Lua function (JIT off, or code not
+** compiled): attributed as locate() does, when nothing rare is needed (a prototype already
+** in the cache, a pc inside its bytecode). In-process A/B, JIT off, against the build
+** without it: binary trees 1.195 against 1.262/1.270, life 1.054 against 1.081/1.078.
+** Anything else, wrapper_any.
 */
-static __attribute__((noinline)) void *lua_alloc(void *ud, void *ptr, size_t osize,
+static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osize,
 						 size_t nsize)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
@@ -841,28 +871,18 @@ static __attribute__((noinline)) void *lua_alloc(void *ud, void *ptr, size_t osi
 	if (!line)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
-	*h = (uint8_t)(LP_AEVENT_ALLOC | LP_ASOURCE_LFUNC);
+	*h = LP_ASOURCE_LFUNC;
 	uint8_t *p = lp_uleb_put(h + 1, key);
-	mp.w.pos = lp_uleb_put_small(p, line);
-	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-	if (!np) {
-		mp.w.pos = h; /* failed allocation: nothing happened */
-		return np;
-	}
-	p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
-	mp.w.pos = lp_uleb_put_small(p, nsize);
-	mp.allocs++;
-	mp.alloc_bytes += nsize;
-	return np;
+	return event_call(h, lp_uleb_put_small(p, line), ptr, osize, nsize);
 }
 
 /*
 ** Exact mode's entry. Half the events of an allocation-heavy program are the collector's
 ** frees (vmstate GC, so INTERNAL): they are written before the free, which cannot fail,
 ** and the original allocator is tail-called, all without a stack frame (in-process A/B,
-** binary trees: 1.263 against 1.299 with the JIT on, 1.281 against 1.298 off). New blocks
-** go to trace_alloc in traces and to lua_alloc in the interpreter, everything else to
-** wrapper_any.
+** binary trees: 1.263 against 1.299 with the JIT on, 1.281 against 1.298 off). New and
+** grown blocks go to trace_event in traces and to lua_event in the interpreter, everything
+** else to wrapper_any.
 */
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -876,10 +896,13 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 		mp.free_bytes += osize;
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	}
-	if (!ptr && nsize && *mp.vmstate >= 0)
-		return trace_alloc(ud, ptr, osize, nsize);
-	if (!ptr && nsize && *mp.vmstate == VMST_INTERP)
-		return lua_alloc(ud, ptr, osize, nsize);
+	if (nsize) {
+		int32_t vmst = *mp.vmstate;
+		if (vmst >= 0)
+			return trace_event(ud, ptr, osize, nsize);
+		if (vmst == VMST_INTERP)
+			return lua_event(ud, ptr, osize, nsize);
+	}
 	return wrapper_any(ud, ptr, osize, nsize);
 }
 
