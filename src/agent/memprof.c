@@ -893,7 +893,7 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
 	*h = LP_ASOURCE_LFUNC;
-	uint8_t *p = lp_uleb_put(h + 1, key);
+	uint8_t *p = lp_uleb_put_addr(h + 1, key);
 	return event_call(h, lp_uleb_put_small(p, line), ptr, osize, nsize);
 }
 
