@@ -1074,6 +1074,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	memset(proto_cache, 0, sizeof(proto_cache));
 	memset(trace_seen, 0, sizeof(trace_seen));
 	mp.trace_gen = 1;
+	lp_uleb_fast_init();
 	mp.seen.n = 0;
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
 

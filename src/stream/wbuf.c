@@ -5,6 +5,9 @@
 
 #include <errno.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 void lp_wbuf_init(struct lp_wbuf *w, uint8_t *buf, size_t len, lp_wbuf_writer writer, void *ctx)
 {
@@ -48,6 +51,33 @@ static inline void reserve(struct lp_wbuf *w, size_t n)
 {
 	if ((size_t)(w->end - w->pos) < n)
 		lp_wbuf_flush(w);
+}
+
+int lp_uleb_pdep;
+
+int lp_uleb_fast_init(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	unsigned a, b, c, d;
+	char vendor[13];
+	if (!__get_cpuid(0, &a, &b, &c, &d) || a < 7)
+		return lp_uleb_pdep = 0;
+	memcpy(vendor, &b, 4);
+	memcpy(vendor + 4, &d, 4);
+	memcpy(vendor + 8, &c, 4);
+	vendor[12] = 0;
+	unsigned maxleaf = a;
+	__get_cpuid(1, &a, &b, &c, &d);
+	unsigned family = (a >> 8 & 0xf) + ((a >> 8 & 0xf) == 0xf ? (a >> 20 & 0xff) : 0);
+	if (maxleaf < 7 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & (1u << 8)))
+		return lp_uleb_pdep = 0; /* no BMI2 */
+	/* PDEP is microcoded on AMD before Zen 3 (family 0x19): hundreds of cycles. */
+	lp_uleb_pdep = strcmp(vendor, "GenuineIntel") == 0 ||
+		       (strcmp(vendor, "AuthenticAMD") == 0 && family >= 0x19);
+	return lp_uleb_pdep;
+#else
+	return lp_uleb_pdep = 0;
+#endif
 }
 
 size_t lp_uleb_encode(uint64_t v, uint8_t *out)

@@ -632,7 +632,7 @@ static int check_put(uint64_t v)
 	return 1;
 }
 
-static void test_uleb_inline_writers(void)
+static void uleb_inline_writers(void)
 {
 	for (unsigned bit = 0; bit < 64; bit++) {
 		uint64_t p = 1ull << bit;
@@ -646,6 +646,20 @@ static void test_uleb_inline_writers(void)
 		    !check_put(x & 0x3fff))
 			return;
 	}
+}
+
+/* Both forms of lp_uleb_put_addr's fast path: shifts and masks, and PDEP where this CPU
+ * has it fast (the form the profiler then uses). */
+static void test_uleb_inline_writers(void)
+{
+	lp_uleb_pdep = 0;
+	uleb_inline_writers();
+	if (lp_uleb_fast_init()) {
+		uleb_inline_writers();
+	} else {
+		printf("  (PDEP form not checked: this CPU has no fast PDEP)\n");
+	}
+	lp_uleb_pdep = 0;
 }
 
 static void test_uleb_overflow_rejected(void)
