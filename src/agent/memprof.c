@@ -1020,8 +1020,32 @@ static void free_maps(void)
 	lp_addrmap_free(&mp.cfuncs);
 }
 
+/*
+** A forked child is not profiling: its events would go into the parent's file (the same
+** open file, interleaved, after the parent's own epilogue or before it). The child gets the
+** VM's allocator back and memprof.stop() says the profiler is not running; the parent's
+** profile is untouched. What the child's copy holds (buffer, maps) is left, not freed: the
+** locks that freeing would take may be held by parent threads that the child has not.
+*/
+static void at_fork_child(void)
+{
+	if (mp.state == MP_RUNNING)
+		restore_allocator();
+	if (mp.state != MP_IDLE) {
+		mp.state = MP_IDLE;
+		mp.L = NULL;
+	}
+}
+
+static void register_fork_once(void)
+{
+	pthread_atfork(NULL, NULL, at_fork_child);
+}
+
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, register_fork_once);
 	mp.err[0] = '\0';
 	if (mp.state != MP_IDLE) {
 		set_err("profiler is running already");

@@ -320,6 +320,33 @@ cases.diskfull = function()
   return t
 end
 
+-- fork(): the child is not profiling (its stop() says so) and writes nothing into the
+-- parent's file; the parent's profile goes on and is complete.
+cases.fork = function()
+  local ffi = require "ffi"
+  ffi.cdef [[ int fork(void); int waitpid(int pid, int *status, int options); ]]
+  collectgarbage("stop")
+  local keep = table.new(300, 0)
+  start()
+  for i = 1, 100 do keep[i] = {i} end --@fork_parent1
+  local pid = ffi.C.fork()
+  if pid == 0 then
+    local t = table.new(1000, 0)
+    for i = 1, 1000 do t[i] = {i} end --@fork_child
+    local ok, msg, e = mp.stop()
+    io.stdout:write(string.format("fact childstop %s|%s|%s\n", tostring(ok), tostring(msg),
+                                  tostring(e)))
+    io.stdout:flush()
+    os.exit(0)
+  end
+  check(pid > 0, "fork failed")
+  local st = ffi.new("int[1]")
+  check(ffi.C.waitpid(pid, st, 0) == pid and st[0] == 0, "the child did not exit 0")
+  for i = 101, 300 do keep[i] = {i} end --@fork_parent2
+  stop()
+  return keep
+end
+
 local f = cases[case]
 assert(f, "unknown case " .. case)
 f()

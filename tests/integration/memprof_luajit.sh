@@ -31,6 +31,8 @@
 #  retrace    two such loops with jit.flush() and a collection between: each line's
 #             300 / 26400 B; JIT on: TRACE [1] started at each loop's line (the number
 #             and the trace's block reused, named again)
+#  fork       fork() while profiling: the child's stop() says "profiler is not running"
+#             and its 1000 tables are not in the profile; the parent's 100 + 200 are;
 #  leak       300 tables kept in a global, 500 dropped at another line, 2 full collections:
 #             `report --leak-only` is the HEAP SUMMARY with the leaking line (and its
 #             traces) holding 300 allocs / 26400 B and not the dropping line; the dropping
@@ -197,7 +199,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot retrace leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -278,6 +280,18 @@ cases() {
 						fail "$what: no 'TRACE [1] started at @$src:${at[$m]}' in $(grep TRACE "$dir/$c.txt" | head -3)"
 				done
 			fi ;;
+		fork)
+			grep -qx "fact childstop nil|profiler is not running|22" "$dir/$c.out" ||
+				fail "$what: the child's stop(): $(grep childstop "$dir/$c.out" || echo none)"
+			if [ "$jit" = off ]; then
+				expect_sum "$what" "$e" A "$(L fork_parent1)" "100 8800 0"
+				expect_sum "$what" "$e" A "$(L fork_parent2)" "200 17600 0"
+			else
+				expect_sum "$what" "$e" A "$(L fork_parent1)|$(TR fork_parent1)" "100 8800 0"
+				expect_sum "$what" "$e" A "$(L fork_parent2)|$(TR fork_parent2)" "200 17600 0"
+			fi
+			grep -q "$src:${at[fork_child]}" "$dir/$c.txt" &&
+				fail "$what: the child's allocations are in the parent's profile" ;;
 		leak)
 			build/luaprof report -q --leak-only "$dir/leak.bin" >"$dir/leakonly.txt" 2>"$dir/leakonly.err" ||
 				fail "$what: report --leak-only exited $?: $(head -3 "$dir/leakonly.err")"
