@@ -19,6 +19,17 @@
 ** Prints "vmsize_kib FIRST LAST": the process's mapped memory (VmSize) after the third
 ** iteration (the first ones load libraries and let malloc settle: glibc serves the
 ** profiler's 4 MiB buffer by mmap once, then from a heap it keeps) and after the last. Exit 0, or 1 with a message on stderr.
+**
+** Usage: memprof_host oom CPATH OUTDIR on|off
+** Out of memory while profiling: a malloc allocator that refuses any block that would take
+** the state's live bytes past a limit (8 MiB over what the profile starts with), and a
+** chunk (JIT on or off) that runs into it four ways inside pcall: growing an array, new
+** tables in a loop, doubling a string, a table.concat. Each failed call must leave no
+** event. Prints the chunk's facts: "counters EVENTS ALLOCS FREES REALLOCS ALLOC_BYTES
+** FREE_BYTES" (memprof.report() after stop), "live_delta N" (the allocator's own count of
+** live bytes at the stop minus at the start, which the profile's alloc_bytes - free_bytes
+** must equal), "oom N" (pcalls that failed with "not enough memory") and "refused N" (calls
+** the allocator refused), then "ran oom".
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +57,95 @@ static void *malloc_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		return NULL;
 	}
 	return realloc(ptr, nsize);
+}
+
+/* The oom mode's allocator: live bytes, and a limit on them (0: none). */
+static size_t live, limit, refused;
+
+static void *limit_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	if (!ptr)
+		osize = 0;
+	if (nsize == 0) {
+		free(ptr);
+		live -= osize;
+		return NULL;
+	}
+	if (limit && nsize > osize && live + (nsize - osize) > limit) {
+		refused++;
+		return NULL;
+	}
+	void *np = realloc(ptr, nsize);
+	if (np)
+		live += nsize - osize;
+	return np;
+}
+
+static int l_live(lua_State *L)
+{
+	lua_pushnumber(L, (lua_Number)live);
+	return 1;
+}
+
+static int l_limit(lua_State *L)
+{
+	limit = (size_t)lua_tonumber(L, 1);
+	return 0;
+}
+
+static const char chunk_oom[] =
+	"local path, jitmode = ...\n"
+	"if jitmode == 'off' then jit.off() else jit.on() end\n"
+	"local mp = require 'luaprof'.memprof\n"
+	"assert(mp.start(path))\n"
+	"local live0 = host_live()\n"
+	"host_limit(live0 + 8 * 1024 * 1024)\n"
+	"local oom = 0\n"
+	"local function try(f)\n"
+	"  local ok, err = pcall(f)\n"
+	"  if not ok and tostring(err):find('not enough memory') then oom = oom + 1 end\n"
+	"  collectgarbage()\n"
+	"end\n"
+	"try(function() local t = {} for i = 1, 1e8 do t[i] = i end end)\n"
+	"try(function() local t = {} for i = 1, 1e8 do t[i] = {i} end end)\n"
+	"try(function() local s = 'x' for i = 1, 64 do s = s .. s end end)\n"
+	"try(function() local p = {} for i = 1, 1e8 do p[i] = 'p' .. i end end)\n"
+	"local live1 = host_live()\n"
+	"host_limit(0)\n"
+	"local ok, msg = mp.stop()\n"
+	"assert(ok, msg)\n"
+	"local r = mp.report()\n"
+	"print(string.format('counters %d %d %d %d %d %d', r.events, r.allocs, r.frees,\n"
+	"  r.reallocs, r.alloc_bytes, r.free_bytes))\n"
+	"print(string.format('live_delta %d', live1 - live0))\n"
+	"print('oom ' .. oom)\n";
+
+/* oom mode: 0, or 1 with a message. */
+static int run_oom(const char *cpath, const char *out, const char *jit)
+{
+	lua_State *L = lua_newstate(limit_alloc, NULL);
+	if (!L) {
+		fprintf(stderr, "memprof_host: lua_newstate failed\n");
+		return 1;
+	}
+	luaL_openlibs(L);
+	lua_register(L, "host_live", l_live);
+	lua_register(L, "host_limit", l_limit);
+	lua_getglobal(L, "package");
+	lua_pushstring(L, cpath);
+	lua_setfield(L, -2, "cpath");
+	lua_pop(L, 1);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/oom-%s.bin", out, jit);
+	if (luaL_loadbuffer(L, chunk_oom, strlen(chunk_oom), "=oom") ||
+	    (lua_pushstring(L, path), lua_pushstring(L, jit), lua_pcall(L, 2, 0, 0))) {
+		fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+		return 1;
+	}
+	lua_close(L);
+	printf("refused %zu\nran oom\n", refused);
+	return 0;
 }
 
 static long vmsize_kib(void)
@@ -78,10 +178,12 @@ int main(int argc, char **argv)
 {
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
-			"OUTDIR N\n");
+			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n");
 		return 1;
 	}
 	const char *mode = argv[1], *cpath = argv[2], *out = argv[3];
+	if (!strcmp(mode, "oom"))
+		return run_oom(cpath, out, argv[4]);
 	int n = atoi(argv[4]);
 	int use_malloc = !strcmp(mode, "memprof_malloc");
 	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");

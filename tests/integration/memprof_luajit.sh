@@ -47,6 +47,11 @@
 #             allocates; stop() returns nil, "<path>: No space left on device", 28; the
 #             program goes on, can profile again, and its heap after full collections is
 #             within 16 KiB of its size before; the cut stream reports as truncated (3);
+#  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
+#             on: four pcalls run out of memory (array growth, new tables, string doubling,
+#             string keys); the profile's allocated - freed bytes equal the growth of the
+#             allocator's own count of live bytes (a refused call is no event), and the
+#             report's totals equal memprof.report()'s;
 #  host       memprof_host.c: lua_close with the profiler running, 30 states in a row: the
 #             process's mapped memory does not grow (a pass-through allocator left in place
 #             at close, the control, leaks LuaJIT's arena each time and must grow it);
@@ -378,6 +383,20 @@ host() {
 		[ "$(sum "$dir/host-30.ent" A "=host:3|TRACE \[[0-9]+\] started at =host:3" | cut -d' ' -f1)" -ge 2000 ] ||
 			fail "$what: fewer than 2000 allocations at =host:3: $(head -5 "$dir/host-30.txt")"
 	fi
+	# Out of memory while profiling: a refused call leaves no event, the program goes on.
+	local j net
+	for j in off on; do
+		env "$@" "$t/memprof_host" oom "build/?.so" "$dir" $j >"$dir/oom-$j.out" 2>&1 &&
+			grep -q '^ran oom$' "$dir/oom-$j.out" ||
+			{ fail "$what: memprof_host oom $j failed: $(head -5 "$dir/oom-$j.out")"; continue; }
+		grep -qx 'oom 4' "$dir/oom-$j.out" ||
+			fail "$what, oom JIT $j: not every pcall ran out of memory: $(grep '^oom\|^refused' "$dir/oom-$j.out")"
+		read -r _ _ _ _ _ ab fb < <(grep '^counters ' "$dir/oom-$j.out")
+		net=$(sed -n 's/^live_delta //p' "$dir/oom-$j.out")
+		[ -n "$ab" ] && [ $((ab - fb)) = "$net" ] ||
+			fail "$what, oom JIT $j: the profile's allocated - freed bytes $((ab - fb)), the allocator's live bytes grew by $net"
+		report "$runner" "oom JIT $j" "$dir" oom-$j
+	done
 	[ -n "$valgrind" ] || return
 	for m in memprof memprof_malloc; do
 		env "$@" valgrind --leak-check=full --error-exitcode=99 "$t/memprof_host" $m "build/?.so" \
