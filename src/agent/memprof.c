@@ -784,6 +784,51 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 						   size_t nsize);
 
 /*
+** A test build (make ... CFLAGS=-DLP_MEMPROF_SELFCHECK, memprof_luajit.sh) checks every
+** event a light path writes against what the general path would have written:
+** lp_write_mem_event's bytes for the origin locate() gives. The counts go into the
+** profile's meta (selfcheck_events, selfcheck_bad).
+*/
+#ifdef LP_MEMPROF_SELFCHECK
+static uint64_t selfcheck_events, selfcheck_bad;
+
+static size_t selfcheck_nowrite(const void **data, size_t len, void *ctx)
+{
+	return 0;
+}
+
+static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, void *ptr,
+		      size_t osize, void *np, size_t nsize)
+{
+	uint8_t buf[128];
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, buf, sizeof(buf), selfcheck_nowrite, NULL);
+	struct lp_mem_event e = { .source = o.source, .oaddr = (uintptr_t)ptr, .osize = osize,
+				  .naddr = (uintptr_t)np, .nsize = nsize };
+	e.event = ptr && osize ? (nsize ? LP_AEVENT_REALLOC : LP_AEVENT_FREE) : LP_AEVENT_ALLOC;
+	if (e.event == LP_AEVENT_ALLOC)
+		e.oaddr = e.osize = 0;
+	if (e.event == LP_AEVENT_FREE)
+		e.naddr = e.nsize = 0;
+	if (o.source == LP_ASOURCE_TRACE)
+		e.traceno = o.num;
+	else if (o.source == LP_ASOURCE_LFUNC)
+		e.loc_addr = o.addr, e.loc_line = o.num;
+	else if (o.source == LP_ASOURCE_CFUNC)
+		e.loc_addr = o.addr;
+	lp_write_mem_event(&w, &e);
+	selfcheck_events++;
+	if ((size_t)(w.pos - buf) != (size_t)(end - h) || memcmp(buf, h, (size_t)(end - h)))
+		selfcheck_bad++;
+}
+#define SELFCHECK_ORIGIN() struct origin sc_o = locate()
+#define SELFCHECK(h, end, ptr, osize, np, nsize) selfcheck(sc_o, h, end, ptr, osize, np, nsize)
+#else
+#define SELFCHECK_ORIGIN() (void)0
+#define SELFCHECK(h, end, ptr, osize, np, nsize) (void)0
+#endif
+
+/*
 ** The light paths' common part, after the event's header and source were written from h
 ** on: the old block's fields (a reallocation), the call, then the new block's fields. Only
 ** h and the new size are kept across the call; the counters are taken back when the call
@@ -792,6 +837,7 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
 			       size_t nsize)
 {
+	SELFCHECK_ORIGIN();
 	int re = ptr && osize;
 	if (re) {
 		*h |= LP_AEVENT_REALLOC;
@@ -818,6 +864,7 @@ static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
 	p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
 	mp.w.pos = lp_uleb_put_small(p, nsize);
 	mp.alloc_bytes += nsize;
+	SELFCHECK(h, mp.w.pos, ptr, osize, np, nsize);
 	return np;
 }
 
@@ -909,10 +956,12 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	if (!nsize && *mp.vmstate == VMST_GC && osize && ptr && mp.state == MP_RUNNING &&
 	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
-		uint8_t *p = mp.w.pos;
-		*p = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
-		p = lp_uleb_put_addr(p + 1, (uintptr_t)ptr);
+		SELFCHECK_ORIGIN();
+		uint8_t *h = mp.w.pos;
+		*h = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
+		uint8_t *p = lp_uleb_put_addr(h + 1, (uintptr_t)ptr);
 		mp.w.pos = lp_uleb_put_small(p, osize);
+		SELFCHECK(h, mp.w.pos, ptr, osize, NULL, 0);
 		mp.frees++;
 		mp.free_bytes += osize;
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
@@ -1158,6 +1207,12 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
 		char cmdline[4096];
 		agent_cmdline(cmdline, sizeof(cmdline));
+#ifdef LP_MEMPROF_SELFCHECK
+		char sc_events[32], sc_bad[32];
+		snprintf(sc_events, sizeof(sc_events), "%llu", (unsigned long long)selfcheck_events);
+		snprintf(sc_bad, sizeof(sc_bad), "%llu", (unsigned long long)selfcheck_bad);
+		selfcheck_events = selfcheck_bad = 0;
+#endif
 		const char *meta[] = {
 			"cmdline", cmdline,
 			"mode", mp.sample_bytes ? "sampled" : "exact",
@@ -1171,6 +1226,10 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",
 			"vm", mp.vm.lay->name,
+#ifdef LP_MEMPROF_SELFCHECK
+			"selfcheck_events", sc_events,
+			"selfcheck_bad", sc_bad,
+#endif
 			NULL,
 		};
 		lp_write_memprof_epilogue(&mp.w);

@@ -47,6 +47,10 @@
 #             allocates; stop() returns nil, "<path>: No space left on device", 28; the
 #             program goes on, can profile again, and its heap after full collections is
 #             within 16 KiB of its size before; the cut stream reports as truncated (3);
+#  selfcheck  an agent built with -DLP_MEMPROF_SELFCHECK runs memprof_selfcheck.lua (trees,
+#             strings and builtins, growing tables, a coroutine, collections), JIT off
+#             and on: at least 90 % of its events take a light path of the wrapper, and
+#             every one of them equals what the general path writes (meta selfcheck_*);
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -423,6 +427,37 @@ canmount=""
 [ "$(id -u)" = 0 ] && command -v mount >/dev/null 2>&1 && mkdir -p "$mnt" && canmount=1
 [ -n "$canmount" ] || echo "note: diskfull not checked (mounting a small tmpfs needs root)"
 
+# -- The light paths against the general one: an agent built with -DLP_MEMPROF_SELFCHECK
+# compares every event a light path writes with what the general path would write.
+scdir=build/selfcheck
+if ! make -s BUILD=$scdir CFLAGS="-O2 -g -DLP_MEMPROF_SELFCHECK" $scdir/luaprof.so \
+	>"$t/selfcheck-build.log" 2>&1; then
+	fail "the self-checking agent does not build: $(tail -5 "$t/selfcheck-build.log")"
+	scdir=""
+fi
+
+# selfcheck RUNNER CMD...: memprof_selfcheck.lua, JIT off and on: at least 90 % of the
+# events took a light path, and none differs from the general path's.
+selfcheck() {
+	local runner=$1 j f ev sc bad
+	shift
+	[ -n "$scdir" ] || return
+	for j in off on; do
+		f="$t/$runner-selfcheck-$j.bin"
+		"$@" tests/integration/memprof_selfcheck.lua $scdir "$f" $j >"$f.out" 2>&1 &&
+			grep -q '^ran ' "$f.out" ||
+			{ fail "$runner, JIT $j, selfcheck: $(head -5 "$f.out")"; continue; }
+		build/luaprof report -f info "$f" >"$f.info" 2>&1 ||
+			{ fail "$runner, JIT $j, selfcheck: report -f info failed: $(head -3 "$f.info")"; continue; }
+		ev=$(sed -n 's/^meta.events: //p' "$f.info")
+		sc=$(sed -n 's/^meta.selfcheck_events: //p' "$f.info")
+		bad=$(sed -n 's/^meta.selfcheck_bad: //p' "$f.info")
+		if [ -z "$ev" ] || [ -z "$sc" ] || [ "$bad" != 0 ] || [ $((sc * 10)) -lt $((ev * 9)) ]; then
+			fail "$runner, JIT $j, selfcheck: $sc of $ev events on a light path, ${bad:-?} of them unlike the general path's"
+		fi
+	done
+}
+
 # runner RUNNER VMNAME LSTATE HOSTENV CMD...: everything on one build.
 runner() {
 	local r=$1 hostenv=$4
@@ -433,6 +468,7 @@ runner() {
 	cases "$r" on "$lstate" "$@"
 	[ -z "$canmount" ] || diskfull "$r" "$@"
 	host "$r" $hostenv
+	selfcheck "$r" "$@"
 }
 
 runner luajit "Debian luajit 2.1.0~beta3" 96 "" luajit
