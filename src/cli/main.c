@@ -18,7 +18,8 @@ static void usage(FILE *out)
 	      "  report FILE    render a sysprof (CPU) or memprof (memory) stream as a flame\n"
 	      "                 graph, collapsed stacks, pprof, speedscope, a top-N table or\n"
 	      "                 the memprof text report\n"
-	      "  record -- CMD  run a LuaJIT program under the CPU profiler and render it\n"
+	      "  record -- CMD  run a LuaJIT program under the CPU profiler (--memory: the\n"
+	      "                 memory profiler) and render the profile\n"
 	      "  help [CMD]     show this help, or the help of a command\n"
 	      "  version        print the version\n"
 	      "\n"
@@ -27,6 +28,7 @@ static void usage(FILE *out)
 	      "\n"
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua   profile a script, C and Lua stacks\n"
+	      "  luaprof record --memory -- luajit app.lua     allocations by line, leaks\n"
 	      "  luaprof report cpu.bin -o cpu.svg       interactive flame graph\n"
 	      "  luaprof report mem.bin --leak-only      who still holds memory\n"
 	      "  luaprof report cpu.bin -f pprof -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
