@@ -105,6 +105,18 @@ ctl() { # ctl PATH: the control location's answer must be "true"
 load() { # load N: N requests to the handler
 	for _ in $(seq "$1"); do curl -sf "$url/work?n=3000" >/dev/null || { fail "GET /work failed"; return; }; done
 }
+cputicks() { # the worker's user + system CPU time, in clock ticks
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$worker/stat"
+}
+load_cpu() { # load_cpu TICKS: requests in tens until the worker has used TICKS of CPU time
+	# (a fixed count gave 21 to 38 samples as the machine's speed varied)
+	local t0 i
+	t0=$(cputicks)
+	for i in $(seq 200); do
+		load 10
+		[ $(($(cputicks) - t0)) -ge "$1" ] && return
+	done
+}
 # rooted FOLDED PATTERN: "total rooted-at-_start under-run_thread lua-stacks" where
 # lua-stacks counts the stacks with a frame of work.lua and under-run_thread those of
 # them with ngx_http_lua_run_thread before their first Lua frame.
@@ -124,7 +136,7 @@ on_line() {
 
 # -- CPU: C mode, 1 ms of CPU time ---------------------------------------------------------
 ctl "cpu/start?path=$t/prof/cpu.bin"
-load 100
+load_cpu $(($(getconf CLK_TCK) / 4))
 ctl cpu/stop
 if build/luaprof report -q -f collapsed -o "$t/cpu.folded" "$t/prof/cpu.bin" 2>"$t/err"; then
 	read -r tot root under lua < <(rooted "$t/cpu.folded")
