@@ -15,12 +15,22 @@
 
 enum { SEC_ALLOC, SEC_REALLOC, SEC_FREE, SEC__MAX };
 
-/* An allocation site as the stream identifies it (source, address, line, trace), and which
- * of the functions or traces the stream gave that address or number it was. */
+/* What a Lua or trace location resolves to in the symbol table at an event: its chunk and
+ * first line, and a trace's start (prototype and line). Zero for other sources and for
+ * what the table does not know. */
+struct sym_content {
+	const char *chunk;
+	uint64_t proto;
+	uint32_t line, first;
+};
+
+/* An allocation site as the stream identifies it (source, address, line, trace), and what
+ * its symbols said when it was first seen: an address or trace number the VM reused for
+ * another function or trace is another site. */
 struct loc {
 	uint8_t source;
 	uint64_t addr, line, traceno;
-	uint32_t version;     /* of the Lua or trace symbol when the site was first seen */
+	struct sym_content sym;
 	uint32_t label;       /* index into labels */
 	uint32_t frame;       /* frame description for profiles */
 	uint32_t entry[3];    /* its line in each section, UINT32_MAX if none yet */
@@ -197,7 +207,8 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 struct loc_key {
 	const struct lp_memprof *m;
 	const struct lp_mem_event *ev;
-	uint32_t version;
+	int full;               /* compare sym too: the stream has redefined a symbol */
+	struct sym_content sym;
 };
 
 static int loc_eq(const void *ctx, uint32_t idx)
@@ -206,35 +217,46 @@ static int loc_eq(const void *ctx, uint32_t idx)
 	const struct loc *l = &k->m->locs[idx];
 	return l->source == k->ev->source && l->addr == k->ev->loc_addr &&
 	       l->line == k->ev->loc_line && l->traceno == k->ev->traceno &&
-	       l->version == k->version;
+	       (!k->full || (l->sym.chunk == k->sym.chunk && l->sym.proto == k->sym.proto &&
+			     l->sym.line == k->sym.line && l->sym.first == k->sym.first));
 }
 
-/* The version of the symbol an event's location resolves to now (see struct loc): looked
- * up only once the stream has redefined a symbol. */
-static uint32_t sym_version(const struct lp_memprof *m, const struct lp_mem_event *ev)
+/* The symbols an event's location resolves to now (chunk names are interned: equal names,
+ * equal pointers). */
+static struct sym_content sym_content(const struct lp_memprof *m, const struct lp_mem_event *ev)
 {
-	if (!lp_symtab_redefinitions(m->st))
-		return 0;
-	if (ev->source == LP_ASOURCE_LFUNC) {
-		const struct lp_sym_lua *s = lp_symtab_lua(m->st, ev->loc_addr);
-		return s ? s->version : 0;
-	}
+	struct sym_content c = { NULL, 0, 0, 0 };
+	uint64_t proto = ev->loc_addr;
 	if (ev->source == LP_ASOURCE_TRACE) {
 		const struct lp_sym_trace *t = lp_symtab_trace(m->st, ev->traceno);
-		return t ? t->version : 0;
+		if (!t)
+			return c;
+		c.proto = proto = t->proto;
+		c.line = t->line;
+	} else if (ev->source != LP_ASOURCE_LFUNC) {
+		return c;
 	}
-	return 0;
+	const struct lp_sym_lua *s = lp_symtab_lua(m->st, proto);
+	if (s) {
+		c.chunk = s->chunk;
+		c.first = s->firstline;
+	}
+	return c;
 }
 
 static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *idx)
 {
-	struct loc_key k = { m, ev, sym_version(m, ev) };
+	/* Until the stream redefines a symbol, a location has one site: no look-up. After,
+	 * sites of one location differ by their symbols (the hash leaves them out). */
+	struct loc_key k = { m, ev, lp_symtab_redefinitions(m->st) != 0, { NULL, 0, 0, 0 } };
+	if (k.full)
+		k.sym = sym_content(m, ev);
 	if (m->nlocs && loc_eq(&k, m->last)) {
 		*idx = m->last;
 		return 0;
 	}
 	uint64_t h = lp_hash_u64(ev->loc_addr ^ lp_hash_u64(ev->loc_line ^ (ev->traceno << 20)) ^
-				 ev->source ^ ((uint64_t)k.version << 40));
+				 ev->source);
 	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx)) {
 		m->last = *idx;
 		return 0;
@@ -246,7 +268,7 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 	l->addr = ev->loc_addr;
 	l->line = ev->loc_line;
 	l->traceno = ev->traceno;
-	l->version = k.version;
+	l->sym = k.full ? k.sym : sym_content(m, ev);
 	l->entry[0] = l->entry[1] = l->entry[2] = UINT32_MAX;
 	char buf[1024];
 	describe(m, l, buf, sizeof(buf));

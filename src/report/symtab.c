@@ -193,10 +193,8 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 			return -ENOMEM;
 		idx = (uint32_t)st->nlua++;
 		st->lua[idx].proto = proto;
-		st->lua[idx].sym.version = 0;
 	} else if (st->lua[idx].sym.chunk != name ||
 		   st->lua[idx].sym.firstline != clamp32(firstline)) {
-		st->lua[idx].sym.version++;
 		st->redefs++;
 	}
 	st->lua[idx].sym.chunk = name;
@@ -217,10 +215,8 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 			return -ENOMEM;
 		idx = (uint32_t)st->ntraces++;
 		st->traces[idx].traceno = traceno;
-		st->traces[idx].sym.version = 0;
 	} else if (st->traces[idx].sym.proto != proto ||
 		   st->traces[idx].sym.line != clamp32(line)) {
-		st->traces[idx].sym.version++;
 		st->redefs++;
 	}
 	st->traces[idx].sym.proto = proto;

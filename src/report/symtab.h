@@ -21,19 +21,15 @@
 
 struct lp_symtab;
 
-/* version: how many times the key was given another symbol (another chunk or first line,
- * another start): 0 for the first. Events of a reused address or trace number tell the
- * functions or traces apart by it. */
 struct lp_sym_lua {
-	const char *chunk;   /* display chunk name (an alias for multi-line names) */
+	const char *chunk;   /* display chunk name (an alias for multi-line names), interned:
+			      * equal names are equal pointers */
 	uint32_t firstline;
-	uint32_t version;
 };
 
 struct lp_sym_trace {
 	uint64_t proto;      /* start prototype */
 	uint32_t line;       /* start line */
-	uint32_t version;
 };
 
 struct lp_sym_c {
@@ -74,8 +70,8 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
-/* How many Lua or trace symbols replaced one of another content so far: while 0, every
- * version is 0. */
+/* How many Lua or trace symbols replaced one of another content so far: while 0, a key
+ * has always named the same thing. */
 uint64_t lp_symtab_redefinitions(const struct lp_symtab *st);
 /* 1 once the luaprof extension gave symbol extents or mapped objects, which let
  * lp_symtab_name_c tell an address outside every known function. */

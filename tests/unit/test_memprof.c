@@ -210,6 +210,43 @@ static void test_trace_number_reused(void)
 		  "\n");
 }
 
+/* A trace number reused by a trace that starts at the same address and line, but in
+ * another function (the first one collected, another loaded in its place): the trace
+ * symbol is unchanged, the prototype's is not, and the events are two sites. Then the
+ * first trace again (A, B, A): its events join its first site, not a row of their own. */
+static void test_trace_reused_in_another_function(void)
+{
+	begin();
+	lp_write_mem_sym_lua(&wb, 0x500, "@a.lua", 6, 1);
+	lp_write_mem_sym_trace(&wb, 3, 0x500, 5);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x1000, 16);
+	lp_write_mem_sym_lua(&wb, 0x500, "@b.lua", 6, 1);
+	lp_write_mem_sym_trace(&wb, 3, 0x500, 5);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x2000, 24);
+	lp_write_mem_sym_lua(&wb, 0x500, "@a.lua", 6, 1);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x3000, 32);
+	/* The same with the trace's own start: line 7, then line 5 again. */
+	lp_write_mem_sym_trace(&wb, 3, 0x500, 7);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x4000, 8);
+	lp_write_mem_sym_trace(&wb, 3, 0x500, 5);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x5000, 8);
+	CHECK_STR(report(0, 0, NULL),
+		  "ALLOCATIONS\n"
+		  "TRACE [3] started at @a.lua:5: 3 events\t+56B\t-0B\n"
+		  "TRACE [3] started at @b.lua:5: 1 events\t+24B\t-0B\n"
+		  "TRACE [3] started at @a.lua:7: 1 events\t+8B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "TRACE [3] started at @a.lua:5 holds 56B: 3 allocs, 0 frees\n"
+		  "TRACE [3] started at @b.lua:5 holds 24B: 1 allocs, 0 frees\n"
+		  "TRACE [3] started at @a.lua:7 holds 8B: 1 allocs, 0 frees\n"
+		  "\n");
+}
+
 /* A prototype address the VM reuses for another function with a line in common: the
  * events at that line are two sites, each named after its own function. */
 static void test_proto_address_reused(void)
@@ -260,6 +297,7 @@ int main(void)
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);
+	RUN(test_trace_reused_in_another_function);
 	free(stream.data);
 	return UNIT_RESULT();
 }
