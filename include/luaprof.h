@@ -198,6 +198,10 @@ LUAPROF_API const char *luaprof_sysprof_error(void);
 ** Events are written from the thread running the VM, inside the allocation, through the
 ** writer (same contract as the CPU profiler's; a failure stops profiling and restores the
 ** allocator, the program goes on) whenever the buffer is full.
+**
+** After fork(2) the child is not profiling, with either profiler: the memory profiler's
+** allocator is restored in it, stop() there returns LUAPROF_PROFILE_ERRRUN, and the child
+** may start a profile of its own; the parent's profile goes on untouched.
 */
 #define LUAPROF_MEMPROF_BUF_MIN 4096
 
