@@ -48,9 +48,11 @@
 #             program goes on, can profile again, and its heap after full collections is
 #             within 16 KiB of its size before; the cut stream reports as truncated (3);
 #  selfcheck  an agent built with -DLP_MEMPROF_SELFCHECK runs memprof_selfcheck.lua (trees,
-#             strings and builtins, growing tables, a coroutine, collections), JIT off
-#             and on: at least 90 % of its events take a light path of the wrapper, and
-#             every one of them equals what the general path writes (meta selfcheck_*);
+#             strings and builtins, growing tables, a coroutine, collections; errors,
+#             yields across pcall, finalizers, metamethods, a sort comparator, an FFI
+#             callback, load), JIT off and on: at least 90 % of its events take a light
+#             path of the wrapper, and every one of them equals what the general path
+#             writes (meta selfcheck_*);
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the

@@ -6,7 +6,10 @@
 -- Usage: luajit memprof_selfcheck.lua AGENT_DIR OUT on|off
 -- Shapes: new tables in a recursion (binary trees), string building with builtins and
 -- concatenation, arrays and hash parts grown by table.insert and by stores, a coroutine
--- allocating between yields, and full collections (the collector's frees).
+-- allocating between yields, and full collections (the collector's frees); then errors
+-- through pcall, yields across pcall, finalizers, __index and __concat metamethods, a
+-- table.sort comparator, an FFI callback under qsort, loadstring and string.dump, and
+-- varargs, all allocating.
 local dir, out, jitmode = arg[1], arg[2], arg[3]
 assert(dir and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_selfcheck.lua AGENT_DIR OUT on|off")
@@ -50,6 +53,39 @@ assert(mp.start(out))
 local s = 0
 for _ = 1, 20 do
   s = s + #tree(10) + #strings(500) + grow(500) + co()
+  collectgarbage()
+end
+local ffi = require "ffi"
+ffi.cdef [[ void qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)); ]]
+for _ = 1, 10 do
+  for i = 1, 200 do pcall(function() local t = { i } error({ t }) end) end
+  local yielder = coroutine.wrap(function()
+    for i = 1, 100 do pcall(function() coroutine.yield({ i, tostring(i) }) end) end
+  end)
+  for _ = 1, 100 do s = s + #yielder() end
+  for i = 1, 50 do
+    local u = newproxy(true)
+    getmetatable(u).__gc = function() local t = { "gc", i } s = s + #t end
+  end
+  local mt = { __index = function(t, k) local v = { k } rawset(t, k, v) return v end,
+               __concat = function(a, b) return tostring(a) .. "|" .. tostring(b) end }
+  local o = setmetatable({}, mt)
+  for i = 1, 200 do s = s + #o[i] + #(o .. i) end
+  local arr = {}
+  for i = 1, 300 do arr[i] = (i * 7919) % 1000 end
+  table.sort(arr, function(a, b) local tmp = { a, b } return tmp[1] < tmp[2] end)
+  local buf = ffi.new("int[64]")
+  for i = 0, 63 do buf[i] = (i * 37) % 64 end
+  local cb = ffi.cast("int (*)(const void *, const void *)", function(a, b)
+    local t = { 1 }
+    return ffi.cast("const int *", a)[0] - ffi.cast("const int *", b)[0] + #t - 1
+  end)
+  ffi.C.qsort(buf, 64, 4, cb)
+  cb:free()
+  local f = loadstring("local x = {...} return #x")
+  s = s + f(1, 2, 3) + #string.dump(f)
+  local function va(...) local t = { ... } return select("#", ...) + #t end
+  for i = 1, 100 do s = s + va(unpack({ i, i + 1, i + 2 })) end
   collectgarbage()
 end
 assert(mp.stop())
