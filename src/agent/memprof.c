@@ -831,7 +831,7 @@ static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, voi
 /*
 ** The light paths' common part, after the event's header and source were written from h
 ** on: the old block's fields (a reallocation), the call, then the new block's fields. Only
-** h and the new size are kept across the call; the counters are taken back when the call
+** h and the sizes are kept across the call; the counters are taken back when the call
 ** fails (nothing happened: no event).
 */
 static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
@@ -892,9 +892,9 @@ static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t o
 ** A new or grown block made by the interpreter or a C function (JIT off, or code not
 ** compiled) in a Lua function or a builtin called from one: attributed as locate() does,
 ** when nothing rare is needed (a prototype already in the cache, a pc inside its
-** bytecode; a lua_CFunction's events take wrapper_any). In-process A/B, JIT off, against the build
-** without it: binary trees 1.195 against 1.262/1.270, life 1.054 against 1.081/1.078.
-** Anything else, wrapper_any.
+** bytecode). In-process A/B, JIT off, against the build without it: binary trees 1.195
+** against 1.262/1.270, life 1.054 against 1.081/1.078. Anything else (a lua_CFunction's
+** events too), wrapper_any.
 */
 static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osize,
 						 size_t nsize)
