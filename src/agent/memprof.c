@@ -880,8 +880,8 @@ static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t o
 {
 	uint32_t no = (uint32_t)*mp.vmstate;
 	const struct trace_seen *c = &trace_seen[no & 63];
-	if (c->traceno != no || c->gen != mp.trace_gen || mp.state != MP_RUNNING ||
-	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
+	if (c->traceno != no || c->gen != mp.trace_gen || mp.w.end - mp.w.pos < EVENT_MAX ||
+	    mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
 	*h = LP_ASOURCE_TRACE;
@@ -900,7 +900,7 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 						 size_t nsize)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
-	if (mp.state != MP_RUNNING || mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
+	if (mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint64_t L = ld64(mp.vm.g + y->g_cur_L);
 	if (!L)
@@ -954,7 +954,12 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 */
 static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-	if (!nsize && *mp.vmstate == VMST_GC && osize && ptr && mp.state == MP_RUNNING &&
+	/* Not running: a wrapper kept from lua_getallocf (a C library caching the state's
+	 * allocator) may be called after stop, when the stream's buffer is gone and, after
+	 * lua_close, the VM too. */
+	if (mp.state != MP_RUNNING)
+		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (!nsize && *mp.vmstate == VMST_GC && osize && ptr &&
 	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
 		SELFCHECK_ORIGIN();
 		uint8_t *h = mp.w.pos;
@@ -985,6 +990,8 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
+	if (mp.state != MP_RUNNING)
+		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	struct origin o = locate();
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
@@ -1242,6 +1249,9 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	mp.state = MP_IDLE;
 	mp.L = NULL;
 	free_maps();
+	/* The buffer goes with on_stop below: nothing may write into it any more. */
+	mp.w.buf = mp.w.pos = mp.w.end = NULL;
+	mp.w.flags |= LP_WBUF_STOP;
 	native_release_mp();
 	errno = 0;
 	if (mp.on_stop(mp.ctx, mp.buf) != 0 && !e)

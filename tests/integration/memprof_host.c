@@ -20,6 +20,12 @@
 ** iteration (the first ones load libraries and let malloc settle: glibc serves the
 ** profiler's 4 MiB buffer by mmap once, then from a heap it keeps) and after the last. Exit 0, or 1 with a message on stderr.
 **
+** Usage: memprof_host stale CPATH OUTDIR
+** An allocator kept from lua_getallocf while the exact-mode profiler ran (as a C library
+** that caches the state's allocator does), called from a C function after memprof.stop()
+** and after a shared object was loaded (which would make the profiler name C functions
+** anew): it must pass straight through to the VM's allocator. Prints "survived".
+**
 ** Usage: memprof_host oom CPATH OUTDIR on|off
 ** Out of memory while profiling: a malloc allocator that refuses any block that would take
 ** the state's live bytes past a limit (8 MiB over what the profile starts with), and a
@@ -31,6 +37,7 @@
 ** must equal), "oom N" (pcalls that failed with "not enough memory") and "refused N" (calls
 ** the allocator refused), then "ran oom".
 */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +128,65 @@ static const char chunk_oom[] =
 	"print(string.format('live_delta %d', live1 - live0))\n"
 	"print('oom ' .. oom)\n";
 
+/* stale mode: the allocator kept while profiling. */
+static lua_Alloc kept_f;
+static void *kept_ud;
+
+static int l_use_kept(lua_State *L)
+{
+	for (int i = 0; i < 1000; i++) {
+		void *p = kept_f(kept_ud, NULL, 0, 64);
+		if (!p)
+			return luaL_error(L, "the kept allocator failed");
+		p = kept_f(kept_ud, p, 64, 128);
+		if (!p)
+			return luaL_error(L, "the kept allocator failed to grow a block");
+		kept_f(kept_ud, p, 128, 0);
+	}
+	return 0;
+}
+
+/* stale mode: 0, or 1 with a message. */
+static int run_stale(const char *cpath, const char *out)
+{
+	lua_State *L = luaL_newstate();
+	if (!L) {
+		fprintf(stderr, "memprof_host: luaL_newstate failed\n");
+		return 1;
+	}
+	luaL_openlibs(L);
+	lua_getglobal(L, "package");
+	lua_pushstring(L, cpath);
+	lua_setfield(L, -2, "cpath");
+	lua_pop(L, 1);
+	lua_register(L, "use_kept", l_use_kept);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/stale.bin", out);
+	static const char start[] = "assert(require 'luaprof'.memprof.start(...))";
+	static const char stop[] = "assert(require 'luaprof'.memprof.stop())";
+	if (luaL_loadbuffer(L, start, strlen(start), "=start") ||
+	    (lua_pushstring(L, path), lua_pcall(L, 1, 0, 0))) {
+		fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+		return 1;
+	}
+	kept_f = lua_getallocf(L, &kept_ud);
+	if (luaL_dostring(L, stop)) {
+		fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+		return 1;
+	}
+	if (!dlopen("libz.so.1", RTLD_NOW)) {
+		fprintf(stderr, "memprof_host: dlopen libz.so.1: %s\n", dlerror());
+		return 1;
+	}
+	if (luaL_dostring(L, "use_kept() use_kept()")) {
+		fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+		return 1;
+	}
+	lua_close(L);
+	printf("survived\n");
+	return 0;
+}
+
 /* oom mode: 0, or 1 with a message. */
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
@@ -178,12 +244,15 @@ int main(int argc, char **argv)
 {
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
-			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n");
+			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
+			"       memprof_host stale CPATH OUTDIR -\n");
 		return 1;
 	}
 	const char *mode = argv[1], *cpath = argv[2], *out = argv[3];
 	if (!strcmp(mode, "oom"))
 		return run_oom(cpath, out, argv[4]);
+	if (!strcmp(mode, "stale"))
+		return run_stale(cpath, out);
 	int n = atoi(argv[4]);
 	int use_malloc = !strcmp(mode, "memprof_malloc");
 	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");

@@ -53,6 +53,8 @@
 #             callback, load), JIT off and on: at least 90 % of its events take a light
 #             path of the wrapper, and every one of them equals what the general path
 #             writes (meta selfcheck_*);
+#  stale      memprof_host.c keeps the allocator from lua_getallocf while profiling and
+#             calls it after stop and after loading libz: it passes straight through;
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -88,7 +90,7 @@ luajit_dev "$t/apt.log" || skip "$why"
 mkdir -p "$t/cmod"
 cc_test "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c -O2 -fPIC -shared -I$inc ||
 	exit 1
-cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 || exit 1
+cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 -ldl || exit 1
 
 # -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
 luajit2_fetch "$t/dl.log"
@@ -389,6 +391,10 @@ host() {
 		[ "$(sum "$dir/host-30.ent" A "=host:3|TRACE \[[0-9]+\] started at =host:3" | cut -d' ' -f1)" -ge 2000 ] ||
 			fail "$what: fewer than 2000 allocations at =host:3: $(head -5 "$dir/host-30.txt")"
 	fi
+	# The allocator kept from lua_getallocf, called after stop and after a new object.
+	env "$@" "$t/memprof_host" stale "build/?.so" "$dir" - >"$dir/stale.out" 2>&1 &&
+		grep -qx survived "$dir/stale.out" ||
+		fail "$what: the kept allocator after stop: exit $?: $(head -5 "$dir/stale.out")"
 	# Out of memory while profiling: a refused call leaves no event, the program goes on.
 	local j net
 	for j in off on; do
