@@ -38,7 +38,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-BENCH_SRCS := $(wildcard bench/*.c)
+# agent_ffi.c is a shared library bench/agent_overhead.sh builds itself, not a tool.
+BENCH_SRCS := $(filter-out bench/agent_ffi.c,$(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all test unit fuzz bench clean
