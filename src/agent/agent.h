@@ -151,6 +151,11 @@ agent_getcontext_fn agent_unwind_getcontext(void);
 /* Writer thread: learns the unwind rules of the addresses the handler's walks stepped
  * without one, so that later walks take the cheap path. */
 void agent_unwind_learn(void);
+#ifdef LP_UNWIND_SELFCHECK
+/* Test build: the steps taken by a compact rule since the last call, and how many of them
+ * libunwind's step by the same rule disagreed with (both counts then start again). */
+void agent_unwind_selfcheck(uint64_t *steps, uint64_t *bad);
+#endif
 /* Handler: asks the CPU profiler's writer thread for a round now (async-signal-safe). */
 void agent_writer_wake(void);
 

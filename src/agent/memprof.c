@@ -1220,6 +1220,13 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(sc_bad, sizeof(sc_bad), "%llu", (unsigned long long)selfcheck_bad);
 		selfcheck_events = selfcheck_bad = 0;
 #endif
+#ifdef LP_UNWIND_SELFCHECK
+		char usc_steps[32], usc_bad[32];
+		uint64_t usteps, ubad;
+		agent_unwind_selfcheck(&usteps, &ubad);
+		snprintf(usc_steps, sizeof(usc_steps), "%llu", (unsigned long long)usteps);
+		snprintf(usc_bad, sizeof(usc_bad), "%llu", (unsigned long long)ubad);
+#endif
 		const char *meta[] = {
 			"cmdline", cmdline,
 			"mode", mp.sample_bytes ? "sampled" : "exact",
@@ -1236,6 +1243,10 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 #ifdef LP_MEMPROF_SELFCHECK
 			"selfcheck_events", sc_events,
 			"selfcheck_bad", sc_bad,
+#endif
+#ifdef LP_UNWIND_SELFCHECK
+			"unwind_compact_steps", usc_steps,
+			"unwind_compact_bad", usc_bad,
 #endif
 			NULL,
 		};

@@ -570,6 +570,13 @@ static void finish_stream(void)
 	snprintf(tlost, sizeof(tlost), "%llu", (unsigned long long)agent_tstacks_lost());
 	snprintf(duration, sizeof(duration), "%llu",
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
+#ifdef LP_UNWIND_SELFCHECK
+	char usc_steps[32], usc_bad[32];
+	uint64_t usteps, ubad;
+	agent_unwind_selfcheck(&usteps, &ubad);
+	snprintf(usc_steps, sizeof(usc_steps), "%llu", (unsigned long long)usteps);
+	snprintf(usc_bad, sizeof(usc_bad), "%llu", (unsigned long long)ubad);
+#endif
 	const char *meta[] = {
 		"cmdline", cmdline,
 		"interval_ns", interval,
@@ -585,6 +592,10 @@ static void finish_stream(void)
 		"agent", "luaprof " AGENT_VERSION " in-process",
 		"vm", agent_vm_name(),
 		"ffnames", ffnames,
+#ifdef LP_UNWIND_SELFCHECK
+		"unwind_compact_steps", usc_steps,
+		"unwind_compact_bad", usc_bad,
+#endif
 		NULL,
 	};
 	struct lp_wbuf w;

@@ -79,7 +79,8 @@ static unw_addr_space_t as_learn; /* the writer thread's, to learn rules with */
 ** CPU sample's time in C mode. This cache keeps, per return address, the rule libunwind
 ** computes for it (unw_reg_states_iterate over the function's CFI, once), and a step by
 ** it is unw_apply_reg_state, which takes no lock and reads memory through our accessors
-** only.
+** only; or, for most rules, a few loads by the rule's compact form (below), with no
+** libunwind call at all.
 **
 ** Rules are added outside the handler, under rule_lock: by memprof's walks (on the VM
 ** thread, the handler's signal blocked) and by the CPU profiler's writer thread, for the
@@ -96,7 +97,19 @@ static unw_addr_space_t as_learn; /* the writer thread's, to learn rules with */
 #define RULE_DATA_MAX (2u << 20)
 /* A function: its spans [first, first + n) in spans[], in address order. */
 static struct rfunc { uint64_t lo, hi; uint32_t first, n; } funcs[RULE_FUNCS];
-static struct rspan { uint64_t lo, hi; uint32_t off; } spans[RULE_SPANS];
+/* A span: libunwind's rule at rule_data + off, and its compact form when it has one. */
+static struct rspan {
+	uint64_t lo, hi;
+	uint32_t off;
+	uint8_t cbase;       /* CR_NONE, CR_SP or CR_BP: the CFA is that register + cfa */
+	int32_t cfa;
+	int16_t ra;          /* the return address is at CFA + ra */
+	int16_t saved[6];    /* cr_regs[i] is at CFA + saved[i], or CR_SAME: unchanged */
+} spans[RULE_SPANS];
+enum { CR_NONE, CR_SP, CR_BP };
+#define CR_SAME INT16_MIN
+static const int cr_regs[6] = { UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
+				UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15 };
 /* A code block seen by a walk -> the function holding it (+1); a block shared by two
  * functions has an entry for each. */
 static struct rule {
@@ -119,8 +132,8 @@ static size_t rule_hash(uint64_t block)
 	return (size_t)((block * 0x9e3779b97f4a7c15ull) >> 51) & (RULE_SLOTS - 1);
 }
 
-/* The rule data for ip, or NULL (lock-free; the caller made sure no reset runs). */
-static const uint8_t *rule_find(uint64_t ip)
+/* The span holding ip, or NULL (lock-free; the caller made sure no reset runs). */
+static const struct rspan *rule_find(uint64_t ip)
 {
 	uint64_t block = (ip >> RULE_BLOCK) + 1;
 	size_t i = rule_hash(block);
@@ -139,7 +152,7 @@ static const uint8_t *rule_find(uint64_t ip)
 		for (uint32_t j = 0; j < f->n; j++) {
 			const struct rspan *x = &spans[f->first + j];
 			if (ip >= x->lo && ip < x->hi)
-				return rule_data + x->off;
+				return x;
 		}
 		return NULL;
 	}
@@ -206,11 +219,13 @@ static void rules_off_wait(void)
 	}
 }
 
+static void rule_compact(struct rspan *x);
+
 /* Under rule_lock: makes the block of look known, learning the rules of the function at
- * the cursor's address (its FDE) unless known; the rule for look, or NULL. */
-static const uint8_t *rule_add(unw_cursor_t *c, uint64_t look)
+ * the cursor's address (its FDE) unless known; the span of look, or NULL. */
+static const struct rspan *rule_add(unw_cursor_t *c, uint64_t look)
 {
-	const uint8_t *d = rule_find(look);
+	const struct rspan *d = rule_find(look);
 	if (d || rule_count >= RULE_SLOTS / 2)
 		return d;
 	uint64_t block = (look >> RULE_BLOCK) + 1;
@@ -248,6 +263,8 @@ static const uint8_t *rule_add(unw_cursor_t *c, uint64_t look)
 			rule_len = len0;
 			return NULL;
 		}
+		for (size_t j = first; j < nspans; j++)
+			rule_compact(&spans[j]);
 		fi = (uint32_t)++nfuncs;
 	}
 	atomic_store_explicit(&rules[i].func, fi, memory_order_release);
@@ -257,9 +274,9 @@ static const uint8_t *rule_add(unw_cursor_t *c, uint64_t look)
 }
 
 /* One step by a rule: 1 stepped, 0 the outermost frame, -1 a bad frame. */
-static int rule_apply(unw_cursor_t *c, const uint8_t *d)
+static int rule_apply(unw_cursor_t *c, const struct rspan *x)
 {
-	int ret = U.apply_reg_state(c, (void *)d);
+	int ret = U.apply_reg_state(c, rule_data + x->off);
 	if (ret < 0)
 		return -1;
 	/* unw_step's end of the call chain: the return address or the frame pointer's
@@ -270,29 +287,20 @@ static int rule_apply(unw_cursor_t *c, const uint8_t *d)
 	return 1;
 }
 
-/*
-** One step of a walk outside the handler (memprof, VM thread) by the cached rule for the
-** frame at look (its address, less one for a return address), learning it if needed: as
-** rule_apply, or -2 for no rule (the caller steps with unw_step).
-*/
-static int rule_step(unw_cursor_t *c, uint64_t look, int usable)
+/* A walk outside the handler (memprof, VM thread) learns the rule for the frame at look
+ * (its address, less one for a return address) itself, at the cursor: its span, or NULL. */
+static const struct rspan *rule_learn(unw_cursor_t *c, uint64_t look)
 {
-	const uint8_t *d = usable ? rule_find(look) : NULL;
-	if (!d) {
-		pthread_mutex_lock(&rule_lock);
-		rules_check_gen();
-		d = rule_add(c, look);
-		pthread_mutex_unlock(&rule_lock);
-	}
-	return d ? rule_apply(c, d) : -2;
+	pthread_mutex_lock(&rule_lock);
+	rules_check_gen();
+	const struct rspan *x = rule_add(c, look);
+	pthread_mutex_unlock(&rule_lock);
+	return x;
 }
 
-/* The handler's step: a known rule, else -2 and the address is queued for the writer. */
-static int rule_step_handler(unw_cursor_t *c, uint64_t look, int usable)
+/* The handler's miss: the address is queued for the writer to learn. */
+static void rule_miss(uint64_t look)
 {
-	const uint8_t *d = usable ? rule_find(look) : NULL;
-	if (d)
-		return rule_apply(c, d);
 	unsigned h = atomic_load_explicit(&miss_head, memory_order_relaxed);
 	unsigned queued = h - atomic_load_explicit(&miss_tail, memory_order_acquire);
 	if (queued < MISS_RING) {
@@ -302,7 +310,6 @@ static int rule_step_handler(unw_cursor_t *c, uint64_t look, int usable)
 		if (queued + 1 == MISS_RING / 8)
 			agent_writer_wake();
 	}
-	return -2;
 }
 
 /* Per-walk context handed to the accessors (handler only). */
@@ -343,20 +350,30 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t a, unw_word_t *dilap, voi
 	return -UNW_ENOINFO;
 }
 
-static int acc_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, int write,
-			  void *arg)
+/* A word the walk may read: on the thread's stack above sp_lo, or in a loaded segment.
+ * 0, or -1 for an address it must not read. */
+static int read_word(struct walkctx *c, uint64_t addr, uint64_t *val)
 {
-	struct walkctx *c = arg;
-	if (write || addr + 8 < addr)
-		return -UNW_EINVAL;
+	if (addr + 8 < addr)
+		return -1;
 	if (!(addr >= c->rlo && addr + 8 <= c->rhi)) {
 		if (!agent_objects_readable(c->tab, c->sp_lo, addr, 8))
-			return -UNW_EINVAL;
+			return -1;
 		/* Remember the segment, unless the read was on the stack (checked cheaply). */
 		if (!agent_objects_on_stack(addr))
 			(void)agent_objects_segment(c->tab, addr, &c->rlo, &c->rhi);
 	}
-	*val = *(const unw_word_t *)(uintptr_t)addr;
+	*val = *(const uint64_t *)(uintptr_t)addr;
+	return 0;
+}
+
+static int acc_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, int write,
+			  void *arg)
+{
+	uint64_t v;
+	if (write || read_word(arg, addr, &v) != 0)
+		return -UNW_EINVAL;
+	*val = v;
 	return 0;
 }
 
@@ -401,6 +418,193 @@ static unw_accessors_t accessors = {
 	.get_proc_name = acc_get_proc_name,
 };
 
+/* -- Compact rules ----------------------------------------------------------------------- */
+
+/*
+** Most frames' rules have one shape: the CFA is the stack or the frame pointer plus a
+** constant, the return address and each callee-saved register are at constant offsets
+** from it or keep their value, and no other register changes. A step by such a rule is a
+** few checked loads, where unw_apply_reg_state interprets libunwind's register state for
+** every register through the accessors: most of a memprof capture's unwinding time, and
+** cache lines that the program then misses. The compact form is read off libunwind, not
+** off the CFI: the rule is applied to made-up registers over a made-up memory whose every
+** word holds its own address XOR PROBE_TAG, once as they are and once each with the stack
+** pointer, the frame pointer and the other registers moved, at both ends of the span. A
+** rule that does not act as the shape on every trial (a CFA or a location computed by an
+** expression, a register kept in another register, a rule that depends on the address)
+** has no compact form and keeps libunwind's step.
+*/
+#define PROBE_TAG 0x5a5a5a5a5a5a5a5aull
+#define PROBE_MOVE 0x10000ull
+static unw_addr_space_t as_probe;
+static uint64_t probe_regs[AGENT_NREGS];
+
+static int probe_access_mem(unw_addr_space_t a, unw_word_t addr, unw_word_t *val, int write,
+			    void *arg)
+{
+	if (write)
+		return -UNW_EINVAL;
+	*val = addr ^ PROBE_TAG;
+	return 0;
+}
+
+static int probe_access_reg(unw_addr_space_t a, unw_regnum_t reg, unw_word_t *val, int write,
+			    void *arg)
+{
+	if (reg < 0 || reg > UNW_X86_64_RIP)
+		return -UNW_EBADREG;
+	if (write)
+		probe_regs[reg] = *val;
+	else
+		*val = probe_regs[reg];
+	return 0;
+}
+
+static int probe_find_proc_info(unw_addr_space_t a, unw_word_t ip, unw_proc_info_t *pi,
+				int need_unwind_info, void *arg)
+{
+	return -UNW_ENOINFO;
+}
+
+static unw_accessors_t probe_accessors = {
+	.find_proc_info = probe_find_proc_info,
+	.put_unwind_info = acc_put_unwind_info,
+	.get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
+	.access_mem = probe_access_mem,
+	.access_reg = probe_access_reg,
+	.access_fpreg = acc_access_fpreg,
+	.resume = acc_resume,
+	.get_proc_name = acc_get_proc_name,
+};
+
+static int is_kept(int reg)
+{
+	for (int i = 0; i < 6; i++)
+		if (cr_regs[i] == reg)
+			return 1;
+	return 0;
+}
+
+/* One trial of the span's rule at ip: trial t moves nothing (0), the stack pointer (1),
+ * the frame pointer (2) or every other register (3). 0, or -1 when the rule stepped
+ * nowhere or a register could not be read. */
+static int probe(const struct rspan *x, uint64_t ip, int t, uint64_t *in, uint64_t *out)
+{
+	for (int r = 0; r < AGENT_NREGS; r++)
+		in[r] = 0x0100000000000000ull + ((uint64_t)r << 40) + (t == 3 ? PROBE_MOVE : 0);
+	in[UNW_X86_64_RSP] = 0x00007f0000000000ull + (t == 1 ? PROBE_MOVE : 0);
+	in[UNW_X86_64_RBP] = 0x00007e0000000000ull + (t == 2 ? PROBE_MOVE : 0);
+	in[UNW_X86_64_RIP] = ip;
+	memcpy(probe_regs, in, sizeof(probe_regs));
+	unw_cursor_t c;
+	if (U.init_remote(&c, as_probe, NULL) < 0 || U.apply_reg_state(&c, rule_data + x->off) <= 0)
+		return -1;
+	for (int r = 0; r < AGENT_NREGS; r++) {
+		unw_word_t v;
+		if (U.get_reg(&c, r, &v) < 0)
+			return -1;
+		out[r] = v;
+	}
+	return 0;
+}
+
+/* Under rule_lock: the compact form of span x's rule, if it has one (x->cbase). */
+static void rule_compact(struct rspan *x)
+{
+	struct rspan k[2];
+	x->cbase = CR_NONE;
+	if (!as_probe || x->hi <= x->lo)
+		return;
+	for (int e = 0; e < 2; e++) {
+		uint64_t in[4][AGENT_NREGS], out[4][AGENT_NREGS], cfa[4];
+		uint64_t ip = e ? x->hi - 1 : x->lo;
+		for (int t = 0; t < 4; t++) {
+			if (probe(x, ip, t, in[t], out[t]) != 0)
+				return;
+			cfa[t] = out[t][UNW_X86_64_RSP];
+		}
+		int64_t cfa_off;
+		if (cfa[1] - cfa[0] == PROBE_MOVE && cfa[2] == cfa[0] && cfa[3] == cfa[0]) {
+			k[e].cbase = CR_SP;
+			cfa_off = (int64_t)(cfa[0] - in[0][UNW_X86_64_RSP]);
+		} else if (cfa[2] - cfa[0] == PROBE_MOVE && cfa[1] == cfa[0] && cfa[3] == cfa[0]) {
+			k[e].cbase = CR_BP;
+			cfa_off = (int64_t)(cfa[0] - in[0][UNW_X86_64_RBP]);
+		} else {
+			return;
+		}
+		if (cfa_off < INT32_MIN || cfa_off > INT32_MAX)
+			return;
+		k[e].cfa = (int32_t)cfa_off;
+		/* Where a register comes from, the same on every trial: 1 unchanged, 0 the
+		 * word at CFA + *off, -1 neither. */
+		for (int r = 0; r < AGENT_NREGS; r++) {
+			if (r == UNW_X86_64_RSP)
+				continue;
+			int same = 1, at = 1;
+			int64_t off = (int64_t)((out[0][r] ^ PROBE_TAG) - cfa[0]);
+			for (int t = 0; t < 4; t++) {
+				same &= out[t][r] == in[t][r];
+				at &= (int64_t)((out[t][r] ^ PROBE_TAG) - cfa[t]) == off;
+			}
+			if (at && (off <= INT16_MIN || off > INT16_MAX))
+				at = 0;
+			if (r == UNW_X86_64_RIP) {
+				if (!at)
+					return;
+				k[e].ra = (int16_t)off;
+			} else if (is_kept(r)) {
+				int i = 0;
+				while (cr_regs[i] != r)
+					i++;
+				if (same)
+					k[e].saved[i] = CR_SAME;
+				else if (at)
+					k[e].saved[i] = (int16_t)off;
+				else
+					return;
+			} else if (!same) {
+				return; /* a scratch register restored: not this shape */
+			}
+		}
+	}
+	if (k[0].cbase != k[1].cbase || k[0].cfa != k[1].cfa || k[0].ra != k[1].ra ||
+	    memcmp(k[0].saved, k[1].saved, sizeof(k[0].saved)))
+		return;
+	x->cfa = k[0].cfa;
+	x->ra = k[0].ra;
+	memcpy(x->saved, k[0].saved, sizeof(x->saved));
+	x->cbase = k[0].cbase;
+}
+
+/* A step by x's compact form on the frame's registers r: as rule_apply (1 stepped, 0 the
+ * outermost frame, -1 a bad frame), with the same reads libunwind would make. */
+static int compact_apply(struct walkctx *c, const struct rspan *x, uint64_t *r)
+{
+	uint64_t cfa = (x->cbase == CR_SP ? r[UNW_X86_64_RSP] : r[UNW_X86_64_RBP]) +
+		       (uint64_t)(int64_t)x->cfa, ra, v[6];
+	if (read_word(c, cfa + (uint64_t)(int64_t)x->ra, &ra) != 0)
+		return -1;
+	if (ra == r[UNW_X86_64_RIP] && cfa == r[UNW_X86_64_RSP])
+		return -1; /* libunwind's "frame did not move" */
+	for (int i = 0; i < 6; i++) {
+		if (x->saved[i] == CR_SAME) {
+			v[i] = r[cr_regs[i]];
+		} else if (read_word(c, cfa + (uint64_t)(int64_t)x->saved[i], &v[i]) != 0) {
+			/* As rule_apply: the frame pointer unreadable ends the walk; another
+			 * register reads as 0 (libunwind would fail it only when used). */
+			if (cr_regs[i] == UNW_X86_64_RBP)
+				return 0;
+			v[i] = 0;
+		}
+	}
+	for (int i = 0; i < 6; i++)
+		r[cr_regs[i]] = v[i];
+	r[UNW_X86_64_RSP] = cfa;
+	r[UNW_X86_64_RIP] = ra;
+	return 1;
+}
+
 /* -- The walk ------------------------------------------------------------------------- */
 
 static void regs_from_uc(const ucontext_t *uc, uint64_t *r)
@@ -426,15 +630,16 @@ static void regs_from_uc(const ucontext_t *uc, uint64_t *r)
 }
 
 /* The registers a caller can rely on after a step: what a trace frame needs. */
+static const int kept[] = { UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_RSP, UNW_X86_64_R12,
+			    UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15, UNW_X86_64_RIP };
+#define NKEPT (sizeof(kept) / sizeof(kept[0]))
+
 static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
 {
-	static const int keep[] = { UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_RSP,
-				    UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14,
-				    UNW_X86_64_R15, UNW_X86_64_RIP };
-	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
+	for (size_t i = 0; i < NKEPT; i++) {
 		unw_word_t v = 0;
-		U.get_reg(c, keep[i], &v);
-		r[keep[i]] = v;
+		U.get_reg(c, kept[i], &v);
+		r[kept[i]] = v;
 	}
 }
 
@@ -518,14 +723,59 @@ static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n, int 
 			x->usable = k;
 }
 
+/* Every register of the cursor's frame (0 where libunwind cannot read it). */
+static void regs_all_from_cursor(unw_cursor_t *c, uint64_t *r)
+{
+	for (int i = 0; i < AGENT_NREGS; i++) {
+		unw_word_t v = 0;
+		U.get_reg(c, i, &v);
+		r[i] = v;
+	}
+}
+
+#ifdef LP_UNWIND_SELFCHECK
+/* A test build (CFLAGS=-DLP_UNWIND_SELFCHECK, memprof_sampled.sh) takes every compact
+ * step by libunwind too and counts the steps whose frame differs. */
+static _Atomic uint64_t sc_steps, sc_bad;
+
+static void selfcheck(unw_addr_space_t space, const struct rspan *x, const uint64_t *before,
+		      int st, const uint64_t *after)
+{
+	struct walkctx k = wc;
+	memcpy(k.regs, before, sizeof(k.regs));
+	unw_cursor_t c;
+	int ref = U.init_remote(&c, space, &k) < 0 ? -1 : rule_apply(&c, x);
+	int bad = (ref > 0) != (st > 0);
+	if (!bad && st > 0) {
+		uint64_t r[AGENT_NREGS];
+		memset(r, 0, sizeof(r));
+		regs_from_cursor(&c, r);
+		for (size_t i = 0; i < NKEPT; i++)
+			bad |= r[kept[i]] != after[kept[i]];
+	}
+	atomic_fetch_add(&sc_steps, 1);
+	if (bad)
+		atomic_fetch_add(&sc_bad, 1);
+}
+
+void agent_unwind_selfcheck(uint64_t *steps, uint64_t *bad)
+{
+	*steps = atomic_exchange(&sc_steps, 0);
+	*bad = atomic_exchange(&sc_bad, 0);
+}
+#endif
+
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
 		   size_t max, int *truncated)
 {
 	int exact = 1; /* the frame's address is not a return address (the first one) */
 	size_t n = 0;
 	wc.tab = agent_objects_enter();
-	regs_from_uc(uc, wc.regs);
-	uint64_t ip = wc.regs[UNW_X86_64_RIP], sp = wc.regs[UNW_X86_64_RSP];
+	/* The frame's registers, as libunwind would have them: in r, or in the cursor c
+	 * while libunwind steps (in_cursor). */
+	uint64_t r[AGENT_NREGS];
+	regs_from_uc(uc, r);
+	uint64_t ip = r[UNW_X86_64_RIP], sp = r[UNW_X86_64_RSP];
 	pcs[n++] = ip;
 	if (!wc.tab || !space || !agent_objects_on_stack(sp)) {
 		/* Not on the stack we know (a foreign or alternate stack): the leaf is all
@@ -541,12 +791,10 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	/* After agent_objects_enter marked the walk busy: a reset starting now waits for it. */
 	int rules_ok = !atomic_load(&rules_off) && atomic_load(&rule_gen) == agent_objects_gen();
 	unw_cursor_t c;
-	if (U.init_remote(&c, space, &wc) < 0)
-		goto out;
+	int in_cursor = 0;
 	uint64_t sps[SUFFIX_MAX];
 	sps[0] = sp;
 	while (n < max) {
-		uint64_t r[AGENT_NREGS];
 		if (cached && n > 1) {
 			size_t m = suffix_take(ip, sp, pcs, n, max, truncated);
 			if (m) {
@@ -558,33 +806,78 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 		/* The VM's rules need the registers; C code of a loaded object (most frames)
 		 * is stepped by its table without them. */
 		if (agent_vm_frame_special(ip, in_object)) {
-			memset(r, 0, sizeof(r));
-			regs_from_cursor(&c, r);
-			t = agent_vm_frame(ip, r, in_object);
+			uint64_t v[AGENT_NREGS];
+			if (in_cursor) {
+				memset(v, 0, sizeof(v));
+				regs_from_cursor(&c, v);
+			} else {
+				memcpy(v, r, sizeof(v));
+			}
+			t = agent_vm_frame(ip, v, in_object);
+			if (t < 0)
+				break;
+			if (t > 0) {
+				/* Trace frame stepped by the VM's rule: the registers it restores
+				 * (others unknown), libunwind's cursor left behind. */
+				if (v[UNW_X86_64_RSP] <= sp || !agent_objects_on_stack(v[UNW_X86_64_RSP]))
+					break;
+				memset(r, 0, sizeof(r));
+				for (size_t i = 0; i < NKEPT; i++)
+					r[kept[i]] = v[kept[i]];
+				in_cursor = 0;
+				exact = 1;
+			}
 		}
-		if (t < 0)
-			break;
-		if (t > 0) {
-			/* Trace frame stepped by the VM's rule: restart libunwind there. */
-			if (r[UNW_X86_64_RSP] <= sp || !agent_objects_on_stack(r[UNW_X86_64_RSP]))
-				break;
-			memcpy(wc.regs, r, sizeof(r));
-			if (U.init_remote(&c, space, &wc) < 0)
-				break;
-			exact = 1;
-		} else {
+		if (t == 0) {
 			uint64_t look = exact ? ip : ip - 1;
-			int st = cached ? rule_step(&c, look, rules_ok)
-				 : rule_step_handler(&c, look, rules_ok);
-			if (st == -2)
-				st = U.step(&c);
+			const struct rspan *x = rules_ok ? rule_find(look) : NULL;
+			int st;
+			if (x && x->cbase != CR_NONE) {
+				if (in_cursor)
+					regs_all_from_cursor(&c, r);
+				in_cursor = 0;
+#ifdef LP_UNWIND_SELFCHECK
+				uint64_t before[AGENT_NREGS];
+				memcpy(before, r, sizeof(before));
+				st = compact_apply(&wc, x, r);
+				selfcheck(space, x, before, st, r);
+#else
+				st = compact_apply(&wc, x, r);
+#endif
+			} else {
+				if (!in_cursor) {
+					/* A fresh cursor takes its address as exact: a return
+					 * address goes in less one, as a cursor that stepped to
+					 * it looks its unwind table up (the call, not what
+					 * follows: after a call that does not return, the next
+					 * function). The step reads the caller's address anew. */
+					memcpy(wc.regs, r, sizeof(r));
+					wc.regs[UNW_X86_64_RIP] = look;
+					if (U.init_remote(&c, space, &wc) < 0)
+						break;
+					in_cursor = 1;
+				}
+				if (!x) {
+					if (cached)
+						x = rule_learn(&c, look);
+					else
+						rule_miss(look);
+				}
+				st = x ? rule_apply(&c, x) : U.step(&c);
+			}
 			if (st <= 0)
 				break;
 			exact = 0;
 		}
-		unw_word_t v = 0, s = 0;
-		U.get_reg(&c, UNW_REG_IP, &v);
-		U.get_reg(&c, UNW_REG_SP, &s);
+		uint64_t v = r[UNW_X86_64_RIP], s = r[UNW_X86_64_RSP];
+		if (in_cursor) {
+			unw_word_t w = 0;
+			U.get_reg(&c, UNW_REG_IP, &w);
+			v = w;
+			w = 0;
+			U.get_reg(&c, UNW_REG_SP, &w);
+			s = w;
+		}
 		if (v == 0 || s < sp)
 			break;
 		ip = v;
@@ -700,6 +993,10 @@ int agent_unwind_init(char *err, size_t errlen)
 		as_learn = U.create_addr_space(&accessors, 0);
 		if (as_learn)
 			U.set_caching_policy(as_learn, UNW_CACHE_NONE);
+		/* Without it, every rule keeps libunwind's step. */
+		as_probe = U.create_addr_space(&probe_accessors, 0);
+		if (as_probe)
+			U.set_caching_policy(as_probe, UNW_CACHE_NONE);
 	}
 	/* Prime libunwind (its pools, lazily bound symbols) with a walk of this thread. */
 	ucontext_t uc;

@@ -197,6 +197,39 @@ else
 	echo "skipped the C module check: $why"
 fi
 
+# -- Compact unwind steps against libunwind's: an agent built with -DLP_UNWIND_SELFCHECK
+# steps every frame that has a compact rule both ways and counts the differences, in
+# memprof captures (the VM thread) and in the CPU profiler's handler, JIT off and on.
+uscdir=build/unwind-selfcheck
+if make -s BUILD=$uscdir CFLAGS="-O2 -g -DLP_UNWIND_SELFCHECK" $uscdir/luaprof.so \
+	>"$t/usc-build.log" 2>&1; then
+	for runner in "${runners[@]}"; do
+		for jit in off on; do
+			what="$runner, JIT $jit, unwind selfcheck"
+			if [ $runner = luajit ]; then
+				LUA_CPATH= luajit tests/integration/unwind_selfcheck.lua $uscdir \
+					"$t/usc-m.bin" "$t/usc-c.bin" $jit >"$t/usc.out" 2>&1
+			else
+				LD_LIBRARY_PATH=$lj2lib LUA_CPATH= $lj2 tests/integration/unwind_selfcheck.lua \
+					$uscdir "$t/usc-m.bin" "$t/usc-c.bin" $jit >"$t/usc.out" 2>&1
+			fi && grep -q '^ran$' "$t/usc.out" ||
+				{ fail "$what: workload failed: $(head -5 "$t/usc.out")"; continue; }
+			for kind in m c; do
+				read -r steps bad < <(build/luaprof report -q -f info "$t/usc-$kind.bin" |
+					awk -F': ' '$1 == "meta.unwind_compact_steps" { s = $2 }
+					$1 == "meta.unwind_compact_bad" { b = $2 } END { print s + 0, b + 0 }')
+				# Thousands of frames a run: a handful would mean most rules lost
+				# their compact form.
+				[ "$steps" -ge 2000 ] && [ "$bad" -eq 0 ] ||
+					fail "$what ($kind): $bad of $steps compact steps unlike libunwind's"
+			done
+			echo "ok $what"
+		done
+	done
+else
+	fail "the self-checking agent does not build: $(tail -5 "$t/usc-build.log")"
+fi
+
 # -- pprof for `go tool pprof` (when Go is installed): the four memory sample types.
 if command -v go >/dev/null 2>&1; then
 	mkdir -p "$t/home" "$t/gocache"
