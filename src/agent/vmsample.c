@@ -44,6 +44,7 @@ static struct page {
 } pages[NPAGES];
 static uint8_t page_data[NPAGES][PAGE];
 static uint32_t page_clock;
+static unsigned page_last; /* the page of the last read: most reads follow on it */
 static struct lp_mem_pid pid_ctx;
 static struct lp_mem pid_mem;
 
@@ -56,10 +57,13 @@ static void cache_reset(void)
 /* The cached copy of the page at addr, or NULL when it cannot be read. */
 static const uint8_t *cache_page(uint64_t addr)
 {
+	if (pages[page_last].addr == addr)
+		return page_data[page_last];
 	int victim = 0;
 	for (int i = 0; i < NPAGES; i++) {
 		if (pages[i].addr == addr) {
 			pages[i].used = ++page_clock;
+			page_last = (unsigned)i;
 			return page_data[i];
 		}
 		if (pages[i].used < pages[victim].used || !pages[i].addr)
@@ -71,6 +75,7 @@ static const uint8_t *cache_page(uint64_t addr)
 	}
 	pages[victim].addr = addr;
 	pages[victim].used = ++page_clock;
+	page_last = (unsigned)victim;
 	return page_data[victim];
 }
 
@@ -93,9 +98,7 @@ static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 		return 0;
 	}
 	if (addr >= gg_lo && addr < gg_hi && len <= gg_hi - addr) {
-		const uint8_t *src = (const uint8_t *)(uintptr_t)addr;
-		for (size_t i = 0; i < len; i++)
-			out[i] = src[i];
+		memcpy(out, (const void *)(uintptr_t)addr, len);
 		return 0;
 	}
 	while (len > 0) {
@@ -108,8 +111,7 @@ static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 		const uint8_t *p = cache_page(pa);
 		if (!p)
 			return -1;
-		for (size_t i = 0; i < n; i++)
-			out[i] = p[off + i];
+		memcpy(out, p + off, n);
 		out += n;
 		addr += n;
 		len -= n;
