@@ -659,7 +659,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	mp.countdown = left;
 	if (__builtin_expect((left | (int64_t)live_mark[live_granule(ptr)]) < 0, 0))
 		return sampled_rare(ud, ptr, osize, nsize);
-	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	return mp.orig_f(ud, ptr, osize, nsize);
 }
 
 /* The extension's stack records and the sampled allocations, at stop. */
@@ -1181,7 +1181,11 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
-	lua_setallocf(L, mp.sample_bytes ? sampled_wrapper : wrapper, NULL);
+	/* The sampled wrapper is handed the original's ud, which it passes on as it came. */
+	if (mp.sample_bytes)
+		lua_setallocf(L, sampled_wrapper, mp.orig_ud);
+	else
+		lua_setallocf(L, wrapper, NULL);
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
