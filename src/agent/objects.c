@@ -241,6 +241,11 @@ int agent_objects_on_stack(uint64_t sp)
 	return sp >= stack_lo && sp < stack_hi;
 }
 
+int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len)
+{
+	return addr >= lo && addr >= stack_lo && addr + len >= addr && addr + len <= stack_hi;
+}
+
 int agent_in_object(uint64_t ip)
 {
 	const struct objtab *tab = agent_objects_enter();

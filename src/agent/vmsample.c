@@ -87,6 +87,10 @@ static uint64_t gg_lo, gg_hi;
  * where the VM's state is consistent: plain reads, as memprof's own. Cleared by the
  * handler, which cannot run during such a walk (its signal is blocked). */
 static int plain_reads;
+/* In the handler: the interrupted stack pointer less the red zone. The sampled thread's
+ * stack above it is mapped (the unwinder reads it directly too): the C frames the VM
+ * links there are read without a system call. */
+static uint64_t stack_floor;
 
 static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -97,7 +101,8 @@ static int cache_read(void *ctx, uint64_t addr, void *buf, size_t len)
 		memcpy(buf, (const void *)(uintptr_t)addr, len);
 		return 0;
 	}
-	if (addr >= gg_lo && addr < gg_hi && len <= gg_hi - addr) {
+	if ((addr >= gg_lo && addr < gg_hi && len <= gg_hi - addr) ||
+	    (stack_floor && agent_objects_stack_has(stack_floor, addr, len))) {
 		memcpy(out, (const void *)(uintptr_t)addr, len);
 		return 0;
 	}
@@ -509,6 +514,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	plain_reads = 0;
 	cache_reset();
 	const greg_t *gr = uc->uc_mcontext.gregs;
+	uint64_t sp = (uint64_t)gr[REG_RSP];
+	/* Only when the thread runs on that stack (not a host's own fiber stack). */
+	stack_floor = agent_objects_on_stack(sp) && sp >= 128 ? (sp - 128) & ~7ull : 0;
 	uint64_t ip = (uint64_t)gr[REG_RIP], rdx = (uint64_t)gr[REG_RDX];
 	uint64_t rbx = (uint64_t)gr[REG_RBX];
 	s->nlua = 0;
