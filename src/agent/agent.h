@@ -153,8 +153,9 @@ agent_getcontext_fn agent_unwind_getcontext(void);
 void agent_unwind_learn(void);
 #ifdef LP_UNWIND_SELFCHECK
 /* Test build: the steps taken by a compact rule since the last call, and how many of them
- * libunwind's step by the same rule disagreed with (both counts then start again). */
-void agent_unwind_selfcheck(uint64_t *steps, uint64_t *bad);
+ * libunwind's step by the same rule disagreed with, in decimal for a profile's meta (both
+ * counts then start again). */
+void agent_unwind_selfcheck(char steps[32], char bad[32]);
 #endif
 /* Handler: asks the CPU profiler's writer thread for a round now (async-signal-safe). */
 void agent_writer_wake(void);

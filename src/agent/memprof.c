@@ -1226,10 +1226,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 #endif
 #ifdef LP_UNWIND_SELFCHECK
 		char usc_steps[32], usc_bad[32];
-		uint64_t usteps, ubad;
-		agent_unwind_selfcheck(&usteps, &ubad);
-		snprintf(usc_steps, sizeof(usc_steps), "%llu", (unsigned long long)usteps);
-		snprintf(usc_bad, sizeof(usc_bad), "%llu", (unsigned long long)ubad);
+		agent_unwind_selfcheck(usc_steps, usc_bad);
 #endif
 		const char *meta[] = {
 			"cmdline", cmdline,

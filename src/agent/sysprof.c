@@ -572,10 +572,7 @@ static void finish_stream(void)
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
 #ifdef LP_UNWIND_SELFCHECK
 	char usc_steps[32], usc_bad[32];
-	uint64_t usteps, ubad;
-	agent_unwind_selfcheck(&usteps, &ubad);
-	snprintf(usc_steps, sizeof(usc_steps), "%llu", (unsigned long long)usteps);
-	snprintf(usc_bad, sizeof(usc_bad), "%llu", (unsigned long long)ubad);
+	agent_unwind_selfcheck(usc_steps, usc_bad);
 #endif
 	const char *meta[] = {
 		"cmdline", cmdline,

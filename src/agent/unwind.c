@@ -758,10 +758,10 @@ static void selfcheck(unw_addr_space_t space, const struct rspan *x, const uint6
 		atomic_fetch_add(&sc_bad, 1);
 }
 
-void agent_unwind_selfcheck(uint64_t *steps, uint64_t *bad)
+void agent_unwind_selfcheck(char steps[32], char bad[32])
 {
-	*steps = atomic_exchange(&sc_steps, 0);
-	*bad = atomic_exchange(&sc_bad, 0);
+	snprintf(steps, 32, "%llu", (unsigned long long)atomic_exchange(&sc_steps, 0));
+	snprintf(bad, 32, "%llu", (unsigned long long)atomic_exchange(&sc_bad, 0));
 }
 #endif
 
