@@ -477,12 +477,13 @@ static unw_accessors_t probe_accessors = {
 	.get_proc_name = acc_get_proc_name,
 };
 
-static int is_kept(int reg)
+/* reg's index in cr_regs, or -1. */
+static int cr_index(int reg)
 {
 	for (int i = 0; i < 6; i++)
 		if (cr_regs[i] == reg)
-			return 1;
-	return 0;
+			return i;
+	return -1;
 }
 
 /* One trial of the span's rule at ip: trial t moves nothing (0), the stack pointer (1),
@@ -541,7 +542,7 @@ static void rule_compact(struct rspan *x)
 		for (int r = 0; r < AGENT_NREGS; r++) {
 			if (r == UNW_X86_64_RSP)
 				continue;
-			int same = 1, at = 1;
+			int same = 1, at = 1, i;
 			int64_t off = (int64_t)((out[0][r] ^ PROBE_TAG) - cfa[0]);
 			for (int t = 0; t < 4; t++) {
 				same &= out[t][r] == in[t][r];
@@ -553,10 +554,7 @@ static void rule_compact(struct rspan *x)
 				if (!at)
 					return;
 				k[e].ra = (int16_t)off;
-			} else if (is_kept(r)) {
-				int i = 0;
-				while (cr_regs[i] != r)
-					i++;
+			} else if ((i = cr_index(r)) >= 0) {
 				if (same)
 					k[e].saved[i] = CR_SAME;
 				else if (at)

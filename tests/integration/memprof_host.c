@@ -146,19 +146,27 @@ static int l_use_kept(lua_State *L)
 	return 0;
 }
 
-/* stale mode: 0, or 1 with a message. */
-static int run_stale(const char *cpath, const char *out)
+/* L with the standard libraries and package.cpath set, or NULL (a message said why). */
+static lua_State *host_state(lua_State *L, const char *cpath)
 {
-	lua_State *L = luaL_newstate();
 	if (!L) {
-		fprintf(stderr, "memprof_host: luaL_newstate failed\n");
-		return 1;
+		fprintf(stderr, "memprof_host: cannot create a Lua state\n");
+		return NULL;
 	}
 	luaL_openlibs(L);
 	lua_getglobal(L, "package");
 	lua_pushstring(L, cpath);
 	lua_setfield(L, -2, "cpath");
 	lua_pop(L, 1);
+	return L;
+}
+
+/* stale mode: 0, or 1 with a message. */
+static int run_stale(const char *cpath, const char *out)
+{
+	lua_State *L = host_state(luaL_newstate(), cpath);
+	if (!L)
+		return 1;
 	lua_register(L, "use_kept", l_use_kept);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/stale.bin", out);
@@ -190,18 +198,11 @@ static int run_stale(const char *cpath, const char *out)
 /* oom mode: 0, or 1 with a message. */
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
-	lua_State *L = lua_newstate(limit_alloc, NULL);
-	if (!L) {
-		fprintf(stderr, "memprof_host: lua_newstate failed\n");
+	lua_State *L = host_state(lua_newstate(limit_alloc, NULL), cpath);
+	if (!L)
 		return 1;
-	}
-	luaL_openlibs(L);
 	lua_register(L, "host_live", l_live);
 	lua_register(L, "host_limit", l_limit);
-	lua_getglobal(L, "package");
-	lua_pushstring(L, cpath);
-	lua_setfield(L, -2, "cpath");
-	lua_pop(L, 1);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/oom-%s.bin", out, jit);
 	if (luaL_loadbuffer(L, chunk_oom, strlen(chunk_oom), "=oom") ||
@@ -262,16 +263,10 @@ int main(int argc, char **argv)
 	}
 	long first = -1;
 	for (int i = 1; i <= n; i++) {
-		lua_State *L = use_malloc ? lua_newstate(malloc_alloc, NULL) : luaL_newstate();
-		if (!L) {
-			fprintf(stderr, "memprof_host: luaL_newstate failed\n");
+		lua_State *L = host_state(use_malloc ? lua_newstate(malloc_alloc, NULL)
+						     : luaL_newstate(), cpath);
+		if (!L)
 			return 1;
-		}
-		luaL_openlibs(L);
-		lua_getglobal(L, "package");
-		lua_pushstring(L, cpath);
-		lua_setfield(L, -2, "cpath");
-		lua_pop(L, 1);
 		const char *code = profile ? chunk_memprof : chunk_plain;
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/host-%d.bin", out, i);
