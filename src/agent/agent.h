@@ -102,6 +102,14 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 
 /*
+** In the handler after the host walk (C mode): the Lua frames of a sample in C code the
+** interpreter called, when the walk's registers at the VM frame show them valid (see
+** vmsample.c). Returns 1 when it filled them in s and set s->vmstate to LFUNC, FFUNC or
+** CFUNC; 0 when s stays as agent_vm_sample left it.
+*/
+int agent_vm_sample_helper(struct agent_sample *s);
+
+/*
 ** This build's fast-function names in id order, separated by spaces ("-" for an unnamed
 ** id), for the extension's meta "ffnames": the stream itself carries builtins by id only.
 */

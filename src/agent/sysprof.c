@@ -344,13 +344,13 @@ static void take_sample(const ucontext_t *uc)
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	count(s->vmstate);
-	if (sp.mode == LUAPROF_SYSPROF_DEFAULT)
+	if (sp.mode == LUAPROF_SYSPROF_DEFAULT) {
+		count(s->vmstate);
 		return;
+	}
 
-	int truncated = s->lua_truncated;
+	int truncated = 0;
 	struct lp_sys_sample out = {
-		.vmstate = s->vmstate, .nlua = s->nlua, .lua = s->lua,
 		.traceno = s->traceno, .trace_addr = s->trace_proto, .trace_line = s->trace_line,
 	};
 	/* A TRACE sample's stacks go on the side (tstacks.c), in C mode. */
@@ -363,9 +363,17 @@ static void take_sample(const ucontext_t *uc)
 			out.nhost = user_backtrace(uc, &truncated);
 		} else {
 			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
+			/* C code the interpreter called: its Lua frames, by the walk's registers. */
+			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
+				(void)agent_vm_sample_helper(s);
 		}
 		out.host = hs_host;
 	}
+	count(s->vmstate);
+	truncated |= s->lua_truncated;
+	out.vmstate = s->vmstate;
+	out.nlua = s->nlua;
+	out.lua = s->lua;
 
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, hs_scratch, sizeof(hs_scratch), scratch_overflow, NULL);

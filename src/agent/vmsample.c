@@ -353,6 +353,12 @@ static uint64_t cframes[MAX_CFRAMES];
 static unsigned ncframes;
 static struct lp_lj_trace cur_trace;
 static int have_trace;
+/* A sample in C code the interpreter called, whose Lua frames wait for the host walk
+ * (agent_vm_sample_helper): its thread, and the interpreter's PC register at the innermost
+ * VM frame of the walk once agent_vm_frame has met it. */
+static int helper_pending, helper_pc_known;
+static struct lp_lj_thread helper_t;
+static uint64_t helper_pc, helper_bp, helper_sp;
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
  * the handler's signal blocked): the handler runs on the sampled thread's stack, which may
@@ -525,6 +531,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	s->traceno = s->trace_proto = s->trace_line = 0;
 	ncframes = 0;
 	have_trace = 0;
+	helper_pending = helper_pc_known = 0;
 
 	int32_t raw;
 	uint32_t traceno = 0;
@@ -601,10 +608,89 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		return lua_stack(s, &t, 0, 0, mode);
 	}
 	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
-	 * coroutine that stack goes on through its resumers' C frames. */
-	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
+	 * coroutine that stack goes on through its resumers' C frames. C code the
+	 * interpreter called may get its Lua frames after the host walk. */
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t) {
 		add_thread_cframes(t);
+		if (st == LP_VMST_INTERP && !stale && !lp_lj_in_vm(&vm, ip) &&
+		    agent_in_object(ip)) {
+			helper_pending = 1;
+			helper_t = t;
+		}
+	}
 	return 0;
+}
+
+/*
+** C code the interpreter called, sampled in state INTERP: the slow paths of bytecodes and
+** builtins (lj_meta_*, lj_tab_*, lj_str_new, lj_buf_*...), most of an interpreted
+** program's time, and C code an FFI callback returned into (the callback's entry leaves
+** INTERP behind). Its Lua frames start at L->base only if the interpreter stored its BASE
+** there for this call, which many calls do not (table reads, lengths, barriers, libm):
+** L->base then names an older frame, often a builtin that has returned since. The host
+** walk gives the interpreter's callee-saved registers at the VM frame the code returns
+** to: PC (rbx), and rbp, where the calls that do not store BASE mostly keep it ("Save
+** BASE"), and the stack pointer, which must be L's innermost C frame (the interpreter's
+** level). A base is taken when the frame there runs that PC:
+**   - L->base: a Lua function with the PC in its bytecode, confirmed by the C frame's
+**     SAVE_PC (stored with BASE) or by rbp holding the same base; or a builtin or C
+**     function whose entry the PC is, or that was called from it (builtins load their
+**     caller's PC before their slow paths: tostring, next, rawget...);
+**   - rbp, the same without the confirmation. The interpreter overwrites rbp on every
+**     call, so a base left there belongs to the running frame.
+** The sample is then LFUNC, FFUNC or CFUNC, as Tarantool's VM, which keeps the state
+** through such calls, records it. Anything else stays host-only (INTERP).
+*/
+static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st)
+{
+	const struct lp_lj_layout *lay = vm.lay;
+	unsigned flags;
+	uint64_t fpc, link;
+	if (base < helper_t.stack + 16 || base > helper_t.stack_end || (base & 7) ||
+	    lp_lj_walk(&vm, &mem, &helper_t, base, pc, frames, 1, &flags) != 1)
+		return 0;
+	const struct lp_lj_frame *f = &frames[0];
+	if (f->kind == LP_FRAME_LFUNC) {
+		if (f->flags & LP_LJ_FR_LINEDEF)
+			return 0;
+		*st = LP_VMST_LFUNC;
+		return 1;
+	}
+	if (lp_mem_u64(&mem, f->func + lay->fn_pc, &fpc) != 0)
+		return 0;
+	if (fpc + 4 != pc && !(lp_mem_u64(&mem, base - 8, &link) == 0 && link == pc))
+		return 0;
+	*st = f->kind == LP_FRAME_FFUNC ? LP_VMST_FFUNC : LP_VMST_CFUNC;
+	return 1;
+}
+
+int agent_vm_sample_helper(struct agent_sample *s)
+{
+	if (!helper_pending || !helper_pc_known)
+		return 0;
+	helper_pending = 0;
+	uint64_t pc = helper_pc, bp = helper_bp, save_pc = 0, base = helper_t.base;
+	uint64_t cf = helper_t.cframe & LP_LJ_CFRAME_RAWMASK;
+	uint8_t st = 0;
+	/* Called by the interpreter running on L's innermost C frame (not by the glue of an
+	 * FFI callback entering or leaving, nor below another VM entry). */
+	if (!cf || helper_sp != cf || lp_mem_u64(&mem, cf + vm.lay->cf_pc, &save_pc) != 0)
+		return 0;
+	if (!(runs_pc(base, pc, &st) &&
+	      (st != LP_VMST_LFUNC || pc == save_pc || bp == base))) {
+		base = bp;
+		if (bp == helper_t.base || !runs_pc(bp, pc, &st))
+			return 0;
+	}
+	/* A failed walk keeps the symbols it named (they are marked known): harmless. */
+	if (lua_stack(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0,
+		      LUAPROF_SYSPROF_CALLGRAPH) != 0) {
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		return 0;
+	}
+	s->vmstate = st;
+	return 1;
 }
 
 /* -- Native frames the VM owns -------------------------------------------------------------- */
@@ -620,6 +706,12 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		return 0;
 	uint64_t sp = regs[AGENT_RSP];
 	if (lp_lj_in_vm(&vm, ip)) {
+		if (helper_pending && !helper_pc_known) {
+			helper_pc = regs[AGENT_RBX];
+			helper_bp = regs[AGENT_RBP];
+			helper_sp = sp;
+			helper_pc_known = 1;
+		}
 		/* The interpreter's unwind rule (CFA = sp + CFRAME_SIZE) holds only at the level
 		 * of one of its C frames; the helpers at the end of its block are called, so
 		 * one return address lower. Anything else is not stepped. */
@@ -691,6 +783,7 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 	plain_reads = 1;
 	ncframes = 0;
 	have_trace = 0;
+	helper_pending = helper_pc_known = 0;
 	if (!attached)
 		return;
 	struct lp_lj_thread t;

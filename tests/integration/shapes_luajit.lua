@@ -172,6 +172,21 @@ shapes.unwind = function(s)
   until clock() - t0 >= s
 end
 
+-- The interpreter's C helpers (lj_meta_cat, lj_tab_new, lj_str_new...) called for one
+-- line: with the JIT off most samples are in them, in VM state INTERP, and their Lua
+-- frames come from the interpreter's registers at the VM frame (vmsample.c).
+local function hwork(s)
+  local t0, n = clock(), 0
+  repeat
+    for i = 1, 100 do local t = { "k" .. i .. "=" .. n } n = n + #t[1] end --@helpers_line
+  until clock() - t0 >= s
+  return n
+end
+shapes.helpers = function(s)
+  local r = hwork(s) --@helpers
+  return r
+end
+
 -- Lua -> C function -> lua_call -> Lua: needs the embedding host's host_call(f, ...),
 -- which lua_calls f (shapes_host.c). Errors through it are the host's unwind test.
 local function hostcb(s)
@@ -197,12 +212,14 @@ local list = {}
 for i = 6, #arg do list[#list + 1] = arg[i] end
 if #list == 0 then
   list = { "loop", "recursive", "pcall", "xpcall", "resume", "wrap", "ffi", "qsort", "sort",
-           "index", "add", "unwind", "host", "host_unwind" }
+           "index", "add", "unwind", "helpers", "host", "host_unwind" }
 end
 for _, name in ipairs(list) do
   local f = shapes[name]
   if not f then
     print("skip " .. name .. ": no such shape")
+  elseif name == "helpers" and jitmode == "on" then
+    print("skip helpers: the interpreter's shape (a trace calls the helpers itself)")
   elseif name:match("^host") and not host_call then
     print("skip " .. name .. ": needs the embedding host (host_call)")
   else
