@@ -55,6 +55,12 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	return 0;
 }
 
+/* The stub's samples are LFUNC already: nothing for the helper step to add. */
+int agent_vm_sample_helper(struct agent_sample *s)
+{
+	return 0;
+}
+
 void agent_vm_symbols(struct lp_wbuf *w)
 {
 }
