@@ -385,14 +385,9 @@ static struct origin locate(void)
 
 /* -- Sampled mode ------------------------------------------------------------------------ */
 
-/* Plain reads for the frame walker: the VM state is consistent at an allocation. */
-static int direct_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	memcpy(buf, (const void *)(uintptr_t)addr, len);
-	return 0;
-}
-
-static const struct lp_mem direct = { direct_read, NULL };
+/* Plain reads for the frame walker, inline (mem.h): the VM state is consistent at an
+ * allocation. */
+static const struct lp_mem direct = { NULL, NULL };
 
 /* Bytes to the next sample: exponential with mean sample_bytes, as Go's heap profiler
  * draws it, so that a periodic allocation pattern cannot alias with the sampling. */

@@ -287,6 +287,22 @@ static void test_image_reader(void)
 	CHECK_EQ(mi.fails, 2);
 }
 
+/* A reader without a read function copies this process's memory inline (memprof). */
+static void test_plain_reader(void)
+{
+	const struct lp_mem m = { NULL, NULL };
+	uint64_t src[2] = { 0x1122334455667788ull, 42 }, out[2] = { 0, 0 };
+	uint32_t half = 0;
+
+	CHECK_EQ(lp_mem_read(&m, (uint64_t)(uintptr_t)src, out, sizeof(out)), 0);
+	CHECK_EQ(out[0], src[0]);
+	CHECK_EQ(out[1], 42);
+	CHECK_EQ(lp_mem_u32(&m, (uint64_t)(uintptr_t)src + 4, &half), 0);
+	CHECK_EQ(half, 0x11223344u);
+	CHECK_EQ(lp_mem_read(&m, UINT64_MAX - 2, out, 8), -1); /* wraps: not read */
+	CHECK_EQ(lp_mem_read(&m, 0, out, 0), 0);               /* empty: not read */
+}
+
 static void test_pid_reader(void)
 {
 	static volatile uint64_t here = 0x1122334455667788ull;
@@ -1319,6 +1335,7 @@ static void test_traces(void)
 int main(void)
 {
 	RUN(test_image_reader);
+	RUN(test_plain_reader);
 	RUN(test_pid_reader);
 	RUN(test_detect_layouts);
 	RUN(test_detect_rejects);
