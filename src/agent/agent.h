@@ -102,12 +102,14 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 
 /*
-** In the handler after the host walk (C mode): the Lua frames of a sample in C code the
-** interpreter called, when the walk's registers at the VM frame show them valid (see
-** vmsample.c). Returns 1 when it filled them in s and set s->vmstate to LFUNC, FFUNC or
-** CFUNC; 0 when s stays as agent_vm_sample left it.
+** In the handler after the host walk (C mode, or L mode's walk to the first VM frame):
+** the Lua frames of a sample in C code the interpreter called, as mode wants them, when
+** the walk's registers at the VM frame show them valid (see vmsample.c). Returns 1 when
+** it filled them in s and set s->vmstate to LFUNC, FFUNC or CFUNC; 0 when s stays as
+** agent_vm_sample left it. agent_vm_helper_pending: agent_vm_sample left such a sample.
 */
-int agent_vm_sample_helper(struct agent_sample *s);
+int agent_vm_sample_helper(struct agent_sample *s, int mode);
+int agent_vm_helper_pending(void);
 
 /*
 ** This build's fast-function names in id order, separated by spaces ("-" for an unnamed

@@ -68,6 +68,7 @@ static struct {
 	luaprof_sysprof_writer writer;
 	luaprof_sysprof_on_stop on_stop;
 	luaprof_sysprof_backtracer backtracer;
+	int leaf_walk;                   /* L mode: the unwinder is there for C helpers' frames */
 	void *ctx;
 	uint8_t *buf;
 	pid_t tid;                       /* the sampled thread */
@@ -337,6 +338,11 @@ static void count(uint8_t vmstate)
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 }
 
+/* L mode's walk from a C helper to the interpreter's frame: helpers nest a few deep (a
+ * metamethod's lookup, then lj_str_new, then memcpy). */
+#define LEAF_WALK_MAX 16
+static uint64_t hs_leafwalk[LEAF_WALK_MAX];
+
 static void take_sample(const ucontext_t *uc)
 {
 	struct agent_sample *s = &hs_sample;
@@ -359,13 +365,20 @@ static void take_sample(const ucontext_t *uc)
 		if (sp.mode == LUAPROF_SYSPROF_LEAF) {
 			hs_host[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 			out.nhost = 1;
+			/* C code the interpreter called: the walk to its VM frame gives the
+			 * registers that show its Lua frame (the stream keeps the leaf only). */
+			if (sp.leaf_walk && agent_vm_helper_pending()) {
+				int t = 0;
+				(void)agent_unwind(uc, hs_leafwalk, LEAF_WALK_MAX, &t);
+				(void)agent_vm_sample_helper(s, sp.mode);
+			}
 		} else if (sp.backtracer) {
 			out.nhost = user_backtrace(uc, &truncated);
 		} else {
 			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
 			/* C code the interpreter called: its Lua frames, by the walk's registers. */
 			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
-				(void)agent_vm_sample_helper(s);
+				(void)agent_vm_sample_helper(s, sp.mode);
 		}
 		out.host = hs_host;
 	}
@@ -840,6 +853,12 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		e = ENOTSUP;
 		goto fail_unwind; /* ERRUSE: C mode needs libunwind, and the message says so */
 	}
+	/* L mode takes the unwinder when it can (libunwind present), only to walk from a C
+	 * helper of the interpreter to the VM frame it returns to; without it those samples
+	 * keep no Lua frame. */
+	sp.leaf_walk = opt->mode == LUAPROF_SYSPROF_LEAF &&
+		       agent_unwind_init(sp.err, sizeof(sp.err)) == 0;
+	sp.err[0] = '\0';
 	hs_ntrace = 0;
 	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && agent_tstacks_init() != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;

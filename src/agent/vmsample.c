@@ -610,15 +610,19 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
 	 * coroutine that stack goes on through its resumers' C frames. C code the
 	 * interpreter called may get its Lua frames after the host walk. */
-	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t) {
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)
 		add_thread_cframes(t);
-		if (st == LP_VMST_INTERP && !stale && !lp_lj_in_vm(&vm, ip) &&
-		    agent_in_object(ip)) {
-			helper_pending = 1;
-			helper_t = t;
-		}
+	if (mode != LUAPROF_SYSPROF_DEFAULT && have_t && st == LP_VMST_INTERP && !stale &&
+	    !lp_lj_in_vm(&vm, ip) && agent_in_object(ip)) {
+		helper_pending = 1;
+		helper_t = t;
 	}
 	return 0;
+}
+
+int agent_vm_helper_pending(void)
+{
+	return helper_pending;
 }
 
 /*
@@ -664,7 +668,7 @@ static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st)
 	return 1;
 }
 
-int agent_vm_sample_helper(struct agent_sample *s)
+int agent_vm_sample_helper(struct agent_sample *s, int mode)
 {
 	if (!helper_pending || !helper_pc_known)
 		return 0;
@@ -683,8 +687,7 @@ int agent_vm_sample_helper(struct agent_sample *s)
 			return 0;
 	}
 	/* A failed walk keeps the symbols it named (they are marked known): harmless. */
-	if (lua_stack(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0,
-		      LUAPROF_SYSPROF_CALLGRAPH) != 0) {
+	if (lua_stack(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0, mode) != 0) {
 		s->nlua = 0;
 		s->lua_truncated = 0;
 		return 0;

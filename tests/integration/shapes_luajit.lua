@@ -186,6 +186,9 @@ shapes.helpers = function(s)
   local r = hwork(s) --@helpers
   return r
 end
+-- The same in L mode (the leaf Lua frame only), which walks from a helper to its VM frame
+-- for the registers too.
+shapes.helpers_leaf = shapes.helpers
 
 -- Lua -> C function -> lua_call -> Lua: needs the embedding host's host_call(f, ...),
 -- which lua_calls f (shapes_host.c). Errors through it are the host's unwind test.
@@ -212,19 +215,20 @@ local list = {}
 for i = 6, #arg do list[#list + 1] = arg[i] end
 if #list == 0 then
   list = { "loop", "recursive", "pcall", "xpcall", "resume", "wrap", "ffi", "qsort", "sort",
-           "index", "add", "unwind", "helpers", "host", "host_unwind" }
+           "index", "add", "unwind", "helpers", "helpers_leaf", "host", "host_unwind" }
 end
 for _, name in ipairs(list) do
   local f = shapes[name]
   if not f then
     print("skip " .. name .. ": no such shape")
-  elseif name == "helpers" and jitmode == "on" then
+  elseif name:match("^helpers") and jitmode == "on" then
     print("skip helpers: the interpreter's shape (a trace calls the helpers itself)")
   elseif name:match("^host") and not host_call then
     print("skip " .. name .. ": needs the embedding host (host_call)")
   else
     if jitmode == "on" then f(0.05) end
-    local ok, err = sp.start { mode = "C", interval = 1, clock = "wall",
+    local ok, err = sp.start { mode = name == "helpers_leaf" and "L" or "C",
+                               interval = 1, clock = "wall",
                                path = out .. "/" .. name .. ".bin" }
     assert(ok, err)
     f(secs) --@run

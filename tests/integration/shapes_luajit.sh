@@ -6,7 +6,8 @@
 # FFI call into a C library (shapes_lib.c), an FFI callback (qsort with a Lua comparator), a
 # C builtin calling back (table.sort), __index and __add in Lua, errors unwound by pcall
 # (through Lua and through a C builtin), a line whose time goes to the interpreter's C
-# helpers (JIT off: VM state INTERP, frames from the walk's registers), and, in the
+# helpers (JIT off: VM state INTERP, frames from the walk's registers; in C and in L
+# mode), and, in the
 # embedding host (shapes_host.c),
 # Lua -> C function -> lua_call -> Lua and errors unwound through it; with the JIT off and
 # on (then the burn is a trace calling shapes_burn, plus a pure Lua loop seen as TRACE).
@@ -156,6 +157,21 @@ check() {
 			continue
 		fi
 		grep -aq "$vmname" "$f" || fail "$what: the stream does not name the VM '$vmname'"
+		if [ "$shape" = helpers_leaf ]; then
+			# L mode: a sample is the leaf Lua frame, then the host leaf; most must be
+			# the marked line (before the helpers' frames were read off the walk's
+			# registers, most were the host leaf alone).
+			share=$(awk -v want="@$src:${at[helpers_line]}" '{ t += $NF
+				if (index($0, want ";") == 1 || index($0, want " ") == 1) n += $NF }
+				END { print t ? int(n * 100 / t) : 0 }' "$dir/$shape.folded")
+			if [ "$share" -ge 40 ]; then
+				nok=$((nok + 1))
+				[ -z "${SHAPES_VERBOSE:-}" ] || echo "ok $what: $share% at the line"
+			else
+				fail "$what: $share% of L-mode samples at @$src:${at[helpers_line]}: $(sort -t' ' -k2 -nr "$dir/$shape.folded" | head -3 | tr '\n' '|')"
+			fi
+			continue
+		fi
 		reduce "$dir/$shape.folded" >"$dir/$shape.reduced"
 		total=$(head -1 "$dir/$shape.reduced" | cut -f2)
 		top=$(sed -n 2p "$dir/$shape.reduced")

@@ -56,7 +56,12 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 }
 
 /* The stub's samples are LFUNC already: nothing for the helper step to add. */
-int agent_vm_sample_helper(struct agent_sample *s)
+int agent_vm_sample_helper(struct agent_sample *s, int mode)
+{
+	return 0;
+}
+
+int agent_vm_helper_pending(void)
 {
 	return 0;
 }
