@@ -73,7 +73,7 @@ body() { # SHAPE
 	index) echo "@run @index @index_mm LEAF" ;;
 	add) echo "@run @add @add_mm LEAF" ;;
 	unwind) echo "@run @unwind LEAF" ;;
-	helpers) echo "@run @helpers @helpers_line" ;;
+	helpers) echo "@run @helpers @hrec_call @hrec_call @hrec_base @helpers_line" ;;
 	host) echo "@run @host shapes_host_call @hostcb LEAF" ;;
 	host_unwind) echo "@run @host_unwind LEAF" ;;
 	esac
