@@ -513,6 +513,20 @@ static int trace_c_sample(struct agent_sample *s, const struct lp_lj_thread *t, 
 	return lua_stack(s, t, jb, leaf, mode);
 }
 
+/*
+** The builtin or C function of frame f (at base) runs with the interpreter's PC register
+** at pc: pc is its entry (the call loads the function's pc, the fetch adds 4), or, once
+** the builtin loaded its caller's PC to return (tostring, next...) or while the call has
+** set BASE but not yet PC, its link. Other code of the VM's block (an FFI callback's entry
+** and exit) may leave a builtin's base in rdx, with something else in PC.
+*/
+static int builtin_runs_pc(const struct lp_lj_frame *f, uint64_t base, uint64_t pc)
+{
+	uint64_t fpc, link;
+	return lp_mem_u64(&mem, f->func + vm.lay->fn_pc, &fpc) == 0 &&
+	       (fpc + 4 == pc || (lp_mem_u64(&mem, base - 8, &link) == 0 && link == pc));
+}
+
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	if (!attached)
@@ -585,7 +599,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		if (lp_lj_walk(&vm, &mem, &t, rdx, rbx, frames, 1, &flags) == 1) {
 			if (frames[0].kind == LP_FRAME_LFUNC)
 				s->vmstate = LP_VMST_LFUNC;
-			else if (frames[0].kind == LP_FRAME_FFUNC)
+			else if (frames[0].kind == LP_FRAME_FFUNC &&
+				 builtin_runs_pc(&frames[0], rdx, rbx))
 				s->vmstate = LP_VMST_FFUNC;
 		}
 		if (s->vmstate == LP_VMST_INTERP)
@@ -647,9 +662,7 @@ int agent_vm_helper_pending(void)
 */
 static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st)
 {
-	const struct lp_lj_layout *lay = vm.lay;
 	unsigned flags;
-	uint64_t fpc, link;
 	if (base < helper_t.stack + 16 || base > helper_t.stack_end || (base & 7) ||
 	    lp_lj_walk(&vm, &mem, &helper_t, base, pc, frames, 1, &flags) != 1)
 		return 0;
@@ -660,9 +673,7 @@ static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st)
 		*st = LP_VMST_LFUNC;
 		return 1;
 	}
-	if (lp_mem_u64(&mem, f->func + lay->fn_pc, &fpc) != 0)
-		return 0;
-	if (fpc + 4 != pc && !(lp_mem_u64(&mem, base - 8, &link) == 0 && link == pc))
+	if (!builtin_runs_pc(f, base, pc))
 		return 0;
 	*st = f->kind == LP_FRAME_FFUNC ? LP_VMST_FFUNC : LP_VMST_CFUNC;
 	return 1;
