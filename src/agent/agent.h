@@ -110,6 +110,15 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 */
 int agent_vm_sample_helper(struct agent_sample *s, int mode);
 int agent_vm_helper_pending(void);
+/*
+** After the host walk of a CFUNC or FFUNC sample: a VM entry the walk met that runs no
+** Lua frame of the sample (a builtin's protected call of C), which the stream must not
+** show as the entry of a Lua segment. Returns 1 with its return address and its rank
+** among the walk's frames in the VM's block (1 = innermost), or 0.
+*/
+int agent_vm_omitted(uint64_t *ip, unsigned *rank);
+/* 1 if ip lies in the interpreter's code block. */
+int agent_vm_in_block(uint64_t ip);
 
 /*
 ** This build's fast-function names in id order, separated by spaces ("-" for an unnamed

@@ -359,6 +359,13 @@ static int have_trace;
 static int helper_pending, helper_pc_known;
 static struct lp_lj_thread helper_t;
 static uint64_t helper_pc, helper_bp, helper_sp;
+/* A VM entry on the native stack with no Lua frame of the sample above it (see
+ * agent_vm_frame): the innermost frame's base and the thread's stack that tell it, while
+ * known (0: not looked for); the entry's return address and its rank among the VM frames
+ * the walk met, once found. */
+static uint64_t empty_top, empty_stack, empty_ip;
+static unsigned vm_frames_met, empty_rank;
+static int empty_found;
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
  * the handler's signal blocked): the handler runs on the sampled thread's stack, which may
@@ -546,6 +553,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	ncframes = 0;
 	have_trace = 0;
 	helper_pending = helper_pc_known = 0;
+	empty_top = 0;
+	empty_found = 0;
+	vm_frames_met = 0;
 
 	int32_t raw;
 	uint32_t traceno = 0;
@@ -614,6 +624,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return -1; /* a C function runs: base and top must be synced */
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
+		/* L->base is synced: the innermost Lua frame, for agent_vm_frame. */
+		empty_top = t.base;
+		empty_stack = t.stack;
 		unsigned flags;
 		if (lp_lj_walk(&vm, &mem, &t, 0, 0, frames, 1, &flags) == 1 &&
 		    frames[0].kind == LP_FRAME_FFUNC)
@@ -714,12 +727,46 @@ int agent_vm_frame_special(uint64_t ip, int in_object)
 	return attached && (!in_object || lp_lj_in_vm(&vm, ip));
 }
 
+/*
+** The VM entry whose C frame is cf runs no Lua frame of the sample: a protected call of C
+** (lj_vm_cpcall, NRES < 0 holding -savestack of L->top at entry) made above the innermost
+** Lua frame, such as a builtin's own (ffi.cast, ffi.new and ffi.typeof parse a C type under
+** one). Its return address in the host stack would look like the entry of a Lua segment
+** to the report, which then spliced the sample's Lua frames there, inside the builtin.
+*/
+static int empty_entry(uint64_t cf)
+{
+	int32_t nres;
+	return lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 && nres < 0 &&
+	       empty_top <= empty_stack + (uint64_t)(-(int64_t)nres);
+}
+
+int agent_vm_in_block(uint64_t ip)
+{
+	return attached && lp_lj_in_vm(&vm, ip);
+}
+
+int agent_vm_omitted(uint64_t *ip, unsigned *rank)
+{
+	if (!empty_found)
+		return 0;
+	*ip = empty_ip;
+	*rank = empty_rank;
+	return 1;
+}
+
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 {
 	if (!attached)
 		return 0;
 	uint64_t sp = regs[AGENT_RSP];
 	if (lp_lj_in_vm(&vm, ip)) {
+		vm_frames_met++;
+		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
+			empty_found = 1;
+			empty_ip = ip;
+			empty_rank = vm_frames_met;
+		}
 		if (helper_pending && !helper_pc_known) {
 			helper_pc = regs[AGENT_RBX];
 			helper_bp = regs[AGENT_RBP];
@@ -798,6 +845,8 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 	ncframes = 0;
 	have_trace = 0;
 	helper_pending = helper_pc_known = 0;
+	empty_top = 0;
+	empty_found = 0;
 	if (!attached)
 		return;
 	struct lp_lj_thread t;

@@ -176,9 +176,13 @@ end
 -- line: with the JIT off most samples are in them, in VM state INTERP, and their Lua
 -- frames come from the interpreter's registers at the VM frame (vmsample.c).
 local function hwork(s)
-  local t0, n = clock(), 0
+  local t0, n, a = clock(), 0, {}
+  for i = 1, 64 do a[i] = i end
+  a.x = true -- a hash part too
   repeat
-    for i = 1, 100 do local t = { "k" .. i .. "=" .. n } n = n + #t[1] end --@helpers_line
+    -- A concatenation and a table (helpers that store BASE), a length and a string
+    -- comparison (lj_tab_len keeps BASE in rbp; lj_meta_comp stores it).
+    for i = 1, 100 do local t = { "k" .. i } n = n + #a + (t[1] < "k5" and 1 or 0) end --@helpers_line
   until clock() - t0 >= s
   return n
 end
@@ -196,6 +200,22 @@ end
 -- The same in L mode (the leaf Lua frame only), which walks from a helper to its VM frame
 -- for the registers too.
 shapes.helpers_leaf = shapes.helpers
+
+-- A builtin that runs C under a protected call of its own: ffi.cast parses its type string
+-- under lj_vm_cpcall, a VM entry on the native stack with no Lua frame above it (JIT off:
+-- compiled, the cast is folded away).
+local ctarr = ffi.new("int[4]")
+local function castwork(s)
+  local t0, n = clock(), 0
+  repeat
+    for _ = 1, 200 do n = n + ffi.cast("const int *", ctarr)[0] end --@cast_line
+  until clock() - t0 >= s
+  return n
+end
+shapes.ffi_cast = function(s)
+  local r = castwork(s) --@ffi_cast
+  return r
+end
 
 -- Lua -> C function -> lua_call -> Lua: needs the embedding host's host_call(f, ...),
 -- which lua_calls f (shapes_host.c). Errors through it are the host's unwind test.
@@ -222,14 +242,15 @@ local list = {}
 for i = 6, #arg do list[#list + 1] = arg[i] end
 if #list == 0 then
   list = { "loop", "recursive", "pcall", "xpcall", "resume", "wrap", "ffi", "qsort", "sort",
-           "index", "add", "unwind", "helpers", "helpers_leaf", "host", "host_unwind" }
+           "index", "add", "unwind", "helpers", "helpers_leaf", "ffi_cast", "host",
+           "host_unwind" }
 end
 for _, name in ipairs(list) do
   local f = shapes[name]
   if not f then
     print("skip " .. name .. ": no such shape")
-  elseif name:match("^helpers") and jitmode == "on" then
-    print("skip helpers: the interpreter's shape (a trace calls the helpers itself)")
+  elseif (name:match("^helpers") or name == "ffi_cast") and jitmode == "on" then
+    print("skip " .. name .. ": the interpreter's shape")
   elseif name:match("^host") and not host_call then
     print("skip " .. name .. ": needs the embedding host (host_call)")
   else

@@ -6,8 +6,10 @@
 # FFI call into a C library (shapes_lib.c), an FFI callback (qsort with a Lua comparator), a
 # C builtin calling back (table.sort), __index and __add in Lua, errors unwound by pcall
 # (through Lua and through a C builtin), a line whose time goes to the interpreter's C
-# helpers (JIT off: VM state INTERP, frames from the walk's registers; in C and in L
-# mode), and, in the
+# helpers (JIT off: VM state INTERP, frames from the walk's registers; in C mode the
+# samples in the helpers must have the full stack, in L mode the line), ffi.cast with a
+# type string (its parser runs under a VM entry of its own, which must not take the Lua
+# frames; JIT off), and, in the
 # embedding host (shapes_host.c),
 # Lua -> C function -> lua_call -> Lua and errors unwound through it; with the JIT off and
 # on (then the burn is a trace calling shapes_burn, plus a pure Lua loop seen as TRACE).
@@ -74,6 +76,7 @@ body() { # SHAPE
 	add) echo "@run @add @add_mm LEAF" ;;
 	unwind) echo "@run @unwind LEAF" ;;
 	helpers) echo "@run @helpers @hrec_call @hrec_call @hrec_base @helpers_line" ;;
+	ffi_cast) echo "@run @ffi_cast @cast_line ffi.cast" ;;
 	host) echo "@run @host shapes_host_call @hostcb LEAF" ;;
 	host_unwind) echo "@run @host_unwind LEAF" ;;
 	esac
@@ -157,6 +160,34 @@ check() {
 			continue
 		fi
 		grep -aq "$vmname" "$f" || fail "$what: the stream does not name the VM '$vmname'"
+		if [ "$shape" = helpers ]; then
+			# Samples whose leaf is static C code (object+offset) outside the collector:
+			# the helpers. Nearly all must have exactly the expected stack (every
+			# recursion level, the marked line); before the helpers' frames were read off
+			# the walk's registers they had no Lua frame. The collector's samples, half
+			# of this shape, keep the host stack only (as in Tarantool).
+			want="$prefix;$(expand "$(body "$shape")" "$jit")"
+			build/luaprof report -q "$f" --split -f collapsed >"$dir/$shape.split" 2>/dev/null
+			grep -v '^GC;' "$dir/$shape.split" |
+				awk '{ k = split($0, f, ";"); sub(/ [0-9]+$/, "", f[k])
+					if (f[k] ~ /^[^@;]+\+0x[0-9a-f]+$/) print }' |
+				sed 's/^[A-Z]*;//' >"$dir/$shape.helpers"
+			reduce "$dir/$shape.helpers" >"$dir/$shape.hreduced"
+			htotal=$(head -1 "$dir/$shape.hreduced" | cut -f2)
+			hok=$(awk -F'\t' 'NR > 1 { print $1 "\t" $2 }' "$dir/$shape.hreduced" |
+				while IFS="$(printf '\t')" read -r c r; do
+					matches "$r" "$want" && echo "$c"; done | awk '{ n += $1 } END { print n + 0 }')
+			if [ "${htotal:-0}" -ge 20 ] && [ $((hok * 100)) -ge $((htotal * 80)) ]; then
+				nok=$((nok + 1))
+				[ -z "${SHAPES_VERBOSE:-}" ] ||
+					echo "ok $what: $hok of $htotal samples in the helpers with the full stack"
+			else
+				fail "$what: $hok of ${htotal:-0} samples in the helpers have the stack
+	$want
+  most frequent: $(sed -n 2p "$dir/$shape.hreduced" | cut -f1,2)"
+			fi
+			continue
+		fi
 		if [ "$shape" = helpers_leaf ]; then
 			# L mode: a sample is the leaf Lua frame, then the host leaf; most must be
 			# the marked line (before the helpers' frames were read off the walk's
@@ -208,6 +239,17 @@ check() {
 			if (s ~ /^@/ || (i && pre ~ /(^|;)@/)) n += $NF; t += $NF }
 			END { if (n * 50 > t) print n " of " t }' "$dir/$shape.folded")
 		[ -z "$bad" ] || fail "$what: $bad samples have Lua frames ahead of the host stack"
+		# ffi.cast's own VM entry (a protected call of its type parser) takes no Lua
+		# frames: the first Lua frame never follows static C code.
+		if [ "$shape" = ffi_cast ]; then
+			bad=$(awk '{ n = $NF; s = $0; sub(/ [0-9]+$/, "", s); k = split(s, f, ";")
+				t += n
+				for (i = 1; i <= k && f[i] !~ /^@/; i++) ;
+				for (j = i - 1; j > 0 && (f[j] ~ /^lj_vm_/ || f[j] ~ /^0x[0-9a-f]+$/); j--) ;
+				if (i <= k && j > 0 && f[j] ~ /^[^@;]+\+0x[0-9a-f]+$/) b += n }
+				END { if (b * 100 > t) print b " of " t }' "$dir/$shape.folded")
+			[ -z "$bad" ] || fail "$what: $bad samples have Lua frames spliced inside ffi.cast's C code"
+		fi
 		# No stale frames: nothing of the unwound calls under a later burn.
 		case $shape in
 		unwind | host_unwind)
@@ -247,9 +289,9 @@ run() {
 		fi
 		# Every shape runs; only the host's own shapes are skipped outside the host, and
 		# the interpreter's (helpers) with the JIT on.
-		if grep -Ev '^skip (host|helpers)' "$dir/out" | grep -q '^skip' ||
+		if grep -Ev '^skip (host|helpers|ffi_cast)' "$dir/out" | grep -q '^skip' ||
 			{ [ "${runner%host}" != "$runner" ] &&
-			  grep -v '^skip helpers' "$dir/out" | grep -q '^skip'; }; then
+			  grep -Ev '^skip (helpers|ffi_cast)' "$dir/out" | grep -q '^skip'; }; then
 			fail "$runner, JIT $jit: shapes skipped: $(grep '^skip' "$dir/out" | tr '\n' ' ')"
 		fi
 		check "$runner" $jit "$dir" "$prefix" "$vmname"

@@ -66,6 +66,16 @@ int agent_vm_helper_pending(void)
 	return 0;
 }
 
+int agent_vm_omitted(uint64_t *ip, unsigned *rank)
+{
+	return 0;
+}
+
+int agent_vm_in_block(uint64_t ip)
+{
+	return 0;
+}
+
 void agent_vm_symbols(struct lp_wbuf *w)
 {
 }
