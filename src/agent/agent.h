@@ -111,14 +111,15 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 int agent_vm_sample_helper(struct agent_sample *s, int mode);
 int agent_vm_helper_pending(void);
 /*
-** After the host walk of a CFUNC or FFUNC sample: a VM entry the walk met that runs no
-** Lua frame of the sample (a builtin's protected call of C), which the stream must not
-** show as the entry of a Lua segment. Returns 1 with its return address and its rank
-** among the walk's frames in the VM's block (1 = innermost), or 0.
+** After the host walk of a CFUNC or FFUNC sample, or of a memprof capture in a C function:
+** drops from its host stack pcs[0..n) the return address of a VM entry the walk met that
+** runs no Lua frame of the sample (a builtin's protected call of C), which the report
+** would take for the entry of a Lua segment. Returns the new count.
 */
-int agent_vm_omitted(uint64_t *ip, unsigned *rank);
-/* 1 if ip lies in the interpreter's code block. */
-int agent_vm_in_block(uint64_t ip);
+size_t agent_vm_omit_empty(uint64_t *pcs, size_t n);
+/* After agent_vm_prepare_walk: the thread's C frames include a VM entry without Lua frames
+ * (the walk must then meet every frame: no suffix reuse). */
+int agent_vm_expects_empty(void);
 
 /*
 ** This build's fast-function names in id order, separated by spaces ("-" for an unnamed
@@ -159,8 +160,10 @@ int agent_unwind_init(char *err, size_t errlen);
 size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated);
 /* The same, outside the handler, on the VM thread with the handler's signal blocked:
  * stepping through a cache of unwind rules kept by this module (no libunwind lock, no
- * system call per frame). */
-size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated);
+ * system call per frame). reuse: the frames below one of a recent walk are copied from it
+ * (agent_vm_frame does not see them). */
+size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated,
+			   int reuse);
 /* What takes the registers of the calling frame for agent_unwind_cached: libunwind's
  * getcontext, which (unlike libc's) makes no system call for the signal mask; libc's
  * before agent_unwind_init. Call the result from the frame the walk starts in: a frame

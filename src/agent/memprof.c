@@ -488,7 +488,11 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
 	if (agent_unwind_getcontext()(&uc) != 0)
 		return 0;
 	agent_vm_prepare_walk(L, vmst);
-	return agent_unwind_cached(&uc, s_host, AGENT_MAX_HOST, &trunc);
+	/* A VM entry without Lua frames (ffi.cast's parser, say) must be met by the walk to
+	 * be left out: no frames copied from a recent walk then. */
+	size_t n = agent_unwind_cached(&uc, s_host, AGENT_MAX_HOST, &trunc,
+				       !agent_vm_expects_empty());
+	return agent_vm_omit_empty(s_host, n);
 }
 
 /* The stack of the allocation about to happen, interned: its id, or -1. */

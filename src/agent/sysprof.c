@@ -343,25 +343,6 @@ static void count(uint8_t vmstate)
 #define LEAF_WALK_MAX 16
 static uint64_t hs_leafwalk[LEAF_WALK_MAX];
 
-/* Drops the return address of a VM entry without Lua frames (agent_vm_omitted) from the
- * host stack pcs[0..n): the rank-th address in the VM's block, innermost first. */
-static size_t omit_empty_entry(uint64_t *pcs, size_t n)
-{
-	uint64_t ip;
-	unsigned rank, seen = 0;
-	if (!agent_vm_omitted(&ip, &rank))
-		return n;
-	for (size_t i = 0; i < n; i++) {
-		if (!agent_vm_in_block(pcs[i]) || ++seen != rank)
-			continue;
-		if (pcs[i] != ip)
-			return n;
-		memmove(pcs + i, pcs + i + 1, (n - i - 1) * sizeof(*pcs));
-		return n - 1;
-	}
-	return n;
-}
-
 static void take_sample(const ucontext_t *uc)
 {
 	struct agent_sample *s = &hs_sample;
@@ -398,7 +379,7 @@ static void take_sample(const ucontext_t *uc)
 			/* C code the interpreter called: its Lua frames, by the walk's registers. */
 			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
 				(void)agent_vm_sample_helper(s, sp.mode);
-			out.nhost = omit_empty_entry(hs_host, out.nhost);
+			out.nhost = agent_vm_omit_empty(hs_host, out.nhost);
 		}
 		out.host = hs_host;
 	}

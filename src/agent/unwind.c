@@ -763,6 +763,8 @@ void agent_unwind_selfcheck(char steps[32], char bad[32])
 }
 #endif
 
+/* cached: 0 in the handler (rules it misses go to the writer thread); 1 on the VM thread,
+ * learning rules and reusing a recent walk's suffix; 2 the same without the suffix. */
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
 		   size_t max, int *truncated)
 {
@@ -793,7 +795,7 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	uint64_t sps[SUFFIX_MAX];
 	sps[0] = sp;
 	while (n < max) {
-		if (cached && n > 1) {
+		if (cached == 1 && n > 1) {
 			size_t m = suffix_take(ip, sp, pcs, n, max, truncated);
 			if (m) {
 				n = m;
@@ -898,9 +900,10 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 	return walk(as, 0, uc, pcs, max, truncated);
 }
 
-size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated,
+			   int reuse)
 {
-	return walk(as, 1, uc, pcs, max, truncated);
+	return walk(as, reuse ? 1 : 2, uc, pcs, max, truncated);
 }
 
 agent_getcontext_fn agent_unwind_getcontext(void)
@@ -1020,7 +1023,8 @@ size_t agent_unwind(const ucontext_t *uc, uint64_t *pcs, size_t max, int *trunca
 	return 1;
 }
 
-size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated)
+size_t agent_unwind_cached(const ucontext_t *uc, uint64_t *pcs, size_t max, int *truncated,
+			   int reuse)
 {
 	return agent_unwind(uc, pcs, max, truncated);
 }

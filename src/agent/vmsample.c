@@ -741,18 +741,28 @@ static int empty_entry(uint64_t cf)
 	       empty_top <= empty_stack + (uint64_t)(-(int64_t)nres);
 }
 
-int agent_vm_in_block(uint64_t ip)
+size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 {
-	return attached && lp_lj_in_vm(&vm, ip);
+	unsigned seen = 0;
+	if (!empty_found)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		if (!lp_lj_in_vm(&vm, pcs[i]) || ++seen != empty_rank)
+			continue;
+		if (pcs[i] != empty_ip)
+			return n;
+		memmove(pcs + i, pcs + i + 1, (n - i - 1) * sizeof(*pcs));
+		return n - 1;
+	}
+	return n;
 }
 
-int agent_vm_omitted(uint64_t *ip, unsigned *rank)
+int agent_vm_expects_empty(void)
 {
-	if (!empty_found)
-		return 0;
-	*ip = empty_ip;
-	*rank = empty_rank;
-	return 1;
+	for (unsigned i = 0; empty_top && i < ncframes; i++)
+		if (empty_entry(cframes[i]))
+			return 1;
+	return 0;
 }
 
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
@@ -847,11 +857,19 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 	helper_pending = helper_pc_known = 0;
 	empty_top = 0;
 	empty_found = 0;
+	vm_frames_met = 0;
 	if (!attached)
 		return;
 	struct lp_lj_thread t;
-	if (lp_lj_thread_read(&vm, &mem, L, &t) == LP_LJ_OK)
+	if (lp_lj_thread_read(&vm, &mem, L, &t) == LP_LJ_OK) {
 		add_thread_cframes(t);
+		/* A C function allocates (ffi.cast's type parser, say): L->base is synced. */
+		uint32_t tn;
+		if (lp_lj_vmstate_map(vmstate, &tn) == LP_VMST_CFUNC) {
+			empty_top = t.base;
+			empty_stack = t.stack;
+		}
+	}
 	if (vmstate >= 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
 		have_trace = 1;
 }

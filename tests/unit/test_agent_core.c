@@ -66,14 +66,9 @@ int agent_vm_helper_pending(void)
 	return 0;
 }
 
-int agent_vm_omitted(uint64_t *ip, unsigned *rank)
+size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 {
-	return 0;
-}
-
-int agent_vm_in_block(uint64_t ip)
-{
-	return 0;
+	return n;
 }
 
 void agent_vm_symbols(struct lp_wbuf *w)
