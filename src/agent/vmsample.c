@@ -358,7 +358,8 @@ static int have_trace;
  * VM frame of the walk once agent_vm_frame has met it. */
 static int helper_pending, helper_pc_known;
 static struct lp_lj_thread helper_t;
-static uint64_t helper_pc, helper_bp, helper_sp;
+static uint64_t helper_pc, helper_bp, helper_sp, helper_ip;
+static unsigned helper_rank;
 /* A VM entry on the native stack with no Lua frame of the sample above it (see
  * agent_vm_frame): the innermost frame's base and the thread's stack that tell it, while
  * known (0: not looked for); the entry's return address and its rank among the VM frames
@@ -692,6 +693,47 @@ static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st)
 	return 1;
 }
 
+/* p is the VM's CTState (lj_ctype.h: its lua_State and global_State at +16 and +24 on
+ * x86-64, the same since the FFI came), which the FFI callback's entry and exit keep in
+ * the PC register. */
+static int is_ctstate(uint64_t p)
+{
+	uint64_t v[2];
+	return p && !(p & 7) && lp_mem_read(&mem, p + 16, v, sizeof(v)) == 0 &&
+	       v[0] == helper_t.L && v[1] == vm.g;
+}
+
+/*
+** C code called by an FFI callback's entry or exit in the VM's block (lj_ccallback_enter
+** and _leave, the conversions of arguments and result), with the CTState in the PC
+** register (is_ctstate). L->base is the frame that called the C function
+** (ffi.meta.__call) until the callback's frame is set up, and again once it is taken down;
+** the callback's entry then runs no Lua frame, and its return address leaves the host
+** stack (agent_vm_omit_empty). With the callback's frame already there, the frames start
+** at it. In between, while leaving, L->base is briefly L->top: no frame there, host-only.
+*/
+static int ffi_callback_glue(struct agent_sample *s, int mode)
+{
+	unsigned flags;
+	if (lp_lj_walk(&vm, &mem, &helper_t, 0, 0, frames, 1, &flags) != 1)
+		return 0;
+	uint8_t st = frames[0].kind == LP_FRAME_LFUNC ? LP_VMST_LFUNC :
+		     frames[0].kind == LP_FRAME_FFUNC ? LP_VMST_FFUNC : LP_VMST_CFUNC;
+	int inside = (frames[0].flags & LP_LJ_FR_FFICB) != 0;
+	if (lua_stack(s, &helper_t, 0, 0, mode) != 0) {
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		return 0;
+	}
+	if (!inside) {
+		empty_found = 1;
+		empty_ip = helper_ip;
+		empty_rank = helper_rank;
+	}
+	s->vmstate = st;
+	return 1;
+}
+
 int agent_vm_sample_helper(struct agent_sample *s, int mode)
 {
 	if (!helper_pending || !helper_pc_known)
@@ -706,6 +748,8 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 		return 0;
 	if (!(runs_pc(base, pc, &st) &&
 	      (st != LP_VMST_LFUNC || pc == save_pc || bp == base))) {
+		if (is_ctstate(pc))
+			return ffi_callback_glue(s, mode);
 		base = bp;
 		if (bp == helper_t.base || !runs_pc(bp, pc, &st))
 			return 0;
@@ -781,6 +825,8 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 			helper_pc = regs[AGENT_RBX];
 			helper_bp = regs[AGENT_RBP];
 			helper_sp = sp;
+			helper_ip = ip;
+			helper_rank = vm_frames_met;
 			helper_pc_known = 1;
 		}
 		/* The interpreter's unwind rule (CFA = sp + CFRAME_SIZE) holds only at the level

@@ -201,6 +201,24 @@ end
 -- for the registers too.
 shapes.helpers_leaf = shapes.helpers
 
+-- An FFI callback that does almost nothing: most samples are in the callback's entry and
+-- exit (lj_ccallback_enter / _leave, with the CTState in the PC register), whose Lua
+-- frames are the caller's until the callback's own frame is set up.
+local function tcmp(a, b)
+  return ffi.cast("const int *", a)[0] - ffi.cast("const int *", b)[0]
+end
+shapes.qsort_glue = function(s)
+  local n = 512
+  local arr = ffi.new("int[?]", n)
+  local cb = ffi.cast("int (*)(const void *, const void *)", tcmp)
+  local t0 = clock()
+  repeat
+    for i = 0, n - 1 do arr[i] = (i * 7919) % n end
+    ffi.C.qsort(arr, n, 4, cb) --@qsort_glue
+  until clock() - t0 >= s
+  cb:free()
+end
+
 -- A builtin that runs C under a protected call of its own: ffi.cast parses its type string
 -- under lj_vm_cpcall, a VM entry on the native stack with no Lua frame above it (JIT off:
 -- compiled, the cast is folded away).
@@ -242,8 +260,8 @@ local list = {}
 for i = 6, #arg do list[#list + 1] = arg[i] end
 if #list == 0 then
   list = { "loop", "recursive", "pcall", "xpcall", "resume", "wrap", "ffi", "qsort", "sort",
-           "index", "add", "unwind", "helpers", "helpers_leaf", "ffi_cast", "host",
-           "host_unwind" }
+           "index", "add", "unwind", "helpers", "helpers_leaf", "ffi_cast", "qsort_glue",
+           "host", "host_unwind" }
 end
 for _, name in ipairs(list) do
   local f = shapes[name]
