@@ -742,8 +742,9 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 	uint64_t pc = helper_pc, bp = helper_bp, save_pc = 0, base = helper_t.base;
 	uint64_t cf = helper_t.cframe & LP_LJ_CFRAME_RAWMASK;
 	uint8_t st = 0;
-	/* Called by the interpreter running on L's innermost C frame (not by the glue of an
-	 * FFI callback entering or leaving, nor below another VM entry). */
+	/* Called by VM code running on L's innermost C frame: the interpreter, or an FFI
+	 * callback's entry or exit while its C frame is linked (not VM code below another
+	 * VM entry). */
 	if (!cf || helper_sp != cf || lp_mem_u64(&mem, cf + vm.lay->cf_pc, &save_pc) != 0)
 		return 0;
 	if (!(runs_pc(base, pc, &st) &&
