@@ -368,6 +368,15 @@ static uint64_t empty_top, empty_stack, empty_ip;
 static unsigned vm_frames_met, empty_rank;
 static int empty_found;
 
+/* Before a walk (a sample's, or a memprof capture's): nothing pending nor found yet. */
+static void walk_reset(void)
+{
+	helper_pending = helper_pc_known = 0;
+	empty_top = 0;
+	empty_found = 0;
+	vm_frames_met = 0;
+}
+
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
  * the handler's signal blocked): the handler runs on the sampled thread's stack, which may
  * be small (sysbench's are 64 KiB), and this array is 2 KiB. */
@@ -553,10 +562,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	s->traceno = s->trace_proto = s->trace_line = 0;
 	ncframes = 0;
 	have_trace = 0;
-	helper_pending = helper_pc_known = 0;
-	empty_top = 0;
-	empty_found = 0;
-	vm_frames_met = 0;
+	walk_reset();
 
 	int32_t raw;
 	uint32_t traceno = 0;
@@ -901,10 +907,7 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 	plain_reads = 1;
 	ncframes = 0;
 	have_trace = 0;
-	helper_pending = helper_pc_known = 0;
-	empty_top = 0;
-	empty_found = 0;
-	vm_frames_met = 0;
+	walk_reset();
 	if (!attached)
 		return;
 	struct lp_lj_thread t;

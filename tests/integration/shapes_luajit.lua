@@ -53,10 +53,10 @@ shapes.loop = function(s)
   return r
 end
 
--- Recursive Lua: three recursive calls, then the burn.
-local function rec(n, s)
-  if n == 0 then local r = spin(s) return r end --@rec_base
-  local r = rec(n - 1, s) --@rec_call
+-- Recursive Lua: three recursive calls, then the burn (or leaf(s), for the helpers shape).
+local function rec(n, s, leaf)
+  if n == 0 then local r = (leaf or spin)(s) return r end --@rec_base
+  local r = rec(n - 1, s, leaf) --@rec_call
   return r
 end
 shapes.recursive = function(s)
@@ -188,13 +188,8 @@ local function hwork(s)
 end
 -- Two recursive calls first: a base the interpreter did not store for a helper's call
 -- would name an outer call of the same function, and the stack would lose levels.
-local function hrec(n, s)
-  if n == 0 then local r = hwork(s) return r end --@hrec_base
-  local r = hrec(n - 1, s) --@hrec_call
-  return r
-end
 shapes.helpers = function(s)
-  local r = hrec(2, s) --@helpers
+  local r = rec(2, s, hwork) --@helpers
   return r
 end
 -- The same in L mode (the leaf Lua frame only), which walks from a helper to its VM frame
