@@ -4,6 +4,7 @@
 #include "cli/output.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,40 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 		errno = e;
 	}
 	return f;
+}
+
+int lp_output_check(const char *path)
+{
+	if (!path || !strcmp(path, "-"))
+		return 0;
+	struct stat sb;
+	if (stat(path, &sb) == 0) {
+		if (S_ISDIR(sb.st_mode)) {
+			errno = EISDIR;
+			return -1;
+		}
+		if (!S_ISREG(sb.st_mode))
+			return access(path, W_OK);
+	}
+	/* A regular file is replaced through a temporary file in its directory. */
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return access(".", W_OK | X_OK);
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	return access(dir, W_OK | X_OK);
+}
+
+int lp_output_is_special(const char *path)
+{
+	struct stat sb;
+	return path && strcmp(path, "-") && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
 }
 
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,

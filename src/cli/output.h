@@ -32,6 +32,15 @@ lp_render_fn lp_fmt_renderer(enum lp_fmt f);
 ** NULL with errno on failure.
 */
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
+/*
+** Whether lp_output_open can be expected to succeed for path, asked before work whose result
+** would otherwise be lost (record runs the program first): 0, or -1 with errno (EISDIR for
+** a directory, else what access(2) says of the file or of the directory it goes in).
+*/
+int lp_output_check(const char *path);
+/* Whether path names something that exists and is not a regular file (/dev/null, a FIFO):
+** no file should be derived from its name. */
+int lp_output_is_special(const char *path);
 /* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the
  * close/rename failure (message in err), removing the temporary file on failure. */
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,

@@ -48,22 +48,31 @@ void lp_cmd_record_usage(FILE *out)
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output PATH   rendered profile (default luaprof.svg); '-' = standard output\n"
+	      "                      (the program's own standard output then goes to standard\n"
+	      "                      error); checked before the program starts\n"
 	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope or top; default from\n"
 	      "                      the -o extension (.svg .folded .pb.gz .json .txt)\n"
 	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
-	      "                      luaprof.bin); `luaprof report` renders it again later\n"
+	      "                      luaprof.bin when -o is '-' or a device such as /dev/null);\n"
+	      "                      `luaprof report` renders it again later\n"
 	      "      --memory        profile memory instead: every allocation, reallocation and\n"
 	      "                      free by Lua line, C function or trace (Tarantool's memprof);\n"
 	      "                      rendered as the memprof text report on standard output\n"
-	      "                      unless -o/-f say otherwise (flame graphs: in-use bytes)\n"
+	      "                      unless -o/-f say otherwise (graphs and lists: allocated\n"
+	      "                      bytes; `luaprof report --value inuse_space RAW` for what\n"
+	      "                      is still held, --leak-only for the leak report)\n"
 	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
-	      "                      and C stack of about one allocation per SIZE bytes (512K,\n"
-	      "                      1M, or bytes) and which are still live at exit; rendered\n"
-	      "                      as the top list (--value in `luaprof report` for more)\n"
+	      "                      and C stack of about one allocation per SIZE bytes (a\n"
+	      "                      number of bytes, or with K, M or G; 1 to 1T) and which are\n"
+	      "                      still live at exit; rendered as the top list; sampled\n"
+	      "                      mode writes its stacks when the program ends: a program\n"
+	      "                      killed by a signal leaves none\n"
+	      "CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
 	      "                      including time blocked in system calls\n"
+	      "Both:\n"
 	      "  -n, --top N         frames in the summary (default 10, 0 for none)\n"
 	      "  -q, --quiet         no summary\n"
 	      "  -h, --help          this help\n"
@@ -71,10 +80,12 @@ void lp_cmd_record_usage(FILE *out)
 	      "CPU-time timers tick with the kernel (250 Hz on many systems): a higher --rate\n"
 	      "needs --clock wall. The summary gives the rate actually achieved.\n"
 	      "\n"
-	      "Exit status: the program's own status (128+N if killed by signal N) once the\n"
-	      "profile is written; 1 bad usage, unwritable output, or no profile (the program\n"
-	      "never loaded the agent); 2 the stream is malformed; 3 the stream is truncated\n"
-	      "(the program was killed before the profiler stopped; what was read is rendered).\n"
+	      "Exit status: the program's own status (128+N if killed by signal N, also when\n"
+	      "the stream it left is cut short; what was read is rendered) once the profile is\n"
+	      "written; 1 bad usage, unwritable output, or no profile (the program never loaded\n"
+	      "the agent, or was killed before the profiler wrote anything); 2 the stream is\n"
+	      "malformed; 3 the stream is truncated although the program exited normally.\n"
+	      "A program that fails or is killed is named with its status on standard error.\n"
 	      "\n"
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
@@ -96,6 +107,7 @@ struct opts {
 	int top;
 	int quiet;
 	int memory;
+	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
 	unsigned long long sample;
 	char **cmd;
 };
@@ -163,14 +175,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			char *end;
 			errno = 0;
 			unsigned long long size = strtoull(optarg, &end, 10);
-			unsigned long long mul = *end == 'K' || *end == 'k' ? 1024
-					       : *end == 'M' || *end == 'm' ? 1024 * 1024 : 1;
+			unsigned long long mul = *end == 'K' || *end == 'k' ? 1ull << 10
+					       : *end == 'M' || *end == 'm' ? 1ull << 20
+					       : *end == 'G' || *end == 'g' ? 1ull << 30 : 1;
 			if (mul > 1)
 				end++;
 			if (errno || end == optarg || *end || size == 0 || size > (1ull << 40) / mul ||
 			    optarg[0] == '-')
-				return fail("--sample expects a size in bytes (e.g. 524288, 512K, "
-					    "1M), not '%s'", optarg);
+				return fail("--sample expects a size from 1 byte to 1T: a whole number "
+					    "of bytes, or with K, M or G (e.g. 524288, 512K, 1M), not "
+					    "'%s'", optarg);
 			o->sample = size * mul;
 			break;
 		}
@@ -185,17 +199,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (strcmp(optarg, "L") && strcmp(optarg, "C"))
 				return fail("--mode must be L or C, not '%s'", optarg);
 			o->mode = optarg[0];
+			o->cpu_flag = "--mode";
 			break;
 		case O_RATE:
 			if (parse_long(optarg, 1, 10000, &v))
 				return fail("--rate expects samples per second from 1 to 10000, "
 					    "not '%s'", optarg);
 			o->rate = (unsigned)v;
+			o->cpu_flag = "--rate";
 			break;
 		case O_CLOCK:
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "wall"))
 				return fail("--clock must be cpu or wall, not '%s'", optarg);
 			o->clock = optarg;
+			o->cpu_flag = "--clock";
 			break;
 		case 'n':
 			if (parse_long(optarg, 0, 1000, &v))
@@ -222,6 +239,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("-f memprof is the memory report: add --memory");
 	if (o->sample && !o->memory)
 		return fail("--sample applies to the memory profiler: add --memory");
+	if (o->memory && o->cpu_flag)
+		return fail("%s applies to the CPU profiler, not to --memory (whose rate is "
+			    "--sample)", o->cpu_flag);
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
@@ -243,7 +263,7 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 	const char *src = o->raw;
 	char tmp[PATH_MAX];
 	if (!src) {
-		if (!strcmp(o->output, "-")) {
+		if (!strcmp(o->output, "-") || lp_output_is_special(o->output)) {
 			src = "luaprof.bin";
 		} else {
 			snprintf(tmp, sizeof(tmp), "%s", o->output);
@@ -342,6 +362,10 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 			unsetenv("LUAPROF_LUA_INIT");
 		setenv("LUA_INIT", init, 1);
 		setenv("LUAPROF_RECORD", spec, 1);
+		/* The profile goes to standard output: the program's own output must not mix
+		 * into it. */
+		if (!strcmp(o->output, "-") && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+			_exit(127);
 		execvp(o->cmd[0], o->cmd);
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
 		_exit(127);
@@ -454,14 +478,25 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 				(double)f.sample_ns / 1e6,
 				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);
 		} else {
-			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes each)\n",
+			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes of stream each)\n",
 				f.events, f.events ? (double)size / (double)f.events : 0.0);
 		}
 		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld bytes)\n",
 			strcmp(o->output, "-") ? o->output : "standard output",
 			lp_fmt_name(o->fmt), raw, (long long)size);
 	}
-	return rc == LP_EXIT_TRUNCATED ? rc : prog;
+	return rc == LP_EXIT_TRUNCATED && prog == 0 ? rc : prog;
+}
+
+/* Says how the program ended when that was not a success: its status is ours too. */
+static void tell_status(const struct opts *o, int status)
+{
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "luaprof record: %s was killed by signal %d (%s)\n", o->cmd[0],
+			WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+		fprintf(stderr, "luaprof record: %s exited with status %d\n", o->cmd[0],
+			WEXITSTATUS(status));
 }
 
 int lp_cmd_record(int argc, char **argv)
@@ -478,6 +513,14 @@ int lp_cmd_record(int argc, char **argv)
 			    agent);
 	if (unlink(raw) != 0 && errno != ENOENT)
 		return fail("cannot replace %s: %s", raw, strerror(errno));
+	/* Both destinations are checked before the program runs: a long job must not be lost
+	 * to a typo in a path. The agent truncates the raw file when it opens it. */
+	if (lp_output_check(o.output) != 0)
+		return fail("cannot write %s: %s", o.output, strerror(errno));
+	int probe = open(raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (probe < 0)
+		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
+	close(probe);
 
 	uint64_t wall = 0;
 	int status = run(&o, agent, raw, &wall);
@@ -485,14 +528,24 @@ int lp_cmd_record(int argc, char **argv)
 		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && access(raw, F_OK) != 0)
-		return LP_EXIT_USAGE; /* exec failed: the child said why */
-
 	struct stat sb;
-	if (stat(raw, &sb) != 0 || sb.st_size == 0)
+	int empty = stat(raw, &sb) != 0 || sb.st_size == 0;
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty) {
+		unlink(raw);
+		return LP_EXIT_USAGE; /* exec failed: the child said why */
+	}
+	tell_status(&o, status); /* -q or not: it explains the exit status */
+	if (empty) {
+		unlink(raw);
+		if (WIFSIGNALED(status))
+			return fail("%s wrote no profile: it was killed before the profiler wrote "
+				    "anything%s", o.cmd[0],
+				    o.sample ? " (sampled mode writes its stacks when the program "
+					       "ends)" : "");
 		return fail("%s wrote no profile: the agent was not loaded (the program must be "
 			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
 			    "and a supported LuaJIT build; see its messages above)", o.cmd[0]);
+	}
 	if (o.memory)
 		return record_memory(&o, raw, sb.st_size, prog, wall);
 
@@ -542,7 +595,8 @@ int lp_cmd_record(int argc, char **argv)
 		if (st == LP_ERR_TRUNCATED) {
 			fprintf(stderr, "luaprof record: warning: %s (the program ended before the "
 					"profiler could finish the stream)\n", msg);
-			exit_code = LP_EXIT_TRUNCATED;
+			if (prog == 0)
+				exit_code = LP_EXIT_TRUNCATED;
 		}
 	}
 	lp_profile_free(p);

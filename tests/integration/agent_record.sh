@@ -2,7 +2,8 @@
 # `luaprof record -- luajit app.lua`: an unmodified script profiled through LUA_INIT, the raw
 # stream kept and rendered, the summary, the program's exit status passed on, the program's
 # own LUA_INIT still run and its children left alone, a program killed mid-run still
-# rendered (truncated), and the usage errors. Exit 0 pass, 1 fail, 2 skip.
+# rendered (truncated), destinations checked before the program runs, and the usage errors.
+# Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 name=agent_record
@@ -63,7 +64,9 @@ grep -q '^format: ljp v[0-9]*, luaprof extension$' "$t/info.txt" &&
 # -- Options: format to standard output, L mode, rate, wall clock, --raw.
 (cd "$t" && "$lp" record -q -f collapsed -o - --mode L --rate 500 --clock wall --raw r.bin \
 	-- luajit app.lua 0.3) >"$t/l.out" 2>"$t/l.err" || fail "record L: $(cat "$t/l.err")"
-grep -q '^result' "$t/l.out" || fail "program output missing with -o -"
+# The profile owns standard output: the program's own output goes to standard error.
+grep -q '^result' "$t/l.err" || fail "program output missing from stderr with -o -"
+grep -q '^result' "$t/l.out" && fail "program output mixed into the profile with -o -"
 grep -q '@app.lua:1' "$t/l.out" || fail "collapsed stacks on standard output: $(head -3 "$t/l.out")"
 [ -s "$t/r.bin" ] || fail "--raw r.bin not written"
 # Standard output without -f: the top list (once came out as gzipped pprof).
@@ -120,7 +123,8 @@ grep -q '^child	nil	init_ran = true print("init ran")$' "$t/c.out" ||
 grep -q '^grandchild	init ran|nil	init_ran = true print("init ran")	nil|$' "$t/c.out" ||
 	fail "a child process was touched: $(cat "$t/c.out")"
 
-# -- Killed mid-run: the stream is cut; what reached the disk is still rendered (exit 3).
+# -- Killed mid-run: the stream is cut; what reached the disk is still rendered, and the
+# exit status is the program's (128 + SIGKILL), named on standard error.
 cat >"$t/kill.lua" <<'EOF'
 local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
 local t = os.clock() while os.clock() - t < 1.5 do fib(18) end
@@ -129,7 +133,8 @@ os.execute("kill -9 " .. pid)
 EOF
 (cd "$t" && "$lp" record -q -f collapsed -o k.folded -- luajit kill.lua) >/dev/null 2>"$t/err"
 rc=$?
-[ $rc = 3 ] || fail "killed program: record exited $rc, want 3: $(cat "$t/err")"
+[ $rc = 137 ] || fail "killed program: record exited $rc, want 137: $(cat "$t/err")"
+grep -q 'luajit was killed by signal 9' "$t/err" || fail "killing signal not named: $(cat "$t/err")"
 grep -q 'truncated' "$t/err" || fail "no truncation warning: $(cat "$t/err")"
 [ -s "$t/k.folded" ] || fail "nothing rendered from the killed program's stream"
 
@@ -152,7 +157,7 @@ grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
 	fail "record --memory: string.rep not at its line: $(grep mem.lua:3 "$t/mem.out")"
 [ -s "$t/luaprof.bin" ] || fail "record --memory: no raw stream luaprof.bin"
 # The summary: the events the profile holds (memprof.report() would say the same).
-grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* allocation events \([0-9.]+ bytes each\)$' \
+grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* allocation events \([0-9.]+ bytes of stream each\)$' \
 	"$t/err" && grep -q '^luaprof record: wrote standard output (memprof) and .*luaprof.bin (raw stream' \
 	"$t/err" || fail "record --memory summary: $(cat "$t/err")"
 # Sampled: how many samples, at what interval, what taking them cost. The script allocates
@@ -195,6 +200,49 @@ expect "cannot tell the format" -o x.png -- luajit app.lua
 expect "unknown format" -f png -- luajit app.lua
 (cd "$t" && "$lp" record -q -o n.svg -- no-such-program-xyz) >/dev/null 2>"$t/err"
 [ $? = 1 ] && grep -q 'cannot run no-such-program-xyz' "$t/err" || fail "missing program: $(cat "$t/err")"
+expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 -- luajit app.lua
+expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
+expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
+expect '--sample expects a size' --memory --sample 2G5 -- luajit app.lua
+
+# -- Destinations are checked before the program runs: it must not run for nothing.
+cat >"$t/mark.lua" <<'EOF'
+io.open(arg[1], "w"):close()
+EOF
+expect "cannot write $t/nodir/x.svg: No such file or directory" \
+	--memory -o "$t/nodir/x.svg" -- luajit "$t/mark.lua" "$t/ran1"
+[ -e "$t/ran1" ] && fail "record ran the program although -o could not be written"
+expect "cannot write the raw stream $t/nodir/r.bin" \
+	-o "$t/r.svg" --raw "$t/nodir/r.bin" -- luajit "$t/mark.lua" "$t/ran2"
+[ -e "$t/ran2" ] && fail "record ran the program although --raw could not be written"
+# -o to a device: the raw stream is not put beside it (no /dev/null.bin), but in luaprof.bin.
+devnull_bin=0
+[ -e /dev/null.bin ] && devnull_bin=1
+rm -f "$t/luaprof.bin"
+(cd "$t" && "$lp" record -q --memory -f collapsed -o /dev/null -- luajit mem.lua) >/dev/null 2>"$t/err" ||
+	fail "record -o /dev/null: $(cat "$t/err")"
+[ $devnull_bin = 0 ] && [ -e /dev/null.bin ] && { rm -f /dev/null.bin; fail "record made /dev/null.bin"; }
+[ -s "$t/luaprof.bin" ] || fail "record -o /dev/null: no raw stream luaprof.bin"
+# --sample takes G too.
+(cd "$t" && "$lp" record -q --memory --sample 1G -o g.folded -- luajit mem.lua) >/dev/null 2>"$t/err" ||
+	fail "record --sample 1G: $(cat "$t/err")"
+"$lp" report -f info "$t/g.bin" 2>/dev/null | grep -q '^meta.sample_bytes: 1073741824$' ||
+	fail "record --sample 1G: not 2^30 bytes"
+
+# -- Sampled mode writes its stacks at the end: a program killed before that leaves no
+# profile, and record says so (not that the agent was not loaded) with the program's status.
+cat >"$t/skill.lua" <<'EOF'
+local keep = {}
+for i = 1, 20000 do keep[i % 100] = { i } end
+os.execute("kill -9 " .. io.open("/proc/self/stat"):read("*n"))
+EOF
+(cd "$t" && "$lp" record --memory --sample 4K -o sk.txt -- luajit skill.lua) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] || fail "sampled, killed: exit $rc, want 1: $(cat "$t/err")"
+grep -q 'luajit was killed by signal 9' "$t/err" &&
+	grep -q 'it was killed before the profiler wrote anything (sampled mode writes its stacks when the program ends)' "$t/err" ||
+	fail "sampled, killed: message $(cat "$t/err")"
+grep -q 'agent was not loaded' "$t/err" && fail "sampled, killed: blamed the agent: $(cat "$t/err")"
 
 [ $fails = 0 ] || exit 1
 echo "ok"
