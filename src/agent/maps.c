@@ -176,10 +176,12 @@ void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 		lp_write_ext_map(w, recs[i].lo, recs[i].hi, recs[i].off, recs[i].path, recs[i].id,
 				 recs[i].idlen);
 	agent_symtab_csizes(w);
-	if (extra)
-		extra(w);
+	/* The facts before the bulk of stacks and samples: a stream cut inside those keeps
+	 * the sampling interval that gives its samples their weight. */
 	for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)
 		lp_write_ext_meta(w, meta[i], meta[i + 1]);
+	if (extra)
+		extra(w);
 	lp_write_ext_end(w);
 	agent_maps_reset();
 }

@@ -50,10 +50,11 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --functions      merge the lines of each Lua function into one frame\n"
 	      "      --lines          top: rank Lua lines instead of functions\n"
 	      "  -n, --limit N        top: print N rows (default 20)\n"
-	      "      --value TYPE     memory: alloc_space (default), alloc_objects, inuse_space\n"
-	      "                       or inuse_objects for single-value formats\n"
+	      "      --value TYPE     memory graphs, top and pprof: alloc_space (default),\n"
+	      "                       alloc_objects, inuse_space or inuse_objects\n"
 	      "      --leak-only      memory: only the HEAP SUMMARY; graphs show inuse_space\n"
-	      "      --human-readable memory: sizes in KiB / MiB / GiB\n"
+	      "      --human-readable memory, -f memprof: sizes in KiB / MiB / GiB (top and\n"
+	      "                       flame graphs always show them so)\n"
 	      "      --title TEXT     flame graph title\n"
 	      "  -q, --quiet          no summary on standard error\n"
 	      "  -h, --help           this help\n"
@@ -159,6 +160,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->functions && o->lines)
 		return fail("--functions and --lines contradict each other");
+	if (o->value && strcmp(o->value, "alloc_space") && strcmp(o->value, "alloc_objects") &&
+	    strcmp(o->value, "inuse_space") && strcmp(o->value, "inuse_objects"))
+		return fail("unknown --value '%s' (alloc_space, alloc_objects, inuse_space, "
+			    "inuse_objects)", o->value);
+	if (o->mem.leak_only && o->value && strncmp(o->value, "inuse_", 6))
+		return fail("--leak-only shows what is still held: it goes with --value "
+			    "inuse_space or inuse_objects, not %s", o->value);
 	if (o->fmt == LP_FMT_INFO && (o->sys.split || o->functions || o->lines || o->limit ||
 				      o->value || o->mem.leak_only || o->mem.human_readable ||
 				      o->title))
@@ -189,6 +197,15 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 	if (mem && o->sys.split)
 		return fail("%s is a memory (memprof) stream; --split applies to CPU streams",
 			    o->input);
+	if (o->fmt == LP_FMT_MEMPROF && o->value)
+		return fail("the memprof text report lists allocations, reallocations, frees and "
+			    "the heap summary: --value applies to the graphs, pprof and top "
+			    "(-f flamegraph, collapsed, pprof, speedscope, top)");
+	if (mem && o->mem.human_readable &&
+	    (o->fmt == LP_FMT_COLLAPSED || o->fmt == LP_FMT_PPROF || o->fmt == LP_FMT_SPEEDSCOPE))
+		return fail("--human-readable applies to the text reports (-f memprof; top and "
+			    "flame graphs show KiB / MiB anyway): -f %s is read by tools and keeps "
+			    "bytes", lp_fmt_name(o->fmt));
 	return 0;
 }
 
@@ -378,8 +395,12 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts)
 		exit_code = LP_EXIT_TRUNCATED;
 	}
 out:
-	if (facts)
+	if (facts) {
 		*facts = l.facts;
+		/* A cut stream has no facts of its end: the events read stand for them. */
+		if (!facts->events && l.kind == LP_STREAM_MEMPROF && !l.sampled)
+			facts->events = l.stats.events;
+	}
 	lp_loaded_free(&l);
 	lp_input_close(&in);
 	return exit_code;

@@ -259,6 +259,8 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
+	if (l->mem)
+		m->period_bytes = l->sampled ? l->facts.sample_bytes : 1;
 	m->dropped += l->dropped;
 	return p;
 }

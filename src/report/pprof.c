@@ -17,7 +17,9 @@
 **     chunk without its '@'/'=' prefix, start_line = first line) and their Line carries
 **     the current line, so pprof's function view merges lines and -lines separates them;
 **   - C frames: Function = symbol (+ object file), Location.address = frame address;
-**   - builtins, traces, VM states and INTERNAL: one Function per display label.
+**   - builtins, traces, VM states and INTERNAL: one Function per display label;
+**   - period: CPU profiles cpu/nanoseconds (the sampling interval), memory profiles
+**     space/bytes (the sampling interval, 1 for exact mode), as Go's profiles give them.
 ** All strings are made valid UTF-8 (invalid sequences become U+FFFD): protobuf `string`
 ** fields must be, and readers built on generated code (protobuf-go, ...) reject the
 ** message otherwise; frame names come from the traced process and may be any bytes.
@@ -535,6 +537,12 @@ static int render(struct pp *w, unsigned value)
 			return nomem(w);
 		tail.period_type = &period_type;
 		tail.period = m->period_ns > INT64_MAX ? INT64_MAX : (int64_t)m->period_ns;
+	} else if (m->event && !strncmp(m->event, "memory", 6) && m->period_bytes) {
+		/* As Go's heap profiles say it: bytes allocated between two samples. */
+		if (intern(w, "space", &period_type.type) || intern(w, "bytes", &period_type.unit))
+			return nomem(w);
+		tail.period_type = &period_type;
+		tail.period = m->period_bytes > INT64_MAX ? INT64_MAX : (int64_t)m->period_bytes;
 	}
 	if (m->title && *m->title) {
 		if (intern(w, m->title, &comment))

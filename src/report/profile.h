@@ -46,6 +46,8 @@ struct lp_profile_meta {
 	const char *title;        /* command line or description; may be NULL */
 	const char *event;        /* "cpu" or "memory" */
 	uint64_t period_ns;       /* sampling interval, 0 if unknown */
+	uint64_t period_bytes;    /* memory: mean bytes between samples (1: every event),
+				   * 0 if unknown */
 	uint64_t vmstate[10];     /* sysprof samples per VM state */
 	uint64_t samples;         /* samples or events read */
 	uint64_t dropped;         /* samples the producer or the merge could not use */

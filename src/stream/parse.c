@@ -461,6 +461,7 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 	int rc = symtab(in, h, st);
 	if (rc == LP_OK)
 		rc = profile_section(in, h, st, &sc);
+	int in_profile = rc != LP_OK;
 	if (rc == LP_OK) {
 		st->complete = 1;
 		if (!lp_input_at_eof(in))
@@ -469,8 +470,17 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 		if (rc == LP_OK && !lp_input_at_eof(in))
 			rc = lp_input_fail(in, LP_ERR_FORMAT, end,
 					   "unexpected data after the extension");
+		/* A cut extension loses what the producer wrote at the end (sampled
+		 * allocations, full trace stacks, facts): the file is not complete either. */
+		if (rc == LP_ERR_TRUNCATED) {
+			st->complete = 0;
+			snprintf(in->err, sizeof(in->err),
+				 "the file is truncated inside its luaprof extension: what the "
+				 "producer wrote after this byte (sampled allocations, full trace "
+				 "stacks, its facts) is missing");
+		}
 	}
-	if (rc == LP_ERR_TRUNCATED && st->kind && !st->complete)
+	if (rc == LP_ERR_TRUNCATED && st->kind && in_profile)
 		snprintf(in->err, sizeof(in->err),
 			 "the file is truncated (no epilogue): the report covers the %llu "
 			 "events read before this byte",

@@ -86,7 +86,7 @@ struct lp_parse_stats {
 	uint64_t symbols;          /* symtab entries and mid-stream symbol events */
 	uint64_t events;           /* memprof events or sysprof samples */
 	uint64_t bytes;            /* bytes consumed */
-	int complete;              /* the epilogue was read */
+	int complete;              /* the epilogue was read, and the extension (if any) whole */
 	int extension;             /* an "lpx" extension followed the epilogue */
 };
 

@@ -91,6 +91,15 @@ expect 1 "cannot tell the format from '.*x.png'" -- $lp report -o "$t/x.png" $sp
 expect 1 "memprof report needs a memory stream" -- $lp report -f memprof $sp
 expect 1 "split applies to CPU streams" -- $lp report --split $mp
 expect 1 "unknown --value 'bogus'" -- $lp report --value bogus -f collapsed $mp
+# Every option given is used, or refused: none is parsed and then ignored.
+expect 1 "unknown --value 'bogus'" -- $lp report --value bogus $mp
+expect 1 "the memprof text report lists .*--value applies to the graphs" -- $lp report --value inuse_space $mp
+expect 1 "--leak-only shows what is still held: it goes with --value inuse_space or inuse_objects, not alloc_space" \
+	-- $lp report --leak-only --value alloc_space -f collapsed $mp
+expect 1 "--human-readable applies to the text reports .* -f collapsed is read by tools and keeps bytes" \
+	-- $lp report --human-readable -f collapsed $mp
+$lp report -q --leak-only --value inuse_objects -f collapsed $mp | grep -q '^@mp_leak.lua:5 301$' ||
+	fail "--leak-only with --value inuse_objects"
 expect 1 "unknown option '--bogus'" -- $lp report --bogus $sp
 expect 1 "cannot write .*no/such/dir" -- $lp report -o "$t/no/such/dir/x.svg" $sp
 expect 1 "cannot write .*: Is a directory" -- $lp report -f collapsed -o "$t" $sp

@@ -268,21 +268,57 @@ if command -v go >/dev/null 2>&1; then
 			>"$t/pp.out" 2>"$t/pp.err" || { fail "go tool pprof -sample_index=$idx: $(cat "$t/pp.err")"; continue; }
 		grep -q 'table.new' "$t/pp.out" || fail "go tool pprof $idx: no table.new: $(head -8 "$t/pp.out")"
 	done
+	# The period, as Go's heap profiles give it: bytes between samples.
+	HOME="$t/home" GOCACHE="$t/gocache" GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off \
+		PPROF_TMPDIR="$t" go tool pprof -raw "$t/mem.pb.gz" >"$t/pp.out" 2>"$t/pp.err" &&
+		grep -q '^PeriodType: space bytes$' "$t/pp.out" && grep -q '^Period: 65536$' "$t/pp.out" ||
+		fail "pprof period of a sampled profile: $(head -4 "$t/pp.out") $(cat "$t/pp.err")"
+fi
+
+# -- A sampled stream cut short inside its extension (the samples come last): reported as
+# truncated, and the samples read keep their weights (the sampling interval is written
+# before them). 4000 bytes are about half of the ~1,950 samples' records (4-5 bytes each)
+# and more than the facts at the end of the old layout; unweighted, the estimate would be
+# a hundredth of the whole file's.
+f=$t/luajit-off.bin
+if [ -s "$f" ]; then
+	size=$(stat -c %s "$f")
+	head -c $((size - 4000)) "$f" >"$t/cut.bin"
+	build/luaprof report -f info "$t/cut.bin" >"$t/cut.info" 2>"$t/err"
+	rc=$?
+	[ $rc = 3 ] && grep -q "^complete: no (truncated after $((size - 4000)) bytes)$" "$t/cut.info" &&
+		grep -q 'the file is truncated inside its luaprof extension' "$t/err" ||
+		fail "info on a cut sampled stream: exit $rc: $(cat "$t/err") $(head -5 "$t/cut.info")"
+	full=$(build/luaprof report -q -f collapsed "$f" | awk '{ s += $NF } END { print s + 0 }')
+	cut=$(build/luaprof report -q -f collapsed "$t/cut.bin" 2>/dev/null | awk '{ s += $NF } END { print s + 0 }')
+	[ "$cut" -ge $((full / 4)) ] && [ "$cut" -lt "$full" ] ||
+		fail "a cut sampled stream estimates $cut bytes, the whole one $full"
 fi
 
 # -- Misuse of the sampled option.
 cat >"$t/bad.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
 local mp = require("luaprof").memprof
-for _, o in ipairs({ { sample = 0 }, { sample = "x" }, { sample = -5 } }) do
+for _, o in ipairs({ { sample = 0 }, { sample = "x" }, { sample = -5 }, { sample = 1.5 },
+		     { sample = 2^60 }, { sample = "1.5M" }, { sample = "0K" } }) do
   local ok, err, e = mp.start(arg[1], o)
   print(tostring(ok), err, e)
+end
+local ok, err, e = mp.start(arg[1], { sampel = 4096 })
+print("unknown", tostring(ok), err, e)
+for _, v in ipairs({ "64K", "1m", 4096 }) do
+  local ok, err = mp.start(arg[1], { sample = v })
+  print("good", tostring(ok), err, ok and mp.stop())
 end
 print(tostring(mp.start(arg[1], 5)))
 EOF
 LUA_CPATH= luajit "$t/bad.lua" "$t/bad.bin" >"$t/bad.out" 2>&1
-n=$(grep -c '^nil	profiler misuse: memprof sample must be true or a number of bytes (>= 1)	22$' "$t/bad.out")
-[ "$n" = 3 ] || fail "bad sample values: $(cat "$t/bad.out")"
+n=$(grep -c "^nil	profiler misuse: memprof sample must be true, a whole number of bytes from 1 to 2^50, or a string such as '512K', '4M' or '1G'	22$" "$t/bad.out")
+[ "$n" = 7 ] || fail "bad sample values: $(cat "$t/bad.out")"
+grep -q "^unknown	nil	profiler misuse: unknown memprof option 'sampel' (the one option is sample)	22$" \
+	"$t/bad.out" || fail "a misspelt option was not refused: $(cat "$t/bad.out")"
+[ "$(grep -c '^good	true	nil	true$' "$t/bad.out")" = 3 ] ||
+	fail "sizes in bytes, K or M refused: $(cat "$t/bad.out")"
 grep -q '^nil$' "$t/bad.out" || fail "options not a table: $(cat "$t/bad.out")"
 
 [ $fails = 0 ] || exit 1
