@@ -211,8 +211,8 @@ unsigned long long agent_objects_changes(void);
 void agent_maps_reset(void);
 void agent_maps_note(void);
 /* Writes the lpx extension: the recorded mappings and the current ones, C symbol sizes,
- * the records `extra` writes (if not NULL), then the meta records given as NULL-terminated
- * key/value pairs; resets the record. */
+ * the meta records given as NULL-terminated key/value pairs, then the records `extra`
+ * writes (if not NULL); resets the record. */
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 			   const char *const *meta);
 
@@ -267,8 +267,12 @@ int agent_memprof_running(void);
 int agent_memprof_uses_native(void);
 uint64_t agent_memprof_run_id(void);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
- * heap (0, or -1 without memory). */
+ * heap (0, -1 without memory, or AGENT_LUA_CLOSING). */
 int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
+/* The anchors' answer when the state is closing: its sentinel's finalizer has run (a
+ * finalizer of the program's own starts a profile during lua_close), so nothing would stop
+ * a profile started now before the heap is freed. */
+#define AGENT_LUA_CLOSING (-2)
 
 /* -- Core (sysprof.c), used by the Lua binding ---------------------------------------- */
 
@@ -284,7 +288,8 @@ int agent_stop_any(void);
 uint64_t agent_run_id(void);
 int agent_running(void);
 
-/* Lua module: the sentinel that stops the profile when its VM closes. */
+/* Lua module: the sentinel that stops the profile when its VM closes (0, -1 without
+ * memory, or AGENT_LUA_CLOSING). */
 int agent_lua_anchor(struct lua_State *L, uint64_t run_id);
 int agent_lua_owns(struct lua_State *L, uint64_t run_id);
 

@@ -272,7 +272,38 @@ static int l_stats(lua_State *L)
 
 static char mem_path[4096];
 
-/* local ok, err, errno = memprof.start(path [, {sample = bytes | true}]) */
+/* A sampling interval at idx: a whole number of bytes, or a string of one with K, M or G
+ * (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
+static int parse_size(lua_State *L, int idx, uint64_t *out)
+{
+	uint64_t v;
+	if (lua_type(L, idx) == LUA_TNUMBER) {
+		lua_Number n = lua_tonumber(L, idx);
+		if (!(n >= 1 && n <= 0x1p50) || n != (lua_Number)(uint64_t)n)
+			return -1;
+		v = (uint64_t)n;
+	} else if (lua_type(L, idx) == LUA_TSTRING) {
+		const char *str = lua_tostring(L, idx);
+		char *end;
+		if (*str < '0' || *str > '9')
+			return -1;
+		errno = 0;
+		unsigned long long n = strtoull(str, &end, 10);
+		unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+			       : *end == 'G' || *end == 'g' ? 30 : 0;
+		if (shift)
+			end++;
+		if (errno || *end || n == 0 || n > (1ull << 50) >> shift)
+			return -1;
+		v = (uint64_t)n << shift;
+	} else {
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* local ok, err, errno = memprof.start(path [, {sample = true | bytes | "512K"}]) */
 static int l_mem_start(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
@@ -280,15 +311,25 @@ static int l_mem_start(lua_State *L)
 	if (!lua_isnoneornil(L, 2)) {
 		if (!lua_istable(L, 2))
 			return push_misuse(L, "memprof options should be a table");
+		/* Only `sample`: a misspelt option must not silently give exact mode. */
+		lua_pushnil(L);
+		while (lua_next(L, 2)) {
+			lua_pop(L, 1);
+			if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "sample")) {
+				lua_pushvalue(L, -1);
+				const char *k = lua_tostring(L, -1);
+				return push_misuse(L, lua_pushfstring(L, "unknown memprof option '%s' "
+						   "(the one option is sample)", k ? k : "?"));
+			}
+		}
 		lua_getfield(L, 2, "sample");
 		if (lua_isboolean(L, -1)) {
 			sample = lua_toboolean(L, -1) ? LUAPROF_MEMPROF_SAMPLE_DEFAULT : 0;
 		} else if (!lua_isnil(L, -1)) {
-			lua_Number n = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : -1;
-			if (!(n >= 1 && n <= 1e15))
-				return push_misuse(L, "memprof sample must be true or a number of "
-						      "bytes (>= 1)");
-			sample = (uint64_t)n;
+			if (parse_size(L, -1, &sample))
+				return push_misuse(L, "memprof sample must be true, a whole number of "
+						      "bytes from 1 to 2^50, or a string such as '512K', "
+						      "'4M' or '1G'");
 		}
 		lua_pop(L, 1);
 	}
@@ -308,7 +349,9 @@ static int l_mem_start(lua_State *L)
 	/* From here on agent_pfile_close owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
 	int e = errno;
-	if (rc != LUAPROF_PROFILE_SUCCESS && created)
+	if (rc == LUAPROF_PROFILE_SUCCESS)
+		agent_pfile_started(fc);
+	else if (created)
 		unlink(path);
 	return push_start_rc(L, rc, e, path, luaprof_memprof_error());
 }
@@ -344,11 +387,14 @@ static const char anchor_key = 0;
 
 struct anchor {
 	uint64_t run_id;
+	int finalized;  /* its finalizer ran: the state is closing (the registry holds it) */
 };
 
 static int anchor_gc(lua_State *L)
 {
 	struct anchor *a = lua_touserdata(L, 1);
+	if (a)
+		a->finalized = 1;
 	if (a && a->run_id == agent_run_id() && agent_running())
 		agent_stop_any();
 	return 0;
@@ -361,6 +407,8 @@ static const char mem_anchor_key = 0;
 static int mem_anchor_gc(lua_State *L)
 {
 	struct anchor *a = lua_touserdata(L, 1);
+	if (a)
+		a->finalized = 1;
 	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
 		luaprof_memprof_stop(L);
 	return 0;
@@ -370,17 +418,24 @@ struct anchor_args {
 	const void *key;     /* registry key of the profiler's sentinel */
 	lua_CFunction gc;    /* its finalizer */
 	uint64_t run_id;
+	int closing;         /* out: the sentinel was finalized, the state is closing */
 };
 
-/* Creates the sentinel under its key once per state, and stamps it with the run. */
+/* Creates the sentinel under its key once per state, and stamps it with the run (not once
+ * it was finalized: the state is closing, and it would not be finalized again). */
 static int anchor_setup(lua_State *L)
 {
-	const struct anchor_args *args = lua_touserdata(L, 1);
+	struct anchor_args *args = lua_touserdata(L, 1);
 	lua_pushlightuserdata(L, (void *)args->key);
 	lua_rawget(L, LUA_REGISTRYINDEX);
 	struct anchor *a = lua_touserdata(L, -1);
+	if (a && a->finalized) {
+		args->closing = 1;
+		return 0;
+	}
 	if (!a) {
 		a = lua_newuserdata(L, sizeof(*a));
+		a->finalized = 0;
 		lua_createtable(L, 0, 1);
 		lua_pushcfunction(L, args->gc);
 		lua_setfield(L, -2, "__gc");
@@ -394,16 +449,22 @@ static int anchor_setup(lua_State *L)
 }
 
 /* Protected: the C API may be called outside any Lua call. */
+static int anchor(lua_State *L, const void *key, lua_CFunction gc, uint64_t run_id)
+{
+	struct anchor_args args = { key, gc, run_id, 0 };
+	if (lua_cpcall(L, anchor_setup, &args) != 0)
+		return -1;
+	return args.closing ? AGENT_LUA_CLOSING : 0;
+}
+
 int agent_lua_anchor(lua_State *L, uint64_t run_id)
 {
-	struct anchor_args args = { &anchor_key, anchor_gc, run_id };
-	return lua_cpcall(L, anchor_setup, &args) == 0 ? 0 : -1;
+	return anchor(L, &anchor_key, anchor_gc, run_id);
 }
 
 int agent_lua_memprof_anchor(lua_State *L, uint64_t run_id)
 {
-	struct anchor_args args = { &mem_anchor_key, mem_anchor_gc, run_id };
-	return lua_cpcall(L, anchor_setup, &args) == 0 ? 0 : -1;
+	return anchor(L, &mem_anchor_key, mem_anchor_gc, run_id);
 }
 
 int agent_lua_owns(lua_State *L, uint64_t run_id)
@@ -431,14 +492,6 @@ static void pin_self(void)
 		return;
 	if (dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD))
 		pinned = 1;
-}
-
-/* A memory profile still running at exit() (os.exit does not close the state): finish
- * the stream; the allocator no longer matters. */
-static void mem_at_exit(void)
-{
-	if (agent_memprof_running())
-		luaprof_memprof_stop(NULL);
 }
 
 /*
@@ -529,8 +582,6 @@ static void autostart(lua_State *L)
 		lua_call(L, 2, 2);
 		if (!lua_toboolean(L, top + 1))
 			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
-		else
-			atexit(mem_at_exit);
 		lua_settop(L, top);
 		return;
 	}

@@ -1092,15 +1092,25 @@ static void at_fork_child(void)
 	}
 }
 
-static void register_fork_once(void)
+/* A profile still running at exit() (os.exit does not close the state, nor does a host
+ * that never stops it): the stream is finished so that the file is complete. The VM is
+ * still whole then; the allocator no longer matters. */
+static void at_exit(void)
 {
+	if (mp.state != MP_IDLE)
+		luaprof_memprof_stop(NULL);
+}
+
+static void register_once(void)
+{
+	atexit(at_exit);
 	pthread_atfork(NULL, NULL, at_fork_child);
 }
 
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, register_fork_once);
+	pthread_once(&once, register_once);
 	mp.err[0] = '\0';
 	if (mp.state != MP_IDLE) {
 		set_err("profiler is running already");
@@ -1125,7 +1135,15 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	}
 	mp.run_id++;
 	mp.vmstate = (const int32_t *)(uintptr_t)(mp.vm.g + mp.vm.lay->g_vmstate);
-	if (agent_lua_memprof_anchor(L, mp.run_id) != 0) {
+	int anchored = agent_lua_memprof_anchor(L, mp.run_id);
+	if (anchored == AGENT_LUA_CLOSING) {
+		set_err("the Lua state is closing (its finalizers run): nothing would stop "
+			"this profile");
+		opt->on_stop(opt->ctx, opt->buf);
+		errno = EINVAL;
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	if (anchored != 0) {
 		set_err("not enough memory");
 		opt->on_stop(opt->ctx, opt->buf);
 		errno = ENOMEM;

@@ -139,6 +139,19 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	return f;
 }
 
+void agent_pfile_started(struct agent_pfile *f)
+{
+	/* The thread may be writing a half that start filled already (a huge symbol table):
+	 * it empties the file itself then; wait for it to be idle either way. */
+	int thread = f->threaded && getpid() == f->pid;
+	if (thread)
+		wait_sem(&f->idle);
+	if (f->trunc && ftruncate(f->fd, 0) == 0)
+		f->trunc = 0;
+	if (thread)
+		sem_post(&f->idle);
+}
+
 uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len)
 {
 	*len = f->threaded ? sizeof(f->buf) / 2 : sizeof(f->buf);

@@ -22,6 +22,14 @@ struct agent_pfile;
 */
 struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created);
 
+/*
+** The profile writing to f has started: a file that had contents is emptied now. The memory
+** profiler may write nothing for a long time (its first buffer half fills first), and a run
+** cut short before that must not leave the previous profile in place, looking whole. A
+** failure is left for the first write to report.
+*/
+void agent_pfile_started(struct agent_pfile *f);
+
 /* The buffer to hand the profiler: the whole buffer, or its first half when threaded. */
 uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len);
 

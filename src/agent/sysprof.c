@@ -838,7 +838,15 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	}
 	if (agent_vm_attach(L, sp.err, sizeof(sp.err)) != 0)
 		goto fail_early;
-	if (agent_lua_anchor(L, sp.run_id) != 0) {
+	int anchored = agent_lua_anchor(L, sp.run_id);
+	if (anchored == AGENT_LUA_CLOSING) {
+		rc = LUAPROF_PROFILE_ERRUSE;
+		e = EINVAL;
+		set_err("the Lua state is closing (its finalizers run): nothing would stop "
+			"this profile");
+		goto fail_native;
+	}
+	if (anchored != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;
 		set_err("not enough memory");

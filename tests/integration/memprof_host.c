@@ -36,6 +36,14 @@
 ** live bytes at the stop minus at the start, which the profile's alloc_bytes - free_bytes
 ** must equal), "oom N" (pcalls that failed with "not enough memory") and "refused N" (calls
 ** the allocator refused), then "ran oom".
+**
+** Usage: memprof_host closing CPATH OUTDIR -
+** A finalizer of the program's own that starts the profilers while lua_close runs the
+** finalizers: after the profilers' own sentinels were finalized, nothing would stop such a
+** profile before the heap is freed, so start must refuse (the state is closing). Prints
+** "closing memprof ..." and "closing sysprof ..." with what start returned (ok, message,
+** errno), then "after memprof ..." and "after sysprof ..." for a start and stop in a new
+** state: the profilers must not be left running for the rest of the process.
 */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -195,6 +203,45 @@ static int run_stale(const char *cpath, const char *out)
 	return 0;
 }
 
+/* closing mode: 0, or 1 with a message. */
+static int run_closing(const char *cpath, const char *out)
+{
+	static const char setup[] =
+		"local out = ...\n"
+		"local lp = require 'luaprof'\n"
+		"local function show(what, ok, msg, e) print(what, tostring(ok), msg, e) end\n"
+		"-- The finalizer is made first: lua_close runs finalizers newest first.\n"
+		"FIN = newproxy(true)\n"
+		"getmetatable(FIN).__gc = function()\n"
+		"  show('closing memprof', lp.memprof.start(out .. '/closing-mem.bin'))\n"
+		"  show('closing sysprof', lp.sysprof.start{mode = 'C', path = out .. '/closing-cpu.bin'})\n"
+		"end\n"
+		"assert(lp.memprof.start(out .. '/closing-a.bin')) assert(lp.memprof.stop())\n"
+		"assert(lp.sysprof.start{mode = 'C', path = out .. '/closing-b.bin'})\n"
+		"assert(lp.sysprof.stop())\n";
+	static const char after[] =
+		"local out = ...\n"
+		"local lp = require 'luaprof'\n"
+		"local ok, msg = lp.memprof.start(out .. '/closing-c.bin')\n"
+		"print('after memprof', tostring(ok), msg, ok and lp.memprof.stop())\n"
+		"ok, msg = lp.sysprof.start{mode = 'C', path = out .. '/closing-d.bin'}\n"
+		"print('after sysprof', tostring(ok), msg, ok and lp.sysprof.stop())\n";
+	const char *chunks[2] = { setup, after };
+	for (int i = 0; i < 2; i++) {
+		lua_State *L = host_state(luaL_newstate(), cpath);
+		if (!L)
+			return 1;
+		if (luaL_loadbuffer(L, chunks[i], strlen(chunks[i]), "=closing") ||
+		    (lua_pushstring(L, out), lua_pcall(L, 1, 0, 0))) {
+			fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+			return 1;
+		}
+		fflush(stdout);
+		lua_close(L);
+	}
+	return 0;
+}
+
 /* oom mode: 0, or 1 with a message. */
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
@@ -246,7 +293,7 @@ int main(int argc, char **argv)
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
-			"       memprof_host stale CPATH OUTDIR -\n");
+			"       memprof_host stale|closing CPATH OUTDIR -\n");
 		return 1;
 	}
 	const char *mode = argv[1], *cpath = argv[2], *out = argv[3];
@@ -254,6 +301,8 @@ int main(int argc, char **argv)
 		return run_oom(cpath, out, argv[4]);
 	if (!strcmp(mode, "stale"))
 		return run_stale(cpath, out);
+	if (!strcmp(mode, "closing"))
+		return run_closing(cpath, out);
 	int n = atoi(argv[4]);
 	int use_malloc = !strcmp(mode, "memprof_malloc");
 	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");

@@ -53,8 +53,13 @@
 #             callback, load), JIT off and on: at least 90 % of its events take a light
 #             path of the wrapper, and every one of them equals what the general path
 #             writes (meta selfcheck_*);
+#  exits      os.exit while profiling, exact and sampled: a complete stream; killed before
+#             the first write: an empty file, not the previous profile at that path;
 #  stale      memprof_host.c keeps the allocator from lua_getallocf while profiling and
 #             calls it after stop and after loading libz: it passes straight through;
+#  closing    memprof_host.c: a finalizer of the program's own starts both profilers while
+#             lua_close runs finalizers: both refuse (the state is closing), and a new
+#             state profiles as usual afterwards;
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -395,6 +400,16 @@ host() {
 	env "$@" "$t/memprof_host" stale "build/?.so" "$dir" - >"$dir/stale.out" 2>&1 &&
 		grep -qx survived "$dir/stale.out" ||
 		fail "$what: the kept allocator after stop: exit $?: $(head -5 "$dir/stale.out")"
+	# Profilers started by a finalizer while lua_close runs them are refused: nothing would
+	# stop them, and the process could never profile again.
+	env "$@" "$t/memprof_host" closing "build/?.so" "$dir" - >"$dir/closing.out" 2>&1 ||
+		fail "$what: memprof_host closing: exit $?: $(head -5 "$dir/closing.out")"
+	local closing_msg='profiler misuse: the Lua state is closing (its finalizers run): nothing would stop this profile'
+	grep -qx "closing memprof	nil	$closing_msg	22" "$dir/closing.out" &&
+		grep -qx "closing sysprof	nil	$closing_msg	22" "$dir/closing.out" &&
+		grep -qx 'after memprof	true	nil	true' "$dir/closing.out" &&
+		grep -qx 'after sysprof	true	nil	true' "$dir/closing.out" ||
+		fail "$what: profilers started while the state closes: $(cat "$dir/closing.out")"
 	# Out of memory while profiling: a refused call leaves no event, the program goes on.
 	local j net
 	for j in off on; do
@@ -466,6 +481,36 @@ selfcheck() {
 	done
 }
 
+# exits CMD...: how the Lua API's file ends when the program does. os.exit while profiling
+# (exact or sampled) finishes the stream: exit() stops the profile. A program killed before
+# the first buffer half reached the file leaves an empty file, not the previous profile of
+# the same path looking whole (the file is emptied when the profile starts).
+exits() {
+	local m f
+	cat >"$t/exits.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local how, path = arg[1], arg[2]
+assert(mp.start(path, how == "sampled" and { sample = 4096 } or nil))
+local keep = {}
+for i = 1, 1000 do keep[i] = { i } end
+if how == "kill" then os.execute("kill -9 " .. io.open("/proc/self/stat"):read("*n")) end
+os.exit(0)
+EOF
+	for m in exact sampled; do
+		f=$t/exit-$m.bin
+		LUA_CPATH= "$@" "$t/exits.lua" $m "$f" >"$f.out" 2>&1 ||
+			{ fail "$*: os.exit while profiling ($m): exit $?: $(head -3 "$f.out")"; continue; }
+		build/luaprof report -f info "$f" >"$f.info" 2>&1 && grep -qx 'complete: yes' "$f.info" ||
+			fail "$*: os.exit while profiling ($m): the stream is not complete: $(head -5 "$f.info")"
+	done
+	f=$t/exit-kill.bin
+	cp "$t/exit-exact.bin" "$f"
+	(LUA_CPATH= "$@" "$t/exits.lua" kill "$f" >"$f.out" 2>&1; :) 2>/dev/null # no "Killed" note
+	[ -f "$f" ] && ! cmp -s "$f" "$t/exit-exact.bin" && [ ! -s "$f" ] ||
+		fail "$*: killed before the first write: $f holds $(stat -c %s "$f" 2>/dev/null) bytes (the old profile: $(stat -c %s "$t/exit-exact.bin"))"
+}
+
 # runner RUNNER VMNAME LSTATE HOSTENV CMD...: everything on one build.
 runner() {
 	local r=$1 hostenv=$4
@@ -477,6 +522,7 @@ runner() {
 	[ -z "$canmount" ] || diskfull "$r" "$@"
 	host "$r" $hostenv
 	selfcheck "$r" "$@"
+	exits env $hostenv "$@"
 }
 
 runner luajit "Debian luajit 2.1.0~beta3" 96 "" luajit
