@@ -249,7 +249,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->output)
 		o->output = o->memory && (o->fmt == LP_FMT_MEMPROF || o->fmt == LP_FMT_TOP)
 			  ? "-" : "luaprof.svg";
-	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && lp_fmt_of_path(o->output, &o->fmt))
+	/* A device or FIFO has no extension to tell: it gets what standard output would. */
+	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && !lp_output_is_special(o->output) &&
+	    lp_fmt_of_path(o->output, &o->fmt))
 		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
@@ -283,6 +285,35 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 	if (!getcwd(cwd, sizeof(cwd)))
 		return -1;
 	return (size_t)snprintf(buf, len, "%s/%s", cwd, src) < len ? 0 : -1;
+}
+
+/* path with its directory resolved (symbolic links, "." and ".."): the file need not
+ * exist. -1 when the directory does not. */
+static int resolve(const char *path, char *out)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(dir))
+		return -1;
+	memcpy(dir, n ? path : ".", n ? n : 1);
+	dir[n ? n : 1] = '\0';
+	if (!realpath(dir, real))
+		return -1;
+	return (size_t)snprintf(out, PATH_MAX, "%s/%s", real, base) < PATH_MAX ? 0 : -1;
+}
+
+/* Whether two paths name the same file (one need not exist yet). */
+static int same_file(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	if (!strcmp(a, "-") || !strcmp(b, "-") || resolve(a, ra) || resolve(b, rb))
+		return 0;
+	if (!strcmp(ra, rb))
+		return 1;
+	struct stat sa, sb;
+	return stat(ra, &sa) == 0 && stat(rb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
 }
 
 /* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
@@ -508,6 +539,9 @@ int lp_cmd_record(int argc, char **argv)
 	char raw[PATH_MAX], agent[PATH_MAX];
 	if (raw_path(&o, raw, sizeof(raw)))
 		return fail("output path too long");
+	if (same_file(o.output, raw))
+		return fail("the rendered profile and the raw stream would both be %s: give -o "
+			    "another name (or --raw)", raw);
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
 			    agent);

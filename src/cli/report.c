@@ -155,8 +155,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("one input file at a time; got '%s' and '%s'", argv[optind],
 			    argv[optind + 1]);
 	o->input = argv[optind];
+	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && o->output && strcmp(o->output, "-") &&
-	    lp_fmt_of_path(o->output, &o->fmt))
+	    !lp_output_is_special(o->output) && lp_fmt_of_path(o->output, &o->fmt))
 		return fail("cannot tell the format from '%s'; use -f", o->output);
 	if (o->functions && o->lines)
 		return fail("--functions and --lines contradict each other");

@@ -223,6 +223,15 @@ rm -f "$t/luaprof.bin"
 	fail "record -o /dev/null: $(cat "$t/err")"
 [ $devnull_bin = 0 ] && [ -e /dev/null.bin ] && { rm -f /dev/null.bin; fail "record made /dev/null.bin"; }
 [ -s "$t/luaprof.bin" ] || fail "record -o /dev/null: no raw stream luaprof.bin"
+# A device or FIFO as -o needs no -f: it gets what standard output would (the top list).
+(cd "$t" && "$lp" record -q -o /dev/null -- luajit app.lua 0.1) >/dev/null 2>"$t/err" ||
+	fail "record -o /dev/null without -f: $(cat "$t/err")"
+# The rendered profile must not overwrite the raw stream.
+expect "the rendered profile and the raw stream would both be $t/same.bin" \
+	-o "$t/same.bin" -f collapsed -- luajit "$t/mark.lua" "$t/ran3"
+expect "the rendered profile and the raw stream would both be .*same.svg" \
+	-o "$t/same.svg" --raw "$t/./same.svg" -- luajit "$t/mark.lua" "$t/ran3"
+[ -e "$t/ran3" ] && fail "record ran the program although -o and --raw were the same file"
 # --sample takes G too.
 (cd "$t" && "$lp" record -q --memory --sample 1G -o g.folded -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record --sample 1G: $(cat "$t/err")"

@@ -110,6 +110,7 @@ $lp report -q -f collapsed -o "$t/fifo" $sp || fail "writing to a FIFO"
 wait
 [ -p "$t/fifo" ] || fail "the FIFO was replaced by a file"
 grep -q '@sp_fib.lua' "$t/fromfifo" || fail "nothing came through the FIFO"
+$lp report -q -o /dev/null $sp || fail "report -o /dev/null without -f"
 $lp report --help | grep -q 'Exit status' || fail "--help does not explain exit status"
 
 # -- Bad input: message names file and byte, exit 2 (malformed) or 3 (truncated).
