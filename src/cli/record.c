@@ -452,6 +452,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		}
 		fputc('\n', stderr);
 	}
+	/* Few samples for the time under the CPU clock: time off the CPU, not a loss. */
+	double on_cpu = (double)(n + l->dropped + f->paced + f->overruns) / o->rate;
+	if (!strcmp(o->clock, "cpu") && secs > 0.2 && on_cpu < 0.8 * secs)
+		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
+				"on the CPU: about %.2f s of the %.2f s (the rest it slept or "
+				"waited; --clock wall samples that too)\n", on_cpu, secs);
 	if (f->paced)
 		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "

@@ -223,6 +223,18 @@ rm -f "$t/luaprof.bin"
 	fail "record -o /dev/null: $(cat "$t/err")"
 [ $devnull_bin = 0 ] && [ -e /dev/null.bin ] && { rm -f /dev/null.bin; fail "record made /dev/null.bin"; }
 [ -s "$t/luaprof.bin" ] || fail "record -o /dev/null: no raw stream luaprof.bin"
+# --clock cpu on a program that sleeps: the summary says why the samples are few.
+cat >"$t/sleepy.lua" <<'EOF'
+local t = os.clock() while os.clock() - t < 0.3 do end
+os.execute("sleep 1")
+EOF
+(cd "$t" && "$lp" record -n 0 -o sl.folded -- luajit sleepy.lua) >/dev/null 2>"$t/err" ||
+	fail "record sleepy.lua: $(cat "$t/err")"
+grep -Eq '^luaprof record: --clock cpu samples only while the program runs on the CPU: about 0\.[2-4][0-9] s of the 1\.[2-4][0-9] s' \
+	"$t/err" || fail "no note on time off the CPU: $(cat "$t/err")"
+(cd "$t" && "$lp" record -n 0 -o busy.folded -- luajit app.lua 0.5) >/dev/null 2>"$t/err"
+grep -q 'samples only while the program runs on the CPU' "$t/err" &&
+	fail "a note on time off the CPU for a busy program: $(cat "$t/err")"
 # A device or FIFO as -o needs no -f: it gets what standard output would (the top list).
 (cd "$t" && "$lp" record -q -o /dev/null -- luajit app.lua 0.1) >/dev/null 2>"$t/err" ||
 	fail "record -o /dev/null without -f: $(cat "$t/err")"
