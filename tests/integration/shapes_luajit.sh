@@ -35,7 +35,7 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/integration/lib/luajit.sh
 name=shapes_luajit
 t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
+[ -n "${SHAPES_KEEP:-}" ] || trap 'rm -rf "$t"' EXIT
 trap 'exit 1' HUP INT TERM
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -205,7 +205,11 @@ check() {
 				END { print t + 0, ok + 0, bad + 0 }')
 			# (A trace inside the callback has the caller's frames after qsort in a few
 			# samples: a known limit, README.)
-			if [ "$qt" -ge 20 ] && [ $((qok * 100)) -ge $((qt * 90)) ] &&
+			# JIT off, 95 %: a builtin's entry with the PC register at its first
+			# instruction (not yet past it) used to lose the Lua frames of 4-10 %.
+			qmin=90
+			[ $jit = off ] && qmin=95
+			if [ "$qt" -ge 20 ] && [ $((qok * 100)) -ge $((qt * qmin)) ] &&
 				[ $((qbad * 100)) -le $((qt * 3)) ]; then
 				nok=$((nok + 1))
 				[ -z "${SHAPES_VERBOSE:-}" ] ||
