@@ -665,13 +665,18 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 			.host = host, .nhost = r->nhost,
 		};
 		/* A memory sample's innermost host frame is the code that allocates: VM code
-		 * (the interpreter, a trace) stands for the Lua frame and is not shown. A CPU
-		 * sample's is shown. */
+		 * (the interpreter, a trace) stands for the Lua frame and is not shown. So does
+		 * a CPU sample's in the interpreter's block: the bytecode or assembler builtin
+		 * of its innermost Lua frame (else every interpreted sample's self time went to
+		 * lj_vm_asm_begin, none to a Lua line). Other C code a CPU sample is in is
+		 * shown. */
 		int leaf = !r->cpu;
-		if (s->memory && r->nhost) {
+		if (r->nhost) {
 			uint64_t ss;
 			enum anchor k = classify(s, host[0], &ss);
-			leaf = k == ANCHOR_VM_BLOCK || k == ANCHOR_UNNAMED || k == ANCHOR_VM_CALL;
+			leaf = s->memory ? k == ANCHOR_VM_BLOCK || k == ANCHOR_UNNAMED ||
+					   k == ANCHOR_VM_CALL
+					 : leaf || k == ANCHOR_VM_BLOCK;
 		}
 		if (merge(s, &smp, leaf, &n))
 			return -ENOMEM;

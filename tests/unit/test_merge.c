@@ -317,8 +317,17 @@ static void test_unnamed_in_object(void)
 	uint64_t host[] = { 0x20008, 0x2400, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100 };
 	SAMPLE(LP_VMST_LFUNC, lua, host);
 	trailer = mapped_trailer;
+	/* The leaf in the interpreter's block is the innermost Lua frame running: shown as
+	 * @app.lua:12 alone, so that the line gets the sample's self time. */
 	CHECK_STR(collapse(0, 0), "__libc_start_main;host+0x1400;main;lua_pcall;@app.lua:5;"
-				  "builtin#15;@app.lua:12;lj_vm_asm_begin 1\n");
+				  "builtin#15;@app.lua:12 1\n");
+	/* C code outside the VM's block at the leaf stays: a C function the Lua code called. */
+	begin_with(syms, NSYMS(syms));
+	uint64_t host2[] = { 0x20008, 0x2400, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, A_MAIN + 0x40 };
+	SAMPLE(LP_VMST_CFUNC, lua, host2);
+	trailer = mapped_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;host+0x1400;main;lua_pcall;@app.lua:5;"
+				  "builtin#15;@app.lua:12;lj_vm_asm_begin;main 1\n");
 }
 
 static void test_unknown_addresses(void)
