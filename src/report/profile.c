@@ -316,10 +316,28 @@ fail:
 	return NULL;
 }
 
+/*
+** Lua frames by function. Code of a known object that no symbol covers ("libm.so.6+0x705a9":
+** static functions of a stripped library) has no function to rank by; its addresses are
+** one row per object, "libm.so.6 (no symbol)", rather than a row per address.
+*/
 static void to_function(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 {
-	if (f->kind == LP_FK_LUA)
+	(void)ctx;
+	if (f->kind == LP_FK_LUA) {
 		f->line = f->fline;
+		return;
+	}
+	if (f->kind != LP_FK_C || !f->file)
+		return;
+	const char *base = strrchr(f->file, '/');
+	base = base ? base + 1 : f->file;
+	size_t n = strlen(base);
+	if (strncmp(f->name, base, n) || strncmp(f->name + n, "+0x", 3))
+		return;
+	snprintf(buf, buflen, "%s (no symbol)", base);
+	f->name = buf;
+	f->addr = 0;
 }
 
 struct lp_profile *lp_profile_by_function(const struct lp_profile *p)

@@ -86,6 +86,43 @@ static void test_by_function(void)
 	lp_profile_free(p);
 }
 
+/* Code of an object without a symbol: one row per object by function, per address by line. */
+static void test_unnamed_code(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	const char *lib = "/usr/lib/x86_64-linux-gnu/libm.so.6";
+	struct lp_frame fa = { .kind = LP_FK_C, .name = "libm.so.6+0x705a9", .file = lib,
+			       .addr = 0x705a9 };
+	struct lp_frame fb = { .kind = LP_FK_C, .name = "libm.so.6+0x70827", .file = lib,
+			       .addr = 0x70827 };
+	struct lp_frame fs = { .kind = LP_FK_C, .name = "sin", .file = lib, .addr = 0x1000 };
+	/* A name that only looks like it: another object's. */
+	struct lp_frame fo = { .kind = LP_FK_C, .name = "libm.so.6+0x1", .file = "/lib/libz.so.1",
+			       .addr = 0x1 };
+	uint32_t a, b, sn, o, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
+	CHECK_EQ(lp_profile_frame_id(p, &fa, &a), 0);
+	CHECK_EQ(lp_profile_frame_id(p, &fb, &b), 0);
+	CHECK_EQ(lp_profile_frame_id(p, &fs, &sn), 0);
+	CHECK_EQ(lp_profile_frame_id(p, &fo, &o), 0);
+	add(p, (uint32_t[]){ top, a }, 2, 4);
+	add(p, (uint32_t[]){ top, b }, 2, 3);
+	add(p, (uint32_t[]){ top, sn }, 2, 2);
+	add(p, (uint32_t[]){ top, o }, 2, 1);
+	struct lp_render_opts lines = { .lines = 1 };
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK(s && strstr(s, " 70.00%          7  70.00%          7  C        libm.so.6 (no symbol)\n") &&
+	      strstr(s, "C        sin\n") && strstr(s, "C        libm.so.6+0x1\n") &&
+	      !strstr(s, "libm.so.6+0x705a9"));
+	free(s);
+	s = render(p, &lines, err, sizeof(err));
+	CHECK(s && strstr(s, "C        libm.so.6+0x705a9\n") && strstr(s, "C        libm.so.6+0x70827\n") &&
+	      !strstr(s, "(no symbol)"));
+	free(s);
+	lp_profile_free(p);
+}
+
 static void test_by_line(void)
 {
 	struct lp_profile *p = recursive_profile();
@@ -198,6 +235,7 @@ static void test_bytes(void)
 int main(void)
 {
 	RUN(test_by_function);
+	RUN(test_unnamed_code);
 	RUN(test_by_line);
 	RUN(test_limit);
 	RUN(test_default_limit);
