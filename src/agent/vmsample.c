@@ -550,6 +550,36 @@ static int builtin_runs_pc(const struct lp_lj_frame *f, uint64_t base, uint64_t 
 static int is_ctstate(uint64_t p);
 static int ffi_callback_glue(struct agent_sample *s, int mode);
 
+/*
+** The interpreter returning from the frame at base to Lua: PC already holds the frame's
+** link, and an assembler builtin has stored its result over its function slot (math.sqrt,
+** string.byte... "fff_res"), so no frame is left at base to walk. The caller's frame is
+** intact below it, at the base its call instruction (before PC) gives: the sample is the
+** caller's, at the calling line. 1 when the stack was taken so.
+*/
+static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t base,
+		     uint64_t pc, int mode)
+{
+	uint64_t link;
+	uint32_t ins;
+	unsigned flags;
+	if ((pc & 3) != LP_LJ_FRAME_LUA || lp_mem_u64(&mem, base - 8, &link) != 0 || link != pc ||
+	    lp_mem_read(&mem, pc - 4, &ins, sizeof(ins)) != 0)
+		return 0;
+	uint64_t cbase = base - 8ull * (2 + ((ins >> 8) & 0xff));
+	if (cbase < t->stack + 16 || lp_lj_walk(&vm, &mem, t, cbase, pc, frames, 1, &flags) != 1 ||
+	    frames[0].kind != LP_FRAME_LFUNC || (frames[0].flags & LP_LJ_FR_LINEDEF))
+		return 0;
+	s->vmstate = LP_VMST_LFUNC;
+	if (lua_stack(s, t, cbase, pc, mode) != 0) {
+		s->vmstate = LP_VMST_INTERP;
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		return 0;
+	}
+	return 1;
+}
+
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	if (!attached)
@@ -637,6 +667,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					helper_ip = ip;
 					helper_rank = 1;
 					(void)ffi_callback_glue(s, mode);
+				} else {
+					(void)returning(s, &t, rdx, rbx, mode);
 				}
 			}
 			return 0;
