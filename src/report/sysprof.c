@@ -351,6 +351,8 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			have_vm = 1;
 	}
 	size_t na = 0, leaf_entry = 0;
+	uint64_t ss0;
+	int leaf_is_trace = trace_leaf && nh && classify(s, host[0], &ss0) == ANCHOR_UNNAMED;
 	for (size_t k = 1; trace_leaf && k < nh; k++) {
 		uint64_t ss;
 		enum anchor a = classify(s, host[k], &ss);
@@ -384,11 +386,17 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 				}
 			}
 			/* The leaf stands for the innermost segment's VM entry. On a stripped VM the
-			 * API frame just outside it (past VM frames only) is that same entry
-			 * (lua_pcall enters the interpreter's own frame), not a second anchor:
-			 * counted twice, it took the next segment out (a memory sample of a nested
-			 * callback lost its outer chunk's line to the inner lua_pcall). */
-			if (trace_leaf && k == leaf_entry && !have_vm) {
+			 * API frame just outside it is that same entry (lua_pcall enters the
+			 * interpreter's own frame), not a second anchor: counted twice, it took the
+			 * next segment out (a memory sample of a nested callback lost its outer
+			 * chunk's line to the inner lua_pcall). VM code between the two is the same
+			 * entry too when the leaf is VM code (the interpreter and a helper it
+			 * called), but not when the leaf is a trace: stepped from a trace, the
+			 * next frame is its entry's caller, so VM code there is the interpreter
+			 * of another entry (a coroutine's trace, resumed by coroutine.wrap), and
+			 * the API frame is that one's. */
+			if (trace_leaf && k == leaf_entry && !have_vm &&
+			    (leaf_entry == 1 || !leaf_is_trace)) {
 				if (resume)
 					na = 0;
 				call = resume = 0;

@@ -479,6 +479,39 @@ static void test_trace_stacks(void)
 	}
 }
 
+/*
+** A trace in a coroutine that the interpreter resumed (coroutine.wrap, an assembler
+** builtin), on a stripped VM: stepped from the trace, the host stack goes on in the
+** interpreter's block (the resume called from the builtin), then lua_pcall, the outer
+** segment's entry. The outer segment belongs there, as in the same path's other samples:
+** "lua_pcall;@app.lua:5;builtin#15;...", never "lua_pcall;lj_vm_asm_begin;@app.lua:5".
+*/
+static void coroutine_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), FF(15), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0000, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 3, host, 5);
+	const uint8_t pairs[] = { 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_in_coroutine(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = 15 };
+	lp_write_sys_sample(&wb, &t);
+	trailer = coroutine_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
+				  "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n");
+}
+
 static void reuse_trailer(void)
 {
 	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
@@ -679,6 +712,7 @@ int main(void)
 	RUN(test_extension_maps);
 	RUN(test_anchor_after_sizes);
 	RUN(test_unnamed_in_object);
+	RUN(test_trace_in_coroutine);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
