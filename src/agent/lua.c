@@ -21,6 +21,7 @@
 #include <lua.h>
 
 #include "agent/agent.h"
+#include "util/size.h"
 #include "agent/pfile.h"
 
 #define DEFAULT_INTERVAL_MS 10
@@ -276,30 +277,14 @@ static char mem_path[4096];
  * (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
 static int parse_size(lua_State *L, int idx, uint64_t *out)
 {
-	uint64_t v;
-	if (lua_type(L, idx) == LUA_TNUMBER) {
-		lua_Number n = lua_tonumber(L, idx);
-		if (!(n >= 1 && n <= 0x1p50) || n != (lua_Number)(uint64_t)n)
-			return -1;
-		v = (uint64_t)n;
-	} else if (lua_type(L, idx) == LUA_TSTRING) {
-		const char *str = lua_tostring(L, idx);
-		char *end;
-		if (*str < '0' || *str > '9')
-			return -1;
-		errno = 0;
-		unsigned long long n = strtoull(str, &end, 10);
-		unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-			       : *end == 'G' || *end == 'g' ? 30 : 0;
-		if (shift)
-			end++;
-		if (errno || *end || n == 0 || n > (1ull << 50) >> shift)
-			return -1;
-		v = (uint64_t)n << shift;
-	} else {
+	if (lua_type(L, idx) == LUA_TSTRING)
+		return lp_size_parse(lua_tostring(L, idx), 1ull << 50, out);
+	if (lua_type(L, idx) != LUA_TNUMBER)
 		return -1;
-	}
-	*out = v;
+	lua_Number n = lua_tonumber(L, idx);
+	if (!(n >= 1 && n <= 0x1p50) || n != (lua_Number)(uint64_t)n)
+		return -1;
+	*out = (uint64_t)n;
 	return 0;
 }
 

@@ -465,6 +465,19 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 	return 0;
 }
 
+/* lua_stack for the code that takes a sample's frames from a base other than BASE's: on
+ * failure the sample is left with none (host-only) and 0 returned, else 1. A failed walk
+ * keeps the symbols it named (they are marked known): harmless. */
+static int lua_stack_or_none(struct agent_sample *s, const struct lp_lj_thread *t,
+			     uint64_t base, uint64_t leaf, int mode)
+{
+	if (lua_stack(s, t, base, leaf, mode) == 0)
+		return 1;
+	s->nlua = 0;
+	s->lua_truncated = 0;
+	return 0;
+}
+
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
 			uint64_t ip, int mode)
 {
@@ -570,13 +583,9 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 	if (cbase < t->stack + 16 || lp_lj_walk(&vm, &mem, t, cbase, pc, frames, 1, &flags) != 1 ||
 	    frames[0].kind != LP_FRAME_LFUNC || (frames[0].flags & LP_LJ_FR_LINEDEF))
 		return 0;
-	s->vmstate = LP_VMST_LFUNC;
-	if (lua_stack(s, t, cbase, pc, mode) != 0) {
-		s->vmstate = LP_VMST_INTERP;
-		s->nlua = 0;
-		s->lua_truncated = 0;
+	if (!lua_stack_or_none(s, t, cbase, pc, mode))
 		return 0;
-	}
+	s->vmstate = LP_VMST_LFUNC;
 	return 1;
 }
 
@@ -777,11 +786,8 @@ static int ffi_callback_glue(struct agent_sample *s, int mode)
 	uint8_t st = frames[0].kind == LP_FRAME_LFUNC ? LP_VMST_LFUNC :
 		     frames[0].kind == LP_FRAME_FFUNC ? LP_VMST_FFUNC : LP_VMST_CFUNC;
 	int inside = (frames[0].flags & LP_LJ_FR_FFICB) != 0;
-	if (lua_stack(s, &helper_t, 0, 0, mode) != 0) {
-		s->nlua = 0;
-		s->lua_truncated = 0;
+	if (!lua_stack_or_none(s, &helper_t, 0, 0, mode))
 		return 0;
-	}
 	if (!inside) {
 		empty_found = 1;
 		empty_ip = helper_ip;
@@ -812,12 +818,8 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 		if (bp == helper_t.base || !runs_pc(bp, pc, &st))
 			return 0;
 	}
-	/* A failed walk keeps the symbols it named (they are marked known): harmless. */
-	if (lua_stack(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0, mode) != 0) {
-		s->nlua = 0;
-		s->lua_truncated = 0;
+	if (!lua_stack_or_none(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0, mode))
 		return 0;
-	}
 	s->vmstate = st;
 	return 1;
 }

@@ -33,6 +33,7 @@
 #include "cli/output.h"
 #include "report/load.h"
 #include "report/render.h"
+#include "util/size.h"
 
 int lp_cmd_record(int argc, char **argv);
 
@@ -172,20 +173,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->memory = 1;
 			break;
 		case O_SAMPLE: {
-			char *end;
-			errno = 0;
-			unsigned long long size = strtoull(optarg, &end, 10);
-			unsigned long long mul = *end == 'K' || *end == 'k' ? 1ull << 10
-					       : *end == 'M' || *end == 'm' ? 1ull << 20
-					       : *end == 'G' || *end == 'g' ? 1ull << 30 : 1;
-			if (mul > 1)
-				end++;
-			if (errno || end == optarg || *end || size == 0 || size > (1ull << 40) / mul ||
-			    optarg[0] == '-')
+			uint64_t size;
+			if (lp_size_parse(optarg, 1ull << 40, &size))
 				return fail("--sample expects a size from 1 byte to 1T: a whole number "
 					    "of bytes, or with K, M or G (e.g. 524288, 512K, 1M), not "
 					    "'%s'", optarg);
-			o->sample = size * mul;
+			o->sample = size;
 			break;
 		}
 		case O_RAW:
