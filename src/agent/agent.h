@@ -200,6 +200,10 @@ enum { AGENT_SYMS_SYMTAB, AGENT_SYMS_SYSPROF, AGENT_SYMS_MEMPROF, AGENT_SYMS_SIZ
 ** events for the objects not in `seen` yet (loaded while profiling). Not for the handler.
 */
 void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind);
+/* The VM's interpreter block [lo, hi] and the FFI call routine at hi, which the profilers
+ * name themselves: the functions there are not named "object+0xoffset" from the unwind
+ * table. Set before the symbols are written (the same for every state: code, not data). */
+void agent_symtab_vm_block(uint64_t lo, uint64_t hi);
 /* Writes the extents of those symbols as lpx csize records (objects loaded now). */
 void agent_symtab_csizes(struct lp_wbuf *w);
 /* The dynamic loader's count of objects ever loaded and unloaded (dlpi_adds + dlpi_subs):

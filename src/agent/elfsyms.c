@@ -3,6 +3,11 @@
 ** the ELF .symtab when the file has one, else .dynsym; the vDSO is read from memory.
 ** Objects loaded while profiling are named by mid-stream symbol events (sysprof event 11,
 ** memprof symtab event with source CFUNC: Tarantool defines both and its parsers read them).
+**
+** Code no symbol covers (the static functions of a stripped object: most of Debian's luajit,
+** libc and libm) is named per function, "object+0xoffset" at the function's start, from the
+** object's unwind table (.eh_frame_hdr, which stripping keeps): a flame graph then has one
+** frame per function there instead of one per sampled instruction.
 ** Every call carries its own state, so the CPU and memory profilers may run at once.
 **
 ** Runs at start, outside the signal handler. Files are mapped read-only and every offset
@@ -12,6 +17,9 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -19,7 +27,29 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/objects.h"
 #include "stream/writer.h"
+#include "util/grow.h"
+
+/* Address ranges of one object's function symbols (load addresses). */
+struct covers {
+	struct cover { uint64_t lo, hi; } *c;
+	size_t n, cap;
+};
+
+/* Writes one function's entry in the form `kind` asks for. */
+static void emit_one(struct lp_wbuf *w, int kind, uint64_t addr, uint64_t size,
+		     const char *name, size_t len)
+{
+	if (kind == AGENT_SYMS_SYSPROF)
+		lp_write_sys_sym_cfunc(w, addr, name, len);
+	else if (kind == AGENT_SYMS_MEMPROF)
+		lp_write_mem_sym_cfunc(w, addr, name, len);
+	else if (kind == AGENT_SYMS_SYMTAB)
+		lp_write_sym_cfunc(w, addr, name, len);
+	else if (size)
+		lp_write_ext_csize(w, addr, size);
+}
 
 static int in_bounds(size_t size, uint64_t off, uint64_t len)
 {
@@ -29,7 +59,8 @@ static int in_bounds(size_t size, uint64_t off, uint64_t len)
 /* Emits the STT_FUNC symbols of the table at sh[idx] with its linked string table. */
 
 static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
-		       const Elf64_Shdr *sh, size_t shnum, size_t idx, uint64_t bias)
+		       const Elf64_Shdr *sh, size_t shnum, size_t idx, uint64_t bias,
+		       struct covers *cv)
 {
 	const Elf64_Shdr *t = &sh[idx];
 	if (t->sh_link >= shnum || t->sh_entsize != sizeof(Elf64_Sym) ||
@@ -51,20 +82,17 @@ static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 		size_t len = strnlen(name, s->sh_size - y->st_name);
 		if (len == 0 || len == s->sh_size - y->st_name)
 			continue;
-		if (kind == AGENT_SYMS_SYSPROF)
-			lp_write_sys_sym_cfunc(w, y->st_value + bias, name, len);
-		else if (kind == AGENT_SYMS_MEMPROF)
-			lp_write_mem_sym_cfunc(w, y->st_value + bias, name, len);
-		else if (kind == AGENT_SYMS_SYMTAB)
-			lp_write_sym_cfunc(w, y->st_value + bias, name, len);
-		else if (y->st_size)
-			lp_write_ext_csize(w, y->st_value + bias, y->st_size);
+		emit_one(w, kind, y->st_value + bias, y->st_size, name, len);
+		/* Without memory for the list some code may be named twice: harmless. */
+		if (cv && !lp_grow((void **)&cv->c, &cv->cap, cv->n + 1, sizeof(*cv->c)))
+			cv->c[cv->n++] = (struct cover){ y->st_value + bias,
+							 y->st_value + bias + (y->st_size ? y->st_size : 1) };
 	}
 }
 
 /* Emits the function symbols of an ELF image of `size` bytes loaded at `bias`. */
 static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
-		       uint64_t bias)
+		       uint64_t bias, struct covers *cv)
 {
 	if (size < sizeof(Elf64_Ehdr) || memcmp(img, ELFMAG, SELFMAG) ||
 	    img[EI_CLASS] != ELFCLASS64)
@@ -82,12 +110,13 @@ static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 			dynsym = i;
 	}
 	if (symtab)
-		emit_table(w, kind, img, size, sh, eh->e_shnum, symtab, bias);
+		emit_table(w, kind, img, size, sh, eh->e_shnum, symtab, bias, cv);
 	else if (dynsym)
-		emit_table(w, kind, img, size, sh, eh->e_shnum, dynsym, bias);
+		emit_table(w, kind, img, size, sh, eh->e_shnum, dynsym, bias, cv);
 }
 
-static void emit_file(struct lp_wbuf *w, int kind, const char *path, uint64_t bias)
+static void emit_file(struct lp_wbuf *w, int kind, const char *path, uint64_t bias,
+		      struct covers *cv)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -96,11 +125,219 @@ static void emit_file(struct lp_wbuf *w, int kind, const char *path, uint64_t bi
 	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
 		void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (img != MAP_FAILED) {
-			emit_image(w, kind, img, (size_t)sb.st_size, bias);
+			emit_image(w, kind, img, (size_t)sb.st_size, bias, cv);
 			munmap(img, (size_t)sb.st_size);
 		}
 	}
 	close(fd);
+}
+
+/* -- Functions without a symbol ---------------------------------------------------------- */
+
+/* The interpreter's block and the FFI call routine after it, which the profilers name
+ * themselves (lj_vm_asm_begin, lj_vm_ffi_call): never named from the unwind table. */
+static _Atomic uint64_t vm_lo, vm_hi;
+
+void agent_symtab_vm_block(uint64_t lo, uint64_t hi)
+{
+	atomic_store(&vm_lo, lo);
+	atomic_store(&vm_hi, hi);
+}
+
+/* 1 if [addr, addr+len) lies in one of the object's loaded segments (mapped: readable). */
+static int in_object(const struct dl_phdr_info *info, uint64_t addr, uint64_t len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && addr >= lo &&
+		    addr - lo <= ph->p_memsz && len <= ph->p_memsz - (addr - lo))
+			return 1;
+	}
+	return 0;
+}
+
+/* The executable segment holding addr: its header, or NULL. */
+static const ElfW(Phdr) *text_of(const struct dl_phdr_info *info, uint64_t addr)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && addr >= lo &&
+		    addr - lo < ph->p_filesz)
+			return ph;
+	}
+	return NULL;
+}
+
+/* Bytes of a DWARF pointer encoding's value (its format nibble), 0 if unsupported. */
+static unsigned enc_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case 0x00: case 0x04: case 0x0c: return 8; /* absptr, udata8, sdata8 */
+	case 0x02: case 0x0a: return 2;            /* udata2, sdata2 */
+	case 0x03: case 0x0b: return 4;            /* udata4, sdata4 */
+	default: return 0;
+	}
+}
+
+static const uint8_t *skip_leb(const uint8_t *p, const uint8_t *end)
+{
+	while (p < end && (*p & 0x80))
+		p++;
+	return p < end ? p + 1 : NULL;
+}
+
+/* The pointer encoding of the FDEs of the CIE at cie ('R' of its augmentation; absptr
+ * without one), or -1 when the CIE is not one this parser reads. */
+static int cie_fde_enc(const struct dl_phdr_info *info, uint64_t cie)
+{
+	uint32_t len;
+	if (!in_object(info, cie, 8))
+		return -1;
+	memcpy(&len, (const void *)(uintptr_t)cie, 4);
+	if (len < 4 || len == 0xffffffffu || !in_object(info, cie + 4, len))
+		return -1;
+	const uint8_t *p = (const uint8_t *)(uintptr_t)cie + 8, *end = p + len - 4;
+	uint8_t version = *p++;
+	const char *aug = (const char *)p;
+	size_t alen = strnlen(aug, (size_t)(end - p));
+	if (alen == (size_t)(end - p) || (alen && aug[0] != 'z') || strstr(aug, "eh"))
+		return alen ? -1 : 0x00;
+	p += alen + 1;
+	/* Code and data alignment, then the return address register. */
+	if (!(p = skip_leb(p, end)) || !(p = skip_leb(p, end)))
+		return -1;
+	if (version == 1)
+		p++;
+	else if (!(p = skip_leb(p, end)))
+		return -1;
+	if (!alen)
+		return 0x00;
+	if (!(p = skip_leb(p, end))) /* augmentation data length */
+		return -1;
+	for (const char *a = aug + 1; *a; a++) {
+		if (p >= end)
+			return -1;
+		if (*a == 'R')
+			return *p;
+		if (*a == 'L') {
+			p++;
+		} else if (*a == 'P') {
+			unsigned n = enc_size(*p);
+			if (!n || (*p & 0x70) == 0x50) /* aligned: not written by today's tools */
+				return -1;
+			p += 1 + n;
+		} else if (*a != 'S' && *a != 'B' && *a != 'G') {
+			return -1;
+		}
+	}
+	return 0x00;
+}
+
+/* The extent of the function the FDE at fde describes, 0 if unknown. The last CIE read is
+ * remembered: an object's FDEs share one or a few. */
+static uint64_t fde_range(const struct dl_phdr_info *info, uint64_t fde, uint64_t *last_cie,
+			  int *last_enc)
+{
+	uint32_t len, cie_ofs;
+	if (!in_object(info, fde, 8))
+		return 0;
+	memcpy(&len, (const void *)(uintptr_t)fde, 4);
+	memcpy(&cie_ofs, (const void *)(uintptr_t)(fde + 4), 4);
+	if (len < 8 || len == 0xffffffffu || cie_ofs == 0 || cie_ofs > fde + 4 ||
+	    !in_object(info, fde + 4, len))
+		return 0;
+	uint64_t cie = fde + 4 - cie_ofs;
+	if (cie != *last_cie) {
+		*last_cie = cie;
+		*last_enc = cie_fde_enc(info, cie);
+	}
+	unsigned n = *last_enc < 0 ? 0 : enc_size((uint8_t)*last_enc);
+	if (!n || 8 + 2ull * n > 4ull + len)
+		return 0;
+	/* pc_begin, then pc_range in the same format without the application part. */
+	const uint8_t *r = (const uint8_t *)(uintptr_t)(fde + 8 + n);
+	if (n == 2) {
+		uint16_t v;
+		memcpy(&v, r, 2);
+		return v;
+	}
+	if (n == 4) {
+		uint32_t v;
+		memcpy(&v, r, 4);
+		return v;
+	}
+	uint64_t v;
+	memcpy(&v, r, 8);
+	return v;
+}
+
+static int cover_cmp(const void *a, const void *b)
+{
+	const struct cover *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* 1 if a symbol of the object covers addr; cv sorted, hi turned into a running maximum. */
+static int covered(const struct covers *cv, uint64_t addr)
+{
+	size_t lo = 0, hi = cv->n;
+	while (lo < hi) { /* first cover with lo > addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (cv->c[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && addr < cv->c[lo - 1].hi;
+}
+
+/* Largest function extent believed: beyond it the table is taken to be wrong. */
+#define FUNC_MAX (16u << 20)
+
+/*
+** Names every function of the object's unwind table that no symbol (cv) covers, after the
+** object's file offset of its start ("luajit+0x3b560": what an address there was called
+** before, now one name for the whole function), with its extent for AGENT_SYMS_SIZES.
+*/
+static void emit_unnamed(struct lp_wbuf *w, int kind, const struct dl_phdr_info *info,
+			 const char *path, struct covers *cv)
+{
+	uint64_t hdr = 0, hdrlen = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
+			hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+			hdrlen = info->dlpi_phdr[i].p_memsz;
+		}
+	struct obj_text t;
+	if (!hdr || !in_object(info, hdr, hdrlen) || agent_objects_parse_hdr(hdr, hdrlen, &t))
+		return;
+	qsort(cv->c, cv->n, sizeof(*cv->c), cover_cmp);
+	for (size_t i = 1; i < cv->n; i++)
+		if (cv->c[i].hi < cv->c[i - 1].hi)
+			cv->c[i].hi = cv->c[i - 1].hi;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	uint64_t vlo = atomic_load(&vm_lo), vhi = atomic_load(&vm_hi), last_cie = 0;
+	int last_enc = -1;
+	const int32_t *tab = (const int32_t *)(uintptr_t)t.table;
+	for (uint64_t i = 0; i < t.nfde; i++) {
+		uint64_t start = hdr + (uint64_t)(int64_t)tab[2 * i];
+		const ElfW(Phdr) *ph = text_of(info, start);
+		if (!ph || covered(cv, start) || (start >= vlo && start <= vhi))
+			continue;
+		uint64_t size = fde_range(info, hdr + (uint64_t)(int64_t)tab[2 * i + 1], &last_cie,
+					  &last_enc);
+		if (!size || size > FUNC_MAX)
+			continue;
+		char name[AGENT_NAME_MAX];
+		uint64_t off = start - info->dlpi_addr - ph->p_vaddr + ph->p_offset;
+		int len = snprintf(name, sizeof(name), "%s+0x%llx", base, (unsigned long long)off);
+		if (len <= 0 || (size_t)len >= sizeof(name))
+			continue;
+		emit_one(w, kind, start, size, name, (size_t)len);
+	}
 }
 
 /* Objects named so far (by program-header address, unique among loaded objects). */
@@ -137,7 +374,7 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 		/* Section headers follow the loaded bytes, inside the last mapped page. */
 		end = (end + 4095) & ~(uint64_t)4095;
 		emit_image(wk->w, wk->kind, (const uint8_t *)(uintptr_t)wk->vdso,
-			   (size_t)(end - wk->vdso), base);
+			   (size_t)(end - wk->vdso), base, NULL);
 		return 0;
 	}
 	const char *path = info->dlpi_name;
@@ -150,7 +387,10 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 		exe[n] = '\0';
 		path = exe;
 	}
-	emit_file(wk->w, wk->kind, path, base);
+	struct covers cv = { NULL, 0, 0 };
+	emit_file(wk->w, wk->kind, path, base, &cv);
+	emit_unnamed(wk->w, wk->kind, info, path, &cv);
+	free(cv.c);
 	return 0;
 }
 

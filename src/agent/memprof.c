@@ -1177,6 +1177,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 
 	/* Symbol table: the C functions of every loaded object and the VM's own block. */
 	lp_write_symtab_prologue(&mp.w);
+	agent_symtab_vm_block(mp.vm.vm_lo, mp.vm.vm_hi);
 	agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_SYMTAB);
 	static const char begin[] = "lj_vm_asm_begin", ffi[] = "lj_vm_ffi_call";
 	lp_write_sym_cfunc(&mp.w, mp.vm.vm_lo, begin, sizeof(begin) - 1);

@@ -35,8 +35,7 @@ static uint64_t read_u32(const uint8_t *p)
 	return v;
 }
 
-/* Parses an .eh_frame_hdr with the usual encodings (GNU ld, gold and lld write these). */
-static int parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
+int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
 {
 	const uint8_t *h = (const uint8_t *)(uintptr_t)hdr;
 	if (len < 12 || h[0] != 1)
@@ -77,7 +76,7 @@ static int add_object(struct dl_phdr_info *info, size_t size, void *data)
 			memset(t, 0, sizeof(*t));
 			t->lo = base + ph->p_vaddr;
 			t->hi = t->lo + ph->p_memsz;
-			if (!hdr || parse_hdr(hdr, hdrlen, t) != 0)
+			if (!hdr || agent_objects_parse_hdr(hdr, hdrlen, t) != 0)
 				t->hdr = 0;
 		}
 	}

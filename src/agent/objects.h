@@ -28,6 +28,10 @@ struct objtab {
 	size_t nr;
 };
 
+/* Fills t's hdr, table and nfde from the .eh_frame_hdr mapped at hdr (len bytes), when it
+ * has the usual encodings (GNU ld, gold and lld write these): 0, or -1. */
+int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t);
+
 /* Outside the handler, on the sampled thread (its stack bounds are taken): 0 or -1. */
 int agent_objects_init(char *err, size_t errlen);
 void agent_objects_fini(void);

@@ -157,6 +157,7 @@ int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 	gg_hi = vm.disp + 8 * ((uint64_t)vm.lay->len_ddisp + vm.lay->len_sdisp);
 	if (gg_lo > vm.g || gg_hi <= vm.g)
 		gg_lo = gg_hi = 0; /* not the layout described: read everything through the kernel */
+	agent_symtab_vm_block(vm.vm_lo, vm.vm_hi);
 	attached = 1;
 	return 0;
 }

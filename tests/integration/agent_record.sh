@@ -102,6 +102,38 @@ read -r all rooted < <(reach_main "$t/demo.folded")
 	fail "examples/app.lua: $rooted of $all samples reach main:
 $(grep -v '\(^\|;\)main;' "$t/demo.folded" | sort -t' ' -k2 -nr | head -3)"
 
+
+# -- Stripped code is named per function: Debian's luajit has no symbols for its own C
+# functions (string.format's formatter, the collector...), and each sampled address there
+# used to be a frame of its own ("luajit+0x2c01b"), tens of slivers for one function. Every
+# such frame must now be a function's start in the binary's unwind table (readelf's FDEs),
+# and the interpreter's block keeps its name.
+exe=$(readlink -f "$(command -v luajit)")
+if command -v readelf >/dev/null 2>&1; then
+	cat >"$t/fmt.lua" <<'EOF'
+local t, n, s = os.clock(), 0, {}
+while os.clock() - t < 0.6 do n = n + 1; s[n % 64 + 1] = string.format("%d:%g:%s", n, n / 3, "x") end
+print(n > 0)
+EOF
+	(cd "$t" && "$lp" record -q -f collapsed -o fmt.folded --rate 500 -- luajit -joff fmt.lua) \
+		>/dev/null 2>"$t/fmt.err" || fail "record fmt.lua: $(cat "$t/fmt.err")"
+	# File offsets of the function starts: the FDEs' pc, through the executable segment.
+	readelf -lW "$exe" | awk '$1 == "LOAD" && $7 ~ /E/ { print $2, $3 }' >"$t/text.seg"
+	readelf -wf "$exe" 2>/dev/null | sed -n 's/.* FDE .* pc=\([0-9a-f]*\)\.\..*/\1/p' |
+		while read -r pc; do
+			read -r off va <"$t/text.seg"
+			printf '0x%x\n' $((0x$pc - va + off))
+		done | sort -u >"$t/fde.starts"
+	base=$(basename "$exe")
+	tr ';' '\n' <"$t/fmt.folded" | sed 's/ [0-9]*$//' | grep -E "^$base\+0x[0-9a-f]+$" |
+		sed "s/^$base+//" | sort -u >"$t/fmt.frames"
+	nfr=$(wc -l <"$t/fmt.frames")
+	bad=$(comm -23 "$t/fmt.frames" "$t/fde.starts" | head -n 3 | tr '\n' ' ')
+	[ "$nfr" -ge 2 ] || fail "fmt.lua: $nfr frames in $base's unnamed code, want some (stripped?)"
+	[ -z "$bad" ] || fail "fmt.lua: frames of $base not at a function's start: $bad"
+	grep -q ';lj_vm_asm_begin;' "$t/fmt.folded" ||
+		fail "fmt.lua: the interpreter's block lost its name: $(head -c 300 "$t/fmt.folded")"
+fi
 # -- The program's exit status is passed on, the profile written all the same.
 (cd "$t" && "$lp" record -q -o st.svg -- luajit app.lua 0.1 5) >/dev/null 2>"$t/err"
 rc=$?
