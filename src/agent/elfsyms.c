@@ -196,7 +196,8 @@ static int cie_fde_enc(const struct dl_phdr_info *info, uint64_t cie)
 	if (!in_object(info, cie, 8))
 		return -1;
 	memcpy(&len, (const void *)(uintptr_t)cie, 4);
-	if (len < 4 || len == 0xffffffffu || !in_object(info, cie + 4, len))
+	/* Room for the id, the version and an empty augmentation at least. */
+	if (len < 6 || len == 0xffffffffu || !in_object(info, cie + 4, len))
 		return -1;
 	const uint8_t *p = (const uint8_t *)(uintptr_t)cie + 8, *end = p + len - 4;
 	uint8_t version = *p++;
