@@ -16,6 +16,7 @@
 */
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -199,8 +200,12 @@ static int cie_fde_enc(const struct dl_phdr_info *info, uint64_t cie)
 	/* Room for the id, the version and an empty augmentation at least. */
 	if (len < 6 || len == 0xffffffffu || !in_object(info, cie + 4, len))
 		return -1;
+	uint32_t id;
+	memcpy(&id, (const void *)(uintptr_t)(cie + 4), 4);
 	const uint8_t *p = (const uint8_t *)(uintptr_t)cie + 8, *end = p + len - 4;
 	uint8_t version = *p++;
+	if (id != 0 || (version != 1 && version != 3))
+		return -1;
 	const char *aug = (const char *)p;
 	size_t alen = strnlen(aug, (size_t)(end - p));
 	if (alen == (size_t)(end - p) || (alen && aug[0] != 'z') || strstr(aug, "eh"))
@@ -314,21 +319,29 @@ static void emit_unnamed(struct lp_wbuf *w, int kind, const struct dl_phdr_info 
 	struct obj_text t;
 	if (!hdr || !in_object(info, hdr, hdrlen) || agent_objects_parse_hdr(hdr, hdrlen, &t))
 		return;
-	qsort(cv->c, cv->n, sizeof(*cv->c), cover_cmp);
+	if (cv->n > 1)
+		qsort(cv->c, cv->n, sizeof(*cv->c), cover_cmp);
 	for (size_t i = 1; i < cv->n; i++)
 		if (cv->c[i].hi < cv->c[i - 1].hi)
 			cv->c[i].hi = cv->c[i - 1].hi;
+	/* The name the report gives other addresses of the object: its mapping's path, with
+	 * the links the loader followed resolved (libz.so -> libz.so.1.2.13). */
+	char real[PATH_MAX];
+	if (realpath(path, real))
+		path = real;
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
 	uint64_t vlo = atomic_load(&vm_lo), vhi = atomic_load(&vm_hi), last_cie = 0;
 	int last_enc = -1;
-	const int32_t *tab = (const int32_t *)(uintptr_t)t.table;
+	const uint8_t *tab = (const uint8_t *)(uintptr_t)t.table;
 	for (uint64_t i = 0; i < t.nfde; i++) {
-		uint64_t start = hdr + (uint64_t)(int64_t)tab[2 * i];
+		int32_t ent[2]; /* initial location, FDE: relative to the header */
+		memcpy(ent, tab + 8 * i, sizeof(ent));
+		uint64_t start = hdr + (uint64_t)(int64_t)ent[0];
 		const ElfW(Phdr) *ph = text_of(info, start);
 		if (!ph || covered(cv, start) || (start >= vlo && start <= vhi))
 			continue;
-		uint64_t size = fde_range(info, hdr + (uint64_t)(int64_t)tab[2 * i + 1], &last_cie,
+		uint64_t size = fde_range(info, hdr + (uint64_t)(int64_t)ent[1], &last_cie,
 					  &last_enc);
 		if (!size || size > FUNC_MAX)
 			continue;
