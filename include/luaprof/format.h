@@ -65,5 +65,6 @@ enum lp_vmstate {
 #define LP_EXT_STACK   0x04 /* id lua-stack host-stack: a stack the samples below refer to */
 #define LP_EXT_TSAMPLE 0x05 /* (gap id)*: full stacks of TRACE samples, by their ordinal */
 #define LP_EXT_ASAMPLE 0x06 /* (stack size live)*: sampled allocations (memprof sampled mode) */
+#define LP_EXT_GSAMPLE 0x07 /* (gap id)*: Lua + host stacks of GC samples, by their ordinal */
 
 #endif

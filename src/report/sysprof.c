@@ -91,6 +91,16 @@ struct lp_sysprof {
 	struct dsample { uint32_t stack, nrepl; uint8_t vmstate; int64_t count; } *dsmp;
 	size_t ndsmp, dsmpcap;
 	struct lp_addrmap dedup;      /* hash of a sample's stacks -> index in stacks */
+	/*
+	** GC samples wait as well: the extension may give one the Lua + host stack of the code
+	** that ran the collector (stack and gsample records), which the ljp v2 sample has no
+	** room for. Each keeps its own host stack (interned, as dsmp's) for when it does not.
+	*/
+	uint32_t *gstack;             /* per GC sample, in order: its host stack in stacks */
+	size_t ngsmp, gstackcap;
+	struct tpair *gpairs;
+	size_t ngpairs, gpaircap;
+	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for GC samples */
 	struct lp_addrmap dkeys;      /* hash of a dsample's key -> index in dsmp */
 	int finished;                 /* the deferred samples (TRACE, CPU or memory) were added */
 	/* Memory samples. */
@@ -102,7 +112,7 @@ struct lp_sysprof {
 	 * their stacks, resolved at the end, name frames as of their own time: replacement
 	 * k happened after the first `after` TRACE samples, and before the deferred samples
 	 * whose nrepl is above k. */
-	struct replaced { uint64_t after, proto; struct lp_sym_lua old; } *repl;
+	struct replaced { uint64_t after, gafter, proto; struct lp_sym_lua old; } *repl;
 	size_t nrepl, replcap;
 	struct lp_addrmap overlay;    /* proto -> index in repl: its name at the current sample */
 	uint64_t epoch;               /* bumped whenever overlay changes */
@@ -145,6 +155,9 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->ffnames);
 	free(s->tframe);
 	free(s->tpairs);
+	free(s->gstack);
+	free(s->gpairs);
+	lp_addrmap_free(&s->gside);
 	free(s->dsmp);
 	lp_addrmap_free(&s->dedup);
 	lp_addrmap_free(&s->dkeys);
@@ -489,6 +502,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 }
 
 static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp);
+static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 
 int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
@@ -499,6 +513,8 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	s->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->samples++;
+	if (smp->vmstate == LP_VMST_GC && smp->nlua == 0)
+		return defer_gc(s, smp);
 	if (s->opts.split) {
 		if (vm_frame(s, smp->vmstate, &id) || push(s, &n, id))
 			return -ENOMEM;
@@ -634,10 +650,49 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	return 0;
 }
 
+/* Keeps a GC sample for the end (see gstack): its host stack, interned. */
+static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+{
+	uint64_t h = lp_hash_u64(smp->nhost ^ 0x6763ull << 32);
+	for (size_t i = 0; i < smp->nhost; i++)
+		h = lp_hash_u64(h ^ smp->host[i]);
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->dedup, h);
+	int64_t k = -1;
+	if (e) {
+		const struct rawstack *r = &s->stacks[e->a];
+		if (r->nlua == 0 && r->nhost == smp->nhost &&
+		    (smp->nhost == 0 ||
+		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
+			k = (int64_t)e->a;
+	}
+	if (k < 0) {
+		k = add_rawstack(s, NULL, 0, smp->host, smp->nhost);
+		if (k < 0)
+			return -ENOMEM;
+		s->stacks[k].cpu = 1;
+		if (!e && lp_addrmap_put(&s->dedup, h, (uint64_t)k, 0))
+			return -ENOMEM;
+	}
+	if (lp_grow((void **)&s->gstack, &s->gstackcap, s->ngsmp + 1, sizeof(*s->gstack)))
+		return -ENOMEM;
+	s->gstack[s->ngsmp++] = (uint32_t)k;
+	return 0;
+}
+
+int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
+{
+	if (lp_grow((void **)&s->gpairs, &s->gpaircap, s->ngpairs + 1, sizeof(*s->gpairs)))
+		return -ENOMEM;
+	s->gpairs[s->ngpairs].ordinal = ordinal;
+	s->gpairs[s->ngpairs++].id = id;
+	return 0;
+}
+
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old)
 {
 	if (lp_grow((void **)&s->repl, &s->replcap, s->nrepl + 1, sizeof(*s->repl)))
 		return -ENOMEM;
+	s->repl[s->nrepl].gafter = s->ngsmp;
 	s->repl[s->nrepl].after = s->ntframe;
 	s->repl[s->nrepl].proto = proto;
 	s->repl[s->nrepl++].old = *old;
@@ -789,6 +844,86 @@ static int add_traces(struct lp_sysprof *s)
 	return 0;
 }
 
+/* The index in stacks of stack id's copy for GC samples (a CPU sample's stack: its leaf,
+ * the collector's code, is shown), made on first use; -1 if id has no stack record. */
+static int64_t gc_stack(struct lp_sysprof *s, uint64_t id)
+{
+	struct lp_addrmap_entry *e = lp_addrmap_get(&s->gside, id);
+	if (e)
+		return (int64_t)e->a;
+	e = lp_addrmap_get(&s->stack_ids, id);
+	if (!e)
+		return -1;
+	size_t from = e->a;
+	/* add_rawstack may move the pools: copy through offsets. */
+	if (lp_grow((void **)&s->lpool, &s->lpoolcap, s->nlpool + s->stacks[from].nlua,
+		    sizeof(*s->lpool)) ||
+	    lp_grow((void **)&s->hpool, &s->hpoolcap, s->nhpool + s->stacks[from].nhost,
+		    sizeof(*s->hpool)))
+		return -ENOMEM;
+	const struct rawstack r = s->stacks[from];
+	int64_t k = add_rawstack(s, s->lpool + r.lua, r.nlua, s->hpool + r.host, r.nhost);
+	if (k < 0)
+		return -ENOMEM;
+	s->stacks[k].cpu = 1;
+	if (lp_addrmap_put(&s->gside, id, (uint64_t)k, 0))
+		return -ENOMEM;
+	return k;
+}
+
+/*
+** Adds the GC samples, last first, undoing replacements as add_traces does. One with a
+** gsample pair is shown under the merged stack of the code that ran the collector, with a
+** GC frame on top (on a stripped VM nothing else says that the frames above the Lua line
+** are the collector's); the others, by their own host stack as before.
+*/
+static int add_gc(struct lp_sysprof *s)
+{
+	walk_begin(s);
+	if (s->ngpairs > 1)
+		qsort(s->gpairs, s->ngpairs, sizeof(*s->gpairs), by_ordinal);
+	size_t j = s->ngpairs, u = s->nrepl;
+	int64_t one = 1;
+	for (size_t i = s->ngsmp; i-- > 0;) {
+		for (; u > 0 && s->repl[u - 1].gafter > i; u--) {
+			if (lp_addrmap_put(&s->overlay, s->repl[u - 1].proto, u - 1, 0))
+				return -ENOMEM;
+			s->epoch++;
+		}
+		while (j > 0 && s->gpairs[j - 1].ordinal > i)
+			j--;
+		int64_t k = -1;
+		if (j > 0 && s->gpairs[j - 1].ordinal == i &&
+		    (k = gc_stack(s, s->gpairs[j - 1].id)) == -ENOMEM)
+			return -ENOMEM;
+		/* Merged first: the merge uses s->out as its scratch. */
+		if (k >= 0 && stack_frames(s, &s->stacks[k]))
+			return -ENOMEM;
+		size_t n = 0;
+		uint32_t id;
+		if (s->opts.split && (vm_frame(s, LP_VMST_GC, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		size_t base = n;
+		if (k >= 0) {
+			const struct rawstack *r = &s->stacks[k];
+			for (size_t q = 0; q < r->nmerged; q++)
+				if (push(s, &n, s->mpool[r->merged + q]))
+					return -ENOMEM;
+		} else {
+			const struct rawstack *r = &s->stacks[s->gstack[i]];
+			for (size_t q = r->nhost; q-- > 0;)
+				if (c_frame(s, s->hpool[r->host + q], &id) || push(s, &n, id))
+					return -ENOMEM;
+		}
+		if ((k >= 0 || n == base) && !s->opts.split &&
+		    (vm_frame(s, LP_VMST_GC, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		if (lp_profile_add(s->raw, s->out, n, &one))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* -- Memory samples ------------------------------------------------------------------ */
 
 struct lp_sysprof *lp_sysprof_new_memory(struct lp_symtab *st)
@@ -898,7 +1033,7 @@ static int add_cpu(struct lp_sysprof *s)
 	if (s->finished)
 		return 0;
 	s->finished = 1;
-	return add_deferred(s) || add_traces(s) ? -ENOMEM : 0;
+	return add_deferred(s) || add_traces(s) || add_gc(s) ? -ENOMEM : 0;
 }
 
 struct lp_profile *lp_sysprof_profile(struct lp_sysprof *s)

@@ -53,6 +53,11 @@ int lp_sysprof_set_ffnames(struct lp_sysprof *s, const char *names);
 int lp_sysprof_stack(struct lp_sysprof *s, uint64_t id, const struct lp_lua_frame *lua,
 		     size_t nlua, const uint64_t *host, size_t nhost);
 int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
+/* The extension's stacks of GC samples (stack and gsample records): GC sample `ordinal`
+ * (0-based, counting GC samples only) is shown under the merged stack `id` of the code
+ * that ran the collector, with a GC frame on top; else by its own host stack. Returns 0
+ * or -ENOMEM. */
+int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
 /* Tells that the Lua symbol of proto is about to be replaced (its address was reused):
  * TRACE samples read so far keep the old name. Returns 0 or -ENOMEM. */
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old);

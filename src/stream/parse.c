@@ -274,11 +274,11 @@ static int sysprof(struct lp_input *in, const struct lp_parse_handlers *h,
 /* Longest record accepted; records are small (paths, build-ids, short values). */
 #define EXT_MAX_RECORD (1u << 20)
 
-/* Ordinal of the last tsample pair, +1 (0 before the first pair): pairs continue across
- * records. */
+/* Ordinal of the last tsample (gsample) pair, +1 (0 before the first pair): pairs continue
+ * across records. */
 struct ext_state {
 	struct sys_scratch *sc;
-	uint64_t next_ordinal;
+	uint64_t next_ordinal, next_gordinal;
 };
 
 static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, uint8_t type,
@@ -330,17 +330,20 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(host_stack(in, es->sc, &nhost, at));
 		if (h->ext_stack && h->ext_stack(h->ctx, id, es->sc->lua, nlua, es->sc->host, nhost))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
-	} else if (type == LP_EXT_TSAMPLE) {
+	} else if (type == LP_EXT_TSAMPLE || type == LP_EXT_GSAMPLE) {
+		int gc = type == LP_EXT_GSAMPLE;
+		uint64_t *next = gc ? &es->next_gordinal : &es->next_ordinal;
+		int (*cb)(void *, uint64_t, uint64_t) = gc ? h->ext_gsample : h->ext_tsample;
 		while (rc == LP_OK && lp_input_offset(in) - start < len) {
 			uint64_t gap, id;
 			TRY(lp_input_uleb(in, &gap));
 			TRY(lp_input_uleb(in, &id));
-			if (gap >= UINT64_MAX - es->next_ordinal)
+			if (gap >= UINT64_MAX - *next)
 				return lp_input_fail(in, LP_ERR_FORMAT, at,
 						     "sample ordinal overflows 64 bits");
-			uint64_t ordinal = es->next_ordinal + gap;
-			es->next_ordinal = ordinal + 1;
-			if (h->ext_tsample && h->ext_tsample(h->ctx, ordinal, id))
+			uint64_t ordinal = *next + gap;
+			*next = ordinal + 1;
+			if (cb && cb(h->ctx, ordinal, id))
 				rc = lp_input_fail(in, LP_ERR_ABORT, at,
 						   "stopped by the consumer");
 		}
@@ -381,7 +384,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
 		     struct lp_parse_stats *st, struct sys_scratch *sc)
 {
-	struct ext_state es = { sc, 0 };
+	struct ext_state es = { sc, 0, 0 };
 	uint64_t start = lp_input_offset(in);
 	uint8_t p[LP_PROLOGUE_SIZE];
 	for (int i = 0; i < 3; i++) {

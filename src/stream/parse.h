@@ -75,6 +75,9 @@ struct lp_parse_handlers {
 	/* One pair of a tsample record: the profile's TRACE sample number `ordinal`
 	 * (0-based, counting TRACE samples only) has the full stack `id`. */
 	int (*ext_tsample)(void *ctx, uint64_t ordinal, uint64_t id);
+	/* One pair of a gsample record: the profile's GC sample number `ordinal` (0-based,
+	 * counting GC samples only) ran the collector under the Lua + host stack `id`. */
+	int (*ext_gsample)(void *ctx, uint64_t ordinal, uint64_t id);
 	/* One sampled allocation of an asample record: its stack id, its size, and whether
 	 * it was still allocated when the profile stopped. */
 	int (*ext_asample)(void *ctx, uint64_t id, uint64_t size, int live);

@@ -541,6 +541,49 @@ static void test_trace_stacks_reuse(void)
 		  "main;lua_pcall;@app.lua:5;@newer.lua:14;TRACE [3] @app.lua:21 1\n");
 }
 
+/* The collector's stacks (gsample records): GC samples 0 and 2 ran it under stack 7 (the
+ * collector's code, my_cfunc here, called from line 14); sample 1 has no pair. */
+static void gcstacks_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const uint64_t host[] = { A_CFUNC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 2, host, 3);
+	const uint8_t pairs[] = { 0, 7, 1, 7 };
+	lp_write_ext_record(&wb, LP_EXT_GSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* A GC sample with a gsample pair is shown under the Lua code that ran the collector,
+ * with a GC frame on top, named as of its own time; one without keeps its host stack. */
+static void test_gc_stacks(void)
+{
+	for (int split = 0; split < 2; split++) {
+		begin();
+		uint64_t gchost[] = { A_MAIN + 9, A_CFUNC + 4 };
+		struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 12) };
+		uint64_t host[] = { A_MAIN + 9, A_LUA_PCALL + 4, A_VM_PCALL + 30 };
+		sample(LP_VMST_GC, NULL, 0, gchost, 2);
+		SAMPLE(LP_VMST_LFUNC, lua, host); /* not a GC sample: not counted */
+		lp_write_sys_sym_lua(&wb, P_F, "@new.lua", 8, 13);
+		sample(LP_VMST_GC, NULL, 0, gchost, 2);
+		sample(LP_VMST_GC, NULL, 0, gchost, 2);
+		trailer = gcstacks_trailer;
+		if (!split)
+			CHECK_STR(collapse(0, 0),
+				  "main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc;GC 1\n"
+				  "main;lua_pcall;@app.lua:5;@new.lua:14;my_cfunc;GC 1\n"
+				  "main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12 1\n"
+				  "main;my_cfunc 1\n");
+		else
+			CHECK_STR(collapse(1, 0),
+				  "GC;main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc 1\n"
+				  "GC;main;lua_pcall;@app.lua:5;@new.lua:14;my_cfunc 1\n"
+				  "GC;main;my_cfunc 1\n"
+				  "LFUNC;main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12 1\n");
+	}
+}
+
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
 /* A memprof stream with symbols only, then stacks and sampled allocations. */
@@ -717,6 +760,7 @@ int main(void)
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
 	RUN(test_trace_stacks_reuse);
+	RUN(test_gc_stacks);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	free(stream.data);
