@@ -110,6 +110,10 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 */
 int agent_vm_sample_helper(struct agent_sample *s, int mode);
 int agent_vm_helper_pending(void);
+/* In the handler after the host walk (C mode): a GC sample whose step a trace ran gets the
+ * trace's start line for its innermost Lua frame (the trace stored no PC there), once the
+ * walk met the trace's machine code. */
+void agent_vm_sample_gc(struct agent_sample *s);
 /*
 ** After the host walk of a CFUNC or FFUNC sample, or of a memprof capture in a C function:
 ** drops from its host stack pcs[0..n) the return address of a VM entry the walk met that
@@ -239,22 +243,27 @@ void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
 /* Frees and empties the dictionary (a zeroed one is empty too). */
 void agent_stackdict_free(struct agent_stackdict *d);
 
-/* -- Full stacks of TRACE samples (tstacks.c) ------------------------------------------ */
+/* -- Full stacks of TRACE and GC samples (tstacks.c) ----------------------------------- */
+
+/* Which samples a record's ordinal counts: its first byte. */
+enum { AGENT_TSTACK_TRACE, AGENT_TSTACK_GC };
 
 /* Before sampling (allocates the ring): 0 or -1. */
 int agent_tstacks_init(void);
 void agent_tstacks_free(void);
 /*
-** Handler: queues one record, the sample's ordinal among TRACE samples (ULEB128) followed
-** by its "lua-stack host-stack" body. Returns 0, 1 when the writer thread should be woken
-** (the ring is over half full), or -1 when it did not fit (counted as lost).
+** Handler: queues one record: its kind (AGENT_TSTACK_*, a byte), the sample's ordinal
+** among the samples of that kind (ULEB128), then its "lua-stack host-stack" body. Returns
+** 0, 1 when the writer thread should be woken (the ring is over half full), or -1 when it
+** did not fit (counted as lost).
 */
 int agent_tstacks_put(const uint8_t *rec, size_t len);
 /* Writer thread: moves queued records into the dictionary. */
 void agent_tstacks_drain(void);
-/* After the last drain: the extension's stack and tsample records. */
+/* After the last drain: the extension's stack, tsample and gsample records. */
 void agent_tstacks_write(struct lp_wbuf *w);
-/* TRACE samples that keep only their trace frame (ring full, dictionary cap). */
+/* TRACE samples that keep only their trace frame, GC samples that keep only their host
+ * stack (ring full, dictionary cap). */
 uint64_t agent_tstacks_lost(void);
 
 /* The process's command line, arguments joined by spaces, into buf. */

@@ -110,6 +110,7 @@ static uint64_t hs_host[AGENT_MAX_HOST + 64];
 static uint8_t hs_scratch[AGENT_SAMPLE_MAX];
 static uint8_t hs_tstack[AGENT_SAMPLE_MAX + 16];
 static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one's ordinal */
+static uint64_t hs_ngc;     /* GC samples, likewise */
 /*
 ** Pacing: a sample costs from 2 us to a few hundred (deep stacks in C mode). Were the
 ** interval shorter than that, the handler would run back to back and the program would
@@ -378,9 +379,12 @@ static void take_sample(const ucontext_t *uc)
 			out.nhost = user_backtrace(uc, &truncated);
 		} else {
 			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
-			/* C code the interpreter called: its Lua frames, by the walk's registers. */
-			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
+			/* C code the interpreter called: its Lua frames, by the walk's registers;
+			 * the collector run from a trace: its line. */
+			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 				(void)agent_vm_sample_helper(s, sp.mode);
+				agent_vm_sample_gc(s);
+			}
 			out.nhost = agent_vm_omit_empty(hs_host, out.nhost);
 		}
 		out.host = hs_host;
@@ -405,13 +409,21 @@ static void take_sample(const ucontext_t *uc)
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	if (trace && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
+	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC
+	 * sample's when it has Lua frames (the collector ran from Lua code). */
+	int gc = s->vmstate == LP_VMST_GC;
+	if ((trace || (gc && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
-		lp_wbuf_uleb(&w, hs_ntrace++);
+		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : AGENT_TSTACK_GC);
+		lp_wbuf_uleb(&w, trace ? hs_ntrace : hs_ngc);
 		lp_write_sys_stacks(&w, &out);
 		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
 			sem_post(&sp.sem);
 	}
+	if (trace)
+		hs_ntrace++;
+	else if (gc)
+		hs_ngc++;
 	if (truncated)
 		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
 }
@@ -870,7 +882,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.leaf_walk = opt->mode == LUAPROF_SYSPROF_LEAF &&
 		       agent_unwind_init(sp.err, sizeof(sp.err)) == 0;
 	sp.err[0] = '\0';
-	hs_ntrace = 0;
+	hs_ntrace = hs_ngc = 0;
 	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && agent_tstacks_init() != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;

@@ -1,11 +1,12 @@
 /*
-** Full stacks of TRACE samples: from the handler through a ring to the writer thread,
-** kept as a dictionary until stop, written as the extension's stack and tsample records.
+** Full stacks of TRACE and GC samples: from the handler through a ring to the writer
+** thread, kept as a dictionary until stop, written as the extension's stack, tsample and
+** gsample records.
 **
 ** Why not in the sample itself: ljp v2 gives a TRACE sample its trace number and location
-** only, and Tarantool's parser must keep reading our files. So the sample stays as the
-** format says, and its Lua frames below the trace plus its host stack travel on the side,
-** keyed by the sample's ordinal among the TRACE samples of the stream.
+** only, and a GC sample its host stack only, and Tarantool's parser must keep reading our
+** files. So the sample stays as the format says, and its Lua frames plus its host stack
+** travel on the side, keyed by the sample's ordinal among the samples of its kind.
 **
 ** Cost: stacks repeat (a hot loop's trace is sampled under the same callers), so each
 ** distinct one is kept once and a sample costs the writer thread two ULEB128s, mostly 2-4
@@ -22,12 +23,22 @@
 #include "stream/writer.h"
 #include "util/grow.h"
 
-/* Ring: records of [length:u32][ordinal:uleb body]; head and tail only grow. */
+/* Ring: records of [length:u32][kind:u8 ordinal:uleb body]; head and tail only grow. */
 #define RING_CAP (2u << 20)
 /* The dictionary's bytes, past which new distinct stacks are not kept. */
 #define DICT_MAX (64u << 20)
 /* tsample records are cut at about this size (the reader's limit is 1 MiB). */
 #define TSAMPLE_CHUNK (60u << 10)
+
+/* The (gap id) pairs of one kind of sample, cut into records of about TSAMPLE_CHUNK. */
+struct pairs {
+	uint8_t *buf;
+	size_t n, cap;
+	size_t *cuts;                   /* offsets in buf where a record ends */
+	size_t ncuts, cutcap;
+	size_t chunk_start;
+	uint64_t next_ordinal;
+};
 
 static struct {
 	uint8_t *ring;
@@ -35,12 +46,7 @@ static struct {
 	_Atomic uint64_t lost;
 	/* Writer thread only. */
 	struct agent_stackdict dict;    /* the distinct stacks */
-	uint8_t *pairs;                 /* tsample payload: (gap id)* */
-	size_t npairs, paircap;
-	size_t *cuts;                   /* offsets in pairs where a record ends */
-	size_t ncuts, cutcap;
-	size_t chunk_start;
-	uint64_t next_ordinal;
+	struct pairs kind[2];           /* by AGENT_TSTACK_* */
 	uint8_t *rec;                   /* one record out of the ring */
 } tsq;
 
@@ -61,8 +67,10 @@ void agent_tstacks_free(void)
 	free(tsq.ring);
 	free(tsq.rec);
 	agent_stackdict_free(&tsq.dict);
-	free(tsq.pairs);
-	free(tsq.cuts);
+	for (int k = 0; k < 2; k++) {
+		free(tsq.kind[k].buf);
+		free(tsq.kind[k].cuts);
+	}
 	memset(&tsq, 0, sizeof(tsq));
 }
 
@@ -92,30 +100,35 @@ int agent_tstacks_put(const uint8_t *rec, size_t len)
 	return (head + 4 + len) - tail > RING_CAP / 2; /* 1: time to wake the writer thread */
 }
 
-static int append_pair(uint64_t ordinal, uint64_t id)
+static int append_pair(struct pairs *q, uint64_t ordinal, uint64_t id)
 {
 	uint8_t tmp[20];
-	size_t n = lp_uleb_encode(ordinal - tsq.next_ordinal, tmp);
+	size_t n = lp_uleb_encode(ordinal - q->next_ordinal, tmp);
 	n += lp_uleb_encode(id, tmp + n);
-	if (lp_grow((void **)&tsq.pairs, &tsq.paircap, tsq.npairs + n, 1))
+	if (lp_grow((void **)&q->buf, &q->cap, q->n + n, 1))
 		return -1;
-	memcpy(tsq.pairs + tsq.npairs, tmp, n);
-	tsq.npairs += n;
-	tsq.next_ordinal = ordinal + 1;
-	if (tsq.npairs - tsq.chunk_start >= TSAMPLE_CHUNK) {
-		if (lp_grow((void **)&tsq.cuts, &tsq.cutcap, tsq.ncuts + 1, sizeof(*tsq.cuts)))
+	memcpy(q->buf + q->n, tmp, n);
+	q->n += n;
+	q->next_ordinal = ordinal + 1;
+	if (q->n - q->chunk_start >= TSAMPLE_CHUNK) {
+		if (lp_grow((void **)&q->cuts, &q->cutcap, q->ncuts + 1, sizeof(*q->cuts)))
 			return -1;
-		tsq.cuts[tsq.ncuts++] = tsq.chunk_start = tsq.npairs;
+		q->cuts[q->ncuts++] = q->chunk_start = q->n;
 	}
 	return 0;
 }
 
-/* One record: ordinal (uleb) then the body. */
+/* One record: kind, ordinal (uleb), then the body. */
 static void take(const uint8_t *rec, size_t len)
 {
 	uint64_t ordinal = 0;
-	size_t i = 0;
-	for (unsigned shift = 0; i < len && i < 10; shift += 7) {
+	size_t i = 1;
+	if (len < 2 || rec[0] > AGENT_TSTACK_GC) {
+		atomic_fetch_add(&tsq.lost, 1); /* cannot happen: the handler writes them */
+		return;
+	}
+	struct pairs *q = &tsq.kind[rec[0]];
+	for (unsigned shift = 0; i < len && i < 11; shift += 7) {
 		uint8_t b = rec[i++];
 		ordinal |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80))
@@ -126,7 +139,7 @@ static void take(const uint8_t *rec, size_t len)
 		atomic_fetch_add(&tsq.lost, 1);
 		return;
 	}
-	if (ordinal < tsq.next_ordinal || append_pair(ordinal, id))
+	if (ordinal < q->next_ordinal || append_pair(q, ordinal, id))
 		atomic_fetch_add(&tsq.lost, 1);
 }
 
@@ -152,12 +165,16 @@ void agent_tstacks_drain(void)
 
 void agent_tstacks_write(struct lp_wbuf *w)
 {
+	static const uint8_t type[2] = { LP_EXT_TSAMPLE, LP_EXT_GSAMPLE };
 	agent_stackdict_write(&tsq.dict, w);
-	size_t from = 0;
-	for (size_t k = 0; k <= tsq.ncuts; k++) {
-		size_t to = k < tsq.ncuts ? tsq.cuts[k] : tsq.npairs;
-		if (to > from)
-			lp_write_ext_record(w, LP_EXT_TSAMPLE, tsq.pairs + from, to - from);
-		from = to;
+	for (int k = 0; k < 2; k++) {
+		const struct pairs *q = &tsq.kind[k];
+		size_t from = 0;
+		for (size_t c = 0; c <= q->ncuts; c++) {
+			size_t to = c < q->ncuts ? q->cuts[c] : q->n;
+			if (to > from)
+				lp_write_ext_record(w, type[k], q->buf + from, to - from);
+			from = to;
+		}
 	}
 }

@@ -368,6 +368,10 @@ static unsigned helper_rank;
 static uint64_t empty_top, empty_stack, empty_ip;
 static unsigned vm_frames_met, empty_rank;
 static int empty_found;
+/* A GC sample whose step a trace ran (g->jit_base set), and the first trace whose machine
+ * code the host walk met. */
+static int gc_in_trace, walk_trace_found;
+static struct lp_lj_trace walk_trace;
 
 /* Before a walk (a sample's, or a memprof capture's): nothing pending nor found yet. */
 static void walk_reset(void)
@@ -376,6 +380,7 @@ static void walk_reset(void)
 	empty_top = 0;
 	empty_found = 0;
 	vm_frames_met = 0;
+	gc_in_trace = walk_trace_found = 0;
 }
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
@@ -703,6 +708,29 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		return lua_stack(s, &t, 0, 0, mode);
 	}
+	/*
+	** The collector: L->base is synced for it (its callers in the interpreter and the
+	** builtins store BASE first; from a trace, lj_gc_step_jit sets it from jit_base), so
+	** the Lua frames that ran into the step are walked as a C function's are. They reach
+	** the stream on the side (sysprof.c: ljp v2's GC sample has no Lua stack). The
+	** innermost frame's line is the C frame's SAVE_PC, exact from the interpreter; when
+	** a trace ran the step, agent_vm_sample_gc corrects it after the host walk.
+	*/
+	if (st == LP_VMST_GC && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale) {
+		uint64_t jb = 0;
+		add_cframes(t.cframe);
+		empty_top = t.base;
+		empty_stack = t.stack;
+		gc_in_trace = lp_lj_jit_base(&vm, &mem, &jb) == LP_LJ_OK && jb != 0;
+		if (lua_stack(s, &t, 0, 0, mode) != 0) {
+			s->nlua = 0;
+			s->lua_truncated = 0;
+			ncframes = 0;
+			empty_top = 0;
+			add_thread_cframes(t);
+		}
+		return 0;
+	}
 	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
 	 * coroutine that stack goes on through its resumers' C frames. C code the
 	 * interpreter called may get its Lua frames after the host walk. */
@@ -825,6 +853,25 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 	return 1;
 }
 
+/*
+** The innermost frame of a GC sample whose step a trace ran is the trace's base frame, at
+** the line its C frame's SAVE_PC was left at by the interpreter, long before: the line
+** where the trace starts instead, as for C code a trace calls (trace_c_sample). The
+** snapshot in effect at the call was tried: it names the line after the last guard, as
+** wrong as often as right (string.format's calls in a loop went to the line above).
+*/
+void agent_vm_sample_gc(struct agent_sample *s)
+{
+	struct lp_lj_proto p;
+	int32_t line;
+	if (!gc_in_trace || !walk_trace_found || s->vmstate != LP_VMST_GC || s->nlua == 0 ||
+	    s->lua[0].type != LP_FRAME_LFUNC || s->lua[0].addr != walk_trace.startpt)
+		return;
+	if (lp_lj_proto_read(&vm, &mem, walk_trace.startpt, &p) == LP_LJ_OK &&
+	    lp_lj_pc_line(&vm, &mem, &p, walk_trace.startpc + 4, &line) == LP_LJ_OK && line > 0)
+		s->lua[0].line = (uint64_t)line;
+}
+
 /* -- Native frames the VM owns -------------------------------------------------------------- */
 
 int agent_vm_frame_special(uint64_t ip, int in_object)
@@ -924,6 +971,10 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		t = cur_trace;
 	else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK)
 		return -1;
+	if (!walk_trace_found) {
+		walk_trace = t;
+		walk_trace_found = 1;
+	}
 	/*
 	** Trace code runs in the C frame of the interpreter that entered it, lowered by 16
 	** bytes at trace entry and by spadjust: CFA = sp + CFRAME_SIZE_JIT + spadjust. The

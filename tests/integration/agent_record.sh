@@ -109,14 +109,15 @@ $(grep -v '\(^\|;\)main;' "$t/demo.folded" | sort -t' ' -k2 -nr | head -3)"
 # such frame must now be a function's start in the binary's unwind table (readelf's FDEs),
 # and the interpreter's block keeps its name.
 exe=$(readlink -f "$(command -v luajit)")
-if command -v readelf >/dev/null 2>&1; then
-	cat >"$t/fmt.lua" <<'EOF'
+cat >"$t/fmt.lua" <<'EOF'
+local keep = {} for i = 1, 100000 do keep[i] = { i } end
 local t, n, s = os.clock(), 0, {}
-while os.clock() - t < 0.6 do n = n + 1; s[n % 64 + 1] = string.format("%d:%g:%s", n, n / 3, "x") end
-print(n > 0)
+while os.clock() - t < 1 do n = n + 1; s[n % 64 + 1] = { n, string.format("%d:%g", n, n / 3) } end
+print(n > 0, #keep)
 EOF
-	(cd "$t" && "$lp" record -q -f collapsed -o fmt.folded --rate 500 -- luajit -joff fmt.lua) \
-		>/dev/null 2>"$t/fmt.err" || fail "record fmt.lua: $(cat "$t/fmt.err")"
+(cd "$t" && "$lp" record -q -f collapsed -o fmt.folded --rate 1000 -- luajit -joff fmt.lua) \
+	>/dev/null 2>"$t/fmt.err" || fail "record fmt.lua: $(cat "$t/fmt.err")"
+if command -v readelf >/dev/null 2>&1; then
 	# File offsets of the function starts: the FDEs' pc, through the executable segment.
 	readelf -lW "$exe" | awk '$1 == "LOAD" && $7 ~ /E/ { print $2, $3 }' >"$t/text.seg"
 	readelf -wf "$exe" 2>/dev/null | sed -n 's/.* FDE .* pc=\([0-9a-f]*\)\.\..*/\1/p' |
@@ -134,6 +135,17 @@ EOF
 	grep -q ';lj_vm_asm_begin;' "$t/fmt.folded" ||
 		fail "fmt.lua: the interpreter's block lost its name: $(head -c 300 "$t/fmt.folded")"
 fi
+# The collector's samples (an eighth of this loop's: 100,000 live tables to mark) are
+# under the line whose allocation ran the step, with a GC frame on top; they used to
+# have no Lua frame.
+"$lp" report -q --split -f collapsed "$t/fmt.bin" >"$t/fmt.split" 2>/dev/null
+read -r gtot gline < <(awk '/^GC;/ { t += $NF; if ($0 ~ /;@fmt\.lua:3;/) l += $NF }
+	END { print t + 0, l + 0 }' "$t/fmt.split")
+[ "$gtot" -ge 10 ] && [ $((gline * 100)) -ge $((gtot * 90)) ] ||
+	fail "fmt.lua: $gline of $gtot GC samples under @fmt.lua:3:
+$(grep '^GC;' "$t/fmt.split" | sort -t' ' -k2 -nr | head -n 2 | cut -c1-300)"
+grep -Eq ';@fmt\.lua:3;.*;GC [0-9]+$' "$t/fmt.folded" ||
+	fail "fmt.lua: no GC frame on top of the collector's samples: $(grep ';GC ' "$t/fmt.folded" | head -n 1)"
 # -- The program's exit status is passed on, the profile written all the same.
 (cd "$t" && "$lp" record -q -o st.svg -- luajit app.lua 0.1 5) >/dev/null 2>"$t/err"
 rc=$?

@@ -148,9 +148,9 @@ if build/luaprof report -q -f collapsed -o "$t/cpu.folded" "$t/prof/cpu.bin" 2>"
 $(grep -v '^_start;' "$t/cpu.folded" | head -n 3 | cut -c1-400)"
 	[ "$under" = "$lua" ] || fail "CPU: $((lua - under)) of $lua samples in work.lua not under ngx_http_lua_run_thread:
 $(grep -F "@$src:" "$t/cpu.folded" | grep -v ';ngx_http_lua_run_thread;.*@' | head -n 3 | cut -c1-400)"
-	# Half of the samples outside the collector: its samples carry no Lua frame (as in
-	# Tarantool's sysprof), and their number varies with when the cycles fall (9-16 of
-	# ~60 in this run's time), which once took the share to 27 of 57.
+	# Half of the samples outside the collector: the collector's number varies with when
+	# the cycles fall (9-16 of ~60 in this run's time), which once took the share to 27 of
+	# 57, and a step run from a trace may have its Lua frames elsewhere.
 	gc=$(build/luaprof report -q --split -f collapsed "$t/prof/cpu.bin" 2>/dev/null |
 		awk '/^GC;/ { s += $NF } END { print s + 0 }')
 	[ $((lua * 2)) -ge $((tot - gc)) ] ||

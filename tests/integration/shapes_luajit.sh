@@ -170,7 +170,7 @@ check() {
 			# the helpers. Nearly all must have exactly the expected stack (every
 			# recursion level, the marked line); before the helpers' frames were read off
 			# the walk's registers they had no Lua frame. The collector's samples, half
-			# of this shape, keep the host stack only (as in Tarantool).
+			# of this shape, are left out (--split's GC root).
 			want="$prefix;$(expand "$(body "$shape")" "$jit")"
 			grep -v '^GC;' "$dir/$shape.split" |
 				awk '{ k = split($0, f, ";"); sub(/ [0-9]+$/, "", f[k])

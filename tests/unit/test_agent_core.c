@@ -66,6 +66,12 @@ int agent_vm_helper_pending(void)
 	return 0;
 }
 
+/* Nor is any of them a GC sample. */
+void agent_vm_sample_gc(struct agent_sample *s)
+{
+	(void)s;
+}
+
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 {
 	return n;
