@@ -66,5 +66,6 @@ enum lp_vmstate {
 #define LP_EXT_TSAMPLE 0x05 /* (gap id)*: full stacks of TRACE samples, by their ordinal */
 #define LP_EXT_ASAMPLE 0x06 /* (stack size live)*: sampled allocations (memprof sampled mode) */
 #define LP_EXT_GSAMPLE 0x07 /* (gap id)*: Lua + host stacks of GC samples, by their ordinal */
+#define LP_EXT_TCODE   0x08 /* traceno addr size: machine code of a trace of the symtab */
 
 #endif

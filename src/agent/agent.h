@@ -110,10 +110,14 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 */
 int agent_vm_sample_helper(struct agent_sample *s, int mode);
 int agent_vm_helper_pending(void);
-/* In the handler after the host walk (C mode): a GC sample whose step a trace ran gets the
- * trace's start line for its innermost Lua frame (the trace stored no PC there), once the
- * walk met the trace's machine code. */
+/* In the handler after the host walk (C mode): the trace whose machine code the walk met is
+ * named (a symbol event, and its code's extent for agent_vm_tcodes_write), and a GC sample
+ * whose step that trace ran gets the trace's start line for its innermost Lua frame (the
+ * trace stored no PC there). */
 void agent_vm_sample_gc(struct agent_sample *s);
+/* At stop, after the last sample: the extension's tcode records, one per trace whose
+ * machine code the samples met since attach. */
+void agent_vm_tcodes_write(struct lp_wbuf *w);
 /*
 ** After the host walk of a CFUNC or FFUNC sample, or of a memprof capture in a C function:
 ** drops from its host stack pcs[0..n) the return address of a VM entry the walk met that

@@ -578,6 +578,13 @@ static const char *mode_name(int mode)
 	return mode == LUAPROF_SYSPROF_LEAF ? "L" : mode == LUAPROF_SYSPROF_CALLGRAPH ? "C" : "D";
 }
 
+/* C mode's extension records after the meta: TRACE and GC samples' stacks, traces' code. */
+static void write_c_mode(struct lp_wbuf *w)
+{
+	agent_tstacks_write(w);
+	agent_vm_tcodes_write(w);
+}
+
 /* The rest of the stream after sampling: what is left in the halves, the epilogue, the
  * extension. Only once the handler and the writer thread are done. */
 static void finish_stream(void)
@@ -634,8 +641,7 @@ static void finish_stream(void)
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
 	lp_write_sysprof_epilogue(&w);
-	agent_write_extension(&w, sp.mode == LUAPROF_SYSPROF_CALLGRAPH ? agent_tstacks_write : NULL,
-			      meta);
+	agent_write_extension(&w, sp.mode == LUAPROF_SYSPROF_CALLGRAPH ? write_c_mode : NULL, meta);
 	lp_wbuf_flush(&w);
 }
 

@@ -135,6 +135,12 @@ static int on_ext_tsample(void *p, uint64_t ordinal, uint64_t id)
 	return lp_sysprof_tsample(c->l->sys, ordinal, id) ? nomem(c) : 0;
 }
 
+static int on_ext_tcode(void *p, uint64_t traceno, uint64_t addr, uint64_t size)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_tcode(c->l->st, traceno, addr, size) ? nomem(c) : 0;
+}
+
 static int on_ext_gsample(void *p, uint64_t ordinal, uint64_t id)
 {
 	struct ctx *c = p;
@@ -231,6 +237,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_stack = on_ext_stack,
 		.ext_tsample = on_ext_tsample,
 		.ext_gsample = on_ext_gsample,
+		.ext_tcode = on_ext_tcode,
 		.ext_asample = on_ext_asample,
 	};
 	return lp_parse_stream(in, &h, &out->stats);

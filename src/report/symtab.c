@@ -60,6 +60,10 @@ struct lp_symtab {
 	struct map *maps;           /* sorted by start when !mdirty */
 	size_t nmaps, mapcap;
 	int mdirty;
+
+	struct tcode { uint64_t start, end, traceno; } *tcodes; /* sorted by start when !tdirty */
+	size_t ntcodes, tcodecap;
+	int tdirty;
 };
 
 struct lp_symtab *lp_symtab_new(void)
@@ -91,6 +95,7 @@ void lp_symtab_free(struct lp_symtab *st)
 	for (size_t i = 0; i < st->nmaps; i++)
 		free(st->maps[i].path);
 	free(st->maps);
+	free(st->tcodes);
 	free(st);
 }
 
@@ -435,4 +440,45 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 		snprintf(buf, len, "0x%llx", (unsigned long long)addr);
 	}
 	return buf;
+}
+
+/* -- Machine code of traces (luaprof extension) ---------------------------------------- */
+
+int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, uint64_t size)
+{
+	if (!size || start + size < start)
+		return 0;
+	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
+		return -ENOMEM;
+	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno };
+	st->tdirty = 1;
+	return 0;
+}
+
+static int tcode_cmp(const void *a, const void *b)
+{
+	const struct tcode *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno, uint64_t *start)
+{
+	if (st->tdirty) {
+		qsort(st->tcodes, st->ntcodes, sizeof(*st->tcodes), tcode_cmp);
+		st->tdirty = 0;
+	}
+	size_t lo = 0, hi = st->ntcodes;
+	while (lo < hi) { /* first extent starting above addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->tcodes[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Extents of traces that replaced each other may overlap: the nearest start wins. */
+	if (lo == 0 || addr >= st->tcodes[lo - 1].end)
+		return -1;
+	*traceno = st->tcodes[lo - 1].traceno;
+	*start = st->tcodes[lo - 1].start;
+	return 0;
 }

@@ -68,6 +68,11 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 /* Whether addr lies in a mapped object: 1 yes, 0 no (JIT code, say), -1 the stream gave
  * no mapped objects (a Tarantool stream, or before the extension is read). */
 int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);
+/* The machine code of trace traceno, [start, start + size) (luaprof extension): 0 or
+ * -ENOMEM. */
+int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, uint64_t size);
+/* The trace whose machine code holds addr: 0 with *traceno and the code's *start, or -1. */
+int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno, uint64_t *start);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
 /* How many Lua or trace symbols replaced one of another content so far: while 0, a key

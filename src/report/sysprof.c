@@ -1024,6 +1024,25 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	}
 	if (f->kind != LP_FK_C || f->name[0] != '\0')
 		return;
+	/* A trace's machine code (C code it called is above it, a collector step it ran): the
+	 * trace's frame, as a TRACE sample shows it at the trace's start, rather than one raw
+	 * address per call site. Outside every mapped object only: trace code is anonymous. */
+	uint64_t traceno, start;
+	if (lp_symtab_mapped(s->st, f->addr) != 1 &&
+	    lp_symtab_tcode(s->st, f->addr, &traceno, &start) == 0) {
+		const struct lp_sym_trace *tr = lp_symtab_trace(s->st, traceno);
+		const struct lp_sym_lua *fn = tr ? lp_symtab_lua(s->st, tr->proto) : NULL;
+		if (fn && traceno <= UINT32_MAX) {
+			f->kind = LP_FK_TRACE;
+			f->name = fn->chunk;
+			f->fline = fn->firstline;
+			f->line = tr->line;
+			f->traceno = (uint32_t)traceno;
+			f->addr = 0;
+			f->file = NULL;
+			return;
+		}
+	}
 	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);
 }
 

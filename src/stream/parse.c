@@ -316,6 +316,17 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		rc = lp_input_string(in, &s, &n);
 		if (rc == LP_OK && h->ext_meta && h->ext_meta(h->ctx, first, s))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_TCODE) {
+		uint64_t traceno, addr, size;
+		TRY(lp_input_uleb(in, &traceno));
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_uleb(in, &size));
+		if (size == 0 || addr + size < addr)
+			return lp_input_fail(in, LP_ERR_FORMAT, at,
+					     "trace code record with size 0x%llx at 0x%llx",
+					     (unsigned long long)size, (unsigned long long)addr);
+		if (h->ext_tcode && h->ext_tcode(h->ctx, traceno, addr, size))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_CSIZE) {
 		uint64_t addr, size;
 		TRY(lp_input_uleb(in, &addr));

@@ -275,11 +275,11 @@ for _, name in ipairs(list) do
     f(secs) --@run
     assert(sp.stop())
     -- The machine code of the traces alive now, for the script to check that unnamed
-    -- host frames are trace code: "start end" in decimal, one trace per line.
+    -- host frames are trace code: "start end number" in decimal, one trace per line.
     local tf = assert(io.open(out .. "/" .. name .. ".traces", "w"))
     for tr = 1, 4000 do
       local mc, addr = jutil.tracemc(tr)
-      if mc then tf:write(string.format("%.0f %.0f\n", addr, addr + #mc)) end
+      if mc then tf:write(string.format("%.0f %.0f %d\n", addr, addr + #mc, tr)) end
     end
     tf:close()
     print("ran " .. name)

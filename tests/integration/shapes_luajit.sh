@@ -106,7 +106,9 @@ reduce() {
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
 		k = split(stack, f, ";"); out = ""
 		for (i = 1; i <= k; i++) {
-			if (f[i] ~ /^0x[0-9a-f]+$/ || f[i] ~ /^[^@;]+\+0x[0-9a-f]+$/ || f[i] ~ /^lj_vm_/)
+			# (the frame of a trace below C code it called: TRACE [n] not at the leaf)
+			if (f[i] ~ /^0x[0-9a-f]+$/ || f[i] ~ /^[^@;]+\+0x[0-9a-f]+$/ || f[i] ~ /^lj_vm_/ ||
+			    (f[i] ~ /^TRACE \[/ && i < k))
 				continue
 			out = out (out == "" ? "" : ";") f[i]
 		}
@@ -141,7 +143,7 @@ misplaced() {
 		after_lua = 0
 		for (i = 1; i <= NF; i++) {
 			if ($i ~ /^@/) after_lua = 1
-			else if ($i ~ /^0x[0-9a-f]+$/ || $i ~ /^lj_vm_/) continue
+			else if ($i ~ /^0x[0-9a-f]+$/ || $i ~ /^lj_vm_/ || $i ~ /^TRACE \[/) continue
 			else if ($i ~ /^[^@;]+\+0x[0-9a-f]+$/ && after_lua) { print $i; exit }
 			else after_lua = 0
 		}
@@ -276,7 +278,8 @@ check() {
 			bad=$(awk '{ n = $NF; s = $0; sub(/ [0-9]+$/, "", s); k = split(s, f, ";")
 				t += n
 				for (i = 1; i <= k && f[i] !~ /^@/; i++) ;
-				for (j = i - 1; j > 0 && (f[j] ~ /^lj_vm_/ || f[j] ~ /^0x[0-9a-f]+$/); j--) ;
+				for (j = i - 1; j > 0 && (f[j] ~ /^lj_vm_/ || f[j] ~ /^0x[0-9a-f]+$/ ||
+							f[j] ~ /^TRACE \[/); j--) ;
 				if (i <= k && j > 0 && f[j] ~ /^[^@;]+\+0x[0-9a-f]+$/) b += n }
 				END { if (b * 100 > t) print b " of " t }' "$dir/$shape.folded")
 			[ -z "$bad" ] || fail "$what: $bad samples have Lua frames spliced inside ffi.cast's C code"
@@ -289,18 +292,25 @@ check() {
 				fail "$what: unwound frames under a burn: $(head -c 300 "$t/stale")"
 			fi ;;
 		esac
-		# JIT on: the unnamed frames of the burn's stack are trace machine code (the
-		# trace runs on the native frame of the VM entry that started it).
+		# JIT on: the burn's stack has the trace's frame (the trace runs on the native
+		# frame of the VM entry that started it): named after a live trace, or an
+		# unnamed address inside one's machine code.
 		if [ "$jit" = on ] && [ "$shape" != loop ] && [ "$shape" != ffi ]; then
-			local addr addrs ok
+			local addr addrs ok named tn
 			addrs=$(echo "$raw" | tr ';' '\n' | grep -E '^0x[0-9a-f]+$')
-			[ -n "$addrs" ] || fail "$what: no unnamed (trace) frame in ${raw:0:600}"
+			named=$(echo "$raw" | awk -F';' '{ for (i = 1; i < NF; i++)
+				if ($i ~ /^TRACE \[[0-9]+\] /) { sub(/^TRACE \[/, "", $i); sub(/\].*/, "", $i); print $i } }')
+			[ -n "$addrs$named" ] || fail "$what: no trace frame in ${raw:0:600}"
 			for addr in $addrs; do
 				ok=0
-				while read -r lo hi; do
+				while read -r lo hi tn; do
 					[ $((addr)) -ge "$lo" ] && [ $((addr)) -lt "$hi" ] && ok=1
 				done <"$dir/$shape.traces"
 				[ $ok = 1 ] || fail "$what: frame $addr is not in any trace's machine code: ${raw:0:600}"
+			done
+			for tn in $named; do
+				awk -v n="$tn" '$3 == n { f = 1 } END { exit !f }' "$dir/$shape.traces" ||
+					fail "$what: frame of trace $tn, which is not alive: ${raw:0:600}"
 			done
 		fi
 	done

@@ -66,10 +66,15 @@ int agent_vm_helper_pending(void)
 	return 0;
 }
 
-/* Nor is any of them a GC sample. */
+/* Nor is any of them a GC sample, nor has a trace's frame. */
 void agent_vm_sample_gc(struct agent_sample *s)
 {
 	(void)s;
+}
+
+void agent_vm_tcodes_write(struct lp_wbuf *w)
+{
+	(void)w;
 }
 
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)

@@ -584,6 +584,37 @@ static void test_gc_stacks(void)
 	}
 }
 
+/* Trace 3's machine code, [0x7f0000, 0x7f0100). */
+static void tcode_trailer(void)
+{
+	uint8_t rec[32];
+	size_t n = lp_uleb_encode(3, rec);
+	n += lp_uleb_encode(0x7f0000, rec + n);
+	n += lp_uleb_encode(0x100, rec + n);
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_record(&wb, LP_EXT_TCODE, rec, n);
+	lp_write_ext_end(&wb);
+}
+
+/* C code a trace called: the trace's frame is named after the trace (tcode record), one
+ * frame for all its call sites; an address outside every trace stays raw. */
+static void test_trace_code_frame(void)
+{
+	begin();
+	lp_write_sys_sym_trace(&wb, 3, P_F, 13);
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 13) };
+	uint64_t h1[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f0010, A_CFUNC + 4 };
+	uint64_t h2[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f00f0, A_CFUNC + 8 };
+	uint64_t h3[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f0100, A_CFUNC + 8 };
+	SAMPLE(LP_VMST_CFUNC, lua, h1);
+	SAMPLE(LP_VMST_CFUNC, lua, h2);
+	SAMPLE(LP_VMST_CFUNC, lua, h3);
+	trailer = tcode_trailer;
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [3] @app.lua:13;"
+				  "my_cfunc 2\n");
+}
+
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
 /* A memprof stream with symbols only, then stacks and sampled allocations. */
@@ -732,6 +763,10 @@ static void test_extension_errors(void)
 	static const uint8_t junk[] = { 'l', 'q' };
 	CHECK_EQ(parse_status(junk, sizeof(junk), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "unexpected data after the epilogue") != NULL);
+	/* A trace code record of size 0 (trace 1 at 0x40). */
+	static const uint8_t tcode0[] = { 'l', 'p', 'x', 1, 0, 0, 0, 8, 3, 1, 0x40, 0, 0 };
+	CHECK_EQ(parse_status(tcode0, sizeof(tcode0), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "trace code record with size 0x0 at 0x40") != NULL);
 	static const uint8_t after[] = { 'l', 'p', 'x', 1, 0, 0, 0, 0, 1 };
 	CHECK_EQ(parse_status(after, sizeof(after), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "after the extension") != NULL);
@@ -761,6 +796,7 @@ int main(void)
 	RUN(test_trace_stacks);
 	RUN(test_trace_stacks_reuse);
 	RUN(test_gc_stacks);
+	RUN(test_trace_code_frame);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	free(stream.data);
