@@ -377,6 +377,8 @@ static void take_sample(const ucontext_t *uc)
 			}
 		} else if (sp.backtracer) {
 			out.nhost = user_backtrace(uc, &truncated);
+			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
+				agent_vm_sample_gc(s);
 		} else {
 			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
 			/* C code the interpreter called: its Lua frames, by the walk's registers;

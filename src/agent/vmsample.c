@@ -415,8 +415,9 @@ static uint64_t empty_top, empty_stack, empty_ip;
 static unsigned vm_frames_met, empty_rank;
 static int empty_found;
 /* A GC sample whose step a trace ran (g->jit_base set), and the first trace whose machine
- * code the host walk met. */
-static int gc_in_trace, walk_trace_found;
+ * code the host walk met; whether the walk met a VM frame at one of the C frames of the
+ * thread whose Lua frames were taken. */
+static int gc_in_trace, walk_trace_found, own_vm_met;
 static struct lp_lj_trace walk_trace;
 
 /* Before a walk (a sample's, or a memprof capture's): nothing pending nor found yet. */
@@ -426,7 +427,7 @@ static void walk_reset(void)
 	empty_top = 0;
 	empty_found = 0;
 	vm_frames_met = 0;
-	gc_in_trace = walk_trace_found = 0;
+	gc_in_trace = walk_trace_found = own_vm_met = 0;
 }
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
@@ -902,6 +903,13 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 }
 
 /*
+** A GC sample's Lua frames are those of g->cur_L, which is not always the thread whose
+** allocation ran the step: a C host that resumed a coroutine and, once it yielded,
+** allocates on the main state leaves cur_L at the coroutine. So they are kept only when
+** the collector runs under Lua code of that thread: the walk met the interpreter at one of
+** its C frames, or the trace that ran the step. (Without the walk, as with a host's own
+** backtracer, they are dropped.)
+**
 ** The innermost frame of a GC sample whose step a trace ran is the trace's base frame, at
 ** the line its C frame's SAVE_PC was left at by the interpreter, long before: the line
 ** where the trace starts instead, as for C code a trace calls (trace_c_sample). The
@@ -915,6 +923,12 @@ void agent_vm_sample_gc(struct agent_sample *s)
 	/* The walk met a trace's frame: named after the trace (tcode). */
 	if (walk_trace_found)
 		need_trace(s, &walk_trace);
+	if (s->vmstate == LP_VMST_GC && s->nlua > 0 && !own_vm_met &&
+	    !(gc_in_trace && walk_trace_found)) {
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		return;
+	}
 	if (!gc_in_trace || !walk_trace_found || s->vmstate != LP_VMST_GC || s->nlua == 0 ||
 	    s->lua[0].type != LP_FRAME_LFUNC || s->lua[0].addr != walk_trace.startpt)
 		return;
@@ -975,6 +989,8 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	uint64_t sp = regs[AGENT_RSP];
 	if (lp_lj_in_vm(&vm, ip)) {
 		vm_frames_met++;
+		if (is_cframe(sp) || is_cframe(sp + 8))
+			own_vm_met = 1;
 		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
 			empty_found = 1;
 			empty_ip = ip;

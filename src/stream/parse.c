@@ -485,7 +485,7 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 			rc = lp_input_fail(in, LP_ERR_FORMAT, end,
 					   "unexpected data after the extension");
 		/* A cut extension loses what the producer wrote at the end (sampled
-		 * allocations, full trace stacks, facts): the file is not complete either. */
+		 * allocations, full trace and GC stacks, facts): the file is not complete either. */
 		if (rc == LP_ERR_TRUNCATED) {
 			st->complete = 0;
 			snprintf(in->err, sizeof(in->err),

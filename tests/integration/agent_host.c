@@ -12,7 +12,10 @@
 **   - lua_close while running, through the Lua API and through the C API: no crash, the
 **     profile is finished (epilogue and extension), on_stop runs, the next start works;
 **   - two VMs on one thread: the CPU profiler and sampled memprof refuse to start in a
-**     VM other than the one whose stacks the other samples; exact memprof starts.
+**     VM other than the one whose stacks the other samples; exact memprof starts;
+**   - the collector's samples: under the Lua code that ran a step, but with no Lua frame
+**     when C code of the host allocates after a coroutine it resumed yielded (the VM's
+**     current thread is then still the coroutine, which did not allocate).
 ** Prints "FAIL: ..." lines; exit status 1 if any.
 */
 #include <execinfo.h>
@@ -77,14 +80,22 @@ static int mem_on_stop(void *ctx, uint8_t *buf)
 }
 
 struct parsed {
-	uint64_t samples, host_frames, one_host_frame, lua_frames;
+	uint64_t samples, host_frames, one_host_frame, lua_frames, gc_samples, gc_pairs;
 	int complete, extension, status;
 };
+
+static int on_gsample(void *ctx, uint64_t ordinal, uint64_t id)
+{
+	struct parsed *p = ctx;
+	p->gc_pairs++;
+	return 0;
+}
 
 static int on_sample(void *ctx, const struct lp_sys_sample *s)
 {
 	struct parsed *p = ctx;
 	p->samples++;
+	p->gc_samples += s->vmstate == LP_VMST_GC;
 	p->host_frames += s->nhost;
 	p->lua_frames += s->nlua;
 	if (s->vmstate != LP_VMST_TRACE && s->nhost == 1)
@@ -104,7 +115,7 @@ static struct parsed parse_bytes(const uint8_t *data, size_t len)
 	lseek(fd, 0, SEEK_SET);
 	struct lp_input in;
 	lp_input_open_fd(&in, fd, path);
-	struct lp_parse_handlers h = { .ctx = &p, .sys_sample = on_sample };
+	struct lp_parse_handlers h = { .ctx = &p, .sys_sample = on_sample, .ext_gsample = on_gsample };
 	struct lp_parse_stats st;
 	p.status = lp_parse_stream(&in, &h, &st);
 	p.complete = st.complete;
@@ -383,6 +394,68 @@ static void test_callgraph(void)
 	      (unsigned long long)nontrace);
 }
 
+/* CPU seconds of this thread. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A C-mode profile of about secs of allocation by the host, on the main state, after a
+ * coroutine it resumed yielded (parked), or by Lua code (not parked). */
+static struct parsed run_gc(int parked, double secs)
+{
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o;
+	memset(&o, 0, sizeof(o));
+	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
+	o.interval = 1;
+	o.clock = LUAPROF_CLOCK_WALL;
+	o.buf = stream_buf;
+	o.len = LUAPROF_SYSPROF_BUF_MIN;
+	o.ctx = &sink;
+	sink.len = 0;
+	/* Live tables for every cycle to mark: the collector's share of the time. */
+	CHECK(luaL_dostring(L, "keep = {} for i = 1, 100000 do keep[i] = { i } end "
+			       "return coroutine.create(function() local junk = {} "
+			       "coroutine.yield() return junk end)") == 0,
+	      "set-up: %s", lua_tostring(L, -1));
+	lua_State *co = lua_tothread(L, -1);
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start C: %s", luaprof_sysprof_error());
+	if (parked) {
+		CHECK(lua_resume(co, 0) == LUA_YIELD, "the coroutine yields");
+		double t0 = cpu_now();
+		for (int i = 0; cpu_now() - t0 < secs; i++) {
+			lua_createtable(L, 4, 4);
+			lua_pushfstring(L, "s%d", i);
+			lua_settop(L, 1);
+		}
+	} else {
+		char code[256];
+		snprintf(code, sizeof(code), "local t, x = os.clock() "
+			 "while os.clock() - t < %g do x = { t, tostring(x) } end", secs);
+		CHECK(luaL_dostring(L, code) == 0, "Lua: %s", lua_tostring(L, -1));
+	}
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
+	lua_close(L);
+	return parse_bytes(sink.data, sink.len);
+}
+
+static void test_gc_stacks(void)
+{
+	struct parsed p = run_gc(0, 0.4);
+	CHECK(p.status == LP_OK && p.complete && p.gc_samples >= 10 &&
+	      p.gc_pairs * 10 >= p.gc_samples * 9,
+	      "Lua code's collector: %llu of %llu GC samples with Lua frames",
+	      (unsigned long long)p.gc_pairs, (unsigned long long)p.gc_samples);
+	p = run_gc(1, 0.4);
+	CHECK(p.status == LP_OK && p.complete && p.gc_samples >= 10 && p.gc_pairs == 0,
+	      "the host's allocations after a yield: %llu of %llu GC samples given the "
+	      "parked coroutine's Lua frames", (unsigned long long)p.gc_pairs,
+	      (unsigned long long)p.gc_samples);
+}
+
 static void test_close_lua_api(const char *agent_dir, const char *out)
 {
 	lua_State *L = new_state();
@@ -490,6 +563,7 @@ int main(int argc, char **argv)
 	test_stop_other_thread();
 	test_validation();
 	test_callgraph();
+	test_gc_stacks();
 	test_close_lua_api(argv[1], argv[2]);
 	test_close_c_api();
 	test_two_vms();
