@@ -14,11 +14,13 @@
 struct lua_entry {
 	uint64_t proto;
 	struct lp_sym_lua sym;
+	int redef;           /* the key named something else before */
 };
 
 struct trace_entry {
 	uint64_t traceno;
 	struct lp_sym_trace sym;
+	int redef;
 };
 
 struct map {
@@ -61,7 +63,7 @@ struct lp_symtab {
 	size_t nmaps, mapcap;
 	int mdirty;
 
-	struct tcode { uint64_t start, end, traceno; } *tcodes; /* sorted by start when !tdirty */
+	struct tcode { uint64_t start, end, traceno; int bad; } *tcodes; /* by start when !tdirty */
 	size_t ntcodes, tcodecap;
 	int tdirty;
 };
@@ -198,9 +200,11 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 			return -ENOMEM;
 		idx = (uint32_t)st->nlua++;
 		st->lua[idx].proto = proto;
+		st->lua[idx].redef = 0;
 	} else if (st->lua[idx].sym.chunk != name ||
 		   st->lua[idx].sym.firstline != clamp32(firstline)) {
 		st->redefs++;
+		st->lua[idx].redef = 1;
 	}
 	st->lua[idx].sym.chunk = name;
 	st->lua[idx].sym.firstline = clamp32(firstline);
@@ -220,9 +224,11 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 			return -ENOMEM;
 		idx = (uint32_t)st->ntraces++;
 		st->traces[idx].traceno = traceno;
+		st->traces[idx].redef = 0;
 	} else if (st->traces[idx].sym.proto != proto ||
 		   st->traces[idx].sym.line != clamp32(line)) {
 		st->redefs++;
+		st->traces[idx].redef = 1;
 	}
 	st->traces[idx].sym.proto = proto;
 	st->traces[idx].sym.line = clamp32(line);
@@ -450,7 +456,7 @@ int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, 
 		return 0;
 	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
 		return -ENOMEM;
-	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno };
+	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno, 0 };
 	st->tdirty = 1;
 	return 0;
 }
@@ -461,12 +467,50 @@ static int tcode_cmp(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno, uint64_t *start)
+static int tcode_ptr_cmp(const void *a, const void *b)
 {
-	if (st->tdirty) {
-		qsort(st->tcodes, st->ntcodes, sizeof(*st->tcodes), tcode_cmp);
-		st->tdirty = 0;
+	const struct tcode *x = *(const struct tcode *const *)a, *y = *(const struct tcode *const *)b;
+	return x->traceno < y->traceno ? -1 : x->traceno > y->traceno;
+}
+
+/* Sorts the extents and marks the ambiguous ones: overlapping another, or sharing their
+ * trace number with another (a number reused: which code was which trace is unknown). */
+static void tcode_sort(struct lp_symtab *st)
+{
+	st->tdirty = 0;
+	if (!st->ntcodes)
+		return;
+	qsort(st->tcodes, st->ntcodes, sizeof(*st->tcodes), tcode_cmp);
+	uint64_t maxend = st->tcodes[0].end;
+	size_t maxi = 0;
+	for (size_t i = 1; i < st->ntcodes; i++) {
+		if (st->tcodes[i].start < maxend)
+			st->tcodes[i].bad = st->tcodes[maxi].bad = 1;
+		if (st->tcodes[i].end > maxend) {
+			maxend = st->tcodes[i].end;
+			maxi = i;
+		}
 	}
+	struct tcode **by_no = malloc(st->ntcodes * sizeof(*by_no));
+	if (!by_no) {
+		for (size_t i = 0; i < st->ntcodes; i++)
+			st->tcodes[i].bad = 1; /* no memory to tell: none used */
+		return;
+	}
+	for (size_t i = 0; i < st->ntcodes; i++)
+		by_no[i] = &st->tcodes[i];
+	qsort(by_no, st->ntcodes, sizeof(*by_no), tcode_ptr_cmp);
+	for (size_t i = 1; i < st->ntcodes; i++)
+		if (by_no[i]->traceno == by_no[i - 1]->traceno)
+			by_no[i]->bad = by_no[i - 1]->bad = 1;
+	free(by_no);
+}
+
+int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
+		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn)
+{
+	if (st->tdirty)
+		tcode_sort(st);
 	size_t lo = 0, hi = st->ntcodes;
 	while (lo < hi) { /* first extent starting above addr */
 		size_t mid = lo + (hi - lo) / 2;
@@ -475,10 +519,21 @@ int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno, uint
 		else
 			hi = mid;
 	}
-	/* Extents of traces that replaced each other may overlap: the nearest start wins. */
-	if (lo == 0 || addr >= st->tcodes[lo - 1].end)
+	if (lo == 0 || addr >= st->tcodes[lo - 1].end || st->tcodes[lo - 1].bad)
 		return -1;
-	*traceno = st->tcodes[lo - 1].traceno;
-	*start = st->tcodes[lo - 1].start;
+	/* Named only by symbols that never named anything else: resolved after the whole
+	 * stream, an extent could not tell which of two definitions it went with. */
+	uint64_t n = st->tcodes[lo - 1].traceno;
+	struct u64_key tk = { st->traces, sizeof(*st->traces), n };
+	uint32_t ti, li;
+	if (!lp_iset_find(&st->traceset, lp_hash_u64(n), u64_eq, &tk, &ti) || st->traces[ti].redef)
+		return -1;
+	uint64_t proto = st->traces[ti].sym.proto;
+	struct u64_key lk = { st->lua, sizeof(*st->lua), proto };
+	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) || st->lua[li].redef)
+		return -1;
+	*traceno = n;
+	*trace = &st->traces[ti].sym;
+	*fn = &st->lua[li].sym;
 	return 0;
 }

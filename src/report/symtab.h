@@ -71,8 +71,15 @@ int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);
 /* The machine code of trace traceno, [start, start + size) (luaprof extension): 0 or
  * -ENOMEM. */
 int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, uint64_t size);
-/* The trace whose machine code holds addr: 0 with *traceno and the code's *start, or -1. */
-int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno, uint64_t *start);
+/*
+** The trace whose machine code holds addr, when that is certain: 0 with its number and its
+** trace and prototype symbols; -1 when no extent holds addr, or the extent overlaps another
+** or shares its trace number with one, or the trace's symbol or its prototype's was
+** redefined in the stream (numbers and addresses are reused: the extent cannot tell which
+** definition it went with).
+*/
+int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
+		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
 /* How many Lua or trace symbols replaced one of another content so far: while 0, a key

@@ -1027,12 +1027,12 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	/* A trace's machine code (C code it called is above it, a collector step it ran): the
 	 * trace's frame, as a TRACE sample shows it at the trace's start, rather than one raw
 	 * address per call site. Outside every mapped object only: trace code is anonymous. */
-	uint64_t traceno, start;
+	uint64_t traceno;
+	const struct lp_sym_trace *tr;
+	const struct lp_sym_lua *fn;
 	if (lp_symtab_mapped(s->st, f->addr) != 1 &&
-	    lp_symtab_tcode(s->st, f->addr, &traceno, &start) == 0) {
-		const struct lp_sym_trace *tr = lp_symtab_trace(s->st, traceno);
-		const struct lp_sym_lua *fn = tr ? lp_symtab_lua(s->st, tr->proto) : NULL;
-		if (fn && traceno <= UINT32_MAX) {
+	    lp_symtab_tcode(s->st, f->addr, &traceno, &tr, &fn) == 0) {
+		if (traceno <= UINT32_MAX) {
 			f->kind = LP_FK_TRACE;
 			f->name = fn->chunk;
 			f->fline = fn->firstline;

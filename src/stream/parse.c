@@ -321,7 +321,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(lp_input_uleb(in, &traceno));
 		TRY(lp_input_uleb(in, &addr));
 		TRY(lp_input_uleb(in, &size));
-		if (size == 0 || addr + size < addr)
+		if (size == 0 || size > UINT32_MAX || addr + size < addr)
 			return lp_input_fail(in, LP_ERR_FORMAT, at,
 					     "trace code record with size 0x%llx at 0x%llx",
 					     (unsigned long long)size, (unsigned long long)addr);

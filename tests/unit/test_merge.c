@@ -584,24 +584,34 @@ static void test_gc_stacks(void)
 	}
 }
 
-/* Trace 3's machine code, [0x7f0000, 0x7f0100). */
-static void tcode_trailer(void)
+/* Trace 5's machine code, [0x7f0000, 0x7f0100), and, with tcode_overlap, trace 6's over
+ * part of it (begin's symbol table names trace 3 already). */
+static int tcode_overlap;
+
+static void tcode_rec(uint64_t traceno, uint64_t addr, uint64_t size)
 {
 	uint8_t rec[32];
-	size_t n = lp_uleb_encode(3, rec);
-	n += lp_uleb_encode(0x7f0000, rec + n);
-	n += lp_uleb_encode(0x100, rec + n);
-	lp_write_ext_prologue(&wb);
+	size_t n = lp_uleb_encode(traceno, rec);
+	n += lp_uleb_encode(addr, rec + n);
+	n += lp_uleb_encode(size, rec + n);
 	lp_write_ext_record(&wb, LP_EXT_TCODE, rec, n);
+}
+
+static void tcode_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	tcode_rec(5, 0x7f0000, 0x100);
+	if (tcode_overlap)
+		tcode_rec(6, 0x7f00f8, 0x100);
 	lp_write_ext_end(&wb);
 }
 
-/* C code a trace called: the trace's frame is named after the trace (tcode record), one
- * frame for all its call sites; an address outside every trace stays raw. */
-static void test_trace_code_frame(void)
+/* Three samples in C code trace 5 called: two from inside its code, one from just past it.
+ * redef: the trace's number then names another trace. */
+static const char *tcode_case(int redef, int overlap)
 {
 	begin();
-	lp_write_sys_sym_trace(&wb, 3, P_F, 13);
+	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
 	struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 13) };
 	uint64_t h1[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f0010, A_CFUNC + 4 };
 	uint64_t h2[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f00f0, A_CFUNC + 8 };
@@ -609,10 +619,26 @@ static void test_trace_code_frame(void)
 	SAMPLE(LP_VMST_CFUNC, lua, h1);
 	SAMPLE(LP_VMST_CFUNC, lua, h2);
 	SAMPLE(LP_VMST_CFUNC, lua, h3);
+	if (redef)
+		lp_write_sys_sym_trace(&wb, 5, P_G, 21);
+	tcode_overlap = overlap;
 	trailer = tcode_trailer;
-	CHECK_STR(collapse(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
-				  "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [3] @app.lua:13;"
-				  "my_cfunc 2\n");
+	return collapse(0, 0);
+}
+
+/* C code a trace called: the trace's frame is named after the trace (tcode record), one
+ * frame for all its call sites; an address outside every trace stays raw, and so does one
+ * whose trace is not certain (its number reused, its extent overlapping another). */
+static void test_trace_code_frame(void)
+{
+	CHECK_STR(tcode_case(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
+				    "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;"
+				    "my_cfunc 2\n");
+	static const char raw[] = "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0010;my_cfunc 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f00f0;my_cfunc 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n";
+	CHECK_STR(tcode_case(1, 0), raw);
+	CHECK_STR(tcode_case(0, 1), raw);
 }
 
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
