@@ -317,18 +317,21 @@ fail:
 }
 
 /*
-** Lua frames by function. Code of a known object that no symbol covers ("libm.so.6+0x705a9":
-** static functions of a stripped library) has no function to rank by; its addresses are
-** one row per object, "libm.so.6 (no symbol)", rather than a row per address.
+** Lua frames by function, and a trace's frames at its lines as one (at its function's first
+** line). Code of a known object that no symbol covers ("libm.so.6+0x705a9": static
+** functions of a stripped library, in a stream without the agent's names for them) has no
+** function to rank by; its addresses are one row per object, "libm.so.6 (no symbol)",
+** rather than a row per address. Functions the agent named after their start (from the
+** unwind table) are functions: a row each.
 */
 static void to_function(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 {
 	(void)ctx;
-	if (f->kind == LP_FK_LUA) {
+	if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE) {
 		f->line = f->fline;
 		return;
 	}
-	if (f->kind != LP_FK_C || !f->file)
+	if (f->kind != LP_FK_C || !f->file || !f->nosym)
 		return;
 	const char *base = strrchr(f->file, '/');
 	base = base ? base + 1 : f->file;

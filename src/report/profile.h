@@ -32,6 +32,7 @@ struct lp_frame {
 	uint32_t fline;    /* first line of the Lua function (Lua, trace); 0 if unknown */
 	uint32_t traceno;  /* TRACE frames */
 	uint64_t addr;     /* C: symbol start or address (part of the identity); else 0 */
+	uint8_t nosym;     /* C: no symbol covers the address (name: object+offset of it) */
 };
 
 /* What a profile measures, for titles and pprof's period/sample types. */

@@ -1043,6 +1043,7 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 			return;
 		}
 	}
+	f->nosym = lp_symtab_c(s->st, f->addr) == NULL;
 	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);
 }
 

@@ -86,6 +86,35 @@ static void test_by_function(void)
 	lp_profile_free(p);
 }
 
+/* A trace sampled at two of its lines and as the caller of C code (the C frame named after
+ * it, at its start): one row by function, three by line. */
+static void test_trace_by_function(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_frame t = { .kind = LP_FK_TRACE, .name = "@t.lua", .line = 6, .fline = 3,
+			      .traceno = 1 };
+	uint32_t main = frame(p, LP_FK_LUA, "@t.lua", 13, 0), t6, t7, t5;
+	CHECK_EQ(lp_profile_frame_id(p, &t, &t6), 0);
+	t.line = 7;
+	CHECK_EQ(lp_profile_frame_id(p, &t, &t7), 0);
+	t.line = 5;
+	CHECK_EQ(lp_profile_frame_id(p, &t, &t5), 0);
+	uint32_t fmt = frame(p, LP_FK_C, "lj_strfmt_pushf", 0, 0);
+	add(p, (uint32_t[]){ main, t6 }, 2, 4);
+	add(p, (uint32_t[]){ main, t7 }, 2, 2);
+	add(p, (uint32_t[]){ main, t5, fmt }, 3, 4);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	int ok = s && strstr(s, " 60.00%          6 100.00%         10  trace    TRACE [1] @t.lua:3\n") &&
+		 !strstr(s, "TRACE [1] @t.lua:6");
+	if (!ok)
+		printf("    got: %s\n", s ? s : err);
+	CHECK(ok);
+	free(s);
+	lp_profile_free(p);
+}
+
 /* Code of an object without a symbol: one row per object by function, per address by line. */
 static void test_unnamed_code(void)
 {
@@ -93,14 +122,19 @@ static void test_unnamed_code(void)
 	struct lp_profile *p = lp_profile_new(1, types);
 	const char *lib = "/usr/lib/x86_64-linux-gnu/libm.so.6";
 	struct lp_frame fa = { .kind = LP_FK_C, .name = "libm.so.6+0x705a9", .file = lib,
-			       .addr = 0x705a9 };
+			       .addr = 0x705a9, .nosym = 1 };
 	struct lp_frame fb = { .kind = LP_FK_C, .name = "libm.so.6+0x70827", .file = lib,
-			       .addr = 0x70827 };
+			       .addr = 0x70827, .nosym = 1 };
 	struct lp_frame fs = { .kind = LP_FK_C, .name = "sin", .file = lib, .addr = 0x1000 };
 	/* A name that only looks like it: another object's. */
 	struct lp_frame fo = { .kind = LP_FK_C, .name = "libm.so.6+0x1", .file = "/lib/libz.so.1",
 			       .addr = 0x1 };
-	uint32_t a, b, sn, o, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
+	/* A function the agent named after its start (unwind table): a function. */
+	struct lp_frame fn = { .kind = LP_FK_C, .name = "libm.so.6+0x70ad0", .file = lib,
+			       .addr = 0x70ad0 };
+	uint32_t a, b, sn, o, named, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
+	CHECK_EQ(lp_profile_frame_id(p, &fn, &named), 0);
+	add(p, (uint32_t[]){ top, named }, 2, 5);
 	CHECK_EQ(lp_profile_frame_id(p, &fa, &a), 0);
 	CHECK_EQ(lp_profile_frame_id(p, &fb, &b), 0);
 	CHECK_EQ(lp_profile_frame_id(p, &fs, &sn), 0);
@@ -112,8 +146,9 @@ static void test_unnamed_code(void)
 	struct lp_render_opts lines = { .lines = 1 };
 	char err[128] = "";
 	char *s = render(p, NULL, err, sizeof(err));
-	CHECK(s && strstr(s, " 70.00%          7  70.00%          7  C        libm.so.6 (no symbol)\n") &&
+	CHECK(s && strstr(s, " 46.67%          7  46.67%          7  C        libm.so.6 (no symbol)\n") &&
 	      strstr(s, "C        sin\n") && strstr(s, "C        libm.so.6+0x1\n") &&
+	      strstr(s, " 33.33%          5  33.33%          5  C        libm.so.6+0x70ad0\n") &&
 	      !strstr(s, "libm.so.6+0x705a9"));
 	free(s);
 	s = render(p, &lines, err, sizeof(err));
@@ -235,6 +270,7 @@ static void test_bytes(void)
 int main(void)
 {
 	RUN(test_by_function);
+	RUN(test_trace_by_function);
 	RUN(test_unnamed_code);
 	RUN(test_by_line);
 	RUN(test_limit);
