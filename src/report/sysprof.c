@@ -862,7 +862,8 @@ static int64_t gc_stack(struct lp_sysprof *s, uint64_t id)
 		    sizeof(*s->hpool)))
 		return -ENOMEM;
 	const struct rawstack r = s->stacks[from];
-	int64_t k = add_rawstack(s, s->lpool + r.lua, r.nlua, s->hpool + r.host, r.nhost);
+	int64_t k = add_rawstack(s, r.nlua ? s->lpool + r.lua : NULL, r.nlua,
+				 r.nhost ? s->hpool + r.host : NULL, r.nhost);
 	if (k < 0)
 		return -ENOMEM;
 	s->stacks[k].cpu = 1;

@@ -268,6 +268,21 @@ static void seeds_sysprof(void)
 	lp_write_ext_end(w);
 	out_close(&o);
 
+	/* A GC sample paired with a stack of host frames only, the profile's only stack: no
+	 * Lua frame anywhere (the report's pools stay empty). */
+	w = out_open(&o, "sp-gc-host");
+	symtab(w);
+	lp_write_sysprof_prologue(w);
+	sample(w, LP_VMST_GC, 0, 2);
+	lp_write_sysprof_epilogue(w);
+	lp_write_ext_prologue(w);
+	static const uint8_t hstack[] = { 0, 0x80, 0x81, 0x80, 0x01, 0x80, 0x90, 0x80, 0x01, 0 };
+	static const uint8_t gpair[] = { 0, 0 };
+	lp_write_ext_record(w, LP_EXT_STACK, hstack, sizeof(hstack));
+	lp_write_ext_record(w, LP_EXT_GSAMPLE, gpair, sizeof(gpair));
+	lp_write_ext_end(w);
+	out_close(&o);
+
 	/* Deep stacks. */
 	w = out_open(&o, "sp-deep");
 	symtab(w);
