@@ -441,11 +441,10 @@ static void add_cframes(uint64_t cframe)
 		cframes[ncframes++] = cf[i].addr;
 }
 
-/* Thread t's C frames, then its resumers': a coroutine's native frames continue in the
- * threads that resumed it. */
-static void add_thread_cframes(struct lp_lj_thread t)
+/* The C frames of the threads that resumed t: a coroutine's native frames continue in
+ * them. */
+static void add_resumer_cframes(struct lp_lj_thread t)
 {
-	add_cframes(t.cframe);
 	for (int level = 0; level < MAX_RESUMES; level++) {
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
@@ -453,6 +452,13 @@ static void add_thread_cframes(struct lp_lj_thread t)
 		t = r;
 		add_cframes(t.cframe);
 	}
+}
+
+/* Thread t's C frames, then its resumers'. */
+static void add_thread_cframes(struct lp_lj_thread t)
+{
+	add_cframes(t.cframe);
+	add_resumer_cframes(t);
 }
 
 static int is_cframe(uint64_t sp)
@@ -503,6 +509,10 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 			add_cframes(t.cframe);
 		if (flags & LP_LJ_WALK_TRUNC) {
 			s->lua_truncated = mode == LUAPROF_SYSPROF_CALLGRAPH;
+			/* The Lua frames stop here, the native ones go on: the host walk steps
+			 * through the resumers' VM entries only at their C frames. */
+			if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+				add_resumer_cframes(t);
 			return 0;
 		}
 		if (mode != LUAPROF_SYSPROF_CALLGRAPH)
