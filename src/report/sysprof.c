@@ -39,6 +39,9 @@ static const struct {
 	{ "lua_resume", ANCHOR_API_RESUME },
 };
 
+/* Which samples a replacement's after[] counts. */
+enum { REPL_TRACE, REPL_GC };
+
 struct lp_sysprof {
 	struct lp_symtab *st;
 	struct lp_sysprof_opts opts;
@@ -62,8 +65,10 @@ struct lp_sysprof {
 	 * after every sample): added to the profile when it is built. */
 	uint32_t *tframe;             /* the trace frame of each TRACE sample, in order */
 	size_t ntframe, tframecap;
-	struct tpair { uint64_t ordinal, id; } *tpairs;
-	size_t ntpairs, tpaircap;
+	struct pairs {                /* sample ordinal -> stack id (tsample, gsample) */
+		struct pair { uint64_t ordinal, id; } *p;
+		size_t n, cap;
+	} tpairs;
 	struct rawstack {
 		size_t lua, nlua, host, nhost;  /* offsets and counts in the pools */
 		size_t merged, nmerged;         /* cached merge in mpool, once done ... */
@@ -98,8 +103,7 @@ struct lp_sysprof {
 	*/
 	uint32_t *gstack;             /* per GC sample, in order: its host stack in stacks */
 	size_t ngsmp, gstackcap;
-	struct tpair *gpairs;
-	size_t ngpairs, gpaircap;
+	struct pairs gpairs;
 	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for GC samples */
 	struct lp_addrmap dkeys;      /* hash of a dsample's key -> index in dsmp */
 	int finished;                 /* the deferred samples (TRACE, CPU or memory) were added */
@@ -110,9 +114,9 @@ struct lp_sysprof {
 	size_t nmsmp, msmpcap;
 	/* Lua symbols replaced while samples were read (a proto address reused), so that
 	 * their stacks, resolved at the end, name frames as of their own time: replacement
-	 * k happened after the first `after` TRACE samples, and before the deferred samples
-	 * whose nrepl is above k. */
-	struct replaced { uint64_t after, gafter, proto; struct lp_sym_lua old; } *repl;
+	 * k happened after the first after[REPL_TRACE] TRACE samples and after[REPL_GC] GC
+	 * samples, and before the deferred samples whose nrepl is above k. */
+	struct replaced { uint64_t after[2], proto; struct lp_sym_lua old; } *repl;
 	size_t nrepl, replcap;
 	struct lp_addrmap overlay;    /* proto -> index in repl: its name at the current sample */
 	uint64_t epoch;               /* bumped whenever overlay changes */
@@ -154,9 +158,9 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->ffbuf);
 	free(s->ffnames);
 	free(s->tframe);
-	free(s->tpairs);
+	free(s->tpairs.p);
 	free(s->gstack);
-	free(s->gpairs);
+	free(s->gpairs.p);
 	lp_addrmap_free(&s->gside);
 	free(s->dsmp);
 	lp_addrmap_free(&s->dedup);
@@ -599,8 +603,9 @@ static int same_lua(const struct lp_lua_frame *a, const struct lp_lua_frame *b, 
 	return 1;
 }
 
-/* Keeps a CPU sample with Lua frames for the end (see dsmp): its stacks, interned. */
-static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+/* The index in stacks of a CPU sample's own stacks (cpu = 1), shared by the samples that
+ * have the same ones; -ENOMEM. */
+static int64_t intern_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
 	uint64_t h = lp_hash_u64(smp->nlua * 0x9e3779b97f4a7c15ull ^ smp->nhost);
 	for (size_t i = 0; i < smp->nlua; i++)
@@ -608,24 +613,30 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	for (size_t i = 0; i < smp->nhost; i++)
 		h = lp_hash_u64(h ^ smp->host[i]);
 	struct lp_addrmap_entry *e = lp_addrmap_get(&s->dedup, h);
-	int64_t k = -1;
 	if (e) {
 		const struct rawstack *r = &s->stacks[e->a];
 		if (r->nlua == smp->nlua && r->nhost == smp->nhost &&
 		    same_lua(s->lpool + r->lua, smp->lua, smp->nlua) &&
 		    (smp->nhost == 0 ||
 		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
-			k = (int64_t)e->a;
+			return (int64_t)e->a;
 	}
-	if (k < 0) {
-		k = add_rawstack(s, smp->lua, smp->nlua, smp->host, smp->nhost);
-		if (k < 0)
-			return -ENOMEM;
-		s->stacks[k].cpu = 1;
-		/* A hash collision keeps the entry there: the new stack is just not shared. */
-		if (!e && lp_addrmap_put(&s->dedup, h, (uint64_t)k, 0))
-			return -ENOMEM;
-	}
+	int64_t k = add_rawstack(s, smp->lua, smp->nlua, smp->host, smp->nhost);
+	if (k < 0)
+		return -ENOMEM;
+	s->stacks[k].cpu = 1;
+	/* A hash collision keeps the entry there: the new stack is just not shared. */
+	if (!e && lp_addrmap_put(&s->dedup, h, (uint64_t)k, 0))
+		return -ENOMEM;
+	return k;
+}
+
+/* Keeps a CPU sample with Lua frames for the end (see dsmp): its stacks, interned. */
+static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+{
+	int64_t k = intern_stack(s, smp);
+	if (k < 0)
+		return -ENOMEM;
 	uint32_t nrepl = (uint32_t)s->nrepl;
 	uint64_t dk = lp_hash_u64(((uint64_t)k << 8 | smp->vmstate) ^ lp_hash_u64(nrepl));
 	struct lp_addrmap_entry *d = lp_addrmap_get(&s->dkeys, dk);
@@ -653,47 +664,34 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 /* Keeps a GC sample for the end (see gstack): its host stack, interned. */
 static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
-	uint64_t h = lp_hash_u64(smp->nhost ^ 0x6763ull << 32);
-	for (size_t i = 0; i < smp->nhost; i++)
-		h = lp_hash_u64(h ^ smp->host[i]);
-	struct lp_addrmap_entry *e = lp_addrmap_get(&s->dedup, h);
-	int64_t k = -1;
-	if (e) {
-		const struct rawstack *r = &s->stacks[e->a];
-		if (r->nlua == 0 && r->nhost == smp->nhost &&
-		    (smp->nhost == 0 ||
-		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
-			k = (int64_t)e->a;
-	}
-	if (k < 0) {
-		k = add_rawstack(s, NULL, 0, smp->host, smp->nhost);
-		if (k < 0)
-			return -ENOMEM;
-		s->stacks[k].cpu = 1;
-		if (!e && lp_addrmap_put(&s->dedup, h, (uint64_t)k, 0))
-			return -ENOMEM;
-	}
-	if (lp_grow((void **)&s->gstack, &s->gstackcap, s->ngsmp + 1, sizeof(*s->gstack)))
+	int64_t k = intern_stack(s, smp);
+	if (k < 0 ||
+	    lp_grow((void **)&s->gstack, &s->gstackcap, s->ngsmp + 1, sizeof(*s->gstack)))
 		return -ENOMEM;
 	s->gstack[s->ngsmp++] = (uint32_t)k;
 	return 0;
 }
 
+static int pair_add(struct pairs *q, uint64_t ordinal, uint64_t id)
+{
+	if (lp_grow((void **)&q->p, &q->cap, q->n + 1, sizeof(*q->p)))
+		return -ENOMEM;
+	q->p[q->n].ordinal = ordinal;
+	q->p[q->n++].id = id;
+	return 0;
+}
+
 int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
 {
-	if (lp_grow((void **)&s->gpairs, &s->gpaircap, s->ngpairs + 1, sizeof(*s->gpairs)))
-		return -ENOMEM;
-	s->gpairs[s->ngpairs].ordinal = ordinal;
-	s->gpairs[s->ngpairs++].id = id;
-	return 0;
+	return pair_add(&s->gpairs, ordinal, id);
 }
 
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old)
 {
 	if (lp_grow((void **)&s->repl, &s->replcap, s->nrepl + 1, sizeof(*s->repl)))
 		return -ENOMEM;
-	s->repl[s->nrepl].gafter = s->ngsmp;
-	s->repl[s->nrepl].after = s->ntframe;
+	s->repl[s->nrepl].after[REPL_TRACE] = s->ntframe;
+	s->repl[s->nrepl].after[REPL_GC] = s->ngsmp;
 	s->repl[s->nrepl].proto = proto;
 	s->repl[s->nrepl++].old = *old;
 	return 0;
@@ -701,17 +699,45 @@ int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct l
 
 int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
 {
-	if (lp_grow((void **)&s->tpairs, &s->tpaircap, s->ntpairs + 1, sizeof(*s->tpairs)))
-		return -ENOMEM;
-	s->tpairs[s->ntpairs].ordinal = ordinal;
-	s->tpairs[s->ntpairs++].id = id;
-	return 0;
+	return pair_add(&s->tpairs, ordinal, id);
 }
 
 static int by_ordinal(const void *a, const void *b)
 {
-	const struct tpair *x = a, *y = b;
+	const struct pair *x = a, *y = b;
 	return x->ordinal < y->ordinal ? -1 : x->ordinal > y->ordinal;
+}
+
+/* Sorts q for pair_at, whose cursor *j starts at q->n (samples are walked last first). */
+static size_t pairs_sort(struct pairs *q)
+{
+	if (q->n > 1)
+		qsort(q->p, q->n, sizeof(*q->p), by_ordinal);
+	return q->n;
+}
+
+/* The stack id paired with sample ordinal i: 1 and *id, or 0; i must not grow between
+ * calls. */
+static int pair_at(const struct pairs *q, size_t *j, uint64_t i, uint64_t *id)
+{
+	while (*j > 0 && q->p[*j - 1].ordinal > i)
+		(*j)--;
+	if (*j == 0 || q->p[*j - 1].ordinal != i)
+		return 0;
+	*id = q->p[*j - 1].id;
+	return 1;
+}
+
+/* Before deferred sample i of kind REPL_*, walked last first: the names it was read with,
+ * undoing the replacements made after it (cursor *u starts at nrepl). */
+static int undo_after(struct lp_sysprof *s, int kind, uint64_t i, size_t *u)
+{
+	for (; *u > 0 && s->repl[*u - 1].after[kind] > i; (*u)--) {
+		if (lp_addrmap_put(&s->overlay, s->repl[*u - 1].proto, *u - 1, 0))
+			return -ENOMEM;
+		s->epoch++;
+	}
+	return 0;
 }
 
 /* The merged frames of stack r (root first, without the trace frame), cached in mpool. */
@@ -809,22 +835,15 @@ static int add_deferred(struct lp_sysprof *s)
 static int add_traces(struct lp_sysprof *s)
 {
 	walk_begin(s);
-	if (s->ntpairs > 1)
-		qsort(s->tpairs, s->ntpairs, sizeof(*s->tpairs), by_ordinal);
-	size_t j = s->ntpairs, u = s->nrepl;
+	size_t j = pairs_sort(&s->tpairs), u = s->nrepl;
 	int64_t one = 1;
 	for (size_t i = s->ntframe; i-- > 0;) {
 		struct rawstack *r = NULL;
-		for (; u > 0 && s->repl[u - 1].after > i; u--) {
-			if (lp_addrmap_put(&s->overlay, s->repl[u - 1].proto, u - 1, 0))
-				return -ENOMEM;
-			s->epoch++;
-		}
-		while (j > 0 && s->tpairs[j - 1].ordinal > i)
-			j--;
-		if (j > 0 && s->tpairs[j - 1].ordinal == i) {
-			struct lp_addrmap_entry *e =
-				lp_addrmap_get(&s->stack_ids, s->tpairs[j - 1].id);
+		uint64_t sid;
+		if (undo_after(s, REPL_TRACE, i, &u))
+			return -ENOMEM;
+		if (pair_at(&s->tpairs, &j, i, &sid)) {
+			struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, sid);
 			if (e) {
 				r = &s->stacks[e->a];
 				if (stack_frames(s, r))
@@ -881,21 +900,13 @@ static int64_t gc_stack(struct lp_sysprof *s, uint64_t id)
 static int add_gc(struct lp_sysprof *s)
 {
 	walk_begin(s);
-	if (s->ngpairs > 1)
-		qsort(s->gpairs, s->ngpairs, sizeof(*s->gpairs), by_ordinal);
-	size_t j = s->ngpairs, u = s->nrepl;
+	size_t j = pairs_sort(&s->gpairs), u = s->nrepl;
 	int64_t one = 1;
 	for (size_t i = s->ngsmp; i-- > 0;) {
-		for (; u > 0 && s->repl[u - 1].gafter > i; u--) {
-			if (lp_addrmap_put(&s->overlay, s->repl[u - 1].proto, u - 1, 0))
-				return -ENOMEM;
-			s->epoch++;
-		}
-		while (j > 0 && s->gpairs[j - 1].ordinal > i)
-			j--;
 		int64_t k = -1;
-		if (j > 0 && s->gpairs[j - 1].ordinal == i &&
-		    (k = gc_stack(s, s->gpairs[j - 1].id)) == -ENOMEM)
+		uint64_t sid;
+		if (undo_after(s, REPL_GC, i, &u) ||
+		    (pair_at(&s->gpairs, &j, i, &sid) && (k = gc_stack(s, sid)) == -ENOMEM))
 			return -ENOMEM;
 		/* Merged first: the merge uses s->out as its scratch. */
 		if (k >= 0 && stack_frames(s, &s->stacks[k]))
