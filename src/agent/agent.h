@@ -110,11 +110,14 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
 */
 int agent_vm_sample_helper(struct agent_sample *s, int mode);
 int agent_vm_helper_pending(void);
-/* In the handler after the host walk (C mode): the trace whose machine code the walk met is
- * named (a symbol event, and its code's extent for agent_vm_tcodes_write), and a GC sample
- * whose step that trace ran gets the trace's start line for its innermost Lua frame (the
- * trace stored no PC there). */
-void agent_vm_sample_gc(struct agent_sample *s);
+/*
+** In the handler after the host walk (C mode; with a host's backtracer too): the trace
+** whose machine code the walk met is named (a symbol event, and its code's extent for
+** agent_vm_tcodes_write); a GC sample keeps its Lua frames only when the walk met that
+** thread's Lua code, and one whose step a trace ran gets the trace's start line for its
+** innermost Lua frame (the trace stored no PC there).
+*/
+void agent_vm_after_walk(struct agent_sample *s);
 /* At stop, after the last sample: the extension's tcode records, one per trace whose
  * machine code the samples met since attach. */
 void agent_vm_tcodes_write(struct lp_wbuf *w);

@@ -378,14 +378,14 @@ static void take_sample(const ucontext_t *uc)
 		} else if (sp.backtracer) {
 			out.nhost = user_backtrace(uc, &truncated);
 			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
-				agent_vm_sample_gc(s);
+				agent_vm_after_walk(s);
 		} else {
 			out.nhost = agent_unwind(uc, hs_host, AGENT_MAX_HOST, &truncated);
 			/* C code the interpreter called: its Lua frames, by the walk's registers;
 			 * the collector run from a trace: its line. */
 			if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 				(void)agent_vm_sample_helper(s, sp.mode);
-				agent_vm_sample_gc(s);
+				agent_vm_after_walk(s);
 			}
 			out.nhost = agent_vm_omit_empty(hs_host, out.nhost);
 		}

@@ -773,7 +773,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** the Lua frames that ran into the step are walked as a C function's are. They reach
 	** the stream on the side (sysprof.c: ljp v2's GC sample has no Lua stack). The
 	** innermost frame's line is the C frame's SAVE_PC, exact from the interpreter; when
-	** a trace ran the step, agent_vm_sample_gc corrects it after the host walk.
+	** a trace ran the step, agent_vm_after_walk corrects it after the host walk.
 	*/
 	if (st == LP_VMST_GC && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale) {
 		uint64_t jb = 0;
@@ -781,9 +781,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		empty_top = t.base;
 		empty_stack = t.stack;
 		gc_in_trace = lp_lj_jit_base(&vm, &mem, &jb) == LP_LJ_OK && jb != 0;
-		if (lua_stack(s, &t, 0, 0, mode) != 0) {
-			s->nlua = 0;
-			s->lua_truncated = 0;
+		if (!lua_stack_or_none(s, &t, 0, 0, mode)) {
+			/* Host stack only, as below. */
 			ncframes = 0;
 			empty_top = 0;
 			add_thread_cframes(t);
@@ -926,12 +925,13 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 ** snapshot in effect at the call was tried: it names the line after the last guard, as
 ** wrong as often as right (string.format's calls in a loop went to the line above).
 */
-void agent_vm_sample_gc(struct agent_sample *s)
+void agent_vm_after_walk(struct agent_sample *s)
 {
 	struct lp_lj_proto p;
 	int32_t line;
-	/* The walk met a trace's frame: named after the trace (tcode). */
-	if (walk_trace_found)
+	/* The walk met a trace's frame: named after the trace (tcode), unless the sample
+	 * named it already (a TRACE sample's, or C code's the trace called). */
+	if (walk_trace_found && !(have_trace && walk_trace.addr == cur_trace.addr))
 		need_trace(s, &walk_trace);
 	if (s->vmstate == LP_VMST_GC && s->nlua > 0 && !own_vm_met &&
 	    !(gc_in_trace && walk_trace_found)) {

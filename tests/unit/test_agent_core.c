@@ -67,7 +67,7 @@ int agent_vm_helper_pending(void)
 }
 
 /* Nor is any of them a GC sample, nor has a trace's frame. */
-void agent_vm_sample_gc(struct agent_sample *s)
+void agent_vm_after_walk(struct agent_sample *s)
 {
 	(void)s;
 }
