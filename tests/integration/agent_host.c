@@ -333,12 +333,9 @@ static void test_validation(void)
 	lua_close(L);
 }
 
-/* A CALLGRAPH profile through the writer; returns what was parsed. */
-static struct parsed run_callgraph(luaprof_sysprof_backtracer bt, int jit,
-				   struct luaprof_sysprof_counters *c,
-				   struct luaprof_sysprof_stats *s)
+/* C mode at 1 kHz of wall clock into the memory sink, emptied. */
+static struct luaprof_sysprof_options callgraph_options(void)
 {
-	lua_State *L = new_state();
 	struct luaprof_sysprof_options o;
 	memset(&o, 0, sizeof(o));
 	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
@@ -348,6 +345,16 @@ static struct parsed run_callgraph(luaprof_sysprof_backtracer bt, int jit,
 	o.len = LUAPROF_SYSPROF_BUF_MIN; /* the smallest: halves hand over often */
 	o.ctx = &sink;
 	sink.len = 0;
+	return o;
+}
+
+/* A CALLGRAPH profile through the writer; returns what was parsed. */
+static struct parsed run_callgraph(luaprof_sysprof_backtracer bt, int jit,
+				   struct luaprof_sysprof_counters *c,
+				   struct luaprof_sysprof_stats *s)
+{
+	lua_State *L = new_state();
+	struct luaprof_sysprof_options o = callgraph_options();
 	int calls = sink.on_stop_calls;
 	luaprof_sysprof_set_backtracer(bt);
 	CHECK(luaprof_sysprof_start(L, &o) == 0, "start C: %s", luaprof_sysprof_error());
@@ -407,15 +414,7 @@ static double cpu_now(void)
 static struct parsed run_gc(int parked, double secs)
 {
 	lua_State *L = new_state();
-	struct luaprof_sysprof_options o;
-	memset(&o, 0, sizeof(o));
-	o.mode = LUAPROF_SYSPROF_CALLGRAPH;
-	o.interval = 1;
-	o.clock = LUAPROF_CLOCK_WALL;
-	o.buf = stream_buf;
-	o.len = LUAPROF_SYSPROF_BUF_MIN;
-	o.ctx = &sink;
-	sink.len = 0;
+	struct luaprof_sysprof_options o = callgraph_options();
 	/* Live tables for every cycle to mark: the collector's share of the time. */
 	CHECK(luaL_dostring(L, "keep = {} for i = 1, 100000 do keep[i] = { i } end "
 			       "return coroutine.create(function() local junk = {} "
