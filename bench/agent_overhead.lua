@@ -26,11 +26,6 @@ local modes = { unpack(arg, 7) }
 n = tonumber(n)
 package.cpath = build .. "/?.so;" .. package.cpath
 
-if jitmode == "off" then
-	jit.off()
-	jit.flush()
-end
-
 local ffi = require "ffi"
 ffi.cdef [[
 double agent_bench_cfib(double n);
@@ -42,8 +37,7 @@ int getrusage(int who, agent_bench_rusage *ru);
 -- Loaded in every mode, so that all runs map the same objects.
 local C = ffi.load(lib)
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
-B.clocks()
-local now, MONO, PCPU, TCPU = B.now, B.MONO, B.PCPU, B.TCPU
+local now, MONO, PCPU, TCPU = B.setup(jitmode), B.MONO, B.PCPU, B.TCPU
 local ru = ffi.new("agent_bench_rusage")
 local function nivcsw()
 	ffi.C.getrusage(1 --[[RUSAGE_THREAD]], ru)

@@ -129,6 +129,17 @@ function B.clocks()
 	end
 end
 
+-- A benchmark script's set-up: the JIT off (and its traces flushed) when jitmode is "off",
+-- and the clocks. Returns B.now.
+function B.setup(jitmode)
+	if jitmode == "off" then
+		jit.off()
+		jit.flush()
+	end
+	B.clocks()
+	return B.now
+end
+
 -- Prints "n=K": the size that makes f(K) take about target seconds (doubling until a run
 -- lasts 0.25 s, then scaling).
 function B.calibrate(f, target)

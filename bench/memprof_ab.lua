@@ -13,14 +13,8 @@
 -- the same round. Prints a Markdown table: wall and process CPU time, median (min..max).
 local jitmode, rounds, units, workload = arg[1], tonumber(arg[2]), tonumber(arg[3]), arg[4]
 local runs = { select(5, unpack(arg)) }
-if jitmode == "off" then
-	jit.off()
-	jit.flush()
-end
-
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
-B.clocks()
-local now, MONO, PCPU = B.now, B.MONO, B.PCPU
+local now, MONO, PCPU = B.setup(jitmode), B.MONO, B.PCPU
 local works = {
 	bintrees = B.bintrees,
 	life = B.life,

@@ -26,14 +26,8 @@ local modes = { unpack(arg, 6) }
 n = tonumber(n)
 package.cpath = build .. "/?.so;" .. package.cpath
 
-if jitmode == "off" then
-	jit.off()
-	jit.flush()
-end
-
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
-B.clocks()
-local now, MONO, PCPU = B.now, B.MONO, B.PCPU
+local now, MONO, PCPU = B.setup(jitmode), B.MONO, B.PCPU
 
 -- -- Workloads: W[name](n) does n units of work and returns a number ----------------------
 
