@@ -616,7 +616,7 @@ static int64_t intern_stack(struct lp_sysprof *s, const struct lp_sys_sample *sm
 	if (e) {
 		const struct rawstack *r = &s->stacks[e->a];
 		if (r->nlua == smp->nlua && r->nhost == smp->nhost &&
-		    same_lua(s->lpool + r->lua, smp->lua, smp->nlua) &&
+		    (smp->nlua == 0 || same_lua(s->lpool + r->lua, smp->lua, smp->nlua)) &&
 		    (smp->nhost == 0 ||
 		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
 			return (int64_t)e->a;

@@ -268,11 +268,13 @@ static void seeds_sysprof(void)
 	lp_write_ext_end(w);
 	out_close(&o);
 
-	/* A GC sample paired with a stack of host frames only, the profile's only stack: no
-	 * Lua frame anywhere (the report's pools stay empty). */
+	/* A GC sample paired with a stack of host frames only, the profile's only stack, and
+	 * another with the same host stack: no Lua frame anywhere (the report's pool of them
+	 * stays empty). */
 	w = out_open(&o, "sp-gc-host");
 	symtab(w);
 	lp_write_sysprof_prologue(w);
+	sample(w, LP_VMST_GC, 0, 2);
 	sample(w, LP_VMST_GC, 0, 2);
 	lp_write_sysprof_epilogue(w);
 	lp_write_ext_prologue(w);
