@@ -22,6 +22,15 @@
 **   - anything else (GC, trace exits, the JIT compiler): INTERNAL.
 ** L is g->cur_L, the running coroutine, whoever resumed it (Lua, C or an FFI callback).
 **
+** The stream: with the Lua API (a profile file) and a CPU to spare, an event is stored as a
+** raw record (rawev.h: fixed-width words, a few stores) that the file's thread encodes into
+** ljm; otherwise it is encoded here. Moving the ULEB128 encoding off the VM's thread took
+** binary trees from 1.21-1.23 to 1.16-1.19 of unprofiled wall time with the JIT on, 1.18-1.21
+** to 1.15-1.17 off (bench/memprof_ab.sh, 41 rounds), for 7-11 points more CPU time on the
+** other core. Allowed one CPU, that thread would take it from the program (1.55 against
+** 1.39), and encoding the records in batches on the VM's thread cost 1.47: so the events
+** are encoded as they happen then, as before (1.36 against 1.37).
+**
 ** Every read on this path is a plain load from VM state that LuaJIT itself keeps consistent
 ** whenever it may allocate: no checked reader (a system call per read would cost more than
 ** the allocation). Detection and symbol names use the checked reader, once per object.
@@ -29,6 +38,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +51,8 @@
 
 #include "agent/agent.h"
 #include "agent/objects.h"
+#include "agent/pfile.h"
+#include "agent/rawev.h"
 #include "luaprof/format.h"
 #include "stream/writer.h"
 #include "util/grow.h"
@@ -58,6 +70,7 @@ static struct {
 	void *orig_ud;
 	int64_t countdown;              /* sampled mode: bytes until the next sample */
 	int state;
+	int raw;                        /* exact mode writes raw events (see the stream below) */
 	const int32_t *vmstate;         /* the VM's g->vmstate (exact mode's every event) */
 	char err[256];
 	/* The profiled VM. */
@@ -65,8 +78,11 @@ static struct {
 	lua_State *L;                   /* main thread */
 	uint64_t run_id;
 	uint64_t trace_gen;             /* trace numbers named in trace_seen[] are current in it */
-	/* Stream. */
-	struct lp_wbuf w;
+	/* Stream. With raw, exact mode writes raw events (rawev.h) into w and everything else
+	 * into sw, which carries it into w as blobs; w's writer is a profile file that encodes
+	 * them on its thread. Otherwise (sampled mode, a C API writer, a process allowed one
+	 * CPU) events and the rest go into w in ljm form: symw = &w. */
+	struct lp_wbuf w, sw, *symw;
 	luaprof_sysprof_writer writer;
 	luaprof_sysprof_on_stop on_stop;
 	void *ctx;
@@ -138,6 +154,14 @@ static inline uint8_t ld8(uint64_t a)
 static void io_check(void);
 static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Symbols and other stream bytes written to mp.symw go into the stream now, before the
+ * event that needs them (exact mode: into the raw stream, as a blob). */
+static void sym_end(void)
+{
+	if (mp.symw != &mp.w)
+		lp_wbuf_flush(&mp.sw);
+}
+
 /* Most events repeat a few functions: a direct-mapped cache of the prototype's fingerprint
  * fields in front of the map (re-read on every event: an address reused by another
  * function misses). Emptied at start. */
@@ -164,7 +188,8 @@ static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk
 		}
 		if (len >= sizeof(name))
 			len = sizeof(name) - 1;
-		lp_write_mem_sym_lua(&mp.w, key, name, len, first);
+		lp_write_mem_sym_lua(mp.symw, key, name, len, first);
+		sym_end();
 		/* Without memory for the map the symbol is written again next time: still
 		 * correct. */
 		(void)lp_addrmap_put(&mp.protos, pt, fp, key);
@@ -284,8 +309,9 @@ static __attribute__((noinline)) void need_trace(uint32_t traceno)
 		struct lp_lj_trace t;
 		if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
 			return;
-		lp_write_mem_sym_trace(&mp.w, traceno, need_proto(t.startpt),
-				       pc_line(t.startpt, t.startpc + 4));
+		uint64_t key = need_proto(t.startpt);
+		lp_write_mem_sym_trace(mp.symw, traceno, key, pc_line(t.startpt, t.startpc + 4));
+		sym_end();
 		(void)lp_addrmap_put(&mp.traces, traceno, fp, 0);
 	}
 	c->traceno = traceno;
@@ -300,7 +326,8 @@ static void need_cfunc(uint64_t addr)
 	unsigned long long adds = agent_objects_changes();
 	if (adds != mp.adds) {
 		mp.adds = adds;
-		agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_MEMPROF);
+		agent_symtab_cfuncs(mp.symw, &mp.seen, AGENT_SYMS_MEMPROF);
+		sym_end();
 	}
 	(void)lp_addrmap_put(&mp.cfuncs, addr, 1, 0);
 }
@@ -761,23 +788,20 @@ static void io_check(void)
 	mp.state = MP_HALTED;
 }
 
-/* The source part of an event, after its header byte. */
-static inline uint8_t *put_source(uint8_t *p, struct origin o)
+/* sw's writer (exact mode): its bytes into the raw stream, as a blob. */
+static size_t blob_flush(const void **data, size_t len, void *ctx)
 {
-	if (o.source == LP_ASOURCE_TRACE)
-		return lp_uleb_put_small(p, o.num);
-	if (o.source == LP_ASOURCE_LFUNC) {
-		p = lp_uleb_put(p, o.addr);
-		return lp_uleb_put_small(p, o.num);
-	}
-	if (o.source == LP_ASOURCE_CFUNC)
-		return lp_uleb_put(p, o.addr);
-	return p;
+	if ((size_t)(mp.w.end - mp.w.pos) < 8)
+		lp_wbuf_flush(&mp.w);
+	if (!lp_wbuf_ok(&mp.w))
+		return 0;
+	mp.w.pos = agent_rawev_word(mp.w.pos, AGENT_RAWEV_BLOB | (uint64_t)len << 8);
+	lp_wbuf_bytes(&mp.w, *data, len);
+	return lp_wbuf_ok(&mp.w) ? len : 0;
 }
 
-/* Room for the longest event (header, two source fields, four event fields) and
- * lp_uleb_put_addr's eighth byte. */
-#define EVENT_MAX (1 + 6 * 10 + 1)
+/* Room for the longest event, raw (AGENT_RAWEV_MAX) or encoded (AGENT_RAWEV_ENC_MAX). */
+#define EVENT_MAX 64
 
 static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
 						   size_t nsize);
@@ -785,8 +809,8 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 /*
 ** A test build (make ... CFLAGS=-DLP_MEMPROF_SELFCHECK, memprof_luajit.sh) checks every
 ** event a light path writes against what the general path would have written:
-** lp_write_mem_event's bytes for the origin locate() gives. The counts go into the
-** profile's meta (selfcheck_events, selfcheck_bad).
+** lp_write_mem_event's bytes for the origin locate() gives, against the light path's
+** (its raw record encoded, with raw). The counts go into the profile's meta (selfcheck_events, selfcheck_bad).
 */
 #ifdef LP_MEMPROF_SELFCHECK
 static uint64_t selfcheck_events, selfcheck_bad;
@@ -799,7 +823,7 @@ static size_t selfcheck_nowrite(const void **data, size_t len, void *ctx)
 static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, void *ptr,
 		      size_t osize, void *np, size_t nsize)
 {
-	uint8_t buf[128];
+	uint8_t buf[128], enc[128];
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, buf, sizeof(buf), selfcheck_nowrite, NULL);
 	struct lp_mem_event e = { .source = o.source, .oaddr = (uintptr_t)ptr, .osize = osize,
@@ -816,8 +840,15 @@ static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, voi
 	else if (o.source == LP_ASOURCE_CFUNC)
 		e.loc_addr = o.addr;
 	lp_write_mem_event(&w, &e);
+	struct agent_rawev_enc st = { 0, 0 };
+	size_t elen = (size_t)(end - h), used = elen;
+	if (mp.raw)
+		used = agent_rawev_encode(&st, h, (size_t)(end - h), enc, sizeof(enc), &elen);
+	else
+		memcpy(enc, h, elen);
 	selfcheck_events++;
-	if ((size_t)(w.pos - buf) != (size_t)(end - h) || memcmp(buf, h, (size_t)(end - h)))
+	if (st.bad || used != (size_t)(end - h) || (size_t)(w.pos - buf) != elen ||
+	    memcmp(buf, enc, elen))
 		selfcheck_bad++;
 }
 #define SELFCHECK_ORIGIN() struct origin sc_o = locate()
@@ -828,25 +859,38 @@ static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, voi
 #endif
 
 /*
-** The light paths' common part, after the event's header and source were written from h
-** on: the old block's fields (a reallocation), the call, then the new block's fields. Only
+** The light paths' common part, once the event's source is written (raw, a constant in each
+** caller so that each form is straight-line code: w0 is the record's
+** first word without the event, stored here; otherwise the header byte is at h) and p is
+** after it: the old block's fields (a reallocation), the call, then the new block's. Only
 ** h and the sizes are kept across the call; the counters are taken back when the call
 ** fails (nothing happened: no event).
 */
-static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
-			       size_t nsize)
+static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *h, uint64_t w0,
+								uint8_t *p, void *ptr,
+								size_t osize, size_t nsize)
 {
 	SELFCHECK_ORIGIN();
-	int re = ptr && osize;
-	if (re) {
-		*h |= LP_AEVENT_REALLOC;
-		p = lp_uleb_put_addr(p, (uintptr_t)ptr);
-		p = lp_uleb_put_small(p, osize);
+	unsigned event = LP_AEVENT_ALLOC;
+	if (ptr && osize) {
+		event = LP_AEVENT_REALLOC;
 		mp.reallocs++;
 		mp.free_bytes += osize;
 	} else {
-		*h |= LP_AEVENT_ALLOC;
 		mp.allocs++;
+	}
+	if (raw) {
+		agent_rawev_word(h, w0 | event);
+		if (event == LP_AEVENT_REALLOC) {
+			p = agent_rawev_word(p, (uintptr_t)ptr);
+			p = agent_rawev_word(p, osize);
+		}
+	} else {
+		*h |= (uint8_t)event;
+		if (event == LP_AEVENT_REALLOC) {
+			p = lp_uleb_put_addr(p, (uintptr_t)ptr);
+			p = lp_uleb_put_small(p, osize);
+		}
 	}
 	mp.w.pos = p;
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
@@ -860,8 +904,12 @@ static inline void *event_call(uint8_t *h, uint8_t *p, void *ptr, size_t osize,
 		mp.w.pos = h;
 		return np;
 	}
-	p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
-	mp.w.pos = lp_uleb_put_small(p, nsize);
+	if (raw) {
+		mp.w.pos = agent_rawev_word(mp.w.pos, (uintptr_t)np);
+	} else {
+		p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
+		mp.w.pos = lp_uleb_put_small(p, nsize);
+	}
 	mp.alloc_bytes += nsize;
 	SELFCHECK(h, mp.w.pos, ptr, osize, np, nsize);
 	return np;
@@ -879,12 +927,15 @@ static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t o
 {
 	uint32_t no = (uint32_t)*mp.vmstate;
 	const struct trace_seen *c = &trace_seen[no & 63];
-	if (c->traceno != no || c->gen != mp.trace_gen || mp.w.end - mp.w.pos < EVENT_MAX ||
-	    mp.w.flags)
+	if (c->traceno != no || c->gen != mp.trace_gen || no >= AGENT_RAWEV_NUM_LIMIT ||
+	    nsize >= AGENT_RAWEV_SIZE_LIMIT || mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
+	if (mp.raw)
+		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_TRACE, no, nsize), h + 8, ptr,
+				  osize, nsize);
 	*h = LP_ASOURCE_TRACE;
-	return event_call(h, lp_uleb_put_small(h + 1, no), ptr, osize, nsize);
+	return event_call(0, h, 0, lp_uleb_put_small(h + 1, no), ptr, osize, nsize);
 }
 
 /*
@@ -935,12 +986,15 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 	if (!key || pc <= bc || pc > bc + 4ull * ld32(pt + y->pt_sizebc) || (pc - bc) % 4)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint32_t line = pc_line_quick(pt, pc);
-	if (!line)
+	if (!line || line >= AGENT_RAWEV_NUM_LIMIT || nsize >= AGENT_RAWEV_SIZE_LIMIT)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
+	if (mp.raw)
+		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, line, nsize),
+				  agent_rawev_word(h + 8, key), ptr, osize, nsize);
 	*h = LP_ASOURCE_LFUNC;
-	uint8_t *p = lp_uleb_put_addr(h + 1, key);
-	return event_call(h, lp_uleb_put_small(p, line), ptr, osize, nsize);
+	return event_call(0, h, 0, lp_uleb_put_small(lp_uleb_put_addr(h + 1, key), line), ptr,
+			  osize, nsize);
 }
 
 /*
@@ -958,13 +1012,19 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	 * lua_close, the VM too. */
 	if (mp.state != MP_RUNNING)
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-	if (!nsize && *mp.vmstate == VMST_GC && osize && ptr &&
+	if (!nsize && *mp.vmstate == VMST_GC && osize - 1 < AGENT_RAWEV_SIZE_LIMIT - 1 && ptr &&
 	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
 		SELFCHECK_ORIGIN();
 		uint8_t *h = mp.w.pos;
-		*h = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
-		uint8_t *p = lp_uleb_put_addr(h + 1, (uintptr_t)ptr);
-		mp.w.pos = lp_uleb_put_small(p, osize);
+		if (mp.raw) {
+			uint8_t *p = agent_rawev_word(h, agent_rawev_w0(LP_AEVENT_FREE |
+									 LP_ASOURCE_INT, 0, osize));
+			mp.w.pos = agent_rawev_word(p, (uintptr_t)ptr);
+		} else {
+			*h = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
+			uint8_t *p = lp_uleb_put_addr(h + 1, (uintptr_t)ptr);
+			mp.w.pos = lp_uleb_put_small(p, osize);
+		}
 		SELFCHECK(h, mp.w.pos, ptr, osize, NULL, 0);
 		mp.frees++;
 		mp.free_bytes += osize;
@@ -981,10 +1041,8 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 }
 
 /*
-** Any event, written as lp_write_mem_event would write it, straight into the buffer. This
-** is still a hot path (millions of calls a second): each kind of event has straight-line
-** code, a field is one store, and the event count is the sum of the kinds' counts. The
-** header byte is written last, once the kind is known.
+** Any event, as a raw record, or encoded from one at once: what lp_write_mem_event would
+** write. The event count is the sum of the kinds' counts.
 */
 static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
@@ -1004,20 +1062,16 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 			return np;
 		}
 	}
-	uint8_t *h = mp.w.pos, *p = put_source(h + 1, o);
+	unsigned event;
 	if (ptr && osize) {
-		p = lp_uleb_put_addr(p, (uintptr_t)ptr);
-		p = lp_uleb_put_small(p, osize);
 		if (!nsize) {
-			*h = (uint8_t)(LP_AEVENT_FREE | o.source);
+			event = LP_AEVENT_FREE;
 			mp.frees++;
 			mp.free_bytes += osize;
 		} else {
 			if (!np)
 				return np; /* failed reallocation: the old block stays */
-			*h = (uint8_t)(LP_AEVENT_REALLOC | o.source);
-			p = lp_uleb_put_addr(p, (uintptr_t)np);
-			p = lp_uleb_put_small(p, nsize);
+			event = LP_AEVENT_REALLOC;
 			mp.reallocs++;
 			mp.alloc_bytes += nsize;
 			mp.free_bytes += osize;
@@ -1025,20 +1079,29 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 	} else if (nsize) {
 		if (!np)
 			return np; /* failed allocation: nothing happened */
-		*h = (uint8_t)(LP_AEVENT_ALLOC | o.source);
-		p = lp_uleb_put_addr(p, (uintptr_t)np);
-		p = lp_uleb_put_small(p, nsize);
+		event = LP_AEVENT_ALLOC;
 		mp.allocs++;
 		mp.alloc_bytes += nsize;
 	} else {
 		/* lj_lex_cleanup frees an empty buffer as (NULL, 0, 0): Tarantool writes a free
 		 * of nothing. */
-		*h = (uint8_t)(LP_AEVENT_FREE | o.source);
-		*p++ = 0;
-		p = lp_uleb_put_small(p, osize);
+		event = LP_AEVENT_FREE;
+		ptr = NULL;
 		mp.frees++;
 	}
-	mp.w.pos = p;
+	uint8_t rec[AGENT_RAWEV_MAX];
+	uint8_t *end = agent_rawev_put(mp.raw ? mp.w.pos : rec, event | o.source, o.num, o.addr,
+				       (uintptr_t)ptr, osize, (uintptr_t)np, nsize);
+	if (mp.raw) {
+		mp.w.pos = end;
+	} else {
+		/* The rare path: the record encoded at once. */
+		struct agent_rawev_enc e = { 0, 0 };
+		size_t olen;
+		agent_rawev_encode(&e, rec, (size_t)(end - rec), mp.w.pos,
+				   (size_t)(mp.w.end - mp.w.pos), &olen);
+		mp.w.pos += olen;
+	}
 	return np;
 }
 
@@ -1107,6 +1170,35 @@ static void register_once(void)
 	pthread_atfork(NULL, NULL, at_fork_child);
 }
 
+/* Exact mode's side buffer: the stream bytes that are not events, carried as blobs. */
+static uint8_t s_sym[8192];
+
+/* The process may run on two CPUs or more. On one, a thread that encodes the events would
+ * take that CPU from the program, and with the hand-overs costs it more than encoding
+ * them on its own thread. */
+static int spare_cpu(void)
+{
+	cpu_set_t set;
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2;
+}
+
+/*
+** The stream: ljm into the caller's buffer, or, in exact mode when the writer is a profile
+** file and a CPU is spare for its thread, raw events that the file encodes there (with the
+** bytes that are not events carried in blobs from the side buffer).
+*/
+static void stream_init(const struct luaprof_memprof_options *opt)
+{
+	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
+	mp.symw = &mp.w;
+	mp.raw = !mp.sample_bytes && opt->writer == agent_pfile_write && spare_cpu() &&
+		 agent_pfile_raw(opt->ctx) == 0;
+	if (mp.raw) {
+		lp_wbuf_init(&mp.sw, s_sym, sizeof(s_sym), blob_flush, NULL);
+		mp.symw = &mp.sw;
+	}
+}
+
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -1173,17 +1265,18 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.trace_gen = 1;
 	lp_uleb_fast_init();
 	mp.seen.n = 0;
-	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
+	stream_init(opt);
 
 	/* Symbol table: the C functions of every loaded object and the VM's own block. */
-	lp_write_symtab_prologue(&mp.w);
+	lp_write_symtab_prologue(mp.symw);
 	agent_symtab_vm_block(mp.vm.vm_lo, mp.vm.vm_hi);
-	agent_symtab_cfuncs(&mp.w, &mp.seen, AGENT_SYMS_SYMTAB);
+	agent_symtab_cfuncs(mp.symw, &mp.seen, AGENT_SYMS_SYMTAB);
 	static const char begin[] = "lj_vm_asm_begin", ffi[] = "lj_vm_ffi_call";
-	lp_write_sym_cfunc(&mp.w, mp.vm.vm_lo, begin, sizeof(begin) - 1);
-	lp_write_sym_cfunc(&mp.w, mp.vm.vm_hi, ffi, sizeof(ffi) - 1);
-	lp_write_symtab_final(&mp.w);
-	lp_write_memprof_prologue(&mp.w);
+	lp_write_sym_cfunc(mp.symw, mp.vm.vm_lo, begin, sizeof(begin) - 1);
+	lp_write_sym_cfunc(mp.symw, mp.vm.vm_hi, ffi, sizeof(ffi) - 1);
+	lp_write_symtab_final(mp.symw);
+	lp_write_memprof_prologue(mp.symw);
+	sym_end();
 	mp.adds = agent_objects_changes();
 	if (!lp_wbuf_ok(&mp.w)) {
 		int e = mp.w.saved_errno ? mp.w.saved_errno : EIO;
@@ -1249,6 +1342,8 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		const char *meta[] = {
 			"cmdline", cmdline,
 			"mode", mp.sample_bytes ? "sampled" : "exact",
+			"encoded_on", mp.sample_bytes ? "profiled thread"
+				    : mp.raw ? "writer thread" : "profiled thread",
 			"events", events,
 			"sample_bytes", every,
 			"samples", nsmp,
@@ -1269,8 +1364,9 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 #endif
 			NULL,
 		};
-		lp_write_memprof_epilogue(&mp.w);
-		agent_write_extension(&mp.w, mp.sample_bytes ? write_samples : NULL, meta);
+		lp_write_memprof_epilogue(mp.symw);
+		agent_write_extension(mp.symw, mp.sample_bytes ? write_samples : NULL, meta);
+		sym_end();
 		lp_wbuf_flush(&mp.w);
 		if (!lp_wbuf_ok(&mp.w))
 			e = mp.w.flags & LP_WBUF_STOP ? ECANCELED

@@ -3,9 +3,11 @@
 ** or through a writer thread and a double buffer), close.
 **
 ** Why a thread: in exact mode the memory profiler writes from inside the VM's allocator,
-** tens of megabytes a second on allocation-heavy code; write(2) of each full buffer there
-** cost about a tenth of the program's time on tmpfs, more on a disk. The CPU profiler has a
-** writer thread of its own and uses the direct form.
+** tens of millions of events a second on allocation-heavy code; write(2) of each full
+** buffer there cost about a tenth of the program's time on tmpfs, more on a disk, and
+** encoding each event (ULEB128) about as much again. So exact mode hands this file raw
+** event records (agent_pfile_raw, rawev.h) and the thread encodes them before writing. The
+** CPU profiler has a writer thread of its own and uses the direct form.
 **
 ** The handover: `idle` is posted while the thread waits for work. The writer callback
 ** takes it (waiting only when the previous half is still being written), publishes the
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/pfile.h"
+#include "agent/rawev.h"
 
 /* Two halves of 2 MiB when threaded: at the densest allocation seen (binary trees, ~150 MB
  * a second of events) a half lasts ~13 ms, far longer than tmpfs or a page cache takes to
@@ -40,6 +43,8 @@ struct agent_pfile {
 	size_t plen;
 	int quit;
 	int err;        /* errno of the first failed write, 0 if none */
+	uint8_t *rawout; /* raw events (agent_pfile_raw): their encoding, written from here */
+	struct agent_rawev_enc enc;
 	uint8_t buf[PFILE_BUF_SIZE];
 };
 
@@ -64,6 +69,31 @@ static size_t write_all(struct agent_pfile *f, const uint8_t *p, size_t len)
 	return done;
 }
 
+/* Raw events that pass through a buffer this size are encoded and written a part at a
+ * time. */
+#define PFILE_RAWOUT_SIZE (256u << 10)
+
+/* Writes the stream's bytes p[0, len): as they are, or encoded when they are raw events.
+ * Returns len, or less when a write failed (errno tells why). */
+static size_t write_out(struct agent_pfile *f, const uint8_t *p, size_t len)
+{
+	if (!f->rawout)
+		return write_all(f, p, len);
+	size_t used = 0;
+	while (used < len) {
+		size_t olen;
+		used += agent_rawev_encode(&f->enc, p + used, len - used, f->rawout,
+					   PFILE_RAWOUT_SIZE, &olen);
+		if (olen && write_all(f, f->rawout, olen) < olen)
+			return 0;
+		if (f->enc.bad) {
+			errno = EPROTO;
+			return 0;
+		}
+	}
+	return len;
+}
+
 static void wait_sem(sem_t *s)
 {
 	while (sem_wait(s) != 0 && errno == EINTR)
@@ -79,7 +109,7 @@ static void *writer_main(void *arg)
 			return NULL;
 		if (!f->err) {
 			errno = 0;
-			if (write_all(f, f->pend, f->plen) < f->plen)
+			if (write_out(f, f->pend, f->plen) < f->plen)
 				f->err = errno ? errno : EIO;
 		}
 		sem_post(&f->idle);
@@ -135,8 +165,20 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	f->pid = getpid();
 	f->quit = 0;
 	f->err = 0;
+	f->rawout = NULL;
 	f->threaded = threaded && start_thread(f) == 0;
 	return f;
+}
+
+int agent_pfile_raw(struct agent_pfile *f)
+{
+	if (!f->rawout && !(f->rawout = malloc(PFILE_RAWOUT_SIZE))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	f->enc.blob_left = 0;
+	f->enc.bad = 0;
+	return 0;
 }
 
 void agent_pfile_started(struct agent_pfile *f)
@@ -162,7 +204,7 @@ size_t agent_pfile_write(const void **data, size_t len, void *ctx)
 {
 	struct agent_pfile *f = ctx;
 	if (!f->threaded || getpid() != f->pid)
-		return write_all(f, *data, len);
+		return write_out(f, *data, len);
 	wait_sem(&f->idle);
 	if (f->err) {
 		sem_post(&f->idle);
@@ -195,6 +237,7 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 	}
 	if (close(f->fd) != 0 && !err)
 		err = errno;
+	free(f->rawout);
 	free(f);
 	if (err) {
 		errno = err;

@@ -30,6 +30,14 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 */
 void agent_pfile_started(struct agent_pfile *f);
 
+/*
+** From now on the stream written to f is raw allocation events (rawev.h), which f encodes
+** into ljm before writing them: on its thread when threaded, so that exact-mode memprof
+** leaves the encoding off the VM's thread. Call before the first write. 0, or -1 with
+** errno (ENOMEM).
+*/
+int agent_pfile_raw(struct agent_pfile *f);
+
 /* The buffer to hand the profiler: the whole buffer, or its first half when threaded. */
 uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len);
 

@@ -552,6 +552,93 @@ static void test_two_vms(void)
 	lua_close(A);
 }
 
+/*
+** Exact memprof through the C API with a writer that double-buffers, as Tarantool's writer
+** contract allows: it gets its own buffers only (the profiler writes raw events into one of
+** its own and encodes them into the caller's), keeps the one it was handed and hands back
+** the other; on_stop gets one of them. The smallest buffer allowed means thousands of
+** hand-overs. The stream parses whole and holds exactly the events the counters give, and
+** the allocating line's.
+*/
+static uint8_t dbuf[2][LUAPROF_MEMPROF_BUF_MIN];
+static struct {
+	uint64_t calls, foreign, events, line_allocs;
+	uint64_t chunk; /* the test chunk's prototype keys (any of them) */
+	const void *on_stop_buf;
+} dw;
+
+static size_t dbuf_writer(const void **data, size_t len, void *ctx)
+{
+	dw.calls++;
+	if (*data != dbuf[0] && *data != dbuf[1])
+		dw.foreign++;
+	size_t n = mem_writer(data, len, ctx);
+	*data = *data == dbuf[0] ? dbuf[1] : dbuf[0];
+	return n;
+}
+
+static int dbuf_on_stop(void *ctx, uint8_t *buf)
+{
+	dw.on_stop_buf = buf;
+	return mem_on_stop(ctx, buf);
+}
+
+static int on_mem_sym(void *ctx, uint64_t addr, const char *chunk, size_t len, uint64_t line)
+{
+	if (len == 7 && memcmp(chunk, "=dbuf_x", 7) == 0)
+		dw.chunk = addr;
+	return 0;
+}
+
+static int on_mem_event(void *ctx, const struct lp_mem_event *ev)
+{
+	dw.events++;
+	if (ev->event == LP_AEVENT_ALLOC && ev->source == LP_ASOURCE_LFUNC &&
+	    ev->loc_addr == dw.chunk && ev->loc_line == 1)
+		dw.line_allocs++;
+	return 0;
+}
+
+static void test_memprof_c_writer(void)
+{
+	lua_State *L = new_state();
+	struct luaprof_memprof_options mo = {
+		.buf = dbuf[0], .len = sizeof(dbuf[0]), .writer = dbuf_writer,
+		.on_stop = dbuf_on_stop,
+	};
+	memset(&dw, 0, sizeof(dw));
+	sink.len = 0;
+	CHECK(luaL_loadbuffer(L, "jit.off() local t = {} for i = 1, 20000 do t[i] = {} end",
+			      56, "=dbuf_x") == 0, "load");
+	CHECK(luaprof_memprof_start(L, &mo) == 0, "exact memprof: %s", luaprof_memprof_error());
+	CHECK(lua_pcall(L, 0, 0, 0) == 0, "run");
+	struct luaprof_memprof_counters c;
+	luaprof_memprof_report(&c);
+	CHECK(luaprof_memprof_stop(L) == 0, "stop: %s", luaprof_memprof_error());
+	CHECK(dw.calls > 100 && dw.foreign == 0, "%llu writer calls, %llu not with its buffers",
+	      (unsigned long long)dw.calls, (unsigned long long)dw.foreign);
+	CHECK(dw.on_stop_buf == dbuf[0] || dw.on_stop_buf == dbuf[1], "on_stop's buffer");
+	char path[] = "/tmp/agent_host_mem.XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "write");
+	lseek(fd, 0, SEEK_SET);
+	struct lp_input in;
+	lp_input_open_fd(&in, fd, path);
+	struct lp_parse_handlers h = { .mem_event = on_mem_event, .sym_lua = on_mem_sym };
+	struct lp_parse_stats st;
+	int rc = lp_parse_stream(&in, &h, &st);
+	lp_input_close(&in);
+	close(fd);
+	unlink(path);
+	CHECK(rc == LP_OK && st.complete, "the stream parses whole: %d", rc);
+	CHECK(dw.events == c.events, "%llu events in the stream, %llu counted",
+	      (unsigned long long)dw.events, (unsigned long long)c.events);
+	/* Each {} is a table: 20000 allocations at line 1 (and the array part's growth). */
+	CHECK(dw.line_allocs >= 20000, "%llu allocations at =dbuf_x:1",
+	      (unsigned long long)dw.line_allocs);
+	lua_close(L);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -566,6 +653,7 @@ int main(int argc, char **argv)
 	test_close_lua_api(argv[1], argv[2]);
 	test_close_c_api();
 	test_two_vms();
+	test_memprof_c_writer();
 	printf("agent_host: %d failures\n", fails);
 	return fails ? 1 : 0;
 }

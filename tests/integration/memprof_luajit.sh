@@ -52,7 +52,8 @@
 #             yields across pcall, finalizers, metamethods, a sort comparator, an FFI
 #             callback, load), JIT off and on: at least 90 % of its events take a light
 #             path of the wrapper, and every one of them equals what the general path
-#             writes (meta selfcheck_*);
+#             writes (meta selfcheck_*); the events are encoded on the profile file's
+#             thread, or, allowed one CPU (taskset), on the profiled thread;
 #  exits      os.exit while profiling, exact and sampled: a complete stream; killed before
 #             the first write: an empty file, not the previous profile at that path;
 #  stale      memprof_host.c keeps the allocator from lua_getallocf while profiling and
@@ -462,7 +463,7 @@ fi
 # selfcheck RUNNER CMD...: memprof_selfcheck.lua, JIT off and on: at least 90 % of the
 # events took a light path, and none differs from the general path's.
 selfcheck() {
-	local runner=$1 j f ev sc bad
+	local runner=$1 j f ev sc bad on
 	shift
 	[ -n "$scdir" ] || return
 	for j in off on; do
@@ -478,8 +479,25 @@ selfcheck() {
 		if [ -z "$ev" ] || [ -z "$sc" ] || [ "$bad" != 0 ] || [ $((sc * 10)) -lt $((ev * 9)) ]; then
 			fail "$runner, JIT $j, selfcheck: $sc of $ev events on a light path, ${bad:-?} of them unlike the general path's"
 		fi
+		on=$(sed -n 's/^meta.encoded_on: //p' "$f.info")
+		[ "$on" = "$encoder" ] ||
+			fail "$runner, JIT $j, selfcheck: events encoded on the ${on:-?}, not the $encoder"
 	done
+	# Allowed one CPU, the profiled thread encodes the events itself: the same stream.
+	f="$t/$runner-selfcheck-cpu1.bin"
+	taskset -c 0 "$@" tests/integration/memprof_selfcheck.lua $scdir "$f" off >"$f.out" 2>&1 &&
+		build/luaprof report -f info "$f" >"$f.info" 2>&1 &&
+		grep -qx 'complete: yes' "$f.info" ||
+		{ fail "$runner, one CPU, selfcheck: $(head -5 "$f.out" "$f.info")"; return; }
+	bad=$(sed -n 's/^meta.selfcheck_bad: //p' "$f.info")
+	on=$(sed -n 's/^meta.encoded_on: //p' "$f.info")
+	[ "$bad" = 0 ] && [ "$on" = "profiled thread" ] ||
+		fail "$runner, one CPU, selfcheck: ${bad:-?} events unlike the general path's, encoded on the ${on:-?}"
 }
+# Exact mode's events are encoded on the profile file's thread when the process may use two
+# CPUs or more (taskset and nproc read the same affinity mask).
+encoder="writer thread"
+[ "$(nproc)" -ge 2 ] || encoder="profiled thread"
 
 # exits CMD...: how the Lua API's file ends when the program does. os.exit while profiling
 # (exact or sampled) finishes the stream: exit() stops the profile. A program killed before

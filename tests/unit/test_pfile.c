@@ -2,9 +2,11 @@
 ** Unit tests of the profile file of the Lua API (src/agent/pfile.c): the writer thread's
 ** double buffer keeps the stream whole and in order, an existing file keeps its contents
 ** until the first write, a failed write surfaces at the next call and at close, and a
-** forked child writes without the parent's thread.
+** forked child writes without the parent's thread. A raw-event stream is written encoded,
+** threaded or not.
 */
 #include "../../src/agent/pfile.c"
+#include "../../src/agent/rawev.c"
 
 #include <stdio.h>
 #include <string.h>
@@ -219,6 +221,71 @@ static void test_forked_child_writes_directly(void)
 	free(b);
 }
 
+/* Raw events and a blob, each cut where a producer may cut them, through both forms of the
+ * file: the file holds their encoding. */
+static void test_raw_events_encoded(void)
+{
+	lp_uleb_fast_init();
+	for (int threaded = 0; threaded <= 1; threaded++) {
+		int created, flags = -1;
+		const char *p = path_of(threaded ? "rt.bin" : "rd.bin");
+		struct agent_pfile *f = agent_pfile_open(p, threaded, &created);
+		CHECK(f != NULL);
+		if (!f)
+			return;
+		CHECK_EQ(agent_pfile_raw(f), 0);
+		size_t cap;
+		uint8_t *buf = agent_pfile_buf(f, &cap);
+		struct lp_wbuf w;
+		lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
+		/* Enough events for several hand-overs: a free of 48 bytes at a heap address
+		 * encodes to 9 bytes, an allocation in trace 5 of 64 bytes to 10. */
+		enum { N = 600000 };
+		for (int i = 0; i < N; i++) {
+			if ((size_t)(w.end - w.pos) < AGENT_RAWEV_MAX)
+				lp_wbuf_flush(&w);
+			uint64_t addr = 0x7f0000000000ull + 64ull * (uint64_t)i;
+			w.pos = i % 2 ? agent_rawev_put(w.pos, LP_AEVENT_FREE | LP_ASOURCE_INT, 0, 0,
+							addr, 48, 0, 0)
+				      : agent_rawev_put(w.pos, LP_AEVENT_ALLOC | LP_ASOURCE_TRACE, 5,
+							0, 0, 0, addr, 64);
+		}
+		/* A blob across a hand-over: its bytes come out whole, after the events. */
+		static uint8_t tail[3 << 20];
+		memset(tail, 'b', sizeof(tail));
+		if ((size_t)(w.end - w.pos) < 8)
+			lp_wbuf_flush(&w);
+		w.pos = agent_rawev_word(w.pos, AGENT_RAWEV_BLOB | (uint64_t)sizeof(tail) << 8);
+		lp_wbuf_bytes(&w, tail, sizeof(tail));
+		lp_wbuf_flush(&w);
+		flags = (int)w.flags;
+		CHECK_EQ(flags, 0);
+		CHECK_EQ(agent_pfile_close(f, buf), 0);
+		size_t n = 0;
+		uint8_t *b = slurp(p, &n);
+		CHECK_EQ(n, N / 2 * 9 + N / 2 * 10 + sizeof(tail));
+		size_t bad = 0, at = 0;
+		for (int i = 0; b && i < N && at + 10 <= n; i++) {
+			uint8_t want[16];
+			uint64_t addr = 0x7f0000000000ull + 64ull * (uint64_t)i;
+			size_t k = 0;
+			want[k++] = (uint8_t)(i % 2 ? LP_AEVENT_FREE | LP_ASOURCE_INT
+						    : LP_AEVENT_ALLOC | LP_ASOURCE_TRACE);
+			if (!(i % 2))
+				want[k++] = 5;
+			k += lp_uleb_encode(addr, want + k);
+			want[k++] = i % 2 ? 48 : 64;
+			bad += memcmp(b + at, want, k) != 0;
+			at += k;
+		}
+		CHECK_EQ(bad, 0);
+		for (size_t i = at; b && i < n; i++)
+			bad += b[i] != 'b';
+		CHECK_EQ(bad, 0);
+		free(b);
+	}
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -233,7 +300,9 @@ int main(void)
 	else
 		printf("SKIP test_failed_write_reported: no writable /dev/full\n");
 	RUN(test_forked_child_writes_directly);
-	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin" };
+	RUN(test_raw_events_encoded);
+	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin", "rt.bin",
+				"rd.bin" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		unlink(path_of(names[i]));
 	rmdir(dir);
