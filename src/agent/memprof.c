@@ -1173,13 +1173,50 @@ static void register_once(void)
 /* Exact mode's side buffer: the stream bytes that are not events, carried as blobs. */
 static uint8_t s_sym[8192];
 
-/* The process may run on two CPUs or more. On one, a thread that encodes the events would
- * take that CPU from the program, and with the hand-overs costs it more than encoding
- * them on its own thread. */
+/* The CPUs a cgroup v2 quota (cpu.max) lets this process use, the least along its
+ * hierarchy; 1e9 when none limits it. */
+static double cgroup_cpus(void)
+{
+	char rel[512], path[600];
+	double cpus = 1e9;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return cpus;
+	int found = 0;
+	while (!found && fgets(rel, sizeof(rel), f))
+		found = strncmp(rel, "0::/", 4) == 0;
+	fclose(f);
+	if (!found)
+		return cpus;
+	char *p = rel + 3;
+	p[strcspn(p, "\n")] = '\0';
+	for (;;) {
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max", p[1] ? p : "");
+		FILE *m = fopen(path, "re");
+		char quota[32];
+		unsigned long long period;
+		if (m && fscanf(m, "%31s %llu", quota, &period) == 2 && strcmp(quota, "max") &&
+		    period && strtod(quota, NULL) / (double)period < cpus)
+			cpus = strtod(quota, NULL) / (double)period;
+		if (m)
+			fclose(m);
+		if (!p[1])
+			break;
+		char *slash = strrchr(p, '/');
+		slash[slash == p] = '\0';
+	}
+	return cpus;
+}
+
+/* The process may run on two CPUs or more: its affinity mask and its cgroup's quota (a
+ * container's CPU limit) allow it. On one, a thread that encodes the events would take
+ * that CPU from the program, and with the hand-overs costs it more than encoding them on
+ * its own thread. */
 static int spare_cpu(void)
 {
 	cpu_set_t set;
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2;
+	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2 &&
+	       cgroup_cpus() >= 2;
 }
 
 /*
@@ -1191,8 +1228,8 @@ static void stream_init(const struct luaprof_memprof_options *opt)
 {
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
 	mp.symw = &mp.w;
-	mp.raw = !mp.sample_bytes && opt->writer == agent_pfile_write && spare_cpu() &&
-		 agent_pfile_raw(opt->ctx) == 0;
+	mp.raw = !mp.sample_bytes && opt->writer == agent_pfile_write &&
+		 agent_pfile_threaded(opt->ctx) && spare_cpu() && agent_pfile_raw(opt->ctx) == 0;
 	if (mp.raw) {
 		lp_wbuf_init(&mp.sw, s_sym, sizeof(s_sym), blob_flush, NULL);
 		mp.symw = &mp.sw;

@@ -170,6 +170,11 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	return f;
 }
 
+int agent_pfile_threaded(const struct agent_pfile *f)
+{
+	return f->threaded;
+}
+
 int agent_pfile_raw(struct agent_pfile *f)
 {
 	if (!f->rawout && !(f->rawout = malloc(PFILE_RAWOUT_SIZE))) {

@@ -38,6 +38,9 @@ void agent_pfile_started(struct agent_pfile *f);
 */
 int agent_pfile_raw(struct agent_pfile *f);
 
+/* Nonzero when a thread of f's own writes it. */
+int agent_pfile_threaded(const struct agent_pfile *f);
+
 /* The buffer to hand the profiler: the whole buffer, or its first half when threaded. */
 uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len);
 

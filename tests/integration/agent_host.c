@@ -554,9 +554,9 @@ static void test_two_vms(void)
 
 /*
 ** Exact memprof through the C API with a writer that double-buffers, as Tarantool's writer
-** contract allows: it gets its own buffers only (the profiler writes raw events into one of
-** its own and encodes them into the caller's), keeps the one it was handed and hands back
-** the other; on_stop gets one of them. The smallest buffer allowed means thousands of
+** contract allows: it gets its own buffers only, encoded events in them (raw records are
+** for the Lua API's file alone), keeps the one it was handed and hands back the other;
+** on_stop gets one of them. The smallest buffer allowed means thousands of
 ** hand-overs. The stream parses whole and holds exactly the events the counters give, and
 ** the allocating line's.
 */

@@ -485,7 +485,7 @@ selfcheck() {
 	done
 	# Allowed one CPU, the profiled thread encodes the events itself: the same stream.
 	f="$t/$runner-selfcheck-cpu1.bin"
-	taskset -c 0 "$@" tests/integration/memprof_selfcheck.lua $scdir "$f" off >"$f.out" 2>&1 &&
+	taskset -c "$cpu1" "$@" tests/integration/memprof_selfcheck.lua $scdir "$f" off >"$f.out" 2>&1 &&
 		build/luaprof report -f info "$f" >"$f.info" 2>&1 &&
 		grep -qx 'complete: yes' "$f.info" ||
 		{ fail "$runner, one CPU, selfcheck: $(head -5 "$f.out" "$f.info")"; return; }
@@ -495,9 +495,27 @@ selfcheck() {
 		fail "$runner, one CPU, selfcheck: ${bad:-?} events unlike the general path's, encoded on the ${on:-?}"
 }
 # Exact mode's events are encoded on the profile file's thread when the process may use two
-# CPUs or more (taskset and nproc read the same affinity mask).
+# CPUs or more: its affinity mask (nproc, without OMP_* limits) and a cgroup v2 quota along
+# its hierarchy (cpu.max, a container's CPU limit) allow it, as the agent reads them.
+cpus_allowed() {
+	local n rel q p
+	n=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+	rel=$(sed -n 's/^0:://p' /proc/self/cgroup 2>/dev/null)
+	while [ -n "$rel" ]; do
+		if read -r q p 2>/dev/null <"/sys/fs/cgroup${rel%/}/cpu.max" && [ "$q" != max ] &&
+			[ "$q" -lt $((2 * p)) ]; then
+			n=1
+		fi
+		[ "$rel" = / ] && break
+		rel=${rel%/*}
+		[ -n "$rel" ] || rel=/
+	done
+	echo "$n"
+}
 encoder="writer thread"
-[ "$(nproc)" -ge 2 ] || encoder="profiled thread"
+[ "$(cpus_allowed)" -ge 2 ] || encoder="profiled thread"
+# One CPU of those allowed, for the run confined to it.
+cpu1=$(taskset -pc $$ | sed 's/.*: //; s/[-,].*//')
 
 # exits CMD...: how the Lua API's file ends when the program does. os.exit while profiling
 # (exact or sampled) finishes the stream: exit() stops the profile. A program killed before

@@ -231,6 +231,14 @@ static void test_bad_input(void)
 		 (size_t)(p - raw) - 1);
 	CHECK_EQ(e.bad, 1);
 	CHECK_EQ(olen, 0);
+	/* A Lua function's allocation (24 bytes) cut to 16: the fast path must not read it. */
+	e.bad = 0;
+	p = agent_rawev_put(raw, LP_AEVENT_ALLOC | LP_ASOURCE_LFUNC, 12, 0x7f0000001000ull, 0, 0,
+			    0x55aa00001230ull, 64);
+	CHECK_EQ(p - raw, 24);
+	CHECK_EQ(agent_rawev_encode(&e, raw, 16, out, sizeof(out), &olen), 16);
+	CHECK_EQ(e.bad, 1);
+	CHECK_EQ(olen, 0);
 	/* A header that is no event's: the symbol table's, an unknown source. */
 	unsigned heads[] = { LP_AEVENT_SYMTAB | LP_ASOURCE_LFUNC, LP_AEVENT_ALLOC | (5 << 2),
 			     0x21, 0xff };
