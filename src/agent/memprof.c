@@ -38,7 +38,6 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +56,7 @@
 #include "stream/writer.h"
 #include "util/grow.h"
 #include "util/addrmap.h"
+#include "util/cpus.h"
 #include "util/iset.h"
 #include "vm/luajit.h"
 #include "vm/luajit_trace.h"
@@ -1173,50 +1173,13 @@ static void register_once(void)
 /* Exact mode's side buffer: the stream bytes that are not events, carried as blobs. */
 static uint8_t s_sym[8192];
 
-/* The CPUs a cgroup v2 quota (cpu.max) lets this process use, the least along its
- * hierarchy; 1e9 when none limits it. */
-static double cgroup_cpus(void)
-{
-	char rel[512], path[600];
-	double cpus = 1e9;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return cpus;
-	int found = 0;
-	while (!found && fgets(rel, sizeof(rel), f))
-		found = strncmp(rel, "0::/", 4) == 0;
-	fclose(f);
-	if (!found)
-		return cpus;
-	char *p = rel + 3;
-	p[strcspn(p, "\n")] = '\0';
-	for (;;) {
-		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max", p[1] ? p : "");
-		FILE *m = fopen(path, "re");
-		char quota[32];
-		unsigned long long period;
-		if (m && fscanf(m, "%31s %llu", quota, &period) == 2 && strcmp(quota, "max") &&
-		    period && strtod(quota, NULL) / (double)period < cpus)
-			cpus = strtod(quota, NULL) / (double)period;
-		if (m)
-			fclose(m);
-		if (!p[1])
-			break;
-		char *slash = strrchr(p, '/');
-		slash[slash == p] = '\0';
-	}
-	return cpus;
-}
-
 /* The process may run on two CPUs or more: its affinity mask and its cgroup's quota (a
  * container's CPU limit) allow it. On one, a thread that encodes the events would take
  * that CPU from the program, and with the hand-overs costs it more than encoding them on
  * its own thread. */
 static int spare_cpu(void)
 {
-	cpu_set_t set;
-	return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2 &&
-	       cgroup_cpus() >= 2;
+	return lp_cpus_allowed() >= 2;
 }
 
 /*
