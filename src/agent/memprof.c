@@ -860,7 +860,7 @@ static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, voi
 
 /*
 ** The light paths' common part, once the event's source is written (raw, a constant in each
-** caller so that each form is straight-line code: w0 is the record's
+** copy of the light paths, so that each form is straight-line code: w0 is the record's
 ** first word without the event, stored here; otherwise the header byte is at h) and p is
 ** after it: the old block's fields (a reallocation), the call, then the new block's. Only
 ** h and the sizes are kept across the call; the counters are taken back when the call
@@ -922,8 +922,8 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 ** 1.238/1.226 (allocations alone: 1.222 against 1.271/1.262), tables 1.200 against
 ** 1.419/1.399, life 1.073 against 1.144/1.146). Anything else, wrapper_any.
 */
-static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t osize,
-						   size_t nsize)
+static inline __attribute__((always_inline)) void *trace_event(int raw, void *ud, void *ptr,
+								 size_t osize, size_t nsize)
 {
 	uint32_t no = (uint32_t)*mp.vmstate;
 	const struct trace_seen *c = &trace_seen[no & 63];
@@ -931,7 +931,7 @@ static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t o
 	    nsize >= AGENT_RAWEV_SIZE_LIMIT || mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
-	if (mp.raw)
+	if (raw)
 		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_TRACE, no, nsize), h + 8, ptr,
 				  osize, nsize);
 	*h = LP_ASOURCE_TRACE;
@@ -946,8 +946,8 @@ static __attribute__((noinline)) void *trace_event(void *ud, void *ptr, size_t o
 ** against 1.262/1.270, life 1.054 against 1.081/1.078. Anything else (a lua_CFunction's
 ** events too), wrapper_any.
 */
-static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osize,
-						 size_t nsize)
+static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, void *ptr,
+							       size_t osize, size_t nsize)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	if (mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
@@ -989,7 +989,7 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 	if (!line || line >= AGENT_RAWEV_NUM_LIMIT || nsize >= AGENT_RAWEV_SIZE_LIMIT)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
-	if (mp.raw)
+	if (raw)
 		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, line, nsize),
 				  agent_rawev_word(h + 8, key), ptr, osize, nsize);
 	*h = LP_ASOURCE_LFUNC;
@@ -1005,7 +1005,32 @@ static __attribute__((noinline)) void *lua_event(void *ud, void *ptr, size_t osi
 ** grown blocks go to trace_event in traces and to lua_event in the interpreter, everything
 ** else to wrapper_any.
 */
-static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
+static __attribute__((noinline)) void *trace_event_raw(void *ud, void *ptr, size_t osize,
+						       size_t nsize)
+{
+	return trace_event(1, ud, ptr, osize, nsize);
+}
+
+static __attribute__((noinline)) void *trace_event_enc(void *ud, void *ptr, size_t osize,
+						       size_t nsize)
+{
+	return trace_event(0, ud, ptr, osize, nsize);
+}
+
+static __attribute__((noinline)) void *lua_event_raw(void *ud, void *ptr, size_t osize,
+						     size_t nsize)
+{
+	return lua_event(1, ud, ptr, osize, nsize);
+}
+
+static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t osize,
+						     size_t nsize)
+{
+	return lua_event(0, ud, ptr, osize, nsize);
+}
+
+static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, void *ptr,
+							     size_t osize, size_t nsize)
 {
 	/* Not running: a wrapper kept from lua_getallocf (a C library caching the state's
 	 * allocator) may be called after stop, when the stream's buffer is gone and, after
@@ -1016,7 +1041,7 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
 		SELFCHECK_ORIGIN();
 		uint8_t *h = mp.w.pos;
-		if (mp.raw) {
+		if (raw) {
 			uint8_t *p = agent_rawev_word(h, agent_rawev_w0(LP_AEVENT_FREE |
 									 LP_ASOURCE_INT, 0, osize));
 			mp.w.pos = agent_rawev_word(p, (uintptr_t)ptr);
@@ -1033,11 +1058,25 @@ static void *wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	if (nsize) {
 		int32_t vmst = *mp.vmstate;
 		if (vmst >= 0)
-			return trace_event(ud, ptr, osize, nsize);
+			return raw ? trace_event_raw(ud, ptr, osize, nsize)
+				   : trace_event_enc(ud, ptr, osize, nsize);
 		if (vmst == VMST_INTERP || vmst == VMST_C)
-			return lua_event(ud, ptr, osize, nsize);
+			return raw ? lua_event_raw(ud, ptr, osize, nsize)
+				   : lua_event_enc(ud, ptr, osize, nsize);
 	}
 	return wrapper_any(ud, ptr, osize, nsize);
+}
+
+/* The wrapper installed: one copy for each form of the stream, so that no event tests
+ * which form it takes. */
+static void *wrapper_raw(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	return wrapper(1, ud, ptr, osize, nsize);
+}
+
+static void *wrapper_enc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	return wrapper(0, ud, ptr, osize, nsize);
 }
 
 /*
@@ -1296,7 +1335,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	if (mp.sample_bytes)
 		lua_setallocf(L, sampled_wrapper, mp.orig_ud);
 	else
-		lua_setallocf(L, wrapper, NULL);
+		lua_setallocf(L, mp.raw ? wrapper_raw : wrapper_enc, NULL);
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
