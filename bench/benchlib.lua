@@ -156,4 +156,24 @@ function B.calibrate(f, target)
 	end
 end
 
+-- Table churn: many short-lived tables with array and hash parts, grown by table.insert.
+function B.tables(units)
+	local s = 0
+	for i = 1, units do
+		local list, h = {}, {}
+		for j = 1, 100 do
+			local e = { j, i, name = "k" .. j, x = j * 0.5 }
+			table.insert(list, e)
+			h[e.name] = e
+			local tmp = {}
+			for k = 1, 8 do table.insert(tmp, k) end
+			tmp.sum = #tmp
+			s = s + tmp.sum
+		end
+		for _ = 1, 50 do table.remove(list) end
+		s = s + #list + (h.k7 and 1 or 0)
+	end
+	return s
+end
+
 return B

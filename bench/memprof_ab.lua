@@ -5,7 +5,7 @@
 --   luajit bench/memprof_ab.lua JIT ROUNDS UNITS WORKLOAD RUN...
 --
 -- JIT: on or off. UNITS: the workload's size (benchlib.lua; calib prints one for ~0.15 s).
--- WORKLOAD: bintrees, life or binary-trees (the whole program at depth 16, UNITS times).
+-- WORKLOAD: bintrees, tables, life or binary-trees (the whole program at depth 16, UNITS times).
 -- RUN: DIR:MODE, where DIR holds a luaprof.so and MODE is exact (to /dev/shm), null (exact
 -- to /dev/null), sampled (512 KiB) or sampled=BYTES; or "control", unprofiled like the base
 -- run (its ratio is the method's own error). Every round runs the base and each RUN once, in
@@ -17,6 +17,7 @@ local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
 local now, MONO, PCPU = B.setup(jitmode), B.MONO, B.PCPU
 local works = {
 	bintrees = B.bintrees,
+	tables = B.tables,
 	life = B.life,
 	["binary-trees"] = function(u)
 		local s = 0

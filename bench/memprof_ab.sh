@@ -17,7 +17,7 @@
 #   BENCH_ROUNDS    rounds (default 31)
 #   BENCH_SECS      unprofiled seconds per run, for calibration (default 0.15)
 #   BENCH_JIT       on or off (default on)
-#   BENCH_WORKLOAD  bintrees (default), life or binary-trees (the whole program, depth 16)
+#   BENCH_WORKLOAD  bintrees (default), tables, life or binary-trees (the whole program, depth 16)
 #   BENCH_MODES     per build: exact (to /dev/shm), null (exact to /dev/null), sampled
 #                   (512 KiB) or sampled=BYTES (default "exact sampled")
 #   BENCH_OUT       output directory (default bench/out/, git-ignored): ab/ holds the

@@ -8,10 +8,14 @@
 # Same method as bench/agent_overhead.sh (its "one process" design), with short runs. Every
 # workload does a fixed amount of work, sized once by calibration to take about BENCH_SECS
 # unprofiled, and times that work itself (bench/memprof_overhead.lua), from after
-# memprof.start() returned to before memprof.stop(). Per workload and JIT setting, one
-# process runs a warm-up, then BENCH_REPEAT rounds of four runs back to back: base
-# (unprofiled), exact (memprof), sampled (memprof sampled mode at 512 KiB) and control
-# (unprofiled again); the order rotates every round. A ratio is a run's time over the base
+# memprof.start() returned to before memprof.stop(). Per workload and JIT setting,
+# BENCH_PROCS processes each run a warm-up, then their share of BENCH_REPEAT rounds of four
+# runs back to back: base (unprofiled), exact (memprof), sampled (memprof sampled mode at
+# 512 KiB) and control (unprofiled again); the order rotates every round. Several processes
+# because the traces a process forms differ from one to the next (LuaJIT randomizes the
+# penalties of aborted traces), and with them the share of events from traces and from the
+# interpreter: one process's figures moved by 5-10 points from run to run of this script,
+# which the rounds within it could not average out. A ratio is a run's time over the base
 # run's of the same round, so both saw the same machine: this host's speed drifts by
 # 10-40 % over seconds (other tenants), and many short pairs average that out better than
 # a few long ones. The tables give the median ratio over the rounds with its min..max, the
@@ -28,6 +32,7 @@
 #
 # Environment:
 #   BENCH_REPEAT     rounds (default 21)
+#   BENCH_PROCS      processes the rounds are shared between (default 3)
 #   BENCH_SECS       unprofiled seconds per run, for calibration (default 0.25)
 #   BENCH_WORKLOADS  default "bintrees strings tables life fib"
 #   BENCH_JIT        default "on off"
@@ -47,6 +52,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${BENCH_OUT:-$root/bench/out}/memprof
 repeat=${BENCH_REPEAT:-21}
+procs=${BENCH_PROCS:-3}
 secs=${BENCH_SECS:-0.25}
 workloads=${BENCH_WORKLOADS:-bintrees strings tables life fib}
 jits=${BENCH_JIT:-on off}
@@ -95,23 +101,30 @@ set -- $(steal)
 s0=$1 t0=$2
 while read -r w j n; do
 	echo "bench: $w JIT $j" >&2
-	modes=warm
 	r=0
 	while [ $r -lt "$repeat" ]; do
-		case $((r % 4)) in
-		0) modes="$modes base exact sampled control" ;;
-		1) modes="$modes exact sampled control base" ;;
-		2) modes="$modes sampled control base exact" ;;
-		*) modes="$modes control base exact sampled" ;;
-		esac
-		r=$((r + 1))
+		# This process's share of the rounds (the last one may get fewer).
+		k=$(( (repeat + procs - 1) / procs ))
+		[ $((r + k)) -le "$repeat" ] || k=$((repeat - r))
+		modes=warm
+		i=0
+		while [ $i -lt $k ]; do
+			case $(((r + i) % 4)) in
+			0) modes="$modes base exact sampled control" ;;
+			1) modes="$modes exact sampled control base" ;;
+			2) modes="$modes sampled control base exact" ;;
+			*) modes="$modes control base exact sampled" ;;
+			esac
+			i=$((i + 1))
+		done
+		# shellcheck disable=SC2086
+		$L "$w" "$j" "$n" "$stream" $modes </dev/null >"$out/seg.out" ||
+			{ rm -f "$stream"-*; echo "bench: failed: $w $j" >&2; exit 1; }
+		# segment 1 is the warm-up; segments 4i-2 .. 4i+1 are the process's round i
+		values <"$out/seg.out" | awk -v w="$w" -v j="$j" -v n="$n" -v r0="$r" \
+			'{ printf "%d %s %s %s %s\n", r0 + int(($1 + 2) / 4), w, j, n, $0 }' >>"$tsv"
+		r=$((r + k))
 	done
-	# shellcheck disable=SC2086
-	$L "$w" "$j" "$n" "$stream" $modes </dev/null >"$out/seg.out" ||
-		{ rm -f "$stream"-*; echo "bench: failed: $w $j" >&2; exit 1; }
-	# segment 1 is the warm-up; segments 4r-2 .. 4r+1 are round r (from 1)
-	values <"$out/seg.out" | awk -v w="$w" -v j="$j" -v n="$n" \
-		'{ printf "%d %s %s %s %s\n", int(($1 + 2) / 4), w, j, n, $0 }' >>"$tsv"
 done <"$sizes"
 rm -f "$stream"-*
 # shellcheck disable=SC2046
