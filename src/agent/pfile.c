@@ -240,6 +240,9 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 		sem_destroy(&f->idle);
 		sem_destroy(&f->go);
 	}
+	/* Raw events that ended inside a blob: the producer's bug, and a cut stream. */
+	if (f->rawout && (f->enc.blob_left || f->enc.bad) && !err)
+		err = EPROTO;
 	if (close(f->fd) != 0 && !err)
 		err = errno;
 	free(f->rawout);

@@ -50,8 +50,8 @@ uint8_t *agent_pfile_buf(struct agent_pfile *f, size_t *len);
 size_t agent_pfile_write(const void **data, size_t len, void *ctx);
 
 /* The profilers' on_stop callback: waits for the last write, stops the thread, closes the
- * file and frees f (NULL: nothing). 0, or -1 with errno from the first failed write or
- * from close(2). */
+ * file and frees f (NULL: nothing). 0, or -1 with errno from the first failed write, EPROTO
+ * for raw events that were malformed or ended inside a blob, or from close(2). */
 int agent_pfile_close(void *ctx, uint8_t *buf);
 
 #endif

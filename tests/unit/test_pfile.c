@@ -286,6 +286,33 @@ static void test_raw_events_encoded(void)
 	}
 }
 
+/* Raw events that end inside a blob (or are malformed) make close fail with EPROTO, in
+ * both forms of the file: the stream is cut. */
+static void test_raw_cut_reported(void)
+{
+	for (int threaded = 0; threaded <= 1; threaded++) {
+		for (int malformed = 0; malformed <= 1; malformed++) {
+			int created;
+			struct agent_pfile *f = agent_pfile_open(path_of("rc.bin"), threaded, &created);
+			CHECK(f != NULL);
+			if (!f)
+				return;
+			CHECK_EQ(agent_pfile_raw(f), 0);
+			size_t cap;
+			uint8_t *buf = agent_pfile_buf(f, &cap);
+			struct lp_wbuf w;
+			lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
+			/* A blob announcing 100 bytes with 10, or a header that is no record's. */
+			w.pos = agent_rawev_word(w.pos, malformed ? 0x21 : AGENT_RAWEV_BLOB | 100 << 8);
+			lp_wbuf_bytes(&w, "0123456789", 10);
+			lp_wbuf_flush(&w);
+			errno = 0;
+			CHECK_EQ(agent_pfile_close(f, buf), -1);
+			CHECK_EQ(errno, EPROTO);
+		}
+	}
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -301,8 +328,9 @@ int main(void)
 		printf("SKIP test_failed_write_reported: no writable /dev/full\n");
 	RUN(test_forked_child_writes_directly);
 	RUN(test_raw_events_encoded);
+	RUN(test_raw_cut_reported);
 	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin", "rt.bin",
-				"rd.bin" };
+				"rd.bin", "rc.bin" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		unlink(path_of(names[i]));
 	rmdir(dir);
