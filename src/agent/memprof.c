@@ -24,12 +24,13 @@
 **
 ** The stream: with the Lua API (a profile file) and a CPU to spare, an event is stored as a
 ** raw record (rawev.h: fixed-width words, a few stores) that the file's thread encodes into
-** ljm; otherwise it is encoded here. Moving the ULEB128 encoding off the VM's thread took
-** binary trees from 1.21-1.23 to 1.16-1.19 of unprofiled wall time with the JIT on, 1.18-1.21
-** to 1.15-1.17 off (bench/memprof_ab.sh, 41 rounds), for 7-11 points more CPU time on the
-** other core. Allowed one CPU, that thread would take it from the program (1.55 against
-** 1.39), and encoding the records in batches on the VM's thread cost 1.47: so the events
-** are encoded as they happen then, as before (1.36 against 1.37).
+** ljm; otherwise it is encoded here. Each form has its own copy of the wrapper and its
+** light paths. Raw records took binary trees from 1.21-1.23 to 1.14-1.19 of unprofiled
+** wall time with the JIT on, 1.18-1.21 to 1.13-1.17 off (bench/memprof_ab.sh, 41 rounds),
+** for 7-11 points more CPU time on the other core; they cost interpreted string building
+** about 5 points (docs/OVERHEAD.md). Allowed one CPU, the file's thread would take it from
+** the program (1.55 against 1.39), and encoding the records in batches on the VM's thread
+** cost 1.47: so the events are encoded as they happen then, as before (1.33 against 1.34).
 **
 ** Every read on this path is a plain load from VM state that LuaJIT itself keeps consistent
 ** whenever it may allocate: no checked reader (a system call per read would cost more than
