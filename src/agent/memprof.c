@@ -811,7 +811,8 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 ** A test build (make ... CFLAGS=-DLP_MEMPROF_SELFCHECK, memprof_luajit.sh) checks every
 ** event a light path writes against what the general path would have written:
 ** lp_write_mem_event's bytes for the origin locate() gives, against the light path's
-** (its raw record encoded, with raw). The counts go into the profile's meta (selfcheck_events, selfcheck_bad).
+** (its raw record encoded, with raw). The counts go into the profile's meta
+** (selfcheck_events, selfcheck_bad).
 */
 #ifdef LP_MEMPROF_SELFCHECK
 static uint64_t selfcheck_events, selfcheck_bad;

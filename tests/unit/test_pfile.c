@@ -221,23 +221,34 @@ static void test_forked_child_writes_directly(void)
 	free(b);
 }
 
+/* Opens path for raw events (threaded or not) and a wbuf on it, as exact-mode memprof
+ * does: f, or NULL after a failed check. */
+static struct agent_pfile *open_raw(const char *path, int threaded, struct lp_wbuf *w)
+{
+	int created;
+	struct agent_pfile *f = agent_pfile_open(path, threaded, &created);
+	CHECK(f != NULL);
+	if (!f)
+		return NULL;
+	CHECK_EQ(agent_pfile_raw(f), 0);
+	size_t cap;
+	uint8_t *buf = agent_pfile_buf(f, &cap);
+	lp_wbuf_init(w, buf, cap, agent_pfile_write, f);
+	return f;
+}
+
 /* Raw events and a blob, each cut where a producer may cut them, through both forms of the
  * file: the file holds their encoding. */
 static void test_raw_events_encoded(void)
 {
 	lp_uleb_fast_init();
 	for (int threaded = 0; threaded <= 1; threaded++) {
-		int created, flags = -1;
+		int flags = -1;
 		const char *p = path_of(threaded ? "rt.bin" : "rd.bin");
-		struct agent_pfile *f = agent_pfile_open(p, threaded, &created);
-		CHECK(f != NULL);
+		struct lp_wbuf w;
+		struct agent_pfile *f = open_raw(p, threaded, &w);
 		if (!f)
 			return;
-		CHECK_EQ(agent_pfile_raw(f), 0);
-		size_t cap;
-		uint8_t *buf = agent_pfile_buf(f, &cap);
-		struct lp_wbuf w;
-		lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
 		/* Enough events for several hand-overs: a free of 48 bytes at a heap address
 		 * encodes to 9 bytes, an allocation in trace 5 of 64 bytes to 10. */
 		enum { N = 600000 };
@@ -260,7 +271,7 @@ static void test_raw_events_encoded(void)
 		lp_wbuf_flush(&w);
 		flags = (int)w.flags;
 		CHECK_EQ(flags, 0);
-		CHECK_EQ(agent_pfile_close(f, buf), 0);
+		CHECK_EQ(agent_pfile_close(f, w.buf), 0);
 		size_t n = 0;
 		uint8_t *b = slurp(p, &n);
 		CHECK_EQ(n, N / 2 * 9 + N / 2 * 10 + sizeof(tail));
@@ -292,22 +303,16 @@ static void test_raw_cut_reported(void)
 {
 	for (int threaded = 0; threaded <= 1; threaded++) {
 		for (int malformed = 0; malformed <= 1; malformed++) {
-			int created;
-			struct agent_pfile *f = agent_pfile_open(path_of("rc.bin"), threaded, &created);
-			CHECK(f != NULL);
+			struct lp_wbuf w;
+			struct agent_pfile *f = open_raw(path_of("rc.bin"), threaded, &w);
 			if (!f)
 				return;
-			CHECK_EQ(agent_pfile_raw(f), 0);
-			size_t cap;
-			uint8_t *buf = agent_pfile_buf(f, &cap);
-			struct lp_wbuf w;
-			lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
 			/* A blob announcing 100 bytes with 10, or a header that is no record's. */
 			w.pos = agent_rawev_word(w.pos, malformed ? 0x21 : AGENT_RAWEV_BLOB | 100 << 8);
 			lp_wbuf_bytes(&w, "0123456789", 10);
 			lp_wbuf_flush(&w);
 			errno = 0;
-			CHECK_EQ(agent_pfile_close(f, buf), -1);
+			CHECK_EQ(agent_pfile_close(f, w.buf), -1);
 			CHECK_EQ(errno, EPROTO);
 		}
 	}
