@@ -11,7 +11,9 @@
 **   direct       LuaJIT's own allocator (what lua_getallocf gives before any profile)
 **   passthrough  a wrapper that only loads the original and calls it (this file's)
 **   sampled      luaprof's sampled-mode wrapper, interval 2^40 bytes: never captures, so
-**                this is its countdown and live-block test alone
+**                this is its countdown and live-block test alone (the generated stub on
+**                x86-64, src/agent/allocstub.c)
+**   sampled_compiled  the same with the compiled wrapper (LUAPROF_ALLOCSTUB=0 at start)
 **   sampled512k  the same at the default 512 KiB interval, captures included (host stack
 **                only: the loop is C)
 **   exact        exact mode: an event per call, encoded into the stream (on /dev/shm);
@@ -75,8 +77,9 @@ static int run(lua_State *L, const char *chunk)
 	return 0;
 }
 
-enum { DIRECT, PASS, SAMPLED, SAMPLED512, EXACT, NV };
-static const char *names[NV] = { "direct", "passthrough", "sampled", "sampled512k", "exact" };
+enum { DIRECT, PASS, SAMPLED, SAMPLEDC, SAMPLED512, EXACT, NV };
+static const char *names[NV] = { "direct", "passthrough", "sampled", "sampled_compiled",
+				 "sampled512k", "exact" };
 
 int main(int argc, char **argv)
 {
@@ -121,6 +124,7 @@ int main(int argc, char **argv)
 	static const char *start[NV] = {
 		NULL, NULL,
 		"assert(mp.start('/dev/shm/memprof_floor.prof', {sample = 2^40}))",
+		"assert(mp.start('/dev/shm/memprof_floor.prof', {sample = 2^40}))",
 		"assert(mp.start('/dev/shm/memprof_floor.prof', {sample = 512 * 1024}))",
 		"assert(mp.start('/dev/shm/memprof_floor.prof'))",
 	};
@@ -133,7 +137,11 @@ int main(int argc, char **argv)
 				f = passthrough;
 				ud = NULL;
 			} else if (start[v]) {
-				if (run(L, start[v]))
+				if (v == SAMPLEDC)
+					setenv("LUAPROF_ALLOCSTUB", "0", 1);
+				int bad = run(L, start[v]);
+				unsetenv("LUAPROF_ALLOCSTUB");
+				if (bad)
 					return 1;
 				f = lua_getallocf(L, &ud);
 			}

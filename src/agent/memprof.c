@@ -50,6 +50,7 @@
 #include <lua.h>
 
 #include "agent/agent.h"
+#include "agent/allocstub.h"
 #include "agent/objects.h"
 #include "agent/pfile.h"
 #include "agent/rawev.h"
@@ -114,6 +115,7 @@ static struct {
 	uint64_t nlost;                 /* samples not kept (no memory) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
+	int stub;                       /* the sampled wrapper is a generated stub (allocstub.h) */
 } mp;
 
 /* Scratch of one sampled stack (the VM thread only). */
@@ -582,6 +584,7 @@ static int64_t capture(void)
 */
 #define LIVE_GRANULES  (1u << 16)
 #define LIVE_SHIFT 8 /* LIVE_GRAIN = 256 */
+_Static_assert(LIVE_GRANULES == AGENT_ALLOCSTUB_MARKS, "the stubs index the marks by 16 bits");
 static int8_t live_mark[LIVE_GRANULES];
 static uint16_t live_count[LIVE_GRANULES];
 
@@ -678,7 +681,9 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 ** allocation's ptr is NULL), then straight to the original allocator. Branch-free up to the
 ** test: separate tests for allocations and frees measured about 2 % slower on binary trees
 ** (14 M allocator calls/s). The event counters stay at zero in this mode: report() gives
-** samples.
+** samples. Where allocstub.c can make one, the VM runs a generated copy of this test
+** instead, whose last jump to the original is direct; this function is then the name CPU
+** samples in the copy get, and the wrapper elsewhere.
 */
 static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -1333,11 +1338,18 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
-	/* The sampled wrapper is handed the original's ud, which it passes on as it came. */
-	if (mp.sample_bytes)
-		lua_setallocf(L, sampled_wrapper, mp.orig_ud);
-	else
+	/* The sampled wrapper is handed the original's ud, which it passes on as it came; its
+	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
+	 * to the original instead of an indirect one). */
+	if (mp.sample_bytes) {
+		lua_Alloc stub = agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark,
+						     LIVE_SHIFT, sampled_rare, sampled_wrapper);
+		mp.stub = stub != NULL;
+		lua_setallocf(L, stub ? stub : sampled_wrapper, mp.orig_ud);
+	} else {
+		mp.stub = 0;
 		lua_setallocf(L, mp.raw ? wrapper_raw : wrapper_enc, NULL);
+	}
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
@@ -1385,6 +1397,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"mode", mp.sample_bytes ? "sampled" : "exact",
 			"encoded_on", mp.sample_bytes ? "profiled thread"
 				    : mp.raw ? "writer thread" : "profiled thread",
+			"wrapper", mp.stub ? "generated" : "compiled",
 			"events", events,
 			"sample_bytes", every,
 			"samples", nsmp,

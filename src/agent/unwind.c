@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "agent/allocstub.h"
 #include "agent/objects.h"
 
 #if defined(__has_include)
@@ -803,9 +804,23 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 			}
 		}
 		int in_object = agent_objects_text(wc.tab, ip) != NULL, t = 0;
+		uint64_t stub = n == 1 && !in_object ? agent_allocstub_find(ip) : 0;
+		if (stub) {
+			/* Interrupted in sampled memprof's generated allocator stub: a leaf
+			 * without a frame (it only jumps), named as the compiled wrapper it
+			 * stands for. The other registers are the caller's. */
+			uint64_t ra;
+			if (read_word(&wc, sp, &ra) != 0)
+				break;
+			pcs[0] = stub;
+			r[UNW_X86_64_RIP] = ra;
+			r[UNW_X86_64_RSP] = sp + 8;
+			t = 1;
+			exact = 0;
+		}
 		/* The VM's rules need the registers; C code of a loaded object (most frames)
 		 * is stepped by its table without them. */
-		if (agent_vm_frame_special(ip, in_object)) {
+		if (!stub && agent_vm_frame_special(ip, in_object)) {
 			uint64_t v[AGENT_NREGS];
 			if (in_cursor) {
 				memset(v, 0, sizeof(v));

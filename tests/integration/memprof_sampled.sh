@@ -26,18 +26,27 @@ total_true=128000000 # 200000 iterations x 640 bytes
 
 runners=("luajit")
 luajit2_fetch "$t/dl.log" && runners+=("luajit2")
+# On x86-64 the wrapper is generated code next to the VM's allocator (meta wrapper:
+# generated); luajit-compiled runs the same checks with the compiled one
+# (LUAPROF_ALLOCSTUB=0), which other machines and W^X policies get.
+[ "$(uname -m)" = x86_64 ] && want_wrapper=generated || want_wrapper=compiled
 
-for runner in "${runners[@]}"; do
+for runner in "${runners[@]}" luajit-compiled; do
 	for jit in off on; do
 		what="$runner, JIT $jit"
 		f=$t/$runner-$jit.bin
 		if [ $runner = luajit ]; then
 			LUA_CPATH= luajit $src 65536 "$f" $jit >"$t/out" 2>&1
+		elif [ $runner = luajit-compiled ]; then
+			LUAPROF_ALLOCSTUB=0 LUA_CPATH= luajit $src 65536 "$f" $jit >"$t/out" 2>&1
 		else
 			LD_LIBRARY_PATH=$lj2lib LUA_CPATH= $lj2 $src 65536 "$f" $jit >"$t/out" 2>&1
 		fi || { fail "$what: workload failed: $(head -5 "$t/out")"; continue; }
 		build/luaprof report -q "$f" -f collapsed -o "$t/alloc.folded" 2>"$t/err" ||
 			{ fail "$what: report failed: $(cat "$t/err")"; continue; }
+		w=$(build/luaprof report -q -f info "$f" | sed -n 's/^meta.wrapper: //p')
+		[ $runner = luajit-compiled ] && want=compiled || want=$want_wrapper
+		[ "$w" = "$want" ] || fail "$what: the $w wrapper ran, not the $want one"
 		build/luaprof report -q "$f" -f collapsed --value inuse_space -o "$t/inuse.folded" \
 			2>"$t/err" || fail "$what: --value inuse_space: $(cat "$t/err")"
 		# Totals and the split by the path's line.
@@ -294,6 +303,39 @@ if [ -s "$f" ]; then
 	[ "$cut" -ge $((full / 4)) ] && [ "$cut" -lt "$full" ] ||
 		fail "a cut sampled stream estimates $cut bytes, the whole one $full"
 fi
+
+# -- The CPU profiler while a sampled memory profile runs (binary trees): its samples taken
+# inside the allocator wrapper, generated or compiled, are named sampled_wrapper and their
+# stacks go on through the VM's allocation path to main (a generated stub has no unwind
+# table: without a rule of its own the walk stopped there, leaving the sample's callers out).
+cat >"$t/both.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local lp = require("luaprof")
+local function tree(d) if d == 0 then return {} end return { tree(d - 1), tree(d - 1) } end
+local function check(t) if not t[1] then return 1 end return 1 + check(t[1]) + check(t[2]) end
+assert(lp.memprof.start(arg[1], { sample = 524288 }))
+assert(lp.sysprof.start({ mode = "C", interval = 1, clock = "wall", path = arg[2] }))
+local t0, s = os.clock(), 0
+while os.clock() - t0 < 2 do s = s + check(tree(12)) end
+assert(lp.sysprof.stop())
+assert(lp.memprof.stop())
+print("ran")
+EOF
+for stub in 1 0; do
+	LUAPROF_ALLOCSTUB=$stub LUA_CPATH= luajit "$t/both.lua" "$t/both-m.bin" "$t/both-c.bin" \
+		>"$t/both.out" 2>&1 && grep -q '^ran$' "$t/both.out" ||
+		{ fail "CPU and memory profiles together: $(head -5 "$t/both.out")"; continue; }
+	w=$(build/luaprof report -q -f info "$t/both-m.bin" | sed -n 's/^meta.wrapper: //p')
+	build/luaprof report -q -f collapsed "$t/both-c.bin" -o "$t/both.folded" 2>"$t/err" ||
+		{ fail "CPU profile with a sampled memory profile: $(cat "$t/err")"; continue; }
+	read -r inwrap rooted < <(awk '/;sampled_wrapper(;GC)? [0-9]+$/ { w += $NF
+		if ($0 ~ /(^|;)main;.*;sampled_wrapper(;GC)? [0-9]+$/) r += $NF }
+		END { print w + 0, r + 0 }' "$t/both.folded")
+	[ "$inwrap" -gt 0 ] && [ "$rooted" -eq "$inwrap" ] ||
+		fail "CPU samples in the $w allocator wrapper: $rooted of $inwrap under main:
+$(grep ';sampled_wrapper' "$t/both.folded" | grep -v '\(^\|;\)main;' | head -3)"
+	echo "ok CPU samples in the $w allocator wrapper: $rooted of $inwrap under main"
+done
 
 # -- Misuse of the sampled option.
 cat >"$t/bad.lua" <<'EOF'

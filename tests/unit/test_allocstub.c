@@ -1,0 +1,145 @@
+/*
+** Unit tests of the generated allocator stubs (src/agent/allocstub.c): on x86-64 a stub
+** decides exactly as the compiled sampled wrapper's test does (countdown, live-block marks,
+** shift) over random calls, tail-calls the original or the rare path with the arguments
+** as they came and its result unchanged, is made once per set of arguments, is found by
+** address as the function it stands for, and is not made when LUAPROF_ALLOCSTUB=0.
+** Elsewhere none is made.
+*/
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../../src/agent/allocstub.c"
+#include "unit.h"
+
+static int64_t countdown;
+static int8_t marks[AGENT_ALLOCSTUB_MARKS];
+
+/* The last call the stub passed on: which function took it, and its arguments. */
+static struct call {
+	int by; /* 1 orig, 2 rare */
+	void *ud, *ptr;
+	size_t osize, nsize;
+} got;
+
+static void *orig(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	got = (struct call){ 1, ud, ptr, osize, nsize };
+	return (void *)(uintptr_t)(0x1000 + nsize);
+}
+
+static void *rare(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	got = (struct call){ 2, ud, ptr, osize, nsize };
+	return (void *)(uintptr_t)(0x2000 + nsize);
+}
+
+/* Another original: a stub of its own. */
+static void *orig2(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	return orig(ud, ptr, osize, nsize);
+}
+
+/* What the compiled wrapper decides for one call (memprof.c's sampled_wrapper): 2 for the
+ * rare path, 1 for the original; the countdown as it leaves it. */
+static int reference(int64_t *cd, void *ptr, size_t nsize, unsigned shift)
+{
+	int64_t left = *cd - (int64_t)nsize;
+	*cd = left;
+	return (left | (int64_t)marks[((uintptr_t)ptr >> shift) & 0xffff]) < 0 ? 2 : 1;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void test_stub_decides_as_the_compiled_wrapper(void)
+{
+#if defined(__x86_64__)
+	for (unsigned shift = 4; shift <= 12; shift += 4) {
+		agent_alloc_fn f = agent_allocstub_get(orig, &countdown, marks, shift, rare, orig2);
+		CHECK(f != NULL);
+		if (!f)
+			return;
+		CHECK(agent_allocstub_find((uint64_t)(uintptr_t)f) == (uint64_t)(uintptr_t)orig2);
+		memset(marks, 0, sizeof(marks));
+		for (int i = 0; i < 64; i++)
+			marks[next() & 0xffff] = INT8_MIN;
+		int64_t cd = 1000;
+		countdown = cd;
+		unsigned n_rare = 0, n_orig = 0, bad = 0;
+		for (int i = 0; i < 200000; i++) {
+			uint64_t r = next();
+			/* Allocations (NULL), frees (nsize 0) and reallocations, with sizes that
+			 * take the countdown below zero now and then; a refill as the rare path
+			 * of the profiler does. */
+			void *ptr = r & 1 ? (void *)(uintptr_t)(r & 0xffffffffff0ull) : NULL;
+			size_t nsize = ptr && (r & 2) ? 0 : (size_t)((r >> 40) & 0x3f);
+			size_t osize = ptr ? (size_t)((r >> 48) & 0xff) : 0;
+			void *ud = (void *)(uintptr_t)(r >> 20);
+			int want = reference(&cd, ptr, nsize, shift);
+			got.by = 0;
+			void *res = f(ud, ptr, osize, nsize);
+			if (got.by != want || got.ud != ud || got.ptr != ptr || got.osize != osize ||
+			    got.nsize != nsize || countdown != cd ||
+			    res != (void *)(uintptr_t)((want == 1 ? 0x1000 : 0x2000) + nsize))
+				bad++;
+			if (want == 2) {
+				n_rare++;
+				if (cd < 0)
+					cd = countdown = 1000;
+			} else {
+				n_orig++;
+			}
+		}
+		CHECK_EQ(bad, 0);
+		/* Both paths taken, by the countdown and by the marks. */
+		CHECK(n_rare > 1000 && n_orig > 100000);
+	}
+#else
+	CHECK(agent_allocstub_get(orig, &countdown, marks, 8, rare, orig2) == NULL);
+#endif
+}
+
+static void test_one_stub_per_allocator(void)
+{
+#if defined(__x86_64__)
+	agent_alloc_fn a = agent_allocstub_get(orig, &countdown, marks, 8, rare, orig2);
+	agent_alloc_fn b = agent_allocstub_get(orig, &countdown, marks, 8, rare, orig2);
+	agent_alloc_fn c = agent_allocstub_get(orig2, &countdown, marks, 8, rare, orig2);
+	CHECK(a != NULL && a == b);
+	CHECK(c != NULL && c != a);
+	uint64_t lo = (uint64_t)(uintptr_t)c;
+	CHECK(agent_allocstub_find(lo) && agent_allocstub_find(lo + STUB_LEN - 1));
+	CHECK(!agent_allocstub_find(lo + STUB_LEN));
+	CHECK(!agent_allocstub_find((uint64_t)(uintptr_t)orig));
+	/* The second original through its own stub. */
+	countdown = 1 << 20;
+	got.by = 0;
+	CHECK(c((void *)7, NULL, 0, 24) == (void *)(uintptr_t)(0x1000 + 24));
+	CHECK(got.by == 1 && got.ud == (void *)7 && got.nsize == 24);
+	CHECK_EQ(countdown, (1 << 20) - 24);
+#endif
+}
+
+static void test_disabled_by_the_environment(void)
+{
+	setenv("LUAPROF_ALLOCSTUB", "0", 1);
+	CHECK(agent_allocstub_get(orig, &countdown, marks, 8, rare, orig2) == NULL);
+	unsetenv("LUAPROF_ALLOCSTUB");
+	CHECK(agent_allocstub_get(orig, &countdown, marks, 64, rare, orig2) == NULL);
+}
+
+int main(void)
+{
+	RUN(test_stub_decides_as_the_compiled_wrapper);
+	RUN(test_one_stub_per_allocator);
+	RUN(test_disabled_by_the_environment);
+	return UNIT_RESULT();
+}
