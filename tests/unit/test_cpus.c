@@ -1,7 +1,7 @@
 /*
-** Unit tests of the CPUs a process may use (src/util/cpus.c): a cgroup v2 quota is read
-** along the process's hierarchy, the least one counts, "max" and missing files limit
-** nothing, and the affinity mask bounds the result.
+** Unit tests of the CPUs a process may use (src/util/cpus.c): cgroup v2 and v1 quotas are
+** read along the process's hierarchy (v1 under either mount name), the least one counts,
+** "max", -1 and missing files limit nothing, and the affinity mask bounds the result.
 */
 #include <sched.h>
 #include <stdio.h>
@@ -71,6 +71,57 @@ static void test_quota_along_the_hierarchy(void)
 	CHECK(lp_cpus_quota(missing, root) >= 1e9);
 }
 
+static void test_v1_quota(void)
+{
+	dir("/cpu,cpuacct");
+	dir("/cpu,cpuacct/k");
+	dir("/cpu,cpuacct/k/p");
+	put("/self", "5:cpuset:/k/p\n3:cpu,cpuacct:/k/p\n2:memory:/k/p\n");
+	/* No quota files: no limit. */
+	CHECK(lp_cpus_quota(self, root) >= 1e9);
+	/* -1: none; the parent's quota holds for the child. */
+	put("/cpu,cpuacct/k/p/cpu.cfs_quota_us", "-1\n");
+	put("/cpu,cpuacct/k/p/cpu.cfs_period_us", "100000\n");
+	CHECK(lp_cpus_quota(self, root) >= 1e9);
+	put("/cpu,cpuacct/k/cpu.cfs_quota_us", "250000\n");
+	put("/cpu,cpuacct/k/cpu.cfs_period_us", "100000\n");
+	CHECK(lp_cpus_quota(self, root) == 2.5);
+	/* Inside a container the mount's root is the container's cgroup and the path from
+	 * /proc/self/cgroup is not there: the root's quota. */
+	put("/self", "3:cpu,cpuacct:/docker/abc\n");
+	CHECK(lp_cpus_quota(self, root) >= 1e9);
+	put("/cpu,cpuacct/cpu.cfs_quota_us", "50000\n");
+	put("/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+	CHECK(lp_cpus_quota(self, root) == 0.5);
+	/* cpuset is not cpu. */
+	put("/self", "5:cpuset:/k/p\n");
+	CHECK(lp_cpus_quota(self, root) >= 1e9);
+	/* Hybrid: the v1 and the v2 quotas, the least. */
+	dir("/h");
+	put("/h/cpu.max", "30000 100000\n");
+	put("/self", "3:cpu,cpuacct:/k/p\n0::/h\n");
+	CHECK(lp_cpus_quota(self, root) == 0.3);
+	put("/h/cpu.max", "max 100000\n");
+	CHECK(lp_cpus_quota(self, root) == 0.5);
+}
+
+/* Controllers listed the other way round, mounted as cpu only. */
+static void test_v1_cpu_mount(void)
+{
+	dir("/cpu");
+	dir("/cpu/s");
+	put("/self", "2:cpuacct,cpu:/s\n");
+	put("/cpu/s/cpu.cfs_quota_us", "120000\n");
+	put("/cpu/s/cpu.cfs_period_us", "100000\n");
+	/* cpu,cpuacct exists from the test before (with a root quota of 0.5): looked up
+	 * first, and its tree has no /s, so the root's quota there. */
+	CHECK(lp_cpus_quota(self, root) == 0.5);
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/cpu,cpuacct'", root);
+	CHECK(system(cmd) == 0);
+	CHECK(lp_cpus_quota(self, root) == 1.2);
+}
+
 static void test_allowed_is_bounded_by_the_mask(void)
 {
 	cpu_set_t set;
@@ -87,6 +138,8 @@ int main(void)
 	}
 	snprintf(self, sizeof(self), "%s/self", root);
 	RUN(test_quota_along_the_hierarchy);
+	RUN(test_v1_quota);
+	RUN(test_v1_cpu_mount);
 	RUN(test_allowed_is_bounded_by_the_mask);
 	char cmd[700];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
