@@ -49,16 +49,6 @@ static int reference(int64_t *cd, void *ptr, size_t nsize, unsigned shift)
 	return (left | (int64_t)marks[((uintptr_t)ptr >> shift) & 0xffff]) < 0 ? 2 : 1;
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 static void test_stub_decides_as_the_compiled_wrapper(void)
 {
 #if defined(__x86_64__)
@@ -70,12 +60,12 @@ static void test_stub_decides_as_the_compiled_wrapper(void)
 		CHECK(agent_allocstub_find((uint64_t)(uintptr_t)f) == (uint64_t)(uintptr_t)orig2);
 		memset(marks, 0, sizeof(marks));
 		for (int i = 0; i < 64; i++)
-			marks[next() & 0xffff] = INT8_MIN;
+			marks[unit_rand() & 0xffff] = INT8_MIN;
 		int64_t cd = 1000;
 		countdown = cd;
 		unsigned n_rare = 0, n_orig = 0, bad = 0;
 		for (int i = 0; i < 200000; i++) {
-			uint64_t r = next();
+			uint64_t r = unit_rand();
 			/* Allocations (NULL), frees (nsize 0) and reallocations, with sizes that
 			 * take the countdown below zero now and then; a refill as the rare path
 			 * of the profiler does. */

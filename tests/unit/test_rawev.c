@@ -12,28 +12,18 @@
 #include "stream/writer.h"
 #include "unit.h"
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 /* A value of a random magnitude: 0, small, around a form's limit, heap-like, or any. */
 static uint64_t rnd_value(void)
 {
-	switch (rnd() % 8) {
+	switch (unit_rand() % 8) {
 	case 0: return 0;
-	case 1: return rnd() % 128;
-	case 2: return rnd() % 20000;
-	case 3: return AGENT_RAWEV_NUM_LIMIT - 2 + rnd() % 4;
-	case 4: return AGENT_RAWEV_SIZE_LIMIT - 2 + rnd() % 4;
-	case 5: return 0x550000000000ull + rnd() % (1ull << 40);
-	case 6: return 0x7f0000000000ull + rnd() % (1ull << 40);
-	default: return rnd();
+	case 1: return unit_rand() % 128;
+	case 2: return unit_rand() % 20000;
+	case 3: return AGENT_RAWEV_NUM_LIMIT - 2 + unit_rand() % 4;
+	case 4: return AGENT_RAWEV_SIZE_LIMIT - 2 + unit_rand() % 4;
+	case 5: return 0x550000000000ull + unit_rand() % (1ull << 40);
+	case 6: return 0x7f0000000000ull + unit_rand() % (1ull << 40);
+	default: return unit_rand();
 	}
 }
 
@@ -49,8 +39,8 @@ static size_t discard(const void **data, size_t len, void *ctx)
 static void random_event(uint8_t **raw, uint8_t **enc)
 {
 	struct lp_mem_event e = { 0 };
-	e.event = (uint8_t)(1 + rnd() % 3);
-	e.source = (uint8_t)sources[rnd() % 4];
+	e.event = (uint8_t)(1 + unit_rand() % 3);
+	e.source = (uint8_t)sources[unit_rand() % 4];
 	uint64_t num = e.source == LP_ASOURCE_LFUNC || e.source == LP_ASOURCE_TRACE ?
 		       rnd_value() : 0;
 	if (e.source == LP_ASOURCE_LFUNC || e.source == LP_ASOURCE_CFUNC)
@@ -77,7 +67,7 @@ static void blob(uint8_t **raw, uint8_t **enc, size_t len)
 {
 	*raw = agent_rawev_word(*raw, AGENT_RAWEV_BLOB | (uint64_t)len << 8);
 	for (size_t i = 0; i < len; i++)
-		(*raw)[i] = (*enc)[i] = (uint8_t)(rnd() >> 24);
+		(*raw)[i] = (*enc)[i] = (uint8_t)(unit_rand() >> 24);
 	*raw += len;
 	*enc += len;
 }
@@ -162,8 +152,8 @@ static void test_blobs_and_cuts(void)
 	int nblobs = 0;
 	for (int i = 0; i < N; i++) {
 		bytes[i] = 0;
-		if (rnd() % 4 == 0) {
-			blob(&r, &w, rnd() % 3 == 0 ? 0 : rnd() % 700);
+		if (unit_rand() % 4 == 0) {
+			blob(&r, &w, unit_rand() % 3 == 0 ? 0 : unit_rand() % 700);
 			bytes[i] = (size_t)(r - raw);
 			nblobs++;
 		} else {
@@ -183,21 +173,21 @@ static void test_blobs_and_cuts(void)
 		size_t glen = 0, pos = 0;
 		int rec = 0;
 		while (pos < total && !e.bad) {
-			int k = rec + (int)(rnd() % 7);
+			int k = rec + (int)(unit_rand() % 7);
 			if (k >= N)
 				k = N - 1;
 			size_t cut = ends[k];
 			/* Inside the blob's bytes, past where the input stands. */
 			size_t lo = (bytes[k] > pos ? bytes[k] : pos) + 1;
-			if (bytes[k] && lo < ends[k] && rnd() % 2) {
-				cut = lo + rnd() % (ends[k] - lo);
+			if (bytes[k] && lo < ends[k] && unit_rand() % 2) {
+				cut = lo + unit_rand() % (ends[k] - lo);
 				inside++;
 				rec = k;
 			} else {
 				rec = k + 1;
 			}
 			while (pos < cut && !e.bad) {
-				size_t cap = AGENT_RAWEV_ENC_MAX + rnd() % (sizeof(out) -
+				size_t cap = AGENT_RAWEV_ENC_MAX + unit_rand() % (sizeof(out) -
 									  AGENT_RAWEV_ENC_MAX);
 				size_t olen;
 				pos += agent_rawev_encode(&e, raw + pos, cut - pos, out, cap, &olen);

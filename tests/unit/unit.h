@@ -54,4 +54,16 @@ static int unit_tests_failed; /* failed tests in this binary */
 
 #define UNIT_RESULT() (unit_tests_failed ? 1 : 0)
 
+/* Pseudo-random numbers for tests that draw many cases (xorshift64): the same sequence
+ * on every run, so a failure repeats. */
+static uint64_t unit_rng = 0x9e3779b97f4a7c15ull;
+
+static inline uint64_t unit_rand(void)
+{
+	unit_rng ^= unit_rng << 13;
+	unit_rng ^= unit_rng >> 7;
+	unit_rng ^= unit_rng << 17;
+	return unit_rng;
+}
+
 #endif
