@@ -4,6 +4,7 @@
 */
 #include "agent/allocstub.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -11,25 +12,31 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Distinct allocators a process can have stubs for (one page each). */
+/* Distinct allocators a process can have stubs for (one page each), or that none could be
+ * made for (remembered, so that a policy refusing the page is asked once). */
 #define STUB_MAX 8
+
+/* Kernels before 4.17 ignore the flag (the address is a hint then, checked after). */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 struct stub {
 	agent_alloc_fn orig, rare, compiled;
 	int64_t *countdown;
 	const int8_t *marks;
 	unsigned shift;
-	uint8_t *code;
+	uint8_t *code;  /* NULL: none could be made */
 	size_t len;
 };
 
 static struct stub stubs[STUB_MAX];
-static _Atomic unsigned nstubs; /* entries published to agent_allocstub_has */
+static _Atomic unsigned nstubs; /* entries published to agent_allocstub_find */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 #if defined(__x86_64__)
 
-#define STUB_LEN 71
+#define STUB_LEN 75
 
 static uint8_t *put(uint8_t *p, const void *bytes, size_t n)
 {
@@ -66,6 +73,7 @@ static size_t emit(uint8_t *buf, uint64_t at, const struct stub *s)
 	int32_t r, cd;
 	if (!rel32((uint64_t)(uintptr_t)s->marks, (uint64_t)(uintptr_t)s->countdown, &cd))
 		return 0;
+	p = put(p, "\xf3\x0f\x1e\xfa", 4);         /* endbr64: an indirect call's target */
 	p = put(p, "\x49\xb9", 2);                 /* mov r9, marks */
 	p = put64(p, (uint64_t)(uintptr_t)s->marks);
 	p = put(p, "\x49\x8b\x81", 3);             /* mov rax, [r9 + cd] */
@@ -152,6 +160,15 @@ static uint8_t *make(const struct stub *s, size_t *len)
 
 #endif
 
+/* The object holding addr stays loaded for the life of the process (a stub jumps into it
+ * and reads its data whenever a kept wrapper is called). */
+static void pin(const void *addr)
+{
+	Dl_info info;
+	if (dladdr(addr, &info) && info.dli_fname)
+		(void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
+}
+
 static int same(const struct stub *a, const struct stub *b)
 {
 	return a->orig == b->orig && a->rare == b->rare && a->compiled == b->compiled &&
@@ -171,11 +188,15 @@ agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
 			     .countdown = countdown, .marks = marks, .shift = shift };
 	agent_alloc_fn f = NULL;
 	pthread_mutex_lock(&lock);
-	unsigned n = atomic_load(&nstubs);
-	for (unsigned i = 0; i < n && !f; i++)
-		if (same(&stubs[i], &want))
-			f = (agent_alloc_fn)(void *)stubs[i].code;
-	if (!f && n < STUB_MAX && (want.code = make(&want, &want.len)) != NULL) {
+	unsigned n = atomic_load(&nstubs), i = 0;
+	while (i < n && !same(&stubs[i], &want))
+		i++;
+	if (i < n) {
+		f = (agent_alloc_fn)(void *)stubs[i].code;
+	} else if (n < STUB_MAX) {
+		want.code = make(&want, &want.len);
+		if (want.code)
+			pin((const void *)rare);
 		stubs[n] = want;
 		atomic_store_explicit(&nstubs, n + 1, memory_order_release);
 		f = (agent_alloc_fn)(void *)want.code;
@@ -189,7 +210,7 @@ uint64_t agent_allocstub_find(uint64_t ip)
 	unsigned n = atomic_load_explicit(&nstubs, memory_order_acquire);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t lo = (uint64_t)(uintptr_t)stubs[i].code;
-		if (ip >= lo && ip < lo + stubs[i].len)
+		if (lo && ip >= lo && ip < lo + stubs[i].len)
 			return (uint64_t)(uintptr_t)stubs[i].compiled;
 	}
 	return 0;

@@ -3,8 +3,9 @@
 ** decides exactly as the compiled sampled wrapper's test does (countdown, live-block marks,
 ** shift) over random calls, tail-calls the original or the rare path with the arguments
 ** as they came and its result unchanged, is made once per set of arguments, is found by
-** address as the function it stands for, and is not made when LUAPROF_ALLOCSTUB=0.
-** Elsewhere none is made.
+** address as the function it stands for, and is not made when LUAPROF_ALLOCSTUB=0. Its
+** jumps reach exactly a rel32 away; an allocator out of reach of any page gets no stub,
+** once. Elsewhere none is made.
 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -118,6 +119,38 @@ static void test_one_stub_per_allocator(void)
 #endif
 }
 
+#if defined(__x86_64__)
+/* The reach of the code's jumps and displacements: orig within a rel32 of the jump, the
+ * countdown within a disp32 of the marks. */
+static void test_emit_reach(void)
+{
+	struct stub st = { .orig = orig, .rare = rare, .compiled = orig2, .countdown = &countdown,
+			   .marks = marks, .shift = 8 };
+	uint8_t buf[STUB_LEN];
+	uint64_t o = (uint64_t)(uintptr_t)orig;
+	/* The jump ends 5 bytes before the rare path's 14: at + STUB_LEN - 14. */
+	uint64_t end = STUB_LEN - 14;
+	CHECK_EQ(emit(buf, o - end - (uint64_t)INT32_MAX, &st), STUB_LEN);
+	CHECK_EQ(emit(buf, o - end - (uint64_t)INT32_MAX - 1, &st), 0);
+	CHECK_EQ(emit(buf, o - end + (uint64_t)1 + INT32_MAX, &st), STUB_LEN);
+	CHECK_EQ(emit(buf, o - end + (uint64_t)2 + INT32_MAX, &st), 0);
+	st.countdown = (int64_t *)(uintptr_t)((uint64_t)(uintptr_t)marks + (1ull << 32));
+	CHECK_EQ(emit(buf, o, &st), 0);
+}
+
+/* An allocator no page can be placed near (above the user address space): no stub, and
+ * the failure is remembered rather than tried again at every start. */
+static void test_unplaceable_allocator(void)
+{
+	agent_alloc_fn far = (agent_alloc_fn)(uintptr_t)0x800040000000ull;
+	unsigned before = atomic_load(&nstubs);
+	CHECK(agent_allocstub_get(far, &countdown, marks, 8, rare, orig2) == NULL);
+	CHECK(agent_allocstub_get(far, &countdown, marks, 8, rare, orig2) == NULL);
+	CHECK_EQ(atomic_load(&nstubs), before + 1);
+	CHECK(!agent_allocstub_find(0x800040000000ull));
+}
+#endif
+
 static void test_disabled_by_the_environment(void)
 {
 	setenv("LUAPROF_ALLOCSTUB", "0", 1);
@@ -130,6 +163,10 @@ int main(void)
 {
 	RUN(test_stub_decides_as_the_compiled_wrapper);
 	RUN(test_one_stub_per_allocator);
+#if defined(__x86_64__)
+	RUN(test_emit_reach);
+	RUN(test_unplaceable_allocator);
+#endif
 	RUN(test_disabled_by_the_environment);
 	return UNIT_RESULT();
 }
