@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/allocstub.h"
 #include "agent/objects.h"
 
 static struct objtab tabs[2];
@@ -250,5 +251,7 @@ int agent_in_object(uint64_t ip)
 	const struct objtab *tab = agent_objects_enter();
 	int in = agent_objects_text(tab, ip) != NULL;
 	agent_objects_leave();
-	return in;
+	/* Sampled memprof's generated allocator wrapper stands for a function of ours: C code,
+	 * not trace machine code, though it is anonymous memory as traces are. */
+	return in || agent_allocstub_find(ip) != 0;
 }

@@ -58,7 +58,8 @@ int agent_objects_segment(const struct objtab *tab, uint64_t addr, uint64_t *lo,
 int agent_objects_on_stack(uint64_t sp);
 /* 1 if [addr, addr+len) lies on the sampled thread's stack at or above lo. */
 int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len);
-/* 1 if ip is code of a loaded object (and so neither JIT code nor anonymous memory). */
+/* 1 if ip is code of a loaded object, or of an allocator stub that stands for one
+ * (allocstub.h): C code, not JIT code. */
 int agent_in_object(uint64_t ip);
 
 #endif
