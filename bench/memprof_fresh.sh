@@ -20,7 +20,9 @@
 #   BENCH_DEPTH    binary-trees depth (default 16: ~0.9 s unprofiled on a 2020s x86_64)
 #   BENCH_JIT      default "on off"
 #   BENCH_MODES    exact (the profile to BENCH_STREAM_DIR), null (exact to /dev/null),
-#                  sampled (512 KiB); default "exact sampled"
+#                  sampled (512 KiB), loaded (the agent loaded by LUA_INIT, no profile:
+#                  what a late-loaded library costs LuaJIT's young heap, docs/OVERHEAD.md);
+#                  default "exact sampled loaded"
 #   BENCH_STREAM_DIR  where the profile goes (default /dev/shm, else /tmp)
 #   BENCH_OUT      output directory (default bench/out/): memprof_fresh.md
 set -eu
@@ -30,7 +32,7 @@ cd "$root"
 rounds=${BENCH_ROUNDS:-21}
 depth=${BENCH_DEPTH:-16}
 jits=${BENCH_JIT:-on off}
-modes=${BENCH_MODES:-exact sampled}
+modes=${BENCH_MODES:-exact sampled loaded}
 sdir=${BENCH_STREAM_DIR:-/dev/shm}
 [ -d "$sdir" ] && [ -w "$sdir" ] || sdir=${TMPDIR:-/tmp}
 out=${BENCH_OUT:-$root/bench/out}
@@ -38,7 +40,8 @@ command -v luajit >/dev/null 2>&1 || { echo "bench: luajit is required (apt-get 
 make build/luaprof.so >&2 || { echo "bench: the agent does not build" >&2; exit 1; }
 mkdir -p "$out"
 for m in $modes; do
-	case $m in exact | null | sampled) ;; *) echo "bench: unknown mode '$m' (exact, null, sampled)" >&2; exit 1 ;; esac
+	case $m in exact | null | sampled | loaded) ;;
+	*) echo "bench: unknown mode '$m' (exact, null, sampled, loaded)" >&2; exit 1 ;; esac
 done
 for j in $jits; do
 	case $j in on | off) ;; *) echo "bench: BENCH_JIT takes on and off, not '$j'" >&2; exit 1 ;; esac
@@ -60,16 +63,19 @@ run() {
 	jflag=
 	[ "$1" = off ] && jflag=-joff
 	case $2 in
-	base | control) set -- ;;
-	exact) set -- "LUAPROF_RECORD=profiler=memory,sample=0,path=$sdir/memprof_fresh.$$.bin" ;;
-	null) set -- "LUAPROF_RECORD=profiler=memory,sample=0,path=/dev/null" ;;
-	sampled) set -- "LUAPROF_RECORD=profiler=memory,sample=524288,path=$sdir/memprof_fresh.$$.bin" ;;
+	base | control) rec= ;;
+	loaded) rec=none ;;
+	exact) rec="profiler=memory,sample=0,path=$sdir/memprof_fresh.$$.bin" ;;
+	null) rec="profiler=memory,sample=0,path=/dev/null" ;;
+	sampled) rec="profiler=memory,sample=524288,path=$sdir/memprof_fresh.$$.bin" ;;
 	esac
 	s=$(now_ns)
-	if [ $# -gt 0 ]; then
-		env LUA_INIT="$init" "$1" luajit $jflag "$prog" "$depth" >/dev/null
-	else
+	if [ -z "$rec" ]; then
 		luajit $jflag "$prog" "$depth" >/dev/null
+	elif [ "$rec" = none ]; then
+		env LUA_INIT="$init" luajit $jflag "$prog" "$depth" >/dev/null
+	else
+		env LUA_INIT="$init" LUAPROF_RECORD="$rec" luajit $jflag "$prog" "$depth" >/dev/null
 	fi
 	e=$(now_ns)
 	echo $((e - s))
