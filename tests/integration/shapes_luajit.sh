@@ -215,7 +215,7 @@ check() {
 				[ $((qbad * 100)) -le $((qt * 3)) ]; then
 				nok=$((nok + 1))
 				[ -z "${SHAPES_VERBOSE:-}" ] ||
-					echo "ok $what: $qok of $qt samples under qsort below the calling line"
+					echo "ok $what: $qok of $qt samples under qsort below the calling line, $qbad after it"
 			else
 				fail "$what: $qok of $qt samples under qsort have the calling line before it, $qbad after it"
 			fi
