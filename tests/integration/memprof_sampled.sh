@@ -326,6 +326,8 @@ for stub in 1 0; do
 		>"$t/both.out" 2>&1 && grep -q '^ran$' "$t/both.out" ||
 		{ fail "CPU and memory profiles together: $(head -5 "$t/both.out")"; continue; }
 	w=$(build/luaprof report -q -f info "$t/both-m.bin" | sed -n 's/^meta.wrapper: //p')
+	[ $stub = 0 ] && want=compiled || want=$want_wrapper
+	[ "$w" = "$want" ] || fail "CPU and memory profiles together: the $w wrapper ran, not the $want one"
 	build/luaprof report -q -f collapsed "$t/both-c.bin" -o "$t/both.folded" 2>"$t/err" ||
 		{ fail "CPU profile with a sampled memory profile: $(cat "$t/err")"; continue; }
 	read -r inwrap rooted < <(awk '/;sampled_wrapper(;GC)? [0-9]+$/ { w += $NF
@@ -338,9 +340,10 @@ $(grep ';sampled_wrapper' "$t/both.folded" | grep -v '\(^\|;\)main;' | head -3)"
 	# the trace's own code: its Lua frames go under the trace's VM entry, never below
 	# the VM's C functions the trace called (when the generated stub, anonymous memory
 	# as trace code is, was taken for trace code: 8 such stacks in 2,000 samples).
-	odd=$(grep -cE 'TRACE \[[0-9]+\][^;]*;(luajit\+0x[0-9a-f]+;)+@' "$t/both.folded")
+	below='TRACE \[[0-9]+\][^;]*;(luajit\+0x[0-9a-f]+;)+@'
+	odd=$(grep -cE "$below" "$t/both.folded")
 	[ "$odd" -eq 0 ] || fail "CPU samples with the $w allocator wrapper: $odd stacks with Lua frames below the C code a trace called:
-$(grep -E 'TRACE \[[0-9]+\][^;]*;(luajit\+0x[0-9a-f]+;)+@' "$t/both.folded" | head -2 | cut -c1-400)"
+$(grep -E "$below" "$t/both.folded" | head -2 | cut -c1-400)"
 	echo "ok CPU samples in the $w allocator wrapper: $rooted of $inwrap under main"
 done
 
