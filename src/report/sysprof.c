@@ -324,6 +324,20 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 /* -- Merge -------------------------------------------------------------------------- */
 
 /*
+** A TRACE sample's leaf in VM code rather than trace code (a helper the trace called: the
+** trace-exit handler, its ExitState below the entry's C frame) is followed by VM and trace
+** code of the same entry up to leaf_entry: the agent steps such a helper to that C frame,
+** so the host stack has the entry's VM code twice. Counted as a second anchor, it took
+** the next segment out: an FFI callback's trace had its caller's Lua frames placed inside
+** the callback. Not when the leaf is trace code: the frame after it is then its entry's
+** caller (a coroutine's trace, resumed by the interpreter of another entry).
+*/
+static int same_entry(int trace_leaf, int leaf_is_trace, size_t leaf_entry, size_t k)
+{
+	return trace_leaf && !leaf_is_trace && k > 0 && k < leaf_entry;
+}
+
+/*
 ** Builds the merged stack of a guest sample into s->out, root first.
 ** lua[] and host[] arrive innermost first, as in the stream. trace_leaf: host[0] is the
 ** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
@@ -422,6 +436,8 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 				call = 1;
 				resume = 0;
 			}
+			if (same_entry(trace_leaf, leaf_is_trace, leaf_entry, k))
+				call = resume = 0;
 			if (resume)
 				na = 0; /* frames outside belong to other coroutines */
 			if (call || resume) {
@@ -473,7 +489,9 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	/* Host frames, outermost first, with matched segments after their anchors. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
-		if (!(trace_leaf && k == 0) && (c_frame(s, host[k], &id) || push(s, n, id)))
+		if (!(trace_leaf && k == 0) &&
+		    !same_entry(trace_leaf, leaf_is_trace, leaf_entry, k) &&
+		    (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anc < na && s->anchor_at[anc] == k) {
 			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];

@@ -205,8 +205,9 @@ check() {
 				if (i && i < q) ok += n
 				if (substr($0, q) ~ /;@[^;]*:'"${at[qsort_glue]}"';/) bad += n }
 				END { print t + 0, ok + 0, bad + 0 }')
-			# (A trace inside the callback has the caller's frames after qsort in a few
-			# samples: a known limit, README.)
+			# (The comparator's trace sampled in its exit handler, VM code run below the
+			# callback's C frame, used to put the caller's frames after qsort: 4-7 per
+			# 1000 samples under qsort; a CI run once drew 3 of 93 and failed here).
 			# JIT off, 95 %: a builtin's entry with the PC register at its first
 			# instruction (not yet past it) used to lose the Lua frames of 4-10 %.
 			qmin=90

@@ -512,6 +512,41 @@ static void test_trace_in_coroutine(void)
 				  "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n");
 }
 
+/*
+** A trace in an FFI callback (a qsort comparator), sampled in a helper the trace called
+** (the trace-exit handler, VM code): the agent steps the helper to the entry's C frame, so
+** the interpreter's block is there twice before qsort. The second is the same entry, not
+** another anchor: the caller's frames stay at lua_pcall, outside qsort.
+*/
+static void callback_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 10), FF(15), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x3100, 0x3100, 0x9010, 0x3810, 0x3200,
+				  A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 3, host, 8);
+	const uint8_t pairs[] = { 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_helper_in_callback(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x9000, "qsort_r" },
+		{ 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = 10 };
+	lp_write_sys_sample(&wb, &t);
+	trailer = callback_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
+				  "lj_vm_asm_begin;lj_vm_ffi_call;qsort_r;@app.lua:10;"
+				  "TRACE [3] @app.lua:10 1\n");
+}
+
 static void reuse_trailer(void)
 {
 	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
@@ -817,6 +852,7 @@ int main(void)
 	RUN(test_anchor_after_sizes);
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
+	RUN(test_trace_helper_in_callback);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
