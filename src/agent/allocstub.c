@@ -175,6 +175,14 @@ static int same(const struct stub *a, const struct stub *b)
 	       a->countdown == b->countdown && a->marks == b->marks && a->shift == b->shift;
 }
 
+const char *agent_allocstub_bad_env(void)
+{
+	const char *env = getenv("LUAPROF_ALLOCSTUB");
+	if (!env || !*env || strcmp(env, "0") == 0 || strcmp(env, "1") == 0)
+		return NULL;
+	return env;
+}
+
 agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
 				   const int8_t *marks, unsigned shift, agent_alloc_fn rare,
 				   agent_alloc_fn compiled)

@@ -1264,6 +1264,14 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
+	const char *stub_env = agent_allocstub_bad_env();
+	if (opt->sample_bytes && stub_env) {
+		set_err("LUAPROF_ALLOCSTUB is '%.40s': 1 for the generated wrapper where it can be "
+			"made (the default), 0 for the compiled one", stub_env);
+		opt->on_stop(opt->ctx, opt->buf);
+		errno = EINVAL;
+		return LUAPROF_PROFILE_ERRUSE;
+	}
 	lp_mem_pid_init(&mp.checked, &mp.pid, getpid());
 	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, mp.err, sizeof(mp.err)) !=
 	    LP_LJ_OK) {

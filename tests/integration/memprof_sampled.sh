@@ -373,5 +373,24 @@ grep -q "^unknown	nil	profiler misuse: unknown memprof option 'sampel' (the one 
 	fail "sizes in bytes, K or M refused: $(cat "$t/bad.out")"
 grep -q '^nil$' "$t/bad.out" || fail "options not a table: $(cat "$t/bad.out")"
 
+# LUAPROF_ALLOCSTUB takes 0 or 1: anything else is refused by a sampled start, which then
+# leaves the file that was there as it was; exact mode has no wrapper to choose.
+cat >"$t/stubenv.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+print(mp.start(arg[1], { sample = 65536 }))
+print(io.open(arg[1]):read("*a"))
+local ok, err = mp.start(arg[1])
+print(ok, err, ok and mp.stop())
+EOF
+echo before >"$t/stubenv.bin"
+LUAPROF_ALLOCSTUB=yes LUA_CPATH= luajit "$t/stubenv.lua" "$t/stubenv.bin" >"$t/stubenv.out" 2>&1
+grep -q "^nil	profiler misuse: LUAPROF_ALLOCSTUB is 'yes': 1 for the generated wrapper where it can be made (the default), 0 for the compiled one	22$" \
+	"$t/stubenv.out" || fail "LUAPROF_ALLOCSTUB=yes was not refused: $(cat "$t/stubenv.out")"
+grep -q '^before$' "$t/stubenv.out" ||
+	fail "a refused start changed the file: $(cat "$t/stubenv.out")"
+grep -q '^true	nil	true$' "$t/stubenv.out" ||
+	fail "exact mode refused under LUAPROF_ALLOCSTUB=yes: $(cat "$t/stubenv.out")"
+
 [ $fails = 0 ] || exit 1
 echo "ok"
