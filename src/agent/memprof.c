@@ -801,8 +801,10 @@ static size_t blob_flush(const void **data, size_t len, void *ctx)
 		lp_wbuf_flush(&mp.w);
 	if (!lp_wbuf_ok(&mp.w))
 		return 0;
+	static const uint8_t zeros[8];
 	mp.w.pos = agent_rawev_word(mp.w.pos, AGENT_RAWEV_BLOB | (uint64_t)len << 8);
 	lp_wbuf_bytes(&mp.w, *data, len);
+	lp_wbuf_bytes(&mp.w, zeros, AGENT_RAWEV_BLOB_PAD(len));
 	return lp_wbuf_ok(&mp.w) ? len : 0;
 }
 
@@ -847,7 +849,7 @@ static void selfcheck(struct origin o, const uint8_t *h, const uint8_t *end, voi
 	else if (o.source == LP_ASOURCE_CFUNC)
 		e.loc_addr = o.addr;
 	lp_write_mem_event(&w, &e);
-	struct agent_rawev_enc st = { 0, 0 };
+	struct agent_rawev_enc st = { 0 };
 	size_t elen = (size_t)(end - h), used = elen;
 	if (mp.raw)
 		used = agent_rawev_encode(&st, h, (size_t)(end - h), enc, sizeof(enc), &elen);
@@ -887,10 +889,10 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 		mp.allocs++;
 	}
 	if (raw) {
-		agent_rawev_word(h, w0 | event);
+		agent_rawev_word_nt(h, w0 | event);
 		if (event == LP_AEVENT_REALLOC) {
-			p = agent_rawev_word(p, (uintptr_t)ptr);
-			p = agent_rawev_word(p, osize);
+			p = agent_rawev_word_nt(p, (uintptr_t)ptr);
+			p = agent_rawev_word_nt(p, osize);
 		}
 	} else {
 		*h |= (uint8_t)event;
@@ -912,7 +914,7 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 		return np;
 	}
 	if (raw) {
-		mp.w.pos = agent_rawev_word(mp.w.pos, (uintptr_t)np);
+		mp.w.pos = agent_rawev_word_nt(mp.w.pos, (uintptr_t)np);
 	} else {
 		p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
 		mp.w.pos = lp_uleb_put_small(p, nsize);
@@ -998,7 +1000,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	uint8_t *h = mp.w.pos;
 	if (raw)
 		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, line, nsize),
-				  agent_rawev_word(h + 8, key), ptr, osize, nsize);
+				  agent_rawev_word_nt(h + 8, key), ptr, osize, nsize);
 	*h = LP_ASOURCE_LFUNC;
 	return event_call(0, h, 0, lp_uleb_put_small(lp_uleb_put_addr(h + 1, key), line), ptr,
 			  osize, nsize);
@@ -1049,9 +1051,9 @@ static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, vo
 		SELFCHECK_ORIGIN();
 		uint8_t *h = mp.w.pos;
 		if (raw) {
-			uint8_t *p = agent_rawev_word(h, agent_rawev_w0(LP_AEVENT_FREE |
+			uint8_t *p = agent_rawev_word_nt(h, agent_rawev_w0(LP_AEVENT_FREE |
 									 LP_ASOURCE_INT, 0, osize));
-			mp.w.pos = agent_rawev_word(p, (uintptr_t)ptr);
+			mp.w.pos = agent_rawev_word_nt(p, (uintptr_t)ptr);
 		} else {
 			*h = (uint8_t)(LP_AEVENT_FREE | LP_ASOURCE_INT);
 			uint8_t *p = lp_uleb_put_addr(h + 1, (uintptr_t)ptr);
@@ -1142,7 +1144,7 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 		mp.w.pos = end;
 	} else {
 		/* The rare path: the record encoded at once. */
-		struct agent_rawev_enc e = { 0, 0 };
+		struct agent_rawev_enc e = { 0 };
 		size_t olen;
 		agent_rawev_encode(&e, rec, (size_t)(end - rec), mp.w.pos,
 				   (size_t)(mp.w.end - mp.w.pos), &olen);

@@ -21,6 +21,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,7 +46,9 @@ struct agent_pfile {
 	int err;        /* errno of the first failed write, 0 if none */
 	uint8_t *rawout; /* raw events (agent_pfile_raw): their encoding, written from here */
 	struct agent_rawev_enc enc;
-	uint8_t buf[PFILE_BUF_SIZE];
+	/* Aligned: exact mode's records keep the buffer's 8-byte alignment (rawev.h), and
+	 * whole cache lines suit their stores past the caches. */
+	_Alignas(64) uint8_t buf[PFILE_BUF_SIZE];
 };
 
 /* Writes all of len bytes; returns how many were written (errno tells why not all). */
@@ -181,8 +184,7 @@ int agent_pfile_raw(struct agent_pfile *f)
 		errno = ENOMEM;
 		return -1;
 	}
-	f->enc.blob_left = 0;
-	f->enc.bad = 0;
+	memset(&f->enc, 0, sizeof(f->enc));
 	return 0;
 }
 
@@ -216,6 +218,7 @@ size_t agent_pfile_write(const void **data, size_t len, void *ctx)
 		errno = f->err;
 		return 0;
 	}
+	agent_rawev_publish(); /* exact mode's records were stored past the caches */
 	f->pend = *data;
 	f->plen = len;
 	sem_post(&f->go);
@@ -241,7 +244,7 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 		sem_destroy(&f->go);
 	}
 	/* Raw events that ended inside a blob: the producer's bug, and a cut stream. */
-	if (f->rawout && (f->enc.blob_left || f->enc.bad) && !err)
+	if (f->rawout && (f->enc.blob_left || f->enc.blob_pad || f->enc.bad) && !err)
 		err = EPROTO;
 	if (close(f->fd) != 0 && !err)
 		err = errno;

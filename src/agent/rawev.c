@@ -109,6 +109,12 @@ size_t agent_rawev_encode(struct agent_rawev_enc *e, const uint8_t *in, size_t l
 			e->blob_left -= k;
 			continue;
 		}
+		if (e->blob_pad) {
+			size_t k = len - i < e->blob_pad ? len - i : e->blob_pad;
+			i += k;
+			e->blob_pad -= (unsigned)k;
+			continue;
+		}
 		if (len - i < 8) {
 			e->bad = 1;
 			break;
@@ -147,6 +153,7 @@ size_t agent_rawev_encode(struct agent_rawev_enc *e, const uint8_t *in, size_t l
 		}
 		if (low == AGENT_RAWEV_BLOB) {
 			e->blob_left = w0 >> 8;
+			e->blob_pad = (unsigned)AGENT_RAWEV_BLOB_PAD(e->blob_left);
 			i += 8;
 			continue;
 		}

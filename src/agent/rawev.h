@@ -11,7 +11,8 @@
 #include <string.h>
 
 /*
-** A record is a sequence of 64-bit words in host byte order, at any alignment. The first,
+** A record is a sequence of 64-bit words in host byte order. A producer that starts on an
+** 8-byte boundary stays on one (agent_rawev_word_nt needs it). The first,
 ** w0, holds in its low byte the header the ljm event will have (event | source), then:
 **   narrow (no AGENT_RAWEV_WIDE bit): w0 = header | num << 8 | size1 << 32, for
 **     num < 2^24 and size1 < 2^32;
@@ -23,13 +24,15 @@
 ** osize and the nsize of the others.
 **
 ** Stream bytes that are not events (symbol table, symbols, epilogue, extension) are carried
-** as they are, in a blob: w0 = AGENT_RAWEV_BLOB | len << 8, then len bytes.
+** as they are, in a blob: w0 = AGENT_RAWEV_BLOB | len << 8, then len bytes, then
+** AGENT_RAWEV_BLOB_PAD(len) bytes of padding that the encoder skips.
 **
 ** A producer never splits an event record between two buffers it hands over; a blob may be
 ** split anywhere (the encoder carries what is left of it from one call to the next).
 */
 #define AGENT_RAWEV_WIDE 0x80
 #define AGENT_RAWEV_BLOB 0x40
+#define AGENT_RAWEV_BLOB_PAD(len) ((size_t)(-(uint64_t)(len) & 7))
 
 /* The longest event record: w0, num, size1, the source's address, oaddr, osize, naddr. */
 #define AGENT_RAWEV_MAX (7 * 8)
@@ -48,6 +51,32 @@ static inline uint8_t *agent_rawev_word(uint8_t *p, uint64_t v)
 	return p + 8;
 }
 
+/*
+** The same store, past the caches where the machine has one (x86-64 movnti): the VM's
+** thread writes exact mode's records at up to a GB a second and never reads them again,
+** and through the caches (2 MiB halves of the file's buffer over a 1 MiB L2) they evicted
+** the program's own data. In-process A/B, binary-trees at depth 16, JIT on: 1.12 against
+** 1.19-1.24 (docs/OVERHEAD.md). The thread that reads them needs agent_rawev_publish first.
+*/
+static inline uint8_t *agent_rawev_word_nt(uint8_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_movnti64((long long *)(void *)p, (long long)v);
+	return p + 8;
+#else
+	return agent_rawev_word(p, v);
+#endif
+}
+
+/* Orders the stores of agent_rawev_word_nt before those that follow (the handoff of their
+ * buffer to another thread): the handoff's own release ordering covers plain stores only. */
+static inline void agent_rawev_publish(void)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_sfence();
+#endif
+}
+
 /* w0 of a narrow record (num < AGENT_RAWEV_NUM_LIMIT, size1 < AGENT_RAWEV_SIZE_LIMIT). */
 static inline uint64_t agent_rawev_w0(unsigned header, uint64_t num, uint64_t size1)
 {
@@ -59,11 +88,13 @@ static inline uint64_t agent_rawev_w0(unsigned header, uint64_t num, uint64_t si
 uint8_t *agent_rawev_put(uint8_t *p, unsigned header, uint64_t num, uint64_t loc_addr,
 			 uint64_t oaddr, uint64_t osize, uint64_t naddr, uint64_t nsize);
 
-/* The encoder's state between calls: what is left of a blob, and whether the input went
- * wrong (a record cut at the end of a buffer, or an unknown header). */
+/* The encoder's state between calls: what is left of a blob and of its padding, and
+ * whether the input went wrong (a record cut at the end of a buffer, or an unknown
+ * header). Zero it to start. */
 struct agent_rawev_enc {
 	uint64_t blob_left;
 	int bad;
+	unsigned blob_pad;
 };
 
 /*

@@ -70,6 +70,9 @@ static void blob(uint8_t **raw, uint8_t **enc, size_t len)
 		(*raw)[i] = (*enc)[i] = (uint8_t)(unit_rand() >> 24);
 	*raw += len;
 	*enc += len;
+	/* The padding after it: not zeros, which the encoder must not copy all the same. */
+	for (size_t i = 0; i < AGENT_RAWEV_BLOB_PAD(len); i++)
+		*(*raw)++ = 0xee;
 }
 
 /* Encodes raw[0, len) in one call with room to spare: the output, its length in *olen. */
@@ -77,7 +80,7 @@ static uint8_t *encode_all(const uint8_t *raw, size_t len, size_t *olen, int *ba
 {
 	size_t cap = 2 * len + 256;
 	uint8_t *out = malloc(cap);
-	struct agent_rawev_enc e = { 0, 0 };
+	struct agent_rawev_enc e = { 0 };
 	size_t used = agent_rawev_encode(&e, raw, len, out, cap, olen);
 	CHECK_EQ(used, len);
 	*bad = e.bad;
@@ -168,7 +171,7 @@ static void test_blobs_and_cuts(void)
 	size_t total = (size_t)(r - raw), wlen = (size_t)(w - want);
 	int inside = 0;
 	for (int round = 0; round < 20; round++) {
-		struct agent_rawev_enc e = { 0, 0 };
+		struct agent_rawev_enc e = { 0 };
 		uint8_t *got = malloc(wlen + 64), out[512];
 		size_t glen = 0, pos = 0;
 		int rec = 0;
@@ -198,6 +201,7 @@ static void test_blobs_and_cuts(void)
 		}
 		CHECK_EQ(e.bad, 0);
 		CHECK_EQ(e.blob_left, 0);
+		CHECK_EQ(e.blob_pad, 0);
 		CHECK_EQ(glen, wlen);
 		CHECK(glen == wlen && memcmp(got, want, wlen) == 0);
 		free(got);
@@ -214,7 +218,7 @@ static void test_bad_input(void)
 	uint8_t raw[64], out[128];
 	size_t olen;
 	/* An event cut short: bad, all of the input used. */
-	struct agent_rawev_enc e = { 0, 0 };
+	struct agent_rawev_enc e = { 0 };
 	uint8_t *p = agent_rawev_put(raw, LP_AEVENT_ALLOC | LP_ASOURCE_TRACE, 3, 0, 0, 0, 0x1000,
 				     8);
 	CHECK_EQ(agent_rawev_encode(&e, raw, (size_t)(p - raw) - 1, out, sizeof(out), &olen),
