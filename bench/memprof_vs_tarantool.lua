@@ -15,8 +15,11 @@
 --   binary-trees-16  the same program at depth 16, the size LuaJIT's benchmark suite
 --                 gives it on x86 (PARAM_x86.txt) and Tarantool's memprof benchmark ran;
 --                 with MEMPROF_OUT=/dev/null this is that benchmark's method
--- Prints per workload the median, min and max of the profiled / unprofiled ratio over
--- ROUNDS rounds (default 9), and the events per second. Profiles go to MEMPROF_OUT
+-- Prints per workload the median, min and max of the profiled / unprofiled ratio of process
+-- CPU time (os.clock: luaprof's writer thread included) over ROUNDS rounds (default 9),
+-- the median ratio of wall time (where luaprof's writer thread runs beside the program on
+-- a second CPU; Tarantool's memprof writes on the program's thread, so its two agree),
+-- and the events per second. Profiles go to MEMPROF_OUT
 -- (default /dev/shm/memprof_vs_tarantool.bin, removed at the end); each round runs jit.flush() and a full
 -- collection before each run.
 local mode, rounds = arg[1], tonumber(arg[2]) or 9
@@ -24,6 +27,7 @@ assert(mode == "lp" or mode == "tt",
 	"usage: memprof_vs_tarantool.lua lp|tt [ROUNDS [WORKLOAD...]]")
 
 local B = dofile((arg[0]:match("^(.*)/") or ".") .. "/benchlib.lua")
+B.clocks()
 local works = {
 	["binary-trees"] = function() return B.binary_trees(15) end,
 	["binary-trees-16"] = function() return B.binary_trees(16) end,
@@ -51,31 +55,34 @@ end
 for _, name in ipairs(order) do
 	local work = assert(works[name], "unknown workload " .. name)
 	work()
-	local ratios, evs = {}, {}
+	local ratios, walls, evs = {}, {}, {}
 	for r = 1, rounds do
-		local base, prof
+		local base, prof, wbase, wprof
 		for _, profiled in ipairs(r % 2 == 0 and { false, true } or { true, false }) do
 			jit.flush()
 			collectgarbage()
 			if profiled then assert(mp.start(path)) end
-			local t0 = os.clock()
+			local t0, w0 = os.clock(), B.now(B.MONO)
 			work()
-			local dt = os.clock() - t0
+			local dt, wt = os.clock() - t0, B.now(B.MONO) - w0
 			if profiled then
 				assert(mp.stop())
-				prof = dt
+				prof, wprof = dt, wt
 				local n = events()
 				if n then evs[#evs + 1] = n / dt end
 			else
-				base = dt
+				base, wbase = dt, wt
 			end
 		end
 		ratios[#ratios + 1] = prof / base
+		walls[#walls + 1] = wprof / wbase
 	end
 	table.sort(ratios)
+	table.sort(walls)
 	table.sort(evs)
-	print(string.format("%s %s: median %.3f min %.3f max %.3f (%d rounds)%s", mode, name,
-		ratios[math.floor((#ratios + 1) / 2)], ratios[1], ratios[#ratios], rounds,
+	print(string.format("%s %s: median %.3f min %.3f max %.3f, wall %.3f (%d rounds)%s",
+		mode, name, ratios[math.floor((#ratios + 1) / 2)], ratios[1], ratios[#ratios],
+		walls[math.floor((#walls + 1) / 2)], rounds,
 		#evs > 0 and string.format(", %.1fM events/s", evs[math.floor((#evs + 1) / 2)] / 1e6)
 			or ""))
 end
