@@ -324,20 +324,6 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 /* -- Merge -------------------------------------------------------------------------- */
 
 /*
-** A TRACE sample's leaf in VM code rather than trace code (a helper the trace called: the
-** trace-exit handler, its ExitState below the entry's C frame) is followed by VM and trace
-** code of the same entry up to leaf_entry: the agent steps such a helper to that C frame,
-** so the host stack has the entry's VM code twice. Counted as a second anchor, it took
-** the next segment out: an FFI callback's trace had its caller's Lua frames placed inside
-** the callback. Not when the leaf is trace code: the frame after it is then its entry's
-** caller (a coroutine's trace, resumed by the interpreter of another entry).
-*/
-static int same_entry(int trace_leaf, int leaf_is_trace, size_t leaf_entry, size_t k)
-{
-	return trace_leaf && !leaf_is_trace && k > 0 && k < leaf_entry;
-}
-
-/*
 ** Builds the merged stack of a guest sample into s->out, root first.
 ** lua[] and host[] arrive innermost first, as in the stream. trace_leaf: host[0] is the
 ** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
@@ -383,7 +369,15 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	}
 	size_t na = 0, leaf_entry = 0;
 	uint64_t ss0;
-	int leaf_is_trace = trace_leaf && nh && classify(s, host[0], &ss0) == ANCHOR_UNNAMED;
+	/* A helper run below its entry's C frame (a trace's exit handler, its ExitState on
+	 * the stack) is stepped by the agent to that C frame at the same address, so host[1]
+	 * is host[0] again: that copy is neither shown nor an anchor, and what follows it is
+	 * the entry's caller, as after trace code. Counted as an anchor, it took the next
+	 * segment out: an FFI callback's trace had its caller's Lua frames placed inside the
+	 * callback, after qsort. */
+	int step_copy = trace_leaf && nh > 1 && host[1] == host[0];
+	int leaf_is_trace = trace_leaf && nh &&
+			    (step_copy || classify(s, host[0], &ss0) == ANCHOR_UNNAMED);
 	for (size_t k = 1; trace_leaf && k < nh; k++) {
 		uint64_t ss;
 		enum anchor a = classify(s, host[k], &ss);
@@ -436,7 +430,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 				call = 1;
 				resume = 0;
 			}
-			if (same_entry(trace_leaf, leaf_is_trace, leaf_entry, k))
+			if (step_copy && k == 1)
 				call = resume = 0;
 			if (resume)
 				na = 0; /* frames outside belong to other coroutines */
@@ -489,9 +483,8 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	/* Host frames, outermost first, with matched segments after their anchors. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
-		if (!(trace_leaf && k == 0) &&
-		    !same_entry(trace_leaf, leaf_is_trace, leaf_entry, k) &&
-		    (c_frame(s, host[k], &id) || push(s, n, id)))
+		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1));
+		if (!hidden && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anc < na && s->anchor_at[anc] == k) {
 			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];

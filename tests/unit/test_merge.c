@@ -547,6 +547,36 @@ static void test_trace_helper_in_callback(void)
 				  "TRACE [3] @app.lua:10 1\n");
 }
 
+/* The coroutine's trace of test_trace_in_coroutine sampled in its exit handler: stepped
+ * to the entry's C frame, the handler's code is there twice, then the resumer's
+ * interpreter. The same stack as a sample in the trace's own code. */
+static void coroutine_exit_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), FF(15), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x3180, 0x3180, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9,
+				  0x20008 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 3, host, 6);
+	const uint8_t pairs[] = { 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_exit_in_coroutine(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = 15 };
+	lp_write_sys_sample(&wb, &t);
+	trailer = coroutine_exit_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
+				  "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n");
+}
+
 static void reuse_trailer(void)
 {
 	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
@@ -853,6 +883,7 @@ int main(void)
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
 	RUN(test_trace_helper_in_callback);
+	RUN(test_trace_exit_in_coroutine);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
