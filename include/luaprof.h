@@ -238,9 +238,11 @@ struct luaprof_memprof_counters {
 };
 
 /*
-** LUAPROF_PROFILE_ERRUSE: missing writer, on_stop or buffer, or an unsupported LuaJIT
-** build; LUAPROF_PROFILE_ERRRUN: already running; LUAPROF_PROFILE_ERRMEM; and
-** LUAPROF_PROFILE_ERRIO when the symbol table cannot be written (errno set).
+** LUAPROF_PROFILE_ERRUSE: missing writer, on_stop or buffer, an unsupported LuaJIT build,
+** a Lua state that is closing, or (sampled mode) LUAPROF_ALLOCSTUB set to neither 0 nor 1
+** (errno EINVAL for the last two); LUAPROF_PROFILE_ERRRUN: already running;
+** LUAPROF_PROFILE_ERRMEM (errno ENOMEM); and LUAPROF_PROFILE_ERRIO when the symbol table
+** cannot be written (errno set). luaprof_memprof_error() names the problem.
 */
 LUAPROF_API int luaprof_memprof_start(struct lua_State *L,
 				      const struct luaprof_memprof_options *opt);

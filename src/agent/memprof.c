@@ -1239,7 +1239,9 @@ static void stream_init(const struct luaprof_memprof_options *opt)
 {
 	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
 	mp.symw = &mp.w;
+	/* Raw records are stored as aligned words (rawev.h): the file's buffer is. */
 	mp.raw = !mp.sample_bytes && opt->writer == agent_pfile_write &&
+		 (((uintptr_t)opt->buf | opt->len) & 7) == 0 &&
 		 agent_pfile_threaded(opt->ctx) && spare_cpu() && agent_pfile_raw(opt->ctx) == 0;
 	if (mp.raw) {
 		lp_wbuf_init(&mp.sw, s_sym, sizeof(s_sym), blob_flush, NULL);

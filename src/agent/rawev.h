@@ -12,7 +12,7 @@
 
 /*
 ** A record is a sequence of 64-bit words in host byte order. A producer that starts on an
-** 8-byte boundary stays on one (agent_rawev_word_nt needs it). The first,
+** 8-byte boundary stays on one, as agent_rawev_word_nt needs. The first,
 ** w0, holds in its low byte the header the ljm event will have (event | source), then:
 **   narrow (no AGENT_RAWEV_WIDE bit): w0 = header | num << 8 | size1 << 32, for
 **     num < 2^24 and size1 < 2^32;
@@ -55,8 +55,10 @@ static inline uint8_t *agent_rawev_word(uint8_t *p, uint64_t v)
 ** The same store, past the caches where the machine has one (x86-64 movnti): the VM's
 ** thread writes exact mode's records at up to a GB a second and never reads them again,
 ** and through the caches (2 MiB halves of the file's buffer over a 1 MiB L2) they evicted
-** the program's own data. In-process A/B, binary-trees at depth 16, JIT on: 1.12 against
-** 1.19-1.24 (docs/OVERHEAD.md). The thread that reads them needs agent_rawev_publish first.
+** the program's own data. In-process A/B, binary-trees at depth 16, JIT on: 1.157 / 1.162
+** against 1.322 / 1.212 (docs/OVERHEAD.md). p must be 8-byte aligned (the pointer cast;
+** movnti itself would take any address). The thread that reads them needs
+** agent_rawev_publish first.
 */
 static inline uint8_t *agent_rawev_word_nt(uint8_t *p, uint64_t v)
 {
@@ -68,8 +70,11 @@ static inline uint8_t *agent_rawev_word_nt(uint8_t *p, uint64_t v)
 #endif
 }
 
-/* Orders the stores of agent_rawev_word_nt before those that follow (the handoff of their
- * buffer to another thread): the handoff's own release ordering covers plain stores only. */
+/* Orders the calling thread's stores of agent_rawev_word_nt before those that follow (the
+ * hand-over of their buffer to another thread), which the hand-over's release ordering is
+ * not documented to do. Memprof's buffer is filled and handed over by the thread that runs
+ * the VM; a host that moves a lua_State to another thread does so under its own lock,
+ * whose locked instruction drains the write-combining buffers too on x86-64. */
 static inline void agent_rawev_publish(void)
 {
 #if defined(__x86_64__)

@@ -297,18 +297,21 @@ static void test_raw_events_encoded(void)
 	}
 }
 
-/* Raw events that end inside a blob (or are malformed) make close fail with EPROTO, in
- * both forms of the file: the stream is cut. */
+/* Raw events that end inside a blob or its padding (or are malformed) make close fail with
+ * EPROTO, in both forms of the file: the stream is cut. */
 static void test_raw_cut_reported(void)
 {
 	for (int threaded = 0; threaded <= 1; threaded++) {
-		for (int malformed = 0; malformed <= 1; malformed++) {
+		for (int malformed = 0; malformed <= 2; malformed++) {
 			struct lp_wbuf w;
 			struct agent_pfile *f = open_raw(path_of("rc.bin"), threaded, &w);
 			if (!f)
 				return;
-			/* A blob announcing 100 bytes with 10, or a header that is no record's. */
-			w.pos = agent_rawev_word(w.pos, malformed ? 0x21 : AGENT_RAWEV_BLOB | 100 << 8);
+			/* A blob announcing 100 bytes with 10, a header that is no record's, or a
+			 * blob of 10 bytes without its 6 bytes of padding. */
+			uint64_t w0 = malformed == 1 ? 0x21 : AGENT_RAWEV_BLOB |
+								(malformed ? 10 : 100) << 8;
+			w.pos = agent_rawev_word(w.pos, w0);
 			lp_wbuf_bytes(&w, "0123456789", 10);
 			lp_wbuf_flush(&w);
 			errno = 0;

@@ -151,13 +151,16 @@ static void test_blobs_and_cuts(void)
 	uint8_t *raw = malloc(N * (AGENT_RAWEV_MAX + 8 + 700)), *want = malloc(N * (64 + 700));
 	/* Where each record ends in raw, and where its blob bytes start (0: an event). */
 	size_t *ends = malloc(N * sizeof(*ends)), *bytes = malloc(N * sizeof(*bytes));
+	size_t *pads = malloc(N * sizeof(*pads)); /* where a blob's padding starts */
 	uint8_t *r = raw, *w = want;
 	int nblobs = 0;
 	for (int i = 0; i < N; i++) {
 		bytes[i] = 0;
 		if (unit_rand() % 4 == 0) {
-			blob(&r, &w, unit_rand() % 3 == 0 ? 0 : unit_rand() % 700);
+			size_t len = unit_rand() % 3 == 0 ? 0 : unit_rand() % 700;
+			blob(&r, &w, len);
 			bytes[i] = (size_t)(r - raw);
+			pads[i] = bytes[i] - AGENT_RAWEV_BLOB_PAD(len);
 			nblobs++;
 		} else {
 			random_event(&r, &w);
@@ -169,7 +172,7 @@ static void test_blobs_and_cuts(void)
 			bytes[i] = (i ? ends[i - 1] : 0) + 8;
 	CHECK(nblobs > N / 8);
 	size_t total = (size_t)(r - raw), wlen = (size_t)(w - want);
-	int inside = 0;
+	int inside = 0, in_pad = 0;
 	for (int round = 0; round < 20; round++) {
 		struct agent_rawev_enc e = { 0 };
 		uint8_t *got = malloc(wlen + 64), out[512];
@@ -185,6 +188,7 @@ static void test_blobs_and_cuts(void)
 			if (bytes[k] && lo < ends[k] && unit_rand() % 2) {
 				cut = lo + unit_rand() % (ends[k] - lo);
 				inside++;
+				in_pad += cut > pads[k];
 				rec = k;
 			} else {
 				rec = k + 1;
@@ -207,6 +211,8 @@ static void test_blobs_and_cuts(void)
 		free(got);
 	}
 	CHECK(inside > 100);
+	CHECK(in_pad > 10); /* some cuts fell inside a blob's padding */
+	free(pads);
 	free(bytes);
 	free(ends);
 	free(raw);
