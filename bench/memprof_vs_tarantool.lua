@@ -7,8 +7,8 @@
 -- `tt` uses the interpreter's own misc.memprof (Tarantool's LuaJIT fork, built from
 -- tarantool/luajit with -DLUAJIT_ENABLE_GC64=ON); `lp` loads build/luaprof.so. Add -joff
 -- before the script for the interpreter only. Workloads (benchlib.lua), default all:
---   binary-trees  the Benchmarks Game program at depth 15 (what Tarantool's published
---                 +16 % was measured on, at its own size)
+--   binary-trees  the Benchmarks Game program (Tarantool's published +16 %) at depth 15,
+--                 a smaller run of binary-trees-16
 --   bintrees      binary trees without the long-lived tree: the densest allocation
 --   life          Conway's life, 64x64, a new grid and a rendered string per generation
 --                 (Tarantool published +76 % on LuaJIT's life.lua)
@@ -19,7 +19,7 @@
 -- CPU time (os.clock: luaprof's writer thread included) over ROUNDS rounds (default 9),
 -- the median ratio of wall time (where luaprof's writer thread runs beside the program on
 -- a second CPU; Tarantool's memprof writes on the program's thread, so its two agree),
--- and the events per second. Profiles go to MEMPROF_OUT
+-- and the events per second of wall time. Profiles go to MEMPROF_OUT
 -- (default /dev/shm/memprof_vs_tarantool.bin, removed at the end); each round runs jit.flush() and a full
 -- collection before each run.
 local mode, rounds = arg[1], tonumber(arg[2]) or 9
@@ -69,7 +69,7 @@ for _, name in ipairs(order) do
 				assert(mp.stop())
 				prof, wprof = dt, wt
 				local n = events()
-				if n then evs[#evs + 1] = n / dt end
+				if n then evs[#evs + 1] = n / wt end
 			else
 				base, wbase = dt, wt
 			end
