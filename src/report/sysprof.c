@@ -369,12 +369,12 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	}
 	size_t na = 0, leaf_entry = 0;
 	uint64_t ss0;
-	/* A helper run below its entry's C frame (a trace's exit handler, its ExitState on
-	 * the stack) is stepped by the agent to that C frame at the same address, so host[1]
-	 * is host[0] again: that copy is neither shown nor an anchor, and what follows it is
-	 * the entry's caller, as after trace code. Counted as an anchor, it took the next
-	 * segment out: an FFI callback's trace had its caller's Lua frames placed inside the
-	 * callback, after qsort. */
+	/* VM code run below its entry's C frame (a trace's exit handler, its ExitState on the
+	 * stack; a helper with data on the stack) is stepped by the agent to that C frame at
+	 * the same address, so host[1] is host[0] again: that copy is neither shown nor an
+	 * anchor, and what follows it is the entry's caller, as after trace code. Counted as
+	 * an anchor, it took the next segment out: an FFI callback's trace had its caller's
+	 * Lua frames placed inside the callback, after qsort. */
 	int step_copy = trace_leaf && nh > 1 && host[1] == host[0];
 	int leaf_is_trace = trace_leaf && nh &&
 			    (step_copy || classify(s, host[0], &ss0) == ANCHOR_UNNAMED);
@@ -419,9 +419,10 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			 * called), but not when the leaf is a trace: stepped from a trace, the
 			 * next frame is its entry's caller, so VM code there is the interpreter
 			 * of another entry (a coroutine's trace, resumed by coroutine.wrap), and
-			 * the API frame is that one's. */
+			 * the API frame is that one's. So it is after a step's copy of VM code
+			 * (step_copy), the API frame right after the copy being the same entry. */
 			if (trace_leaf && k == leaf_entry && !have_vm &&
-			    (leaf_entry == 1 || !leaf_is_trace)) {
+			    (leaf_entry == 1 + (size_t)step_copy || !leaf_is_trace)) {
 				if (resume)
 					na = 0;
 				call = resume = 0;
