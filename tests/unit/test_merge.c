@@ -479,102 +479,78 @@ static void test_trace_stacks(void)
 	}
 }
 
+/* Symbols of a stripped VM's process: the VM's block is lj_vm_asm_begin. */
+static const struct csym stripped[] = {
+	{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+	{ 0x3800, "lj_vm_ffi_call" }, { 0x9000, "qsort_r" }, { 0x20000, "__libc_start_main" },
+};
+
+/* The full stack of trace_stack_text's sample (innermost first), for its trailer. */
+static const struct lp_lua_frame *ts_lua;
+static const uint64_t *ts_host;
+static size_t ts_nl, ts_nh;
+
+static void one_stack_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, ts_lua, ts_nl, ts_host, ts_nh);
+	const uint8_t pairs[] = { 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* The collapsed rendering of one TRACE sample of trace 3 (at line) on a stripped VM, whose
+ * full stack the extension carries, as the agent writes it. */
+static const char *trace_stack_text(uint64_t line, const struct lp_lua_frame *lua, size_t nl,
+				    const uint64_t *host, size_t nh)
+{
+	begin_with(stripped, NSYMS(stripped));
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = line };
+	lp_write_sys_sample(&wb, &t);
+	ts_lua = lua;
+	ts_nl = nl;
+	ts_host = host;
+	ts_nh = nh;
+	trailer = one_stack_trailer;
+	return collapse(0, 0);
+}
+
 /*
 ** A trace in a coroutine that the interpreter resumed (coroutine.wrap, an assembler
 ** builtin), on a stripped VM: stepped from the trace, the host stack goes on in the
 ** interpreter's block (the resume called from the builtin), then lua_pcall, the outer
 ** segment's entry. The outer segment belongs there, as in the same path's other samples:
 ** "lua_pcall;@app.lua:5;builtin#15;...", never "lua_pcall;lj_vm_asm_begin;@app.lua:5".
+** Sampled in its exit handler, the same trace is stepped to the entry's C frame, so the
+** handler's code is there twice, then the resumer's interpreter: the same stack.
 */
-static void coroutine_trailer(void)
-{
-	const struct lp_lua_frame lua[] = { L(P_F, 14), FF(15), L(P_MAIN, 5) };
-	const uint64_t host[] = { 0x7f0000, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
-	lp_write_ext_prologue(&wb);
-	ext_stack(7, lua, 3, host, 5);
-	const uint8_t pairs[] = { 0, 7 };
-	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
-	lp_write_ext_end(&wb);
-}
-
 static void test_trace_in_coroutine(void)
 {
-	static const struct csym syms[] = {
-		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
-		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
-	};
-	begin_with(syms, NSYMS(syms));
-	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
-				   .trace_line = 15 };
-	lp_write_sys_sample(&wb, &t);
-	trailer = coroutine_trailer;
-	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
-				  "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n");
+	const struct lp_lua_frame lua[] = { L(P_F, 14), FF(15), L(P_MAIN, 5) };
+	const uint64_t in_trace[] = { 0x7f0000, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
+	const uint64_t in_exit[] = { 0x3180, 0x3180, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9,
+				     0x20008 };
+	static const char want[] = "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
+				   "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n";
+	CHECK_STR(trace_stack_text(15, lua, 3, in_trace, NSYMS(in_trace)), want);
+	CHECK_STR(trace_stack_text(15, lua, 3, in_exit, NSYMS(in_exit)), want);
 }
 
 /*
-** A trace in an FFI callback (a qsort comparator), sampled in a helper the trace called
-** (the trace-exit handler, VM code): the agent steps the helper to the entry's C frame, so
-** the interpreter's block is there twice before qsort. The second is the same entry, not
-** another anchor: the caller's frames stay at lua_pcall, outside qsort.
+** A trace in an FFI callback (a qsort comparator), sampled in its exit handler (VM code):
+** the agent steps it to the entry's C frame, so the interpreter's block is there twice
+** before qsort. The second is the same entry, not another anchor: the caller's frames
+** stay at lua_pcall, outside qsort.
 */
-static void callback_trailer(void)
+static void test_trace_helper_in_callback(void)
 {
 	const struct lp_lua_frame lua[] = { L(P_F, 10), FF(15), L(P_MAIN, 5) };
 	const uint64_t host[] = { 0x3100, 0x3100, 0x9010, 0x3810, 0x3200,
 				  A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
-	lp_write_ext_prologue(&wb);
-	ext_stack(7, lua, 3, host, 8);
-	const uint8_t pairs[] = { 0, 7 };
-	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
-	lp_write_ext_end(&wb);
-}
-
-static void test_trace_helper_in_callback(void)
-{
-	static const struct csym syms[] = {
-		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
-		{ 0x3800, "lj_vm_ffi_call" }, { 0x9000, "qsort_r" },
-		{ 0x20000, "__libc_start_main" },
-	};
-	begin_with(syms, NSYMS(syms));
-	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
-				   .trace_line = 10 };
-	lp_write_sys_sample(&wb, &t);
-	trailer = callback_trailer;
-	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
-				  "lj_vm_asm_begin;lj_vm_ffi_call;qsort_r;@app.lua:10;"
-				  "TRACE [3] @app.lua:10 1\n");
-}
-
-/* The coroutine's trace of test_trace_in_coroutine sampled in its exit handler: stepped
- * to the entry's C frame, the handler's code is there twice, then the resumer's
- * interpreter. The same stack as a sample in the trace's own code. */
-static void coroutine_exit_trailer(void)
-{
-	const struct lp_lua_frame lua[] = { L(P_F, 14), FF(15), L(P_MAIN, 5) };
-	const uint64_t host[] = { 0x3180, 0x3180, 0x3100, A_LUA_PCALL + 4, A_MAIN + 9,
-				  0x20008 };
-	lp_write_ext_prologue(&wb);
-	ext_stack(7, lua, 3, host, 6);
-	const uint8_t pairs[] = { 0, 7 };
-	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
-	lp_write_ext_end(&wb);
-}
-
-static void test_trace_exit_in_coroutine(void)
-{
-	static const struct csym syms[] = {
-		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
-		{ 0x3800, "lj_vm_ffi_call" }, { 0x20000, "__libc_start_main" },
-	};
-	begin_with(syms, NSYMS(syms));
-	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
-				   .trace_line = 15 };
-	lp_write_sys_sample(&wb, &t);
-	trailer = coroutine_exit_trailer;
-	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
-				  "lj_vm_asm_begin;@app.lua:14;TRACE [3] @app.lua:15 1\n");
+	CHECK_STR(trace_stack_text(10, lua, 3, host, NSYMS(host)),
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;lj_vm_asm_begin;"
+		  "lj_vm_ffi_call;qsort_r;@app.lua:10;TRACE [3] @app.lua:10 1\n");
 }
 
 static void reuse_trailer(void)
@@ -888,7 +864,6 @@ int main(void)
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
 	RUN(test_trace_helper_in_callback);
-	RUN(test_trace_exit_in_coroutine);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
 	RUN(test_trace_stacks);
