@@ -237,6 +237,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    "--sample)", o->cpu_flag);
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
+	/* The agent would refuse it at start, after the program had begun, unprofiled. */
+	const char *stub = getenv("LUAPROF_ALLOCSTUB");
+	if (o->sample && stub && *stub && strcmp(stub, "0") && strcmp(stub, "1"))
+		return fail("LUAPROF_ALLOCSTUB is '%.40s': 1 for the generated wrapper where it "
+			    "can be made (the default), 0 for the compiled one", stub);
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
 		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
 	if (!o->output)

@@ -270,11 +270,15 @@ expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
 expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
 expect '--sample expects a size' --memory --sample 2G5 -- luajit app.lua
-
-# -- Destinations are checked before the program runs: it must not run for nothing.
+# The agent's refusal of LUAPROF_ALLOCSTUB, made before the program runs unprofiled.
 cat >"$t/mark.lua" <<'EOF'
 io.open(arg[1], "w"):close()
 EOF
+LUAPROF_ALLOCSTUB=yes expect "LUAPROF_ALLOCSTUB is 'yes': 1 for the generated wrapper" \
+	--memory --sample 64K -o "$t/s.svg" -- luajit "$t/mark.lua" "$t/ran0"
+[ -e "$t/ran0" ] && fail "record ran the program although LUAPROF_ALLOCSTUB was refused"
+
+# -- Destinations are checked before the program runs: it must not run for nothing.
 expect "cannot write $t/nodir/x.svg: No such file or directory" \
 	--memory -o "$t/nodir/x.svg" -- luajit "$t/mark.lua" "$t/ran1"
 [ -e "$t/ran1" ] && fail "record ran the program although -o could not be written"
