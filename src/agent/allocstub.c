@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "util/stubenv.h"
+
 /* Distinct allocators a process can have stubs for (one page each), or that none could be
  * made for (remembered, so that a policy refusing the page is asked once). */
 #define STUB_MAX 8
@@ -175,22 +177,15 @@ static int same(const struct stub *a, const struct stub *b)
 	       a->countdown == b->countdown && a->marks == b->marks && a->shift == b->shift;
 }
 
-const char *agent_allocstub_bad_env(void)
-{
-	const char *env = getenv("LUAPROF_ALLOCSTUB");
-	if (!env || !*env || strcmp(env, "0") == 0 || strcmp(env, "1") == 0)
-		return NULL;
-	return env;
-}
-
 agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
 				   const int8_t *marks, unsigned shift, agent_alloc_fn rare,
 				   agent_alloc_fn compiled)
 {
 	/* LUAPROF_ALLOCSTUB=0: the compiled wrapper (to compare them, and under a policy that
 	 * forbids generated code without failing mprotect). */
-	const char *env = getenv("LUAPROF_ALLOCSTUB");
-	if ((env && strcmp(env, "0") == 0) || shift >= 64 || !orig || !rare)
+	char err[1];
+	if (lp_stubenv_read(err, sizeof(err)) == LP_STUBENV_COMPILED || shift >= 64 || !orig ||
+	    !rare)
 		return NULL;
 	struct stub want = { .orig = orig, .rare = rare, .compiled = compiled,
 			     .countdown = countdown, .marks = marks, .shift = shift };

@@ -38,10 +38,6 @@ agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
 				   const int8_t *marks, unsigned shift, agent_alloc_fn rare,
 				   agent_alloc_fn compiled);
 
-/* LUAPROF_ALLOCSTUB's value when it is neither unset, empty, 0 nor 1 (a start refuses it
- * rather than guess what was meant); else NULL. */
-const char *agent_allocstub_bad_env(void);
-
 /* For ip inside a stub, the address of the function it stands for; else 0. A stub keeps no
  * frame: its return address is at the stack pointer. Async-signal-safe. */
 uint64_t agent_allocstub_find(uint64_t ip);

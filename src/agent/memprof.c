@@ -60,6 +60,7 @@
 #include "util/addrmap.h"
 #include "util/cpus.h"
 #include "util/iset.h"
+#include "util/stubenv.h"
 #include "vm/luajit.h"
 #include "vm/luajit_trace.h"
 #include "vm/luajit_walk.h"
@@ -1268,10 +1269,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
-	const char *stub_env = agent_allocstub_bad_env();
-	if (opt->sample_bytes && stub_env) {
-		set_err("LUAPROF_ALLOCSTUB is '%.40s': 1 for the generated wrapper where it can be "
-			"made (the default), 0 for the compiled one", stub_env);
+	if (opt->sample_bytes && lp_stubenv_read(mp.err, sizeof(mp.err)) == LP_STUBENV_BAD) {
 		opt->on_stop(opt->ctx, opt->buf);
 		errno = EINVAL;
 		return LUAPROF_PROFILE_ERRUSE;

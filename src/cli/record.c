@@ -34,6 +34,7 @@
 #include "report/load.h"
 #include "report/render.h"
 #include "util/size.h"
+#include "util/stubenv.h"
 
 int lp_cmd_record(int argc, char **argv);
 
@@ -238,10 +239,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
 	/* The agent would refuse it at start, after the program had begun, unprofiled. */
-	const char *stub = getenv("LUAPROF_ALLOCSTUB");
-	if (o->sample && stub && *stub && strcmp(stub, "0") && strcmp(stub, "1"))
-		return fail("LUAPROF_ALLOCSTUB is '%.40s': 1 for the generated wrapper where it "
-			    "can be made (the default), 0 for the compiled one", stub);
+	char stub_err[160];
+	if (o->sample && lp_stubenv_read(stub_err, sizeof(stub_err)) == LP_STUBENV_BAD)
+		return fail("%s", stub_err);
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
 		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
 	if (!o->output)

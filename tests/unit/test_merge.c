@@ -752,11 +752,10 @@ static const char *collapse_memory(unsigned column, const char *sample_bytes)
 ** lua_pcall right outside it is the same entry, not a second anchor. Counted twice, a
 ** nested stack (neovim: a libuv callback run by lua_pcall under vim.wait, a C function
 ** of the outer chunk) lost a segment: the outer chunk's line went under the inner
-** lua_pcall.
+** lua_pcall. With copy, the allocation is made in VM code run below the entry's C frame,
+** which the agent's step leaves twice in the host stack: the lua_pcall right after the
+** copy is still the same entry.
 */
-/* A callback's allocation under a nested lua_pcall (neovim's vim.wait shape); with copy,
- * made in VM code run below the entry's C frame, which the agent's step leaves twice in
- * the host stack: the lua_pcall right after the copy is still the same entry. */
 static void test_memory_nested(void)
 {
 	for (int copy = 0; copy <= 1; copy++) {
