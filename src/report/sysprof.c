@@ -771,15 +771,26 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 		 * of its innermost Lua frame (else every interpreted sample's self time went to
 		 * lj_vm_asm_begin, none to a Lua line). Other C code a CPU sample is in is
 		 * shown. */
-		int leaf = !r->cpu;
+		int leaf = !r->cpu, by_trace = 0;
 		if (r->nhost) {
 			uint64_t ss;
 			enum anchor k = classify(s, host[0], &ss);
 			leaf = s->memory ? k == ANCHOR_VM_BLOCK || k == ANCHOR_UNNAMED ||
 					   k == ANCHOR_VM_CALL
 					 : leaf || k == ANCHOR_VM_BLOCK;
+			/* A memory sample made by a trace's own code: the trace's frame on top,
+			 * as a TRACE sample of the CPU profiler has it (name_c names it), when
+			 * the trace is certain (tcode record, symbols never reused); else the
+			 * leaf stays hidden. */
+			uint64_t tn;
+			const struct lp_sym_trace *tr;
+			const struct lp_sym_lua *fn;
+			by_trace = s->memory && k == ANCHOR_UNNAMED &&
+				   lp_symtab_tcode(s->st, host[0], &tn, &tr, &fn) == 0;
 		}
 		if (merge(s, &smp, leaf, &n))
+			return -ENOMEM;
+		if (by_trace && (c_frame(s, host[0], &id) || push(s, &n, id)))
 			return -ENOMEM;
 	} else {
 		/* A trace's own code (host[0]) is shown by the trace frame. */

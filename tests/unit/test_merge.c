@@ -784,6 +784,46 @@ static void test_memory_nested(void)
 	}
 }
 
+/*
+** A memory sample made by a trace's own code (its innermost host frame lies in the trace's
+** machine code): shown under the trace's frame, as a CPU sample in the trace is, when a
+** tcode record gives the extent. Without one, or when the trace's number was reused in
+** the stream, the frame is left out rather than shown as a raw address or the wrong trace.
+*/
+static const char *memory_trace_case(int tcode, int redef)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
+	};
+	symtab_start(syms, NSYMS(syms));
+	lp_write_symtab_final(&wb);
+	lp_write_memprof_prologue(&wb);
+	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	lp_write_mem_sym_lua(&wb, P_F, "@app.lua", 8, 10);
+	lp_write_mem_sym_trace(&wb, 5, P_F, 13);
+	if (redef)
+		lp_write_mem_sym_trace(&wb, 5, P_MAIN, 3);
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0010, A_LUA_PCALL + 4, A_MAIN + 9 };
+	ext_stack(0, lua, 2, host, 3);
+	if (tcode)
+		tcode_rec(5, 0x7f0000, 0x100);
+	const uint8_t recs[] = { 0, 100, 1 };
+	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	uint64_t samples, dropped;
+	return memory_text(0, &samples, &dropped);
+}
+
+static void test_memory_trace(void)
+{
+	CHECK_STR(memory_trace_case(1, 0),
+		  "main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [5] @app.lua:13 100\n");
+	CHECK_STR(memory_trace_case(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:14 100\n");
+	CHECK_STR(memory_trace_case(1, 1), "main;lua_pcall;@app.lua:5;@app.lua:14 100\n");
+}
+
 static void test_memory_samples(void)
 {
 	/* Unweighted (no sample_bytes): one allocation per sample. Columns: alloc_space,
@@ -871,6 +911,7 @@ int main(void)
 	RUN(test_trace_code_frame);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
+	RUN(test_memory_trace);
 	free(stream.data);
 	return UNIT_RESULT();
 }
