@@ -190,6 +190,13 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		*fact = strtoull(value, NULL, 10);
 	else if (!strcmp(key, "mode"))
 		c->l->facts.sampled = !strcmp(value, "sampled");
+	/* A sampled memory profile with no sample at all (a short run, a large interval) is
+	 * still one: not an exact profile that saw no event. */
+	if (!strcmp(key, "mode") && !strcmp(value, "sampled") && c->l->mem) {
+		if (!stacks_of(c))
+			return nomem(c);
+		c->l->sampled = 1;
+	}
 	if (!strcmp(key, "cmdline")) {
 		c->l->cmdline = mp->value;
 	} else if (!strcmp(key, "interval_ns") || !strcmp(key, "dropped")) {

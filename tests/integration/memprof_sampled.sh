@@ -97,6 +97,20 @@ $(sort -t' ' -k2 -nr "$t/alloc.folded" | head -2)"
 	done
 done
 
+# -- A sampled profile that caught no allocation is still a sampled profile (it was read
+# as an exact one that saw no event: an empty memprof report, "nothing was allocated").
+LUA_CPATH= luajit -e "package.cpath = 'build/?.so;' .. package.cpath
+	local mp = require('luaprof').memprof
+	assert(mp.start('$t/none.bin', { sample = '1M' }))
+	local t = {} for i = 1, 10 do t[i] = {} end
+	assert(mp.stop())" 2>"$t/err" || fail "sampled profile without samples: $(cat "$t/err")"
+build/luaprof report -q -f info "$t/none.bin" | grep -q '^kind: memory (sampled allocation stacks)$' ||
+	fail "a sampled profile without samples: $(build/luaprof report -q -f info "$t/none.bin" | head -3)"
+build/luaprof report -q -f memprof "$t/none.bin" >/dev/null 2>&1 &&
+	fail "a sampled profile without samples was given the exact-mode memprof report"
+build/luaprof report -q "$t/none.bin" | grep -q 'No samples' ||
+	fail "a sampled profile without samples: $(build/luaprof report -q "$t/none.bin" | head -3)"
+
 # -- lua_close with a sampled profile running: the stream is finished, samples and all.
 cat >"$t/close.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
