@@ -15,9 +15,12 @@ enum {
 };
 
 int lp_cmd_report(int argc, char **argv);
-/* The same, also handing back what the stream's meta says of the recording (for record). */
+/* The same, also handing back what the stream's meta says of the recording (for record)
+ * and, when top > 0 and the rendering is not a list itself (-f top, memprof, info), the
+ * top list of its first top frames in *top_text (malloc'd; NULL if none). */
 struct lp_record_facts;
-int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts);
+int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
+			char **top_text);
 void lp_cmd_report_usage(FILE *out);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);

@@ -143,6 +143,34 @@ int lp_output_check(const char *path)
 	return access(dir, W_OK | X_OK);
 }
 
+/* path with its directory resolved (symbolic links, "." and ".."): the file need not
+ * exist. -1 when the directory does not. */
+static int resolve(const char *path, char *out)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(dir))
+		return -1;
+	memcpy(dir, n ? path : ".", n ? n : 1);
+	dir[n ? n : 1] = '\0';
+	if (!realpath(dir, real))
+		return -1;
+	return (size_t)snprintf(out, PATH_MAX, "%s/%s", real, base) < PATH_MAX ? 0 : -1;
+}
+
+int lp_output_same(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	if (!strcmp(a, "-") || !strcmp(b, "-") || resolve(a, ra) || resolve(b, rb))
+		return 0;
+	if (!strcmp(ra, rb))
+		return 1;
+	struct stat sa, sb;
+	return stat(ra, &sa) == 0 && stat(rb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 int lp_output_is_special(const char *path)
 {
 	struct stat sb;

@@ -41,6 +41,8 @@ int lp_output_check(const char *path);
 /* Whether path names something that exists and is not a regular file (/dev/null, a FIFO):
 ** no file should be derived from its name. */
 int lp_output_is_special(const char *path);
+/* Whether two paths name the same file (one need not exist yet; "-" is none). */
+int lp_output_same(const char *a, const char *b);
 /* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the
  * close/rename failure (message in err), removing the temporary file on failure. */
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,

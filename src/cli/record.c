@@ -49,14 +49,17 @@ void lp_cmd_record_usage(FILE *out)
 	      "LUA_INIT before the script starts and stops when the program exits.\n"
 	      "\n"
 	      "Options:\n"
-	      "  -o, --output PATH   rendered profile (default luaprof.svg); '-' = standard output\n"
-	      "                      (the program's own standard output then goes to standard\n"
+	      "  -o, --output PATH   rendered profile (default luaprof.svg, or for -f collapsed,\n"
+	      "                      pprof, speedscope luaprof.folded, .pb.gz, .json; -f top and\n"
+	      "                      memprof: standard output); '-' = standard output (the\n"
+	      "                      program's own standard output then goes to standard\n"
 	      "                      error); checked before the program starts\n"
 	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope or top; default from\n"
 	      "                      the -o extension (.svg .folded .pb.gz .json .txt)\n"
 	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
 	      "                      luaprof.bin when -o is '-' or a device such as /dev/null);\n"
-	      "                      `luaprof report` renders it again later\n"
+	      "                      `luaprof report` renders it again later. It replaces only\n"
+	      "                      an earlier profile, and only once the program has left one\n"
 	      "      --memory        profile memory instead: every allocation, reallocation and\n"
 	      "                      free by Lua line, C function or trace (Tarantool's memprof);\n"
 	      "                      rendered as the memprof text report on standard output\n"
@@ -75,7 +78,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
 	      "                      including time blocked in system calls\n"
 	      "Both:\n"
-	      "  -n, --top N         frames in the summary (default 10, 0 for none)\n"
+	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
+	      "                      none), unless the rendering is such a list itself (-f top,\n"
+	      "                      memprof: then, with -f top, its length)\n"
 	      "  -q, --quiet         no summary\n"
 	      "  -h, --help          this help\n"
 	      "\n"
@@ -125,6 +130,19 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* Where a rendering goes without -o: a file named for its format, text to standard
+ * output. */
+static const char *default_output(enum lp_fmt fmt)
+{
+	switch (fmt) {
+	case LP_FMT_COLLAPSED: return "luaprof.folded";
+	case LP_FMT_PPROF: return "luaprof.pb.gz";
+	case LP_FMT_SPEEDSCOPE: return "luaprof.json";
+	case LP_FMT_TOP: case LP_FMT_MEMPROF: return "-";
+	default: return "luaprof.svg";
+	}
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -245,8 +263,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
 		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
 	if (!o->output)
-		o->output = o->memory && (o->fmt == LP_FMT_MEMPROF || o->fmt == LP_FMT_TOP)
-			  ? "-" : "luaprof.svg";
+		o->output = default_output(o->fmt);
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && !lp_output_is_special(o->output) &&
 	    lp_fmt_of_path(o->output, &o->fmt))
@@ -285,33 +302,56 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 	return (size_t)snprintf(buf, len, "%s/%s", cwd, src) < len ? 0 : -1;
 }
 
-/* path with its directory resolved (symbolic links, "." and ".."): the file need not
- * exist. -1 when the directory does not. */
-static int resolve(const char *path, char *out)
+/*
+** Why the raw stream may not replace what is at path, or NULL when it may: nothing there,
+** an empty file, or a profile (a stream starts with the symbol table's magic). Anything
+** else is the user's: a device or FIFO could not be read back once the program ends, and
+** a file of another kind (the script itself, given as --raw by mistake) would be lost.
+*/
+static const char *raw_unsafe(const char *path)
 {
-	char dir[PATH_MAX], real[PATH_MAX];
-	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-	size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
-	if (n >= sizeof(dir))
-		return -1;
-	memcpy(dir, n ? path : ".", n ? n : 1);
-	dir[n ? n : 1] = '\0';
-	if (!realpath(dir, real))
-		return -1;
-	return (size_t)snprintf(out, PATH_MAX, "%s/%s", real, base) < PATH_MAX ? 0 : -1;
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return NULL; /* absent, or the probe says why it cannot be written */
+	if (!S_ISREG(st.st_mode))
+		return "is not a regular file: the raw stream is read back once the program ends "
+		       "(give --raw a file name)";
+	if (st.st_size == 0)
+		return NULL;
+	char magic[3];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	ssize_t n = read(fd, magic, sizeof(magic));
+	close(fd);
+	if (n == (ssize_t)sizeof(magic) && !memcmp(magic, "ljs", sizeof(magic)))
+		return NULL;
+	return "exists and is not a profile: the raw stream replaces only an earlier profile "
+	       "(remove the file or give --raw another name)";
 }
 
-/* Whether two paths name the same file (one need not exist yet). */
-static int same_file(const char *a, const char *b)
+/* The file the raw stream replaces at path: a symbolic link's target (a link to nothing
+ * yet: the path it names), else path. */
+static int write_through(const char *path, char *dest)
 {
-	char ra[PATH_MAX], rb[PATH_MAX];
-	if (!strcmp(a, "-") || !strcmp(b, "-") || resolve(a, ra) || resolve(b, rb))
+	if (realpath(path, dest))
 		return 0;
-	if (!strcmp(ra, rb))
-		return 1;
-	struct stat sa, sb;
-	return stat(ra, &sa) == 0 && stat(rb, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
+	char target[PATH_MAX];
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return (size_t)snprintf(dest, PATH_MAX, "%s", path) < PATH_MAX ? 0 : -1;
+	target[n] = '\0';
+	const char *slash = strrchr(path, '/');
+	int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - path + 1);
+	return (size_t)snprintf(dest, PATH_MAX, "%.*s%s", dirlen, path, target) < PATH_MAX ? 0
+												  : -1;
+}
+
+static mode_t current_umask(void)
+{
+	mode_t m = umask(0);
+	umask(m);
+	return m;
 }
 
 /* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
@@ -496,10 +536,14 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	args[n] = NULL;
 	fflush(stdout);
 	struct lp_record_facts f;
-	int rc = lp_cmd_report_facts(n, args, &f);
+	char *top = NULL;
+	int rc = lp_cmd_report_facts(n, args, &f, o->quiet || o->top < 0 ? 0 : (unsigned)o->top,
+				     &top);
 	fflush(stdout);
-	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED)
+	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED) {
+		free(top);
 		return rc;
+	}
 	if (!o->quiet) {
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
 		fprintf(stderr, "luaprof record: %.2f s profiled, ", secs);
@@ -512,14 +556,22 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
 				(double)f.sample_ns / 1e6,
 				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);
+			if (!f.samples)
+				fprintf(stderr, "luaprof record: no allocation was sampled: the program "
+						"allocated too little for --sample %" PRIu64 " (give a "
+						"smaller size, or drop --sample for every event)\n",
+					f.sample_bytes);
 		} else {
 			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes of stream each)\n",
 				f.events, f.events ? (double)size / (double)f.events : 0.0);
 		}
+		if (top)
+			fprintf(stderr, "\n%s\n", top);
 		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld bytes)\n",
 			strcmp(o->output, "-") ? o->output : "standard output",
 			lp_fmt_name(o->fmt), raw, (long long)size);
 	}
+	free(top);
 	return rc == LP_EXIT_TRUNCATED && prog == 0 ? rc : prog;
 }
 
@@ -543,38 +595,53 @@ int lp_cmd_record(int argc, char **argv)
 	char raw[PATH_MAX], agent[PATH_MAX];
 	if (raw_path(&o, raw, sizeof(raw)))
 		return fail("output path too long");
-	if (same_file(o.output, raw))
+	if (lp_output_same(o.output, raw))
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
 			    "another name (or --raw)", raw);
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
 			    agent);
-	if (unlink(raw) != 0 && errno != ENOENT)
-		return fail("cannot replace %s: %s", raw, strerror(errno));
+	const char *why = raw_unsafe(raw);
+	if (why)
+		return fail("%s %s", raw, why);
 	/* Both destinations are checked before the program runs: a long job must not be lost
-	 * to a typo in a path. The agent truncates the raw file when it opens it. */
+	 * to a typo in a path. The stream goes to a new file beside the raw path, renamed
+	 * over it once the program has left one: a run that records nothing leaves the
+	 * previous profile (and the report made from it) as they were. */
 	if (lp_output_check(o.output) != 0)
 		return fail("cannot write %s: %s", o.output, strerror(errno));
-	int probe = open(raw, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	char dest[PATH_MAX], tmp[PATH_MAX + 16];
+	if (write_through(raw, dest))
+		return fail("output path too long");
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
+		return fail("output path too long");
+	int probe = mkostemp(tmp, O_CLOEXEC);
 	if (probe < 0)
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
+	fchmod(probe, 0644 & ~current_umask());
 	close(probe);
 
 	uint64_t wall = 0;
-	int status = run(&o, agent, raw, &wall);
-	if (status < 0)
+	int status = run(&o, agent, tmp, &wall);
+	if (status < 0) {
+		unlink(tmp);
 		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
+	}
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	struct stat sb;
-	int empty = stat(raw, &sb) != 0 || sb.st_size == 0;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty) {
-		unlink(raw);
-		return LP_EXIT_USAGE; /* exec failed: the child said why */
+	int empty = stat(tmp, &sb) != 0 || sb.st_size == 0;
+	if (empty)
+		unlink(tmp);
+	else if (rename(tmp, dest) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return fail("cannot write the raw stream %s: %s", raw, strerror(e));
 	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty)
+		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
 	if (empty) {
-		unlink(raw);
 		if (WIFSIGNALED(status))
 			return fail("%s wrote no profile: it was killed before the profiler wrote "
 				    "anything%s", o.cmd[0],

@@ -155,6 +155,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("one input file at a time; got '%s' and '%s'", argv[optind],
 			    argv[optind + 1]);
 	o->input = argv[optind];
+	if (o->output && lp_output_same(o->output, o->input))
+		return fail("-o %s is the input file: the report would replace the profile",
+			    o->output);
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && o->output && strcmp(o->output, "-") &&
 	    !lp_output_is_special(o->output) && lp_fmt_of_path(o->output, &o->fmt))
@@ -202,11 +205,24 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 		return fail("the memprof text report lists allocations, reallocations, frees and "
 			    "the heap summary: --value applies to the graphs, pprof and top "
 			    "(-f flamegraph, collapsed, pprof, speedscope, top)");
-	if (mem && o->mem.human_readable &&
-	    (o->fmt == LP_FMT_COLLAPSED || o->fmt == LP_FMT_PPROF || o->fmt == LP_FMT_SPEEDSCOPE))
-		return fail("--human-readable applies to the text reports (-f memprof; top and "
-			    "flame graphs show KiB / MiB anyway): -f %s is read by tools and keeps "
-			    "bytes", lp_fmt_name(o->fmt));
+	if (mem && o->mem.human_readable && o->fmt != LP_FMT_MEMPROF)
+		return fail("--human-readable applies to the memprof text report (-f memprof): "
+			    "%s", o->fmt == LP_FMT_TOP || o->fmt == LP_FMT_FLAMEGRAPH
+				  ? "top and flame graphs show KiB / MiB anyway"
+				  : "this format is read by tools and keeps bytes");
+	/* The rest apply to some formats only: refused elsewhere, not ignored. */
+	const char *fname = lp_fmt_name(o->fmt);
+	if (o->limit && o->fmt != LP_FMT_TOP)
+		return fail("--limit applies to -f top (the number of rows), not to -f %s", fname);
+	if (o->lines && o->fmt != LP_FMT_TOP)
+		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
+			    fname, o->fmt == LP_FMT_MEMPROF ? ""
+				   : ": the other formats keep lines unless --functions merges them");
+	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
+		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
+	if (o->functions && o->fmt == LP_FMT_MEMPROF)
+		return fail("--functions applies to the graphs, pprof and top: the memprof report "
+			    "lists sites by line");
 	return 0;
 }
 
@@ -316,11 +332,35 @@ static void show_progress(void *ctx, uint64_t offset)
 
 int lp_cmd_report(int argc, char **argv)
 {
-	return lp_cmd_report_facts(argc, argv, NULL);
+	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL);
 }
 
-int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts)
+/* The top list of l's profile, first top frames, as text (malloc'd), or NULL. */
+static char *top_text_of(struct opts *o, struct lp_loaded *l, unsigned top)
 {
+	struct lp_profile *p = lp_loaded_profile(l, o->input);
+	if (!p)
+		return NULL;
+	char *text = NULL, err[256];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct lp_render_opts ro = { .limit = top };
+	int rc = f ? lp_render_top(p, &ro, f, err, sizeof(err)) : -ENOMEM;
+	if (f && fclose(f) != 0)
+		rc = -EIO;
+	lp_profile_free(p);
+	if (rc) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
+			char **top_text)
+{
+	if (top_text)
+		*top_text = NULL;
 	struct opts o;
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
@@ -391,6 +431,9 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts)
 		goto out;
 	}
 	summary(&o, &l, lp_fmt_name(o.fmt));
+	if (top && top_text && o.fmt != LP_FMT_TOP && o.fmt != LP_FMT_MEMPROF &&
+	    o.fmt != LP_FMT_INFO)
+		*top_text = top_text_of(&o, &l, top);
 	if (st == LP_ERR_TRUNCATED) {
 		fprintf(stderr, "luaprof report: warning: %s\n", msg);
 		exit_code = LP_EXIT_TRUNCATED;

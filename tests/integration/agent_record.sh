@@ -239,6 +239,14 @@ grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* sampled allocations \
 rc=$?
 [ $rc = 7 ] || fail "record --memory, os.exit(7): exit $rc: $(cat "$t/err")"
 head -c 100 "$t/heap.svg" | grep -q '<svg\|<?xml' || fail "record --memory -o heap.svg"
+# A graph's summary lists the top allocation sites, -n of them (it used to ignore -n).
+grep -q '%self' "$t/err" && grep -Eq '^ *[0-9.]+%.*@mem\.lua:' "$t/err" ||
+	fail "record --memory -o heap.svg: no top list in the summary: $(cat "$t/err")"
+(cd "$t" && "$lp" record --memory -n 1 -o heap1.svg -- luajit mem.lua) >/dev/null 2>"$t/err"
+rows=$(grep -cE '^ *[0-9.]+% ' "$t/err")
+[ "$rows" = 1 ] || fail "record --memory -n 1: $rows rows in the summary: $(cat "$t/err")"
+(cd "$t" && "$lp" record --memory -n 0 -o heap0.svg -- luajit mem.lua) >/dev/null 2>"$t/err"
+grep -q '%self' "$t/err" && fail "record --memory -n 0: a top list: $(cat "$t/err")"
 "$lp" report -q "$t/heap.bin" -f memprof >/dev/null 2>"$t/err" ||
 	fail "record --memory after os.exit: the stream does not parse: $(cat "$t/err")"
 
@@ -334,6 +342,35 @@ expect "the rendered profile and the raw stream would both be .*same.svg" \
 	fail "record --sample 1G: $(cat "$t/err")"
 "$lp" report -f info "$t/g.bin" 2>/dev/null | grep -q '^meta.sample_bytes: 1073741824$' ||
 	fail "record --sample 1G: not 2^30 bytes"
+
+# -- The raw stream replaces only an earlier profile, and only once the program has left
+# one: a device or FIFO (it used to unlink /dev/null as root and put a file there), a file
+# of the user's (the script itself), are refused before the program runs; a symbolic link
+# is written through; a run that records nothing leaves the previous profile and report.
+mkfifo "$t/fifo"
+expect "$t/fifo is not a regular file" --memory --raw "$t/fifo" -o "$t/f.txt" -- \
+	luajit "$t/mark.lua" "$t/ran4"
+[ -p "$t/fifo" ] || fail "record --raw FIFO: the FIFO was replaced"
+cp "$t/mark.lua" "$t/keep.lua"
+expect "$t/keep.lua exists and is not a profile" --memory --raw "$t/keep.lua" -o "$t/k.txt" -- \
+	luajit "$t/mark.lua" "$t/ran4"
+cmp -s "$t/mark.lua" "$t/keep.lua" || fail "record --raw SCRIPT: the script was changed"
+[ -e "$t/ran4" ] && fail "record ran the program although --raw was refused"
+ln -s target.bin "$t/link.bin"
+(cd "$t" && "$lp" record -q --memory --raw link.bin -o l.txt -- luajit mem.lua) >/dev/null 2>"$t/err" ||
+	fail "record --raw LINK: $(cat "$t/err")"
+[ -L "$t/link.bin" ] && [ -s "$t/target.bin" ] || fail "record --raw LINK: not written through the link"
+cp "$t/target.bin" "$t/before.bin"
+cp "$t/l.txt" "$t/before.txt"
+expect "true wrote no profile" --memory --raw "$t/link.bin" -o "$t/l.txt" -- true
+cmp -s "$t/target.bin" "$t/before.bin" && cmp -s "$t/l.txt" "$t/before.txt" ||
+	fail "a run that recorded nothing changed the previous profile or its report"
+ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "$t")"
+# -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
+(cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
+	fail "record -f pprof: $(cat "$t/err")"
+[ "$(head -c2 "$t/luaprof.pb.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] ||
+	fail "record -f pprof without -o: no gzip luaprof.pb.gz"
 
 # -- Sampled mode writes its stacks at the end: a program killed before that leaves no
 # profile, and record says so (not that the agent was not loaded) with the program's status.

@@ -96,8 +96,22 @@ expect 1 "unknown --value 'bogus'" -- $lp report --value bogus $mp
 expect 1 "the memprof text report lists .*--value applies to the graphs" -- $lp report --value inuse_space $mp
 expect 1 "--leak-only shows what is still held: it goes with --value inuse_space or inuse_objects, not alloc_space" \
 	-- $lp report --leak-only --value alloc_space -f collapsed $mp
-expect 1 "--human-readable applies to the text reports .* -f collapsed is read by tools and keeps bytes" \
+expect 1 "--human-readable applies to the memprof text report .*: this format is read by tools and keeps bytes" \
 	-- $lp report --human-readable -f collapsed $mp
+expect 1 "--human-readable applies to the memprof text report .*: top and flame graphs show KiB" \
+	-- $lp report --human-readable -f top $mp
+expect 1 "--limit applies to -f top .*, not to -f memprof" -- $lp report -n 5 $mp
+expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- $lp report -n 5 -o "$t/n.svg" $sp
+expect 1 "--lines applies to -f top .*, not to -f collapsed" -- $lp report --lines -f collapsed $sp
+expect 1 "--lines applies to -f top .*, not to -f memprof" -- $lp report --lines $mp
+expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp report --title x $sp
+expect 1 "--functions applies to the graphs, pprof and top" -- $lp report --functions $mp
+$lp report -q -n 3 --lines $sp >/dev/null || fail "-n with --lines on -f top"
+$lp report -q --title T -f speedscope $sp | grep -q '"name":"T"' || fail "--title on speedscope"
+# The report must not replace its own input.
+cp $sp "$t/self.bin"
+expect 1 "-o .*self.bin is the input file" -- $lp report -f collapsed -o "$t/./self.bin" "$t/self.bin"
+cmp -s $sp "$t/self.bin" || fail "report -o INPUT changed the input"
 $lp report -q --leak-only --value inuse_objects -f collapsed $mp | grep -q '^@mp_leak.lua:5 301$' ||
 	fail "--leak-only with --value inuse_objects"
 expect 1 "unknown option '--bogus'" -- $lp report --bogus $sp
