@@ -273,7 +273,7 @@ static int l_stats(lua_State *L)
 
 static char mem_path[4096];
 
-/* A sampling interval at idx: a whole number of bytes, or a string of one with K, M or G
+/* A sampling interval at idx: a whole number of bytes, or a string of one with K, M, G or T
  * (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
 static int parse_size(lua_State *L, int idx, uint64_t *out)
 {
@@ -291,7 +291,12 @@ static int parse_size(lua_State *L, int idx, uint64_t *out)
 /* local ok, err, errno = memprof.start(path [, {sample = true | bytes | "512K"}]) */
 static int l_mem_start(lua_State *L)
 {
-	const char *path = luaL_checkstring(L, 1);
+	/* Named here: luaL_checkstring's message names the function from the call site, '?'
+	 * when it was reached through a local. */
+	if (!lua_isstring(L, 1))
+		return luaL_error(L, "bad argument #1 to 'memprof.start' (file name expected, got %s)",
+				  luaL_typename(L, 1));
+	const char *path = lua_tostring(L, 1);
 	uint64_t sample = 0;
 	if (!lua_isnoneornil(L, 2)) {
 		if (!lua_istable(L, 2))

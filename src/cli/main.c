@@ -51,7 +51,11 @@ int main(int argc, char **argv)
 			lp_cmd_report_usage(stdout);
 		else if (argc > 2 && !strcmp(argv[2], "record"))
 			lp_cmd_record_usage(stdout);
-		else
+		else if (argc > 2) {
+			fprintf(stderr, "luaprof: no help on '%s': the commands are report and "
+					"record\n", argv[2]);
+			return LP_EXIT_USAGE;
+		} else
 			usage(stdout);
 		return LP_EXIT_OK;
 	}

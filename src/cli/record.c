@@ -68,7 +68,7 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      is still held, --leak-only for the leak report)\n"
 	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
 	      "                      and C stack of about one allocation per SIZE bytes (a\n"
-	      "                      number of bytes, or with K, M or G; 1 to 1T) and which are\n"
+	      "                      number of bytes, or with K, M, G or T; 1 to 1T) and which are\n"
 	      "                      still live at exit; rendered as the top list; sampled\n"
 	      "                      mode writes its stacks when the program ends: a program\n"
 	      "                      killed by a signal leaves none\n"
@@ -195,7 +195,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			uint64_t size;
 			if (lp_size_parse(optarg, 1ull << 40, &size))
 				return fail("--sample expects a size from 1 byte to 1T: a whole number "
-					    "of bytes, or with K, M or G (e.g. 524288, 512K, 1M), not "
+					    "of bytes, or with K, M, G or T (e.g. 524288, 512K, 1M), not "
 					    "'%s'", optarg);
 			o->sample = size;
 			break;
@@ -252,8 +252,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->sample && !o->memory)
 		return fail("--sample applies to the memory profiler: add --memory");
 	if (o->memory && o->cpu_flag)
-		return fail("%s applies to the CPU profiler, not to --memory (whose rate is "
-			    "--sample)", o->cpu_flag);
+		return fail("%s applies to the CPU profiler, not to --memory%s", o->cpu_flag,
+			    strcmp(o->cpu_flag, "--rate") ? "" : " (whose rate is --sample)");
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
 	/* The agent would refuse it at start, after the program had begun, unprofiled. */

@@ -396,8 +396,8 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		fprintf(stderr, "luaprof report: %s: empty file, not a profile stream\n", o.input);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
-		fprintf(stderr, "luaprof report: %s (the symbol table is incomplete: nothing "
-				"to report)\n", msg);
+		fprintf(stderr, "luaprof report: %s (no profile section: nothing to report)\n",
+			msg);
 		exit_code = LP_EXIT_TRUNCATED;
 	} else if (st == LP_ERR_FORMAT || st == LP_ERR_VERSION) {
 		fprintf(stderr, "luaprof report: %s\n", msg);

@@ -35,12 +35,21 @@ static int prologue(struct lp_input *in, const char *magic, unsigned expect, con
 		    unsigned *version)
 {
 	uint64_t start = lp_input_offset(in);
-	uint8_t p[LP_PROLOGUE_SIZE];
-	TRY(lp_input_bytes(in, p, sizeof(p)));
-	if (memcmp(p, magic, 3) != 0)
-		return lp_input_fail(in, LP_ERR_FORMAT, start,
-				     "bad %s prologue: expected magic \"%s\", found %02x %02x %02x",
-				     what, magic, p[0], p[1], p[2]);
+	uint8_t p[LP_PROLOGUE_SIZE] = { 0 };
+	/* The magic a byte at a time: a short file that is no stream (a line of text) is
+	 * malformed, not a stream cut inside its prologue. */
+	for (size_t i = 0; i < 3; i++) {
+		TRY(lp_input_u8(in, &p[i]));
+		if (p[i] != (uint8_t)magic[i]) {
+			char found[12];
+			snprintf(found, sizeof(found), i == 0 ? "%02x" : i == 1 ? "%02x %02x"
+				 : "%02x %02x %02x", p[0], p[1], p[2]);
+			return lp_input_fail(in, LP_ERR_FORMAT, start,
+					     "bad %s prologue: expected magic \"%s\", found %s",
+					     what, magic, found);
+		}
+	}
+	TRY(lp_input_bytes(in, p + 3, sizeof(p) - 3));
 	if (p[3] != expect)
 		return lp_input_fail(in, LP_ERR_VERSION, start + 3,
 				     "%s version mismatch: luaprof expects %u, the file has %u",
@@ -397,7 +406,7 @@ static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
 {
 	struct ext_state es = { sc, 0, 0 };
 	uint64_t start = lp_input_offset(in);
-	uint8_t p[LP_PROLOGUE_SIZE];
+	uint8_t p[LP_PROLOGUE_SIZE] = { 0 };
 	for (int i = 0; i < 3; i++) {
 		TRY(lp_input_u8(in, &p[i]));
 		if (p[i] != (uint8_t)"lpx"[i])

@@ -1,5 +1,5 @@
 /*
-** Sizes as users write them: a whole number of bytes, optionally with K, M or G (powers of
+** Sizes as users write them: a whole number of bytes, optionally with K, M, G or T (powers of
 ** 1024), as `luaprof record --sample` and memprof.start's sample option take them.
 */
 #ifndef LP_UTIL_SIZE_H

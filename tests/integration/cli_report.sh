@@ -132,6 +132,10 @@ $lp report --help | grep -q 'Exit status' || fail "--help does not explain exit 
 expect 2 "empty.bin: empty file" -- $lp report "$t/empty.bin"
 head -c 4000 /dev/urandom | sed '1s/^/x/' >"$t/garbage.bin"
 expect 2 "garbage.bin: byte 0: bad symtab prologue" -- $lp report "$t/garbage.bin"
+printf 'hello\n' >"$t/text.bin"
+expect 2 "text.bin: byte 0: bad symtab prologue: expected magic \"ljs\", found 68" -- $lp report "$t/text.bin"
+printf 'lj' >"$t/lj.bin"
+expect 3 "lj.bin: byte 2: unexpected end of input" -- $lp report "$t/lj.bin"
 { printf 'ljs\004\0\0\0'; } >"$t/v4.bin"
 expect 2 "v4.bin: byte 3: symtab version mismatch: luaprof expects 3, the file has 4" -- $lp report "$t/v4.bin"
 size=$(stat -c %s $mp)
@@ -143,7 +147,7 @@ head -c $((size - 1000)) $mp >"$t/half.bin"
 expect 3 "half.bin: byte [0-9]+: the file is truncated" -- $lp report -q "$t/half.bin" -f collapsed
 head -c 5000 $mp >"$t/sym.bin"              # inside the symbol table
 echo "previous" >"$t/keep2.txt"
-expect 3 "sym.bin: byte 5000: unexpected end of input \(the symbol table is incomplete" -- $lp report "$t/sym.bin" -o "$t/keep2.txt"
+expect 3 "sym.bin: byte 5000: unexpected end of input \(no profile section: nothing to report" -- $lp report "$t/sym.bin" -o "$t/keep2.txt"
 [ "$(cat "$t/keep2.txt")" = previous ] || fail "an existing output was overwritten on failure"
 { cat $sp; printf 'junk'; } >"$t/trail.bin"
 expect 2 "trail.bin: byte $(stat -c %s $sp): unexpected data after the epilogue" -- $lp report "$t/trail.bin"
