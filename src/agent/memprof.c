@@ -116,6 +116,7 @@ static struct {
 	uint64_t nlost;                 /* samples not kept (no memory) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
+	uint64_t cut;                   /* samples whose stack was cut (too deep to keep) */
 	int stub;                       /* the sampled wrapper is a generated stub (allocstub.h) */
 } mp;
 
@@ -542,7 +543,7 @@ static size_t no_flush(const void **data, size_t len, void *ctx)
 
 /* The native stack from here, innermost first (the registers are this frame's: it stays
  * on the stack during the walk). */
-static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
+static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst, int *cut)
 {
 	ucontext_t uc;
 	int trunc = 0;
@@ -553,6 +554,7 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst)
 	 * be left out: no frames copied from a recent walk then. */
 	size_t n = agent_unwind_cached(&uc, s_host, AGENT_MAX_HOST, &trunc,
 				       !agent_vm_expects_empty());
+	*cut = trunc;
 	return agent_vm_omit_empty(s_host, n);
 }
 
@@ -575,7 +577,8 @@ static int64_t capture(void)
 	uint64_t L = ld64(mp.vm.g + mp.vm.lay->g_cur_L);
 	if (!L)
 		L = mp.vm.mainL;
-	size_t nhost = host_frames(L, vmst);
+	int cut = 0;
+	size_t nhost = host_frames(L, vmst, &cut);
 	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* The profiler's own frames (this function, the wrapper) are not the program's, nor
@@ -588,6 +591,8 @@ static int64_t capture(void)
 	       !(s_host[skip] >= mp.vm.vm_lo && s_host[skip] < mp.vm.vm_hi))
 		skip++;
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip);
+	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
+		mp.cut++;
 	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,
 				     .nhost = nhost - skip };
 	struct lp_wbuf w;
@@ -1349,6 +1354,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	mp.nlost = 0;
 	mp.capture_ns = 0;
 	mp.lookups = 0;
+	mp.cut = 0;
 	free_samples();
 	if (mp.sample_bytes && native_acquire(L) != 0) {
 		opt->on_stop(opt->ctx, opt->buf);
@@ -1418,7 +1424,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		restore_allocator();
 	int e = mp.io_errno;
 	if (!e) {
-		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32];
+		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32], ncut[32];
 		static char ffnames[8192];
 		ffnames[0] = '\0';
 		if (mp.sample_bytes)
@@ -1428,6 +1434,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
 		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
 		snprintf(look, sizeof(look), "%llu", (unsigned long long)mp.lookups);
+		snprintf(ncut, sizeof(ncut), "%llu", (unsigned long long)mp.cut);
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)(mp.allocs + mp.frees + mp.reallocs));
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
@@ -1455,6 +1462,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"samples_lost", lost,
 			"sample_ns", cap,
 			"sample_lookups", look,
+			"truncated", ncut,
 			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",

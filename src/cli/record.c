@@ -553,6 +553,10 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			if (f.samples_lost)
 				fprintf(stderr, ", %" PRIu64 " lost for want of memory",
 					f.samples_lost);
+			if (f.truncated)
+				fprintf(stderr, ", %" PRIu64 " with stacks cut: deeper than "
+						"the profiler keeps, their outermost frames missing",
+					f.truncated);
 			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
 				(double)f.sample_ns / 1e6,
 				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);

@@ -111,6 +111,23 @@ build/luaprof report -q -f memprof "$t/none.bin" >/dev/null 2>&1 &&
 build/luaprof report -q "$t/none.bin" | grep -q 'No samples' ||
 	fail "a sampled profile without samples: $(build/luaprof report -q "$t/none.bin" | head -3)"
 
+# -- Stacks deeper than the profiler keeps are counted (meta truncated), not cut silently;
+# the shallow ones of the workload above are not.
+LUA_CPATH= luajit -e "package.cpath = 'build/?.so;' .. package.cpath
+	local mp = require('luaprof').memprof
+	local keep = {}
+	local function r(n)
+		if n == 0 then for i = 1, 2000 do keep[#keep + 1] = { i } end return 0 end
+		return r(n - 1) + 0
+	end
+	assert(mp.start('$t/deep.bin', { sample = 4096 }))
+	r(3000)
+	assert(mp.stop())" 2>"$t/err" || fail "deep recursion: $(cat "$t/err")"
+cut=$(build/luaprof report -q -f info "$t/deep.bin" | sed -n 's/^meta.truncated: //p')
+[ "${cut:-0}" -gt 0 ] || fail "deep recursion: no sample counted as cut (meta.truncated '$cut')"
+cut=$(build/luaprof report -q -f info "$t/luajit-off.bin" | sed -n 's/^meta.truncated: //p')
+[ "$cut" = 0 ] || fail "shallow stacks counted as cut: meta.truncated '$cut'"
+
 # -- lua_close with a sampled profile running: the stream is finished, samples and all.
 cat >"$t/close.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
