@@ -24,7 +24,8 @@
 #endif
 
 struct stub {
-	agent_alloc_fn orig, rare, compiled;
+	agent_alloc_fn orig, compiled;
+	agent_alloc_rare_fn rare;
 	int64_t *countdown;
 	const int8_t *marks;
 	unsigned shift;
@@ -38,7 +39,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 #if defined(__x86_64__)
 
-#define STUB_LEN 75
+#define STUB_LEN 85
 
 static uint8_t *put(uint8_t *p, const void *bytes, size_t n)
 {
@@ -63,7 +64,8 @@ static int rel32(uint64_t next, uint64_t to, int32_t *out)
 
 /*
 ** The code, written into buf as it will run at address `at` (System V: ud, ptr, osize,
-** nsize in rdi, rsi, rdx, rcx, left there for the tail calls; rax, r8 and r9 are scratch).
+** nsize in rdi, rsi, rdx, rcx, left there for the tail calls; rax, r8 and r9 are scratch,
+** and r8 carries orig to the rare path as its fifth argument).
 ** The data lives in this object, anywhere: its address in a register, the countdown at a
 ** 32-bit displacement from the marks (short instructions: with a 64-bit absolute address
 ** in each, the stub took 0.1 ns a call more in bench/memprof_floor). 0 when orig is out of
@@ -96,7 +98,9 @@ static size_t emit(uint8_t *buf, uint64_t at, const struct stub *s)
 	if (!rel32(at + (uint64_t)(p - buf) + 4, (uint64_t)(uintptr_t)s->orig, &r))
 		return 0;
 	p = put(p, &r, 4);
-	p = put(p, "\xff\x25\x00\x00\x00\x00", 6); /* rare_jump: jmp [rip + 0] */
+	p = put(p, "\x49\xb8", 2);                 /* rare_jump: mov r8, orig (5th argument) */
+	p = put64(p, (uint64_t)(uintptr_t)s->orig);
+	p = put(p, "\xff\x25\x00\x00\x00\x00", 6); /* jmp [rip + 0] */
 	p = put64(p, (uint64_t)(uintptr_t)s->rare);
 	return (size_t)(p - buf);
 }
@@ -178,7 +182,7 @@ static int same(const struct stub *a, const struct stub *b)
 }
 
 agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
-				   const int8_t *marks, unsigned shift, agent_alloc_fn rare,
+				   const int8_t *marks, unsigned shift, agent_alloc_rare_fn rare,
 				   agent_alloc_fn compiled)
 {
 	/* LUAPROF_ALLOCSTUB=0: the compiled wrapper (to compare them, and under a policy that
@@ -206,6 +210,15 @@ agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
 	}
 	pthread_mutex_unlock(&lock);
 	return f;
+}
+
+agent_alloc_fn agent_allocstub_orig(agent_alloc_fn f)
+{
+	unsigned n = atomic_load_explicit(&nstubs, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (stubs[i].code && (agent_alloc_fn)(void *)stubs[i].code == f)
+			return stubs[i].orig;
+	return NULL;
 }
 
 uint64_t agent_allocstub_find(uint64_t ip)

@@ -9,6 +9,10 @@
 #include <stdint.h>
 
 typedef void *(*agent_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+/* The rare path also gets the original the stub wraps: a wrapper a program kept may be
+ * called while another allocator's profile runs, and must then only pass the call on. */
+typedef void *(*agent_alloc_rare_fn)(void *ud, void *ptr, size_t osize, size_t nsize,
+				     agent_alloc_fn orig);
 
 /*
 ** Why: every allocation and free the VM makes goes through the wrapper, and the compiled
@@ -18,7 +22,8 @@ typedef void *(*agent_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize)
 ** budget. A stub does what the compiled wrapper's hot path does, in the same registers:
 **
 **     left = *countdown - nsize; *countdown = left;
-**     if ((left | marks[(ptr >> shift) & 0xffff]) < 0) tail-call rare(ud, ptr, osize, nsize);
+**     if ((left | marks[(ptr >> shift) & 0xffff]) < 0)
+**             tail-call rare(ud, ptr, osize, nsize, orig);
 **     tail-call orig(ud, ptr, osize, nsize);          (a direct jump)
 **
 ** marks has 65536 entries (AGENT_ALLOCSTUB_MARKS); shift is below 64. countdown, marks and
@@ -35,8 +40,11 @@ typedef void *(*agent_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize)
 ** handlers.
 */
 agent_alloc_fn agent_allocstub_get(agent_alloc_fn orig, int64_t *countdown,
-				   const int8_t *marks, unsigned shift, agent_alloc_fn rare,
+				   const int8_t *marks, unsigned shift, agent_alloc_rare_fn rare,
 				   agent_alloc_fn compiled);
+
+/* The original allocator the stub f wraps, or NULL when f is no stub. */
+agent_alloc_fn agent_allocstub_orig(agent_alloc_fn f);
 
 /* For ip inside a stub, the address of the function it stands for; else 0. A stub keeps no
  * frame: its return address is at the stack pointer. Async-signal-safe. */

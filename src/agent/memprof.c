@@ -71,6 +71,8 @@ static struct {
 	/* The hot path's fields, in one cache line. */
 	lua_Alloc orig_f;
 	void *orig_ud;
+	const void *chain;              /* the running profile's wrapper ud (struct chain), or
+					 * NULL: a wrapper called with another records nothing */
 	int64_t countdown;              /* sampled mode: bytes until the next sample */
 	int state;
 	int raw;                        /* exact mode writes raw events (see the stream below) */
@@ -118,7 +120,47 @@ static struct {
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
 	uint64_t cut;                   /* samples whose stack was cut (too deep to keep) */
 	int stub;                       /* the sampled wrapper is a generated stub (allocstub.h) */
+	lua_Alloc installed_f;          /* what start installed, with installed_ud: restored */
+	void *installed_ud;             /* from only while it is still the state's allocator */
 } mp;
+
+/*
+** What an installed wrapper chains to, handed to it as its ud (the generated sampled stub
+** excepted: it gets the original's ud and knows its original). A program may keep a
+** wrapper from lua_getallocf and call it at any later time: after its profile stopped,
+** while another runs in another state or another mode. So a wrapper records only when its
+** ud is the running profile's (mp.chain), and otherwise passes the call on to the
+** allocator it wrapped, with that allocator's ud. Never freed, and shared by the runs that
+** wrap the same allocator in the same form.
+*/
+enum { CHAIN_RAW, CHAIN_ENC, CHAIN_SAMPLED };
+struct chain {
+	lua_Alloc f;
+	void *ud;
+	int form;
+};
+#define CHAINS 64
+static struct chain chains[CHAINS];
+static unsigned nchains;
+
+/* The record for f/ud in form, or NULL when the table is full. */
+static const struct chain *chain_for(lua_Alloc f, void *ud, int form)
+{
+	for (unsigned i = 0; i < nchains; i++)
+		if (chains[i].f == f && chains[i].ud == ud && chains[i].form == form)
+			return &chains[i];
+	if (nchains == CHAINS)
+		return NULL;
+	chains[nchains] = (struct chain){ f, ud, form };
+	return &chains[nchains++];
+}
+
+/* Passes a call on to what a wrapper of another profile (or of none running) wrapped. */
+static void *chain_on(const void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	const struct chain *c = ud;
+	return c->f(c->ud, ptr, osize, nsize);
+}
 
 /*
 ** Sampled mode: the machine code of the traces whose own code made a sampled allocation,
@@ -661,7 +703,7 @@ static void sampled_gone(void *ptr)
 static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
-	(void)ud;
+	(void)ud; /* mp.orig_ud: the running profile's (sampled_rare) */
 	/* Before the allocation: a stack reallocation moves the frames. */
 	uint64_t t0 = agent_now_ns();
 	mp.countdown = next_interval();
@@ -697,9 +739,11 @@ static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osiz
 ** lua_getallocf and called after stop passes straight through.
 */
 static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osize,
-						    size_t nsize)
+						    size_t nsize, agent_alloc_fn orig)
 {
-	if (mp.state == MP_RUNNING) {
+	/* Only for the running sampled profile's allocator: a wrapper kept from another's
+	 * (another state, an earlier run) passes the call on to the one it wrapped. */
+	if (mp.state == MP_RUNNING && mp.sample_bytes && orig == mp.orig_f && ud == mp.orig_ud) {
 		if (mp.countdown < 0)
 			return sampled_due(ud, ptr, osize, nsize);
 		if (ptr && maybe_live(ptr)) {
@@ -709,7 +753,7 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 			return np;
 		}
 	}
-	return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	return orig(ud, ptr, osize, nsize);
 }
 
 /*
@@ -723,11 +767,12 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 */
 static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
+	const struct chain *c = ud;
 	int64_t left = mp.countdown - (int64_t)nsize;
 	mp.countdown = left;
 	if (__builtin_expect((left | (int64_t)live_mark[live_granule(ptr)]) < 0, 0))
-		return sampled_rare(ud, ptr, osize, nsize);
-	return mp.orig_f(ud, ptr, osize, nsize);
+		return sampled_rare(c->ud, ptr, osize, nsize, c->f);
+	return c->f(c->ud, ptr, osize, nsize);
 }
 
 /* The extension's stack records and the sampled allocations, at stop. */
@@ -824,10 +869,38 @@ static int native_acquire(lua_State *L)
 
 /* -- The wrapper ----------------------------------------------------------------------- */
 
+static void *wrapper_raw(void *ud, void *ptr, size_t osize, size_t nsize);
+static void *wrapper_enc(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/* Puts the original allocator back, unless something was installed over the wrapper since
+ * start: that allocator chains to the wrapper, which passes every call on once the profile
+ * no longer runs (mp.chain), and replacing it would drop it silently. */
 static void restore_allocator(void)
 {
-	if (mp.L)
+	void *ud;
+	if (mp.L && lua_getallocf(mp.L, &ud) == mp.installed_f && ud == mp.installed_ud)
 		lua_setallocf(mp.L, mp.orig_f, mp.orig_ud);
+}
+
+/*
+** The allocator under any of this profiler's wrappers at *f / *ud: what a wrapper found at
+** an earlier start, when a program put it back since (a library that wrapped the
+** allocator for a while and restored what it had found, a profile stopped meanwhile).
+** Wrapped again, it would chain to itself.
+*/
+static void unwrap(lua_Alloc *f, void **ud)
+{
+	for (;;) {
+		if (*f == wrapper_raw || *f == wrapper_enc || *f == sampled_wrapper) {
+			const struct chain *c = *ud;
+			*f = c->f;
+			*ud = c->ud;
+		} else if (agent_allocstub_orig(*f)) {
+			*f = agent_allocstub_orig(*f); /* the stub passes the original's ud */
+		} else {
+			return;
+		}
+	}
 }
 
 /* After a write: a failed or stopped stream ends profiling, the program goes on. */
@@ -839,6 +912,7 @@ static void io_check(void)
 		    : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 	restore_allocator();
 	mp.state = MP_HALTED;
+	mp.chain = NULL;
 }
 
 /* sw's writer (exact mode): its bytes into the raw stream, as a blob. */
@@ -1088,11 +1162,11 @@ static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t
 static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, void *ptr,
 							     size_t osize, size_t nsize)
 {
-	/* Not running: a wrapper kept from lua_getallocf (a C library caching the state's
-	 * allocator) may be called after stop, when the stream's buffer is gone and, after
-	 * lua_close, the VM too. */
-	if (mp.state != MP_RUNNING)
-		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	/* Not the running profile's wrapper: one kept from lua_getallocf (a C library caching
+	 * the state's allocator) may be called after stop, when the stream's buffer is gone
+	 * and, after lua_close, the VM too; or while another profile runs (struct chain). */
+	if (ud != mp.chain)
+		return chain_on(ud, ptr, osize, nsize);
 	if (!nsize && *mp.vmstate == VMST_GC && osize - 1 < AGENT_RAWEV_SIZE_LIMIT - 1 && ptr &&
 	    mp.w.end - mp.w.pos >= EVENT_MAX && !mp.w.flags) {
 		SELFCHECK_ORIGIN();
@@ -1246,6 +1320,7 @@ static void at_fork_child(void)
 		restore_allocator();
 	if (mp.state != MP_IDLE) {
 		mp.state = MP_IDLE;
+		mp.chain = NULL;
 		mp.L = NULL;
 	}
 }
@@ -1393,20 +1468,41 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	agent_maps_reset();
 	agent_maps_note();
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
+	unwrap(&mp.orig_f, &mp.orig_ud);
+	/* The sampled stub is handed the original's ud, which it passes on as it came: its
+	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
+	 * to the original instead of an indirect one). The compiled wrappers get their
+	 * chain record. */
+	lua_Alloc f = NULL;
+	void *ud = NULL;
+	const struct chain *c;
+	if (mp.sample_bytes) {
+		c = chain_for(mp.orig_f, mp.orig_ud, CHAIN_SAMPLED);
+		f = agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark, LIVE_SHIFT,
+					sampled_rare, sampled_wrapper);
+		mp.stub = f != NULL;
+		ud = f ? mp.orig_ud : (void *)c;
+		f = f ? f : sampled_wrapper;
+	} else {
+		c = chain_for(mp.orig_f, mp.orig_ud, mp.raw ? CHAIN_RAW : CHAIN_ENC);
+		mp.stub = 0;
+		f = mp.raw ? wrapper_raw : wrapper_enc;
+		ud = (void *)c;
+	}
+	if (!c) {
+		set_err("too many allocators wrapped in this process (%d)", CHAINS);
+		opt->on_stop(opt->ctx, opt->buf);
+		free_maps();
+		native_release_mp();
+		errno = ENOMEM;
+		return LUAPROF_PROFILE_ERRMEM;
+	}
+	mp.chain = mp.sample_bytes ? NULL : c;
+	mp.installed_f = f;
+	mp.installed_ud = ud;
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
-	/* The sampled wrapper is handed the original's ud, which it passes on as it came; its
-	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
-	 * to the original instead of an indirect one). */
-	if (mp.sample_bytes) {
-		lua_Alloc stub = agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark,
-						     LIVE_SHIFT, sampled_rare, sampled_wrapper);
-		mp.stub = stub != NULL;
-		lua_setallocf(L, stub ? stub : sampled_wrapper, mp.orig_ud);
-	} else {
-		mp.stub = 0;
-		lua_setallocf(L, mp.raw ? wrapper_raw : wrapper_enc, NULL);
-	}
+	lua_setallocf(L, f, ud);
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
@@ -1422,6 +1518,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	}
 	if (mp.state == MP_RUNNING)
 		restore_allocator();
+	mp.chain = NULL; /* a wrapper left under another allocator records no more */
 	int e = mp.io_errno;
 	if (!e) {
 		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32], ncut[32];
@@ -1486,6 +1583,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			  : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 	}
 	mp.state = MP_IDLE;
+	mp.chain = NULL;
 	mp.L = NULL;
 	free_maps();
 	/* The buffer goes with on_stop below: nothing may write into it any more. */

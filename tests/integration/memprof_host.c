@@ -44,6 +44,21 @@
 ** "closing memprof ..." and "closing sysprof ..." with what start returned (ok, message,
 ** errno), then "after memprof ..." and "after sysprof ..." for a start and stop in a new
 ** state: the profilers must not be left running for the rest of the process.
+**
+** Usage: memprof_host chain CPATH OUTDIR exact|sampled
+** The profiler's wrapper among other allocators, in the given mode:
+**   scoped   a counting allocator installed over the profiler's wrapper while it runs, the
+**            profile stopped inside that scope, then the counting allocator taken away
+**            (giving back what it found: the profiler's wrapper) and a profile started
+**            again: it must not wrap its own wrapper (it recursed forever, or spun in a
+**            sampled stub); the counting allocator must go on being called after the
+**            first stop (stop used to drop it);
+**   foreign  state A's wrapper kept, A's profile stopped, a block allocated through it;
+**            state B (its own allocator, which tags its blocks) profiled, in either mode,
+**            and A's block freed through A's kept wrapper: it must reach A's allocator
+**            (it reached B's), and B's profile must hold none of A's events.
+** Prints "scoped ok COUNT", "foreign ok FOREIGN B_EVENTS" (FOREIGN: foreign blocks B's
+** allocator saw, which must be 0).
 */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -136,6 +151,41 @@ static const char chunk_oom[] =
 	"print(string.format('live_delta %d', live1 - live0))\n"
 	"print('oom ' .. oom)\n";
 
+/* chain mode: a counting allocator over another, and an allocator tagging its blocks. */
+static lua_Alloc under_f;
+static void *under_ud;
+static long counted;
+
+static void *counting(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	counted++;
+	return under_f(under_ud, ptr, osize, nsize);
+}
+
+#define TAG 0x5441475441475441ull
+static long foreign;
+
+static void *tagging(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	(void)osize;
+	unsigned long long *h = ptr ? (unsigned long long *)ptr - 2 : NULL;
+	if (h && h[0] != TAG) {
+		foreign++;
+		return NULL;
+	}
+	if (nsize == 0) {
+		free(h);
+		return NULL;
+	}
+	unsigned long long *n = realloc(h, nsize + 16);
+	if (!n)
+		return NULL;
+	n[0] = TAG;
+	return n + 2;
+}
+
 /* stale mode: the allocator kept while profiling. */
 static lua_Alloc kept_f;
 static void *kept_ud;
@@ -200,6 +250,86 @@ static int run_stale(const char *cpath, const char *out)
 	}
 	lua_close(L);
 	printf("survived\n");
+	return 0;
+}
+
+static int run_lua(lua_State *L, const char *code)
+{
+	if (luaL_dostring(L, code)) {
+		fprintf(stderr, "memprof_host: %s\n", lua_tostring(L, -1));
+		return 1;
+	}
+	return 0;
+}
+
+/* chain mode: 0, or 1 with a message. */
+static int run_chain(const char *cpath, const char *out, const char *mode)
+{
+	char start[4400], work[] = "local t = {} for i = 1, 2000 do t[i] = { i } end";
+	int sampled = !strcmp(mode, "sampled");
+	/* scoped */
+	lua_State *L = host_state(luaL_newstate(), cpath);
+	if (!L)
+		return 1;
+	snprintf(start, sizeof(start), "assert(require 'luaprof'.memprof.start('%s/chain.bin'%s))",
+		 out, sampled ? ", { sample = 4096 }" : "");
+	if (run_lua(L, start))
+		return 1;
+	under_f = lua_getallocf(L, &under_ud);
+	lua_setallocf(L, counting, NULL);
+	if (run_lua(L, work) || run_lua(L, "assert(require 'luaprof'.memprof.stop())"))
+		return 1;
+	long before = counted;
+	if (run_lua(L, work))
+		return 1;
+	if (counted == before) {
+		fprintf(stderr, "memprof_host: stop took away the allocator installed over the "
+			"profiler's\n");
+		return 1;
+	}
+	lua_setallocf(L, under_f, under_ud);
+	if (run_lua(L, start) || run_lua(L, work) ||
+	    run_lua(L, "assert(require 'luaprof'.memprof.stop())") || run_lua(L, work))
+		return 1;
+	lua_close(L);
+	printf("scoped ok %ld\n", counted - before);
+
+	/* foreign */
+	lua_State *A = host_state(luaL_newstate(), cpath);
+	lua_State *B = host_state(lua_newstate(tagging, NULL), cpath);
+	if (!A || !B)
+		return 1;
+	if (run_lua(A, start))
+		return 1;
+	kept_f = lua_getallocf(A, &kept_ud);
+	if (run_lua(A, "assert(require 'luaprof'.memprof.stop())"))
+		return 1;
+	void *p = kept_f(kept_ud, NULL, 0, 64);
+	snprintf(start, sizeof(start), "assert(require 'luaprof'.memprof.start('%s/chainb.bin'%s))",
+		 out, sampled ? "" : ", { sample = 4096 }");
+	/* B in the other mode, then in the same: A's kept wrapper is neither's. */
+	for (int round = 0; round < 2; round++) {
+		if (run_lua(B, start))
+			return 1;
+		for (int i = 0; i < 2000; i++) {
+			void *q = kept_f(kept_ud, NULL, 0, 48);
+			kept_f(kept_ud, q, 48, 0);
+		}
+		if (round == 1)
+			kept_f(kept_ud, p, 64, 0);
+		if (run_lua(B, "local mp = require 'luaprof'.memprof\n"
+			       "B_EVENTS = mp.report().events\n"
+			       "assert(mp.stop())"))
+			return 1;
+		snprintf(start, sizeof(start),
+			 "assert(require 'luaprof'.memprof.start('%s/chainb.bin'%s))", out,
+			 sampled ? ", { sample = 4096 }" : "");
+	}
+	lua_getglobal(B, "B_EVENTS");
+	long events = (long)lua_tonumber(B, -1);
+	lua_close(A);
+	lua_close(B);
+	printf("foreign ok %ld %ld\n", foreign, events);
 	return 0;
 }
 
@@ -293,7 +423,8 @@ int main(int argc, char **argv)
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
-			"       memprof_host stale|closing CPATH OUTDIR -\n");
+			"       memprof_host stale|closing CPATH OUTDIR -\n"
+			"       memprof_host chain CPATH OUTDIR exact|sampled\n");
 		return 1;
 	}
 	const char *mode = argv[1], *cpath = argv[2], *out = argv[3];
@@ -303,6 +434,8 @@ int main(int argc, char **argv)
 		return run_stale(cpath, out);
 	if (!strcmp(mode, "closing"))
 		return run_closing(cpath, out);
+	if (!strcmp(mode, "chain"))
+		return run_chain(cpath, out, argv[4]);
 	int n = atoi(argv[4]);
 	int use_malloc = !strcmp(mode, "memprof_malloc");
 	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");

@@ -58,6 +58,8 @@
 #             the first write: an empty file, not the previous profile at that path;
 #  stale      memprof_host.c keeps the allocator from lua_getallocf while profiling and
 #             calls it after stop and after loading libz: it passes straight through;
+#  chain      memprof_host.c: the wrapper wrapped over and put back, then started again;
+#             a wrapper kept from one state called while another is profiled
 #  closing    memprof_host.c: a finalizer of the program's own starts both profilers while
 #             lua_close runs finalizers: both refuse (the state is closing), and a new
 #             state profiles as usual afterwards;
@@ -401,6 +403,17 @@ host() {
 	env "$@" "$t/memprof_host" stale "build/?.so" "$dir" - >"$dir/stale.out" 2>&1 &&
 		grep -qx survived "$dir/stale.out" ||
 		fail "$what: the kept allocator after stop: exit $?: $(head -5 "$dir/stale.out")"
+	# The wrapper among other allocators: wrapped over, put back by a library and started
+	# again; kept from one state and called while another is profiled, in either mode.
+	for cm in exact sampled; do
+		timeout 60 env "$@" "$t/memprof_host" chain "build/?.so" "$dir" $cm >"$dir/chain.out" 2>&1 ||
+			{ fail "$what: memprof_host chain $cm: exit $?: $(head -5 "$dir/chain.out")"; continue; }
+		grep -Eq '^scoped ok [1-9][0-9]*$' "$dir/chain.out" ||
+			fail "$what: chain $cm, scoped: $(cat "$dir/chain.out")"
+		read -r _ _ nforeign bevents < <(grep '^foreign ok' "$dir/chain.out")
+		[ "${nforeign:-x}" = 0 ] && [ "${bevents:-4000}" -lt 2000 ] ||
+			fail "$what: chain $cm: $nforeign of A's blocks reached B's allocator, B's profile has $bevents events (A's 4000 must not be there)"
+	done
 	# Profilers started by a finalizer while lua_close runs them are refused: nothing would
 	# stop them, and the process could never profile again.
 	env "$@" "$t/memprof_host" closing "build/?.so" "$dir" - >"$dir/closing.out" 2>&1 ||

@@ -21,17 +21,18 @@ static struct call {
 	int by; /* 1 orig, 2 rare */
 	void *ud, *ptr;
 	size_t osize, nsize;
+	agent_alloc_fn orig; /* the original the rare path was given */
 } got;
 
 static void *orig(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-	got = (struct call){ 1, ud, ptr, osize, nsize };
+	got = (struct call){ 1, ud, ptr, osize, nsize, NULL };
 	return (void *)(uintptr_t)(0x1000 + nsize);
 }
 
-static void *rare(void *ud, void *ptr, size_t osize, size_t nsize)
+static void *rare(void *ud, void *ptr, size_t osize, size_t nsize, agent_alloc_fn o)
 {
-	got = (struct call){ 2, ud, ptr, osize, nsize };
+	got = (struct call){ 2, ud, ptr, osize, nsize, o };
 	return (void *)(uintptr_t)(0x2000 + nsize);
 }
 
@@ -78,7 +79,7 @@ static void test_stub_decides_as_the_compiled_wrapper(void)
 			got.by = 0;
 			void *res = f(ud, ptr, osize, nsize);
 			if (got.by != want || got.ud != ud || got.ptr != ptr || got.osize != osize ||
-			    got.nsize != nsize || countdown != cd ||
+			    got.nsize != nsize || countdown != cd || (want == 2 && got.orig != orig) ||
 			    res != (void *)(uintptr_t)((want == 1 ? 0x1000 : 0x2000) + nsize))
 				bad++;
 			if (want == 2) {
@@ -110,12 +111,20 @@ static void test_one_stub_per_allocator(void)
 	CHECK(agent_allocstub_find(lo) && agent_allocstub_find(lo + STUB_LEN - 1));
 	CHECK(!agent_allocstub_find(lo + STUB_LEN));
 	CHECK(!agent_allocstub_find((uint64_t)(uintptr_t)orig));
+	/* Each stub names its original (a start that finds a stub installed unwraps it). */
+	CHECK(agent_allocstub_orig(a) == orig && agent_allocstub_orig(c) == orig2);
+	CHECK(agent_allocstub_orig(orig) == NULL);
 	/* The second original through its own stub. */
 	countdown = 1 << 20;
 	got.by = 0;
 	CHECK(c((void *)7, NULL, 0, 24) == (void *)(uintptr_t)(0x1000 + 24));
 	CHECK(got.by == 1 && got.ud == (void *)7 && got.nsize == 24);
 	CHECK_EQ(countdown, (1 << 20) - 24);
+	/* Its rare path is told which original it wraps. */
+	countdown = -1;
+	got.by = 0;
+	c((void *)9, NULL, 0, 8);
+	CHECK(got.by == 2 && got.orig == orig2 && got.ud == (void *)9);
 #endif
 }
 
@@ -128,8 +137,8 @@ static void test_emit_reach(void)
 			   .marks = marks, .shift = 8 };
 	uint8_t buf[STUB_LEN];
 	uint64_t o = (uint64_t)(uintptr_t)orig;
-	/* The jump ends 5 bytes before the rare path's 14: at + STUB_LEN - 14. */
-	uint64_t end = STUB_LEN - 14;
+	/* The jump ends right before the rare path's 24 bytes: at + STUB_LEN - 24. */
+	uint64_t end = STUB_LEN - 24;
 	CHECK_EQ(emit(buf, o - end - (uint64_t)INT32_MAX, &st), STUB_LEN);
 	CHECK_EQ(emit(buf, o - end - (uint64_t)INT32_MAX - 1, &st), 0);
 	CHECK_EQ(emit(buf, o - end + (uint64_t)1 + INT32_MAX, &st), STUB_LEN);
