@@ -222,14 +222,17 @@ void agent_symtab_csizes(struct lp_wbuf *w);
 unsigned long long agent_objects_changes(void);
 
 /* Records the executable mappings of /proc/self/maps (with build-ids) seen now; the
- * extension lists every mapping recorded since the last agent_maps_reset. */
-void agent_maps_reset(void);
+ * extension lists every mapping recorded since the last reset. The record is shared by the
+ * two profilers (the CPU profiler's writer thread notes objects as they are loaded, the
+ * memory profiler notes them on the VM's thread), under a lock: a profiler resets it only
+ * when the other does not run (other_running 0), so neither wipes what the other saw. */
+void agent_maps_reset(int other_running);
 void agent_maps_note(void);
 /* Writes the lpx extension: the recorded mappings and the current ones, C symbol sizes,
  * the meta records given as NULL-terminated key/value pairs, then the records `extra`
- * writes (if not NULL); resets the record. */
+ * writes (if not NULL); then resets the record as agent_maps_reset(other_running). */
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
-			   const char *const *meta);
+			   const char *const *meta, int other_running);
 
 /* -- Distinct stacks for the extension (stackdict.c) ------------------------------------ */
 

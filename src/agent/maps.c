@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,15 +104,54 @@ struct map_rec {
 
 static struct map_rec *recs;
 static size_t nrecs, caprecs;
+/* recs: the CPU profiler's writer thread and the VM's thread both note and write it. Held
+ * across fork (pthread_atfork) so that the child's copy is never left locked. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-void agent_maps_reset(void)
+static void fork_lock(void)
 {
+	pthread_mutex_lock(&lock);
+}
+
+static void fork_unlock(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static void init_once(void)
+{
+	pthread_atfork(fork_lock, fork_unlock, fork_unlock);
+}
+
+static void reset_locked(int other_running)
+{
+	if (other_running)
+		return;
 	for (size_t i = 0; i < nrecs; i++)
 		free(recs[i].path);
 	nrecs = 0;
 }
 
+void agent_maps_reset(int other_running)
+{
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&lock);
+	reset_locked(other_running);
+	pthread_mutex_unlock(&lock);
+}
+
+static void note_locked(void);
+
 void agent_maps_note(void)
+{
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&lock);
+	note_locked();
+	pthread_mutex_unlock(&lock);
+}
+
+static void note_locked(void)
 {
 	struct ids ids = { calloc(MAX_IDS, sizeof(struct build_id)), 0, "" };
 	ssize_t n = readlink("/proc/self/exe", ids.exe, sizeof(ids.exe) - 1);
@@ -168,13 +208,17 @@ void agent_maps_note(void)
 }
 
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
-			   const char *const *meta)
+			   const char *const *meta, int other_running)
 {
-	agent_maps_note();
+	pthread_once(&once, init_once);
+	pthread_mutex_lock(&lock);
+	note_locked();
 	lp_write_ext_prologue(w);
 	for (size_t i = 0; i < nrecs; i++)
 		lp_write_ext_map(w, recs[i].lo, recs[i].hi, recs[i].off, recs[i].path, recs[i].id,
 				 recs[i].idlen);
+	reset_locked(other_running);
+	pthread_mutex_unlock(&lock);
 	agent_symtab_csizes(w);
 	/* The facts before the bulk of stacks and samples: a stream cut inside those keeps
 	 * the sampling interval that gives its samples their weight. */
@@ -183,7 +227,6 @@ void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 	if (extra)
 		extra(w);
 	lp_write_ext_end(w);
-	agent_maps_reset();
 }
 
 void agent_cmdline(char *buf, size_t len)

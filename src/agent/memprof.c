@@ -1465,7 +1465,7 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 		errno = e;
 		return LUAPROF_PROFILE_ERRIO;
 	}
-	agent_maps_reset();
+	agent_maps_reset(agent_running());
 	agent_maps_note();
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	unwrap(&mp.orig_f, &mp.orig_ud);
@@ -1575,7 +1575,8 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			NULL,
 		};
 		lp_write_memprof_epilogue(mp.symw);
-		agent_write_extension(mp.symw, mp.sample_bytes ? write_samples : NULL, meta);
+		agent_write_extension(mp.symw, mp.sample_bytes ? write_samples : NULL, meta,
+				      agent_running());
 		sym_end();
 		lp_wbuf_flush(&mp.w);
 		if (!lp_wbuf_ok(&mp.w))

@@ -64,9 +64,11 @@ static size_t write_all(struct agent_pfile *f, const uint8_t *p, size_t len)
 	}
 	while (done < len) {
 		ssize_t n = write(f->fd, p + done, len - done);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO; /* no progress and no error: not retried forever */
 			return done;
 		}
 		done += (size_t)n;

@@ -643,7 +643,8 @@ static void finish_stream(void)
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
 	lp_write_sysprof_epilogue(&w);
-	agent_write_extension(&w, sp.mode == LUAPROF_SYSPROF_CALLGRAPH ? write_c_mode : NULL, meta);
+	agent_write_extension(&w, sp.mode == LUAPROF_SYSPROF_CALLGRAPH ? write_c_mode : NULL, meta,
+			      agent_memprof_running());
 	lp_wbuf_flush(&w);
 }
 
@@ -767,7 +768,7 @@ static int write_header(void)
 	/* Lua functions and traces are named by symbol events in the sample stream the
 	 * first time a sample meets them (vmsample.c). */
 	objs_adds = agent_objects_changes();
-	agent_maps_reset();
+	agent_maps_reset(agent_memprof_running());
 	agent_maps_note();
 	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYMTAB);
 	agent_vm_symbols(&w);

@@ -142,11 +142,17 @@ void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind
 		lp_write_sym_cfunc(w, 0x400000, name, sizeof(name) - 1);
 }
 
-void agent_maps_reset(void)
+void agent_maps_reset(int other_running)
 {
+	(void)other_running;
 }
 
 int agent_memprof_uses_native(void)
+{
+	return 0;
+}
+
+int agent_memprof_running(void)
 {
 	return 0;
 }
@@ -156,8 +162,9 @@ void agent_maps_note(void)
 }
 
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
-			   const char *const *meta)
+			   const char *const *meta, int other_running)
 {
+	(void)other_running;
 	lp_write_ext_prologue(w);
 	if (extra)
 		extra(w);
