@@ -1323,6 +1323,9 @@ static void at_fork_child(void)
 		mp.chain = NULL;
 		mp.L = NULL;
 	}
+	/* The child's CPU profiler may sample any state: the stack sampler is not held for
+	 * a profile the child does not have. */
+	mp.own_native = 0;
 }
 
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
