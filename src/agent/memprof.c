@@ -54,6 +54,7 @@
 #include "agent/objects.h"
 #include "agent/pfile.h"
 #include "agent/rawev.h"
+#include "agent/tcodes.h"
 #include "luaprof/format.h"
 #include "stream/writer.h"
 #include "util/grow.h"
@@ -162,29 +163,10 @@ static void *chain_on(const void *ud, void *ptr, size_t osize, size_t nsize)
 	return c->f(c->ud, ptr, osize, nsize);
 }
 
-/*
-** Sampled mode: the machine code of the traces whose own code made a sampled allocation,
-** for the extension's tcode records, so that the report shows such a sample under the
-** trace's frame as it shows a CPU sample in the trace. Open addressing by trace number;
-** an extent with no room is not kept (the report then leaves the trace's frame out, as
-** it does for a trace it cannot be sure of).
-*/
-#define TCODE_SLOTS 1024
-#define TCODE_PROBES 8
-static struct tcode { uint64_t mcode; uint32_t size, traceno; } s_tcodes[TCODE_SLOTS];
-
-static void note_tcode(const struct lp_lj_trace *t)
-{
-	for (unsigned i = 0; t->mcode && t->szmcode && i < TCODE_PROBES; i++) {
-		struct tcode *c = &s_tcodes[(t->traceno + i) & (TCODE_SLOTS - 1)];
-		if (c->mcode == t->mcode && c->traceno == t->traceno && c->size == t->szmcode)
-			return;
-		if (!c->mcode) {
-			*c = (struct tcode){ t->mcode, t->szmcode, t->traceno };
-			return;
-		}
-	}
-}
+/* Sampled mode: the machine code of the traces whose own code made a sampled allocation
+ * (tcodes.h), so that the report shows such a sample under the trace's frame as it shows a
+ * CPU sample in the trace. */
+static struct agent_tcodes s_tcodes;
 
 /* Scratch of one sampled stack (the VM thread only). */
 static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
@@ -531,7 +513,7 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 				/* The trace's code allocated: its symbol (checked against reuse:
 				 * sampled mode has no generation of trace numbers) and extent. */
 				need_trace((uint32_t)vmst);
-				note_tcode(&tr);
+				agent_tcodes_note(&s_tcodes, &tr);
 			}
 			if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==
 				    LP_LJ_OK && loc.pt) {
@@ -779,16 +761,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 static void write_samples(struct lp_wbuf *w)
 {
 	agent_stackdict_write(&mp.dict, w);
-	for (size_t i = 0; i < TCODE_SLOTS; i++) {
-		uint8_t tc[32];
-		size_t n;
-		if (!s_tcodes[i].mcode)
-			continue;
-		n = lp_uleb_encode(s_tcodes[i].traceno, tc);
-		n += lp_uleb_encode(s_tcodes[i].mcode, tc + n);
-		n += lp_uleb_encode(s_tcodes[i].size, tc + n);
-		lp_write_ext_record(w, LP_EXT_TCODE, tc, n);
-	}
+	agent_tcodes_write(&s_tcodes, w);
 	/* asample records of up to 60 KiB: (stack size live)*. Not on the stack: stop runs
 	 * on the host's thread, whose stack may be small (sysbench's are 64 KiB). */
 	static uint8_t rec[61440 + 32];
@@ -813,7 +786,7 @@ static void free_samples(void)
 	memset(live_count, 0, sizeof(live_count));
 	mp.smp = NULL;
 	mp.nsmp = mp.smpcap = 0;
-	memset(s_tcodes, 0, sizeof(s_tcodes));
+	memset(&s_tcodes, 0, sizeof(s_tcodes));
 }
 
 int agent_memprof_uses_native(void)

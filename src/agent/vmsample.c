@@ -26,6 +26,7 @@
 
 #include "agent/agent.h"
 #include "agent/objects.h"
+#include "agent/tcodes.h"
 #include "vm/luajit.h"
 #include "vm/luajit_trace.h"
 #include "vm/luajit_walk.h"
@@ -208,55 +209,21 @@ static struct known {
 } known[KNOWN_SLOTS];
 static size_t nknown;
 
-/*
-** The machine code of every trace the samples met, for the extension's tcode records: a
-** trace's frame inside a host stack (C code the trace called, a collector step it ran) is
-** then named after the trace instead of a raw address. Open addressing by trace number;
-** when the probe finds no room the extent is not kept (those frames stay raw addresses).
-*/
-#define TCODE_SLOTS 1024
-#define TCODE_PROBES 8
-static struct tcode {
-	uint64_t mcode;  /* 0 = empty */
-	uint32_t size, traceno;
-} tcodes[TCODE_SLOTS];
-
-static void note_tcode(const struct lp_lj_trace *t)
-{
-	if (!t->mcode || !t->szmcode)
-		return;
-	for (unsigned i = 0; i < TCODE_PROBES; i++) {
-		struct tcode *c = &tcodes[(t->traceno + i) & (TCODE_SLOTS - 1)];
-		if (c->mcode == t->mcode && c->traceno == t->traceno && c->size == t->szmcode)
-			return;
-		if (!c->mcode) {
-			c->size = t->szmcode;
-			c->traceno = t->traceno;
-			c->mcode = t->mcode;
-			return;
-		}
-	}
-}
+/* The machine code of every trace the samples met (tcodes.h): a trace's frame inside a
+ * host stack (C code the trace called, a collector step it ran) is then named after the
+ * trace instead of a raw address. */
+static struct agent_tcodes tcodes;
 
 void agent_vm_tcodes_write(struct lp_wbuf *w)
 {
-	for (size_t i = 0; i < TCODE_SLOTS; i++) {
-		uint8_t rec[32];
-		size_t n;
-		if (!tcodes[i].mcode)
-			continue;
-		n = lp_uleb_encode(tcodes[i].traceno, rec);
-		n += lp_uleb_encode(tcodes[i].mcode, rec + n);
-		n += lp_uleb_encode(tcodes[i].size, rec + n);
-		lp_write_ext_record(w, LP_EXT_TCODE, rec, n);
-	}
+	agent_tcodes_write(&tcodes, w);
 }
 
 static void known_reset(void)
 {
 	memset(known, 0, sizeof(known));
 	nknown = 0;
-	memset(tcodes, 0, sizeof(tcodes));
+	memset(&tcodes, 0, sizeof(tcodes));
 }
 
 /* Returns the slot for key (matching or empty), NULL if the table is too full to add. */
@@ -329,7 +296,7 @@ static void need_proto(struct agent_sample *s, uint64_t pt)
 static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 {
 	uint64_t key = TRACE_KEY | t->traceno, fp = t->addr ^ (t->startpt << 1) ^ t->startpc;
-	note_tcode(t);
+	agent_tcodes_note(&tcodes, t);
 	need_proto(s, t->startpt);
 	if (is_known(key, fp) || s->nsyms == AGENT_MAX_NEWSYMS)
 		return;
