@@ -1347,7 +1347,27 @@ static void stream_init(const struct luaprof_memprof_options *opt)
 	}
 }
 
+static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt);
+
+/* A start made while another start runs (a finalizer run by a collector step that start
+ * itself set off) is refused as a start while running: it would have started a profile
+ * that the outer start then overwrote. */
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
+{
+	static int starting;
+	if (starting) {
+		set_err("profiler is running already");
+		if (opt && opt->on_stop)
+			opt->on_stop(opt->ctx, opt->buf);
+		return LUAPROF_PROFILE_ERRRUN;
+	}
+	starting = 1;
+	int rc = start_profile(L, opt);
+	starting = 0;
+	return rc;
+}
+
+static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, register_once);

@@ -581,5 +581,37 @@ else
 	echo "note: luajit2 not checked (apt-get download luajit2 libluajit2-5.1-2 failed: $(tail -n 1 "$t/dl.log" 2>/dev/null))"
 fi
 
+# -- Finalizers that start a profile, run by the collector steps start itself sets off
+# (every pending finalizer runs inside the outer start here): refused as a start while
+# running. They used to start a profile that the outer start then overwrote, so that the
+# outer stop found nothing running.
+cat >"$t/nested.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require "luaprof".memprof
+local inner, inner_path, outer_path = {}, arg[1] .. "/inner.bin", arg[1] .. "/outer.bin"
+collectgarbage("stop")
+for _ = 1, 2000 do
+  local u = newproxy(true)
+  getmetatable(u).__gc = function()
+    local ok, msg = mp.start(inner_path)
+    inner[#inner + 1] = ok and "started" or msg
+    if ok then mp.stop() end
+  end
+end
+collectgarbage("restart")
+collectgarbage("setpause", 0)
+collectgarbage("setstepmul", 100000)
+assert(mp.start(outer_path))
+local seen = {}
+for _, r in ipairs(inner) do seen[r] = (seen[r] or 0) + 1 end
+for r, n in pairs(seen) do print("inner", r, n) end
+print("outer stop", mp.stop())
+EOF
+LUA_CPATH= luajit "$t/nested.lua" "$t" >"$t/nested.out" 2>&1 ||
+	fail "nested starts: $(head -3 "$t/nested.out")"
+grep -q '^inner	started' "$t/nested.out" && fail "a finalizer's start succeeded inside another start"
+grep -qx 'outer stop	true' "$t/nested.out" && grep -q '^inner	profiler is running already	' "$t/nested.out" ||
+	fail "nested starts: $(cat "$t/nested.out")"
+
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"
