@@ -131,29 +131,37 @@ static struct {
 ** wrapper from lua_getallocf and call it at any later time: after its profile stopped,
 ** while another runs in another state or another mode. So a wrapper records only when its
 ** ud is the running profile's (mp.chain), and otherwise passes the call on to the
-** allocator it wrapped, with that allocator's ud. Never freed, and shared by the runs that
-** wrap the same allocator in the same form.
+** allocator it wrapped, with that allocator's ud. Never freed (a list, one record per
+** state, allocator and form the process ever profiled: states closed and made again
+** reuse them), and shared by the runs of a state that wrap the same allocator in the same
+** form. The state is part of the key: two states may share an allocator and its ud
+** (lua_newstate(f, NULL)), and one's kept wrapper must not record into the other's
+** profile. The generated stub cannot tell them apart (it gets the original's ud): with a
+** stub of an earlier profile of another state still in that state's chain (kept, or under
+** an allocator installed over it), its calls count as the running sampled profile's.
 */
 enum { CHAIN_RAW, CHAIN_ENC, CHAIN_SAMPLED };
 struct chain {
 	lua_Alloc f;
 	void *ud;
+	uint64_t g;
 	int form;
+	struct chain *next;
 };
-#define CHAINS 64
-static struct chain chains[CHAINS];
-static unsigned nchains;
+static struct chain *chains;
 
-/* The record for f/ud in form, or NULL when the table is full. */
-static const struct chain *chain_for(lua_Alloc f, void *ud, int form)
+/* The record for f/ud of the state with global state g in form, or NULL without memory. */
+static const struct chain *chain_for(lua_Alloc f, void *ud, uint64_t g, int form)
 {
-	for (unsigned i = 0; i < nchains; i++)
-		if (chains[i].f == f && chains[i].ud == ud && chains[i].form == form)
-			return &chains[i];
-	if (nchains == CHAINS)
+	struct chain *c;
+	for (c = chains; c; c = c->next)
+		if (c->f == f && c->ud == ud && c->g == g && c->form == form)
+			return c;
+	if (!(c = malloc(sizeof(*c))))
 		return NULL;
-	chains[nchains] = (struct chain){ f, ud, form };
-	return &chains[nchains++];
+	*c = (struct chain){ f, ud, g, form, chains };
+	chains = c;
+	return c;
 }
 
 /* Passes a call on to what a wrapper of another profile (or of none running) wrapped. */
@@ -1471,22 +1479,23 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	 * chain record. */
 	lua_Alloc f = NULL;
 	void *ud = NULL;
-	const struct chain *c;
+	const struct chain *c = NULL;
 	if (mp.sample_bytes) {
-		c = chain_for(mp.orig_f, mp.orig_ud, CHAIN_SAMPLED);
 		f = agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark, LIVE_SHIFT,
 					sampled_rare, sampled_wrapper);
 		mp.stub = f != NULL;
+		if (!f)
+			c = chain_for(mp.orig_f, mp.orig_ud, mp.vm.g, CHAIN_SAMPLED);
 		ud = f ? mp.orig_ud : (void *)c;
 		f = f ? f : sampled_wrapper;
 	} else {
-		c = chain_for(mp.orig_f, mp.orig_ud, mp.raw ? CHAIN_RAW : CHAIN_ENC);
+		c = chain_for(mp.orig_f, mp.orig_ud, mp.vm.g, mp.raw ? CHAIN_RAW : CHAIN_ENC);
 		mp.stub = 0;
 		f = mp.raw ? wrapper_raw : wrapper_enc;
 		ud = (void *)c;
 	}
-	if (!c) {
-		set_err("too many allocators wrapped in this process (%d)", CHAINS);
+	if (!mp.stub && !c) {
+		set_err("not enough memory");
 		opt->on_stop(opt->ctx, opt->buf);
 		free_maps();
 		native_release_mp();

@@ -57,8 +57,13 @@
 **            state B (its own allocator, which tags its blocks) profiled, in either mode,
 **            and A's block freed through A's kept wrapper: it must reach A's allocator
 **            (it reached B's), and B's profile must hold none of A's events.
+**   many     100 states alive at once, each profiled once: every start succeeds (the
+**            wrappers' records were a table of 64);
+**   shared   (exact mode) states A and B made with the same allocator and ud; A's wrapper
+**            left under a counting allocator when A's profile stops, then B profiled
+**            while A allocates: none of A's events may be in B's profile.
 ** Prints "scoped ok COUNT", "foreign ok FOREIGN B_EVENTS" (FOREIGN: foreign blocks B's
-** allocator saw, which must be 0).
+** allocator saw, which must be 0), "many ok 100", and in exact mode "shared ok B_EVENTS".
 */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -330,6 +335,50 @@ static int run_chain(const char *cpath, const char *out, const char *mode)
 	lua_close(A);
 	lua_close(B);
 	printf("foreign ok %ld %ld\n", foreign, events);
+
+	/* many */
+	enum { MANY = 100 };
+	static lua_State *many[MANY];
+	snprintf(start, sizeof(start), "assert(require 'luaprof'.memprof.start('%s/many.bin'%s))",
+		 out, sampled ? ", { sample = 4096 }" : "");
+	for (int i = 0; i < MANY; i++) {
+		if (!(many[i] = host_state(luaL_newstate(), cpath)) || run_lua(many[i], start) ||
+		    run_lua(many[i], work) ||
+		    run_lua(many[i], "assert(require 'luaprof'.memprof.stop())"))
+			return 1;
+	}
+	for (int i = 0; i < MANY; i++)
+		lua_close(many[i]);
+	printf("many ok %d\n", MANY);
+	if (sampled)
+		return 0;
+
+	/* shared: the generated sampled stub cannot tell such states apart (memprof.c) */
+	A = host_state(lua_newstate(malloc_alloc, NULL), cpath);
+	B = host_state(lua_newstate(malloc_alloc, NULL), cpath);
+	if (!A || !B)
+		return 1;
+	snprintf(start, sizeof(start), "assert(require 'luaprof'.memprof.start('%s/shared%%s.bin'))",
+		 out);
+	char sa[4500], sb[4500];
+	snprintf(sa, sizeof(sa), start, "a");
+	snprintf(sb, sizeof(sb), start, "b");
+	if (run_lua(A, sa))
+		return 1;
+	under_f = lua_getallocf(A, &under_ud);
+	lua_setallocf(A, counting, NULL);
+	if (run_lua(A, "assert(require 'luaprof'.memprof.stop())") || run_lua(B, sb) ||
+	    run_lua(A, work) || run_lua(A, work) ||
+	    run_lua(B, "local mp = require 'luaprof'.memprof\n"
+		       "B_EVENTS = mp.report().events\n"
+		       "assert(mp.stop())"))
+		return 1;
+	lua_getglobal(B, "B_EVENTS");
+	events = (long)lua_tonumber(B, -1);
+	lua_setallocf(A, under_f, under_ud);
+	lua_close(A);
+	lua_close(B);
+	printf("shared ok %ld\n", events);
 	return 0;
 }
 

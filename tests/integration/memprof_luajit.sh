@@ -413,6 +413,12 @@ host() {
 		read -r _ _ nforeign bevents < <(grep '^foreign ok' "$dir/chain.out")
 		[ "${nforeign:-x}" = 0 ] && [ "${bevents:-4000}" -lt 2000 ] ||
 			fail "$what: chain $cm: $nforeign of A's blocks reached B's allocator, B's profile has $bevents events (A's 4000 must not be there)"
+		grep -qx 'many ok 100' "$dir/chain.out" || fail "$what: chain $cm, 100 states: $(tail -2 "$dir/chain.out")"
+		if [ $cm = exact ]; then
+			read -r _ _ shared < <(grep '^shared ok' "$dir/chain.out")
+			[ "${shared:-9999}" -lt 2000 ] ||
+				fail "$what: chain, shared allocator: B's profile has ${shared:-no} events (A's 4000+ must not be there)"
+		fi
 	done
 	# Profilers started by a finalizer while lua_close runs them are refused: nothing would
 	# stop them, and the process could never profile again.
