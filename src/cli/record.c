@@ -321,7 +321,8 @@ static const char *raw_unsafe(const char *path)
 	char magic[3];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
+		return "cannot be read to tell whether it is a profile (remove it or give --raw "
+		       "another name)";
 	ssize_t n = read(fd, magic, sizeof(magic));
 	close(fd);
 	if (n == (ssize_t)sizeof(magic) && !memcmp(magic, "ljs", sizeof(magic)))
@@ -336,22 +337,23 @@ static int write_through(const char *path, char *dest)
 {
 	if (realpath(path, dest))
 		return 0;
-	char target[PATH_MAX];
-	ssize_t n = readlink(path, target, sizeof(target) - 1);
-	if (n < 0)
-		return (size_t)snprintf(dest, PATH_MAX, "%s", path) < PATH_MAX ? 0 : -1;
-	target[n] = '\0';
-	const char *slash = strrchr(path, '/');
-	int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - path + 1);
-	return (size_t)snprintf(dest, PATH_MAX, "%.*s%s", dirlen, path, target) < PATH_MAX ? 0
-												  : -1;
-}
-
-static mode_t current_umask(void)
-{
-	mode_t m = umask(0);
-	umask(m);
-	return m;
+	char cur[PATH_MAX], target[PATH_MAX];
+	if ((size_t)snprintf(cur, sizeof(cur), "%s", path) >= sizeof(cur))
+		return -1;
+	for (int depth = 0; depth < 40; depth++) { /* a chain of links to nothing yet */
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0)
+			break;
+		target[n] = '\0';
+		const char *slash = strrchr(cur, '/');
+		int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - cur + 1);
+		char next[PATH_MAX];
+		if ((size_t)snprintf(next, sizeof(next), "%.*s%s", dirlen, cur, target) >=
+		    sizeof(next))
+			return -1;
+		memcpy(cur, next, sizeof(cur));
+	}
+	return (size_t)snprintf(dest, PATH_MAX, "%s", cur) < PATH_MAX ? 0 : -1;
 }
 
 /* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
@@ -398,6 +400,16 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The program, while it runs: a SIGTERM or SIGHUP sent to record alone (timeout, a
+ * closed terminal, kill) is passed on to it, and record stays to keep what it recorded. */
+static volatile pid_t child_pid;
+
+static void forward(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
 /* Runs the program; returns its wait status, or -1 if it could not be started. */
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns)
 {
@@ -417,9 +429,11 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 			 1000000000ull / o->rate, o->clock, raw);
 	const char *orig = getenv("LUA_INIT");
 
-	struct sigaction ign, oint, oquit;
+	struct sigaction ign, fwd, oint, oquit, oterm, ohup;
 	memset(&ign, 0, sizeof(ign));
 	ign.sa_handler = SIG_IGN;
+	memset(&fwd, 0, sizeof(fwd));
+	fwd.sa_handler = forward;
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
 	if (pid < 0)
@@ -440,14 +454,20 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		_exit(127);
 	}
 	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
+	child_pid = pid;
 	sigaction(SIGINT, &ign, &oint);
 	sigaction(SIGQUIT, &ign, &oquit);
+	sigaction(SIGTERM, &fwd, &oterm);
+	sigaction(SIGHUP, &fwd, &ohup);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	*ns = now_ns() - t0;
+	child_pid = 0;
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);
+	sigaction(SIGTERM, &oterm, NULL);
+	sigaction(SIGHUP, &ohup, NULL);
 	return status;
 }
 
@@ -617,27 +637,44 @@ int lp_cmd_record(int argc, char **argv)
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
 	if (write_through(raw, dest))
 		return fail("output path too long");
+	if (lp_output_same(o.output, dest))
+		return fail("the rendered profile and the raw stream would both be %s: give -o "
+			    "another name (or --raw)", dest);
+	/* A new stream goes straight to its file (a record killed meanwhile leaves it where
+	 * it is looked for); one that replaces an earlier profile goes beside it first,
+	 * with its permissions, where the directory allows. */
+	struct stat old;
+	int replace = stat(dest, &old) == 0 && old.st_size > 0, probe = -1;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
 		return fail("output path too long");
-	int probe = mkostemp(tmp, O_CLOEXEC);
+	if (replace && (probe = mkostemp(tmp, O_CLOEXEC)) >= 0)
+		fchmod(probe, old.st_mode & 07777);
+	else
+		snprintf(tmp, sizeof(tmp), "%s", dest);
+	int created = 0;
+	if (probe < 0) {
+		created = access(dest, F_OK) != 0;
+		probe = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	}
 	if (probe < 0)
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
-	fchmod(probe, 0644 & ~current_umask());
 	close(probe);
+	int renamed = strcmp(tmp, dest) != 0;
 
 	uint64_t wall = 0;
 	int status = run(&o, agent, tmp, &wall);
 	if (status < 0) {
-		unlink(tmp);
+		if (renamed || created)
+			unlink(tmp);
 		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
 	}
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	struct stat sb;
 	int empty = stat(tmp, &sb) != 0 || sb.st_size == 0;
-	if (empty)
+	if (empty && (renamed || created))
 		unlink(tmp);
-	else if (rename(tmp, dest) != 0) {
+	else if (!empty && renamed && rename(tmp, dest) != 0) {
 		int e = errno;
 		unlink(tmp);
 		return fail("cannot write the raw stream %s: %s", raw, strerror(e));

@@ -366,6 +366,24 @@ expect "true wrote no profile" --memory --raw "$t/link.bin" -o "$t/l.txt" -- tru
 cmp -s "$t/target.bin" "$t/before.bin" && cmp -s "$t/l.txt" "$t/before.txt" ||
 	fail "a run that recorded nothing changed the previous profile or its report"
 ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "$t")"
+# An earlier profile replaced keeps its permissions; a raw path that is a link to nothing
+# yet, naming -o, is refused like the same path.
+chmod 600 "$t/target.bin"
+(cd "$t" && "$lp" record -q --memory --raw link.bin -o l.txt -- luajit mem.lua) >/dev/null 2>"$t/err" ||
+	fail "record --raw LINK again: $(cat "$t/err")"
+[ "$(stat -c %a "$t/target.bin")" = 600 ] || fail "the replaced profile's mode is $(stat -c %a "$t/target.bin"), was 600"
+ln -s dl.svg "$t/dl.bin"
+expect "would both be $t/dl.svg" --memory -o "$t/dl.svg" --raw "$t/dl.bin" -- luajit "$t/mark.lua" "$t/ran5"
+# record itself terminated (timeout, a closed terminal): the program gets the signal and
+# record keeps what it recorded, where it is looked for (it used to stay in a temporary file).
+cat >"$t/long.lua" <<'EOF'
+local keep, t = {}, os.clock()
+while os.clock() - t < 20 do keep[#keep % 1000 + 1] = { 1 } end
+EOF
+(cd "$t" && timeout 1 "$lp" record -q --memory -o long.txt -- luajit long.lua) >/dev/null 2>"$t/err"
+[ -s "$t/long.bin" ] && ! ls "$t" | grep -q '^long\.bin\.' ||
+	fail "record terminated: no long.bin, or a temporary file left: $(ls "$t" | grep long)"
+grep -q 'killed by signal 15' "$t/err" || fail "record terminated: $(cat "$t/err")"
 # -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
 (cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record -f pprof: $(cat "$t/err")"
