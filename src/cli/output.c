@@ -86,7 +86,8 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 	if (!path || !strcmp(path, "-"))
 		return stdout;
 	struct stat sb;
-	if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+	int exists = stat(path, &sb) == 0;
+	if (exists && !S_ISREG(sb.st_mode)) {
 		if (S_ISDIR(sb.st_mode)) {
 			errno = EISDIR;
 			return NULL;
@@ -103,7 +104,10 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 		tmp[0] = '\0';
 		return NULL;
 	}
-	fchmod(fd, 0644);
+	/* The mode a plain creation would give (mkstemp's is 0600), or the replaced file's. */
+	mode_t mask = umask(0);
+	umask(mask);
+	fchmod(fd, exists ? sb.st_mode & 07777 : 0666 & ~mask);
 	FILE *f = fdopen(fd, "w");
 	if (!f) {
 		int e = errno;

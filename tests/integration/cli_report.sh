@@ -108,6 +108,12 @@ expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp
 expect 1 "--functions applies to the graphs, pprof and top" -- $lp report --functions $mp
 $lp report -q -n 3 --lines $sp >/dev/null || fail "-n with --lines on -f top"
 $lp report -q --title T -f speedscope $sp | grep -q '"name":"T"' || fail "--title on speedscope"
+# A new report gets the mode a plain creation would (umask); a replaced one keeps its own.
+(umask 077; $lp report -q -f collapsed -o "$t/mode.folded" $sp) || fail "report with umask 077"
+[ "$(stat -c %a "$t/mode.folded")" = 600 ] || fail "umask 077: mode $(stat -c %a "$t/mode.folded")"
+chmod 640 "$t/mode.folded"
+$lp report -q -f collapsed -o "$t/mode.folded" $sp || fail "report over a 0640 file"
+[ "$(stat -c %a "$t/mode.folded")" = 640 ] || fail "replaced report: mode $(stat -c %a "$t/mode.folded"), was 640"
 # The report must not replace its own input.
 cp $sp "$t/self.bin"
 expect 1 "-o .*self.bin is the input file" -- $lp report -f collapsed -o "$t/./self.bin" "$t/self.bin"
