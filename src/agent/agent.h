@@ -286,6 +286,11 @@ int agent_block_signal(sigset_t *old);
 /* -- Memory profiler (memprof.c), used by the Lua binding ------------------------------ */
 
 int agent_memprof_running(void);
+/* L is closing (its memory sentinel's finalizer runs, before the heap is freed): a wrapper
+ * of this profiler left as its allocator after its profile stopped (put back by a host
+ * that had installed an allocator over it) is replaced by the allocator it wraps, so that
+ * lua_close still destroys LuaJIT's own arena. */
+void agent_memprof_closing(struct lua_State *L);
 /* memprof's sampled mode holds the VM sampler and the objects table (shared with sysprof). */
 int agent_memprof_uses_native(void);
 uint64_t agent_memprof_run_id(void);

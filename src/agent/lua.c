@@ -401,6 +401,7 @@ static int mem_anchor_gc(lua_State *L)
 		a->finalized = 1;
 	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
 		luaprof_memprof_stop(L);
+	agent_memprof_closing(L);
 	return 0;
 }
 

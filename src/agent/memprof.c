@@ -1271,6 +1271,15 @@ LUAPROF_API const char *luaprof_memprof_error(void)
 	return mp.err;
 }
 
+void agent_memprof_closing(lua_State *L)
+{
+	void *ud;
+	lua_Alloc f = lua_getallocf(L, &ud), top = f;
+	unwrap(&f, &ud);
+	if (f != top)
+		lua_setallocf(L, f, ud);
+}
+
 int agent_memprof_running(void)
 {
 	return mp.state != MP_IDLE;

@@ -11,6 +11,9 @@
 **   memprof_malloc  the same with lua_newstate and a malloc/realloc/free allocator instead
 **            of LuaJIT's own arena, so that valgrind sees every block of the Lua heap:
 **            each must be freed exactly once, whichever allocator the wrapper chained to;
+**   putback  the same, but the profile is stopped while a counting allocator sits over
+**            the wrapper, which the host then puts back (what it found) before lua_close:
+**            the wrapper, passing through, must not keep LuaJIT from destroying its arena;
 **   plain    the same chunk without the profiler (the baseline);
 **   control  no profiler, but a pass-through allocator installed with lua_setallocf just
 **            before lua_close: what a wrapper left in place at close does (LuaJIT then frees
@@ -486,8 +489,9 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "chain"))
 		return run_chain(cpath, out, argv[4]);
 	int n = atoi(argv[4]);
-	int use_malloc = !strcmp(mode, "memprof_malloc");
-	int profile = use_malloc || !strcmp(mode, "memprof"), control = !strcmp(mode, "control");
+	int use_malloc = !strcmp(mode, "memprof_malloc"), putback = !strcmp(mode, "putback");
+	int profile = use_malloc || putback || !strcmp(mode, "memprof");
+	int control = !strcmp(mode, "control");
 	if (!profile && !control && strcmp(mode, "plain")) {
 		fprintf(stderr, "memprof_host: unknown mode %s\n", mode);
 		return 1;
@@ -509,6 +513,13 @@ int main(int argc, char **argv)
 		if (control) {
 			orig_f = lua_getallocf(L, &orig_ud);
 			lua_setallocf(L, passthrough, NULL);
+		}
+		if (putback) {
+			under_f = lua_getallocf(L, &under_ud);
+			lua_setallocf(L, counting, NULL);
+			if (run_lua(L, "assert(require 'luaprof'.memprof.stop())"))
+				return 1;
+			lua_setallocf(L, under_f, under_ud);
 		}
 		lua_close(L);
 		if (i == (n < 3 ? n : 3))

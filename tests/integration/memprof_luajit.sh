@@ -70,7 +70,8 @@
 #             report's totals equal memprof.report()'s;
 #  host       memprof_host.c: lua_close with the profiler running, 30 states in a row: the
 #             process's mapped memory does not grow (a pass-through allocator left in place
-#             at close, the control, leaks LuaJIT's arena each time and must grow it);
+#             at close, the control, leaks LuaJIT's arena each time and must grow it; nor
+#             does it when a stopped profile's wrapper was put back as the allocator);
 #             under valgrind (installed when missing and allowed), no error and no block
 #             lost, with LuaJIT's allocator and with a malloc one.
 # MEMPROF_VERBOSE=1 prints every report. Exit 0 pass, 1 fail, 2 skip (reason on the last
@@ -382,7 +383,7 @@ host() {
 	shift
 	mkdir -p "$dir"
 	declare -A growth
-	for m in memprof plain control; do
+	for m in memprof putback plain control; do
 		env "$@" "$t/memprof_host" $m "build/?.so" "$dir" 30 >"$dir/$m.out" 2>&1 ||
 			{ fail "$what: memprof_host $m failed: $(head -5 "$dir/$m.out")"; continue; }
 		read -r _ first last < <(grep '^vmsize_kib ' "$dir/$m.out")
@@ -394,6 +395,8 @@ host() {
 	[ "${growth[memprof]:-99999}" -le 256 ] ||
 		fail "$what: 27 states closed while profiling grew the process by ${growth[memprof]:-?} KiB (plain: ${growth[plain]:-?} KiB, control: ${growth[control]:-?} KiB)"
 	[ "${growth[plain]:-99999}" -le 256 ] || fail "$what: plain states grew the process by ${growth[plain]:-?} KiB"
+	[ "${growth[putback]:-99999}" -le 256 ] ||
+		fail "$what: 27 states closed with the stopped profile's wrapper put back as their allocator grew the process by ${growth[putback]:-?} KiB (their arenas leaked)"
 	# The stream of the last state is complete, with the chunk's allocations in it.
 	if report "$runner" host "$dir" host-30 "$dir/host-30.bin"; then
 		[ "$(sum "$dir/host-30.ent" A "=host:3|TRACE \[[0-9]+\] started at =host:3" | cut -d' ' -f1)" -ge 2000 ] ||
