@@ -386,6 +386,17 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			break;
 		}
 	}
+	/* Interpreter code between a leaf in the interpreter and its API frame, other than the
+	 * step's copy, with a builtin boundary in the Lua stack: a coroutine resumed by an
+	 * assembler builtin (coroutine.resume, wrap) runs on a C frame of its own, with no API
+	 * frame, under the resumer's interpreter. The API frame is then the resumer's entry,
+	 * not the leaf's: its segment belongs there (it was placed after the resumer's VM
+	 * frame, splitting the program's root three ways). */
+	int resumed = 0;
+	for (size_t k = 1 + (size_t)step_copy; optional && k < leaf_entry; k++) {
+		uint64_t ss;
+		resumed |= host[k] != host[0] && classify(s, host[k], &ss) == ANCHOR_VM_BLOCK;
+	}
 	for (int unnamed = 0; unnamed < 2; unnamed++) {
 		int unnamed_seen = 0;
 		na = 0;
@@ -422,7 +433,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			 * the API frame is that one's. So it is after a step's copy of VM code
 			 * (step_copy), the API frame right after the copy being the same entry. */
 			if (trace_leaf && k == leaf_entry && !have_vm &&
-			    (leaf_entry == 1 + (size_t)step_copy || !leaf_is_trace)) {
+			    (leaf_entry == 1 + (size_t)step_copy || (!leaf_is_trace && !resumed))) {
 				if (resume)
 					na = 0;
 				call = resume = 0;

@@ -538,6 +538,29 @@ static void test_trace_in_coroutine(void)
 }
 
 /*
+** The same coroutine sampled in the interpreter (a CPU sample whose leaf is the interpreter's
+** block): the resume's C frame and the resumer's interpreter are both the interpreter's
+** block, then lua_pcall. The outer segment belongs at lua_pcall, the resumer's entry, as
+** for the trace and for the resumer's own samples; it went after the resumer's frame. Its
+** helper's frames (the same block again, right after the leaf) are no resume: without a
+** builtin boundary in the Lua stack, lua_pcall stays the leaf's own entry.
+*/
+static void test_interpreter_in_coroutine(void)
+{
+	begin_with(stripped, NSYMS(stripped));
+	const struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(15), L(P_F, 14) };
+	const uint64_t host[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
+				  "lj_vm_asm_begin;@app.lua:14 1\n");
+	begin_with(stripped, NSYMS(stripped));
+	const struct lp_lua_frame flat[] = { L(P_MAIN, 5), L(P_F, 14) };
+	SAMPLE(LP_VMST_LFUNC, flat, host);
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;lj_vm_asm_begin;@app.lua:5;"
+				  "@app.lua:14 1\n");
+}
+
+/*
 ** A trace in an FFI callback (a qsort comparator), sampled in its exit handler (VM code):
 ** the agent steps it to the entry's C frame, so the interpreter's block is there twice
 ** before qsort. The second is the same entry, not another anchor: the caller's frames
@@ -902,6 +925,7 @@ int main(void)
 	RUN(test_anchor_after_sizes);
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
+	RUN(test_interpreter_in_coroutine);
 	RUN(test_trace_helper_in_callback);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
