@@ -566,7 +566,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	}
 	if (!o->quiet) {
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
-		fprintf(stderr, "luaprof record: %.2f s profiled, ", secs);
+		fprintf(stderr, "luaprof record: %.*f s profiled, ", secs < 0.1 ? 3 : 2, secs);
 		if (f.sampled) {
 			fprintf(stderr, "%" PRIu64 " sampled allocations (one per %" PRIu64 " bytes "
 					"allocated on average", f.samples, f.sample_bytes);
@@ -586,8 +586,9 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 						"smaller size, or drop --sample for every event)\n",
 					f.sample_bytes);
 		} else {
-			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes of stream each)\n",
-				f.events, f.events ? (double)size / (double)f.events : 0.0);
+			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes each, the "
+					"symbol table aside)\n", f.events,
+				f.events ? (double)f.section_bytes / (double)f.events : 0.0);
 		}
 		if (top)
 			fprintf(stderr, "\n%s\n", top);

@@ -444,6 +444,7 @@ out:
 		/* A cut stream has no facts of its end: the events read stand for them. */
 		if (!facts->events && l.kind == LP_STREAM_MEMPROF && !l.sampled)
 			facts->events = l.stats.events;
+		facts->section_bytes = l.stats.section_bytes;
 	}
 	lp_loaded_free(&l);
 	lp_input_close(&in);

@@ -18,6 +18,7 @@ struct lp_record_facts {
 	uint64_t duration_ns, overruns, truncated, paced;  /* CPU profiles */
 	int sampled;                                      /* memory: meta mode = "sampled" */
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
+	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
 };
 
 /* One pair of the extension's meta, as written (duplicates kept, in stream order). */

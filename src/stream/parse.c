@@ -482,9 +482,12 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 	memset(st, 0, sizeof(*st));
 
 	int rc = symtab(in, h, st);
+	uint64_t section_start = lp_input_offset(in);
 	if (rc == LP_OK)
 		rc = profile_section(in, h, st, &sc);
 	int in_profile = rc != LP_OK;
+	if (st->kind)
+		st->section_bytes = lp_input_offset(in) - section_start;
 	if (rc == LP_OK) {
 		st->complete = 1;
 		if (!lp_input_at_eof(in))

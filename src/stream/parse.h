@@ -91,6 +91,8 @@ struct lp_parse_stats {
 	uint64_t symbols;          /* symtab entries and mid-stream symbol events */
 	uint64_t events;           /* memprof events or sysprof samples */
 	uint64_t bytes;            /* bytes consumed */
+	uint64_t section_bytes;    /* of them, the profile section's: its prologue through its
+				    * epilogue, or through the cut */
 	int complete;              /* the epilogue was read, and the extension (if any) whole */
 	int extension;             /* an "lpx" extension followed the epilogue */
 };
