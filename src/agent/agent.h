@@ -291,6 +291,8 @@ int agent_memprof_running(void);
  * that had installed an allocator over it) is replaced by the allocator it wraps, so that
  * lua_close still destroys LuaJIT's own arena. */
 void agent_memprof_closing(struct lua_State *L);
+/* Stops the memory profile of L because L is closing (meta stopped_by: close). */
+void agent_memprof_stop_at_close(struct lua_State *L);
 /* memprof's sampled mode holds the VM sampler and the objects table (shared with sysprof). */
 int agent_memprof_uses_native(void);
 uint64_t agent_memprof_run_id(void);

@@ -400,7 +400,7 @@ static int mem_anchor_gc(lua_State *L)
 	if (a)
 		a->finalized = 1;
 	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
-		luaprof_memprof_stop(L);
+		agent_memprof_stop_at_close(L);
 	agent_memprof_closing(L);
 	return 0;
 }

@@ -121,6 +121,8 @@ static struct {
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
 	uint64_t cut;                   /* samples whose stack was cut (too deep to keep) */
 	int stub;                       /* the sampled wrapper is a generated stub (allocstub.h) */
+	const char *stopped_by;         /* meta stopped_by of the next stop: "program" (an
+					 * API call), unless exit or lua_close stop it */
 	lua_Alloc installed_f;          /* what start installed, with installed_ud: restored */
 	void *installed_ud;             /* from only while it is still the state's allocator */
 } mp;
@@ -1323,8 +1325,16 @@ static void at_fork_child(void)
  * still whole then; the allocator no longer matters. */
 static void at_exit(void)
 {
-	if (mp.state != MP_IDLE)
+	if (mp.state != MP_IDLE) {
+		mp.stopped_by = "exit";
 		luaprof_memprof_stop(NULL);
+	}
+}
+
+void agent_memprof_stop_at_close(lua_State *L)
+{
+	mp.stopped_by = "close";
+	luaprof_memprof_stop(L);
 }
 
 static void register_once(void)
@@ -1514,6 +1524,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.chain = mp.sample_bytes ? NULL : c;
 	mp.installed_f = f;
 	mp.installed_ud = ud;
+	mp.stopped_by = NULL;
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
 	lua_setallocf(L, f, ud);
@@ -1574,6 +1585,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"sample_ns", cap,
 			"sample_lookups", look,
 			"truncated", ncut,
+			"stopped_by", mp.stopped_by ? mp.stopped_by : "program",
 			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",
@@ -1600,6 +1612,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	mp.state = MP_IDLE;
 	mp.chain = NULL;
 	mp.L = NULL;
+	mp.stopped_by = NULL;
 	free_maps();
 	/* The buffer goes with on_stop below: nothing may write into it any more. */
 	mp.w.buf = mp.w.pos = mp.w.end = NULL;

@@ -590,6 +590,10 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 					"symbol table aside)\n", f.events,
 				f.events ? (double)f.section_bytes / (double)f.events : 0.0);
 		}
+		if (f.stopped_by_program)
+			fprintf(stderr, "luaprof record: the program stopped the profile itself "
+					"(memprof.stop) after %.*f s: what it did after that is not in "
+					"it\n", secs < 0.1 ? 3 : 2, secs);
 		if (top)
 			fprintf(stderr, "\n%s\n", top);
 		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld bytes)\n",

@@ -190,6 +190,8 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		*fact = strtoull(value, NULL, 10);
 	else if (!strcmp(key, "mode"))
 		c->l->facts.sampled = !strcmp(value, "sampled");
+	else if (!strcmp(key, "stopped_by"))
+		c->l->facts.stopped_by_program = !strcmp(value, "program");
 	/* A sampled memory profile with no sample at all (a short run, a large interval) is
 	 * still one: not an exact profile that saw no event. */
 	if (!strcmp(key, "mode") && !strcmp(value, "sampled") && c->l->mem) {

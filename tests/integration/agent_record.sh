@@ -226,6 +226,14 @@ grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
 grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* allocation events \([1-3]?[0-9]\.[0-9] bytes each, the symbol table aside\)$' \
 	"$t/err" && grep -q '^luaprof record: wrote standard output (memprof) and .*luaprof.bin (raw stream' \
 	"$t/err" || fail "record --memory summary: $(cat "$t/err")"
+grep -q 'stopped the profile itself' "$t/err" &&
+	fail "record: a profile stopped at the program's end told as stopped by the program"
+# A program that stops the profile itself: record says the profile ends there.
+printf 'local t = {} for i = 1, 100 do t[i] = { i } end\nmisc.memprof.stop()\n' >"$t/selfstop.lua"
+(cd "$t" && "$lp" record -n 0 --memory -o selfstop.txt -- luajit selfstop.lua) >/dev/null 2>"$t/err" ||
+	fail "record selfstop.lua: $(cat "$t/err")"
+grep -q 'the program stopped the profile itself (memprof.stop)' "$t/err" ||
+	fail "record: a profile the program stopped is not told: $(cat "$t/err")"
 # Sampled: how many samples, at what interval, what taking them cost. The script allocates
 # 15-18 KB: at 1 KiB intervals (drawn at random) no sample at all has odds of about e^-15
 # (at 4 KiB it was e^-4.5, and a CI run drew it).
