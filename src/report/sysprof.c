@@ -292,6 +292,14 @@ static int vm_frame(struct lp_sysprof *s, unsigned vmstate, uint32_t *id)
 
 /* -- Anchors ---------------------------------------------------------------------- */
 
+/* Whether builtin ffid resumes a coroutine on a C frame of its own (by the stream's
+ * ffnames; unknown without them). */
+static int resume_builtin(const struct lp_sysprof *s, uint64_t ffid)
+{
+	const char *name = ffid < s->nffnames ? s->ffnames[ffid] : NULL;
+	return name && (!strcmp(name, "coroutine.resume") || !strcmp(name, "coroutine.wrap_aux"));
+}
+
 /* Classifies a host address (cached; the cache is dropped when symbols are added). */
 static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symstart)
 {
@@ -342,12 +350,14 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	 * back through lj_vm_call, assembler ones such as pcall do not), taken innermost
 	 * first. Segment j covers lua indices [seg_start[j], seg_start[j+1]) in outermost-
 	 * first order, where the boundary frame ends the outer segment. */
-	size_t definite = 0, optional = 0;
+	size_t definite = 0, optional = 0, resumers = 0;
 	for (size_t i = 1; i < nl; i++) { /* lua[i] has lua[i-1] inside it */
-		if (lua[i].type == LP_FRAME_CFUNC)
+		if (lua[i].type == LP_FRAME_CFUNC) {
 			definite++;
-		else if (lua[i].type == LP_FRAME_FFUNC)
+		} else if (lua[i].type == LP_FRAME_FFUNC) {
 			optional++;
+			resumers += resume_builtin(s, lua[i].addr);
+		}
 	}
 
 	/* Usable anchors, outermost first: one tier only (VM entries when any is named,
@@ -387,16 +397,31 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 		}
 	}
 	/* Interpreter code between a leaf in the interpreter and its API frame, other than the
-	 * step's copy, with a builtin boundary in the Lua stack: a coroutine resumed by an
+	 * step's copy, with a resuming builtin in the Lua stack: a coroutine resumed by an
 	 * assembler builtin (coroutine.resume, wrap) runs on a C frame of its own, with no API
 	 * frame, under the resumer's interpreter. The API frame is then the resumer's entry,
 	 * not the leaf's: its segment belongs there (it was placed after the resumer's VM
-	 * frame, splitting the program's root three ways). */
-	int resumed = 0;
-	for (size_t k = 1 + (size_t)step_copy; optional && k < leaf_entry; k++) {
+	 * frame, splitting the program's root three ways). Any other builtin (pcall) makes
+	 * no C frame: interpreter code there is a helper the leaf called, as without one;
+	 * a stream without the builtins' names (ffnames) keeps that reading too. */
+	int resumed = 0, all_vm = trace_leaf && !leaf_is_trace && !have_vm && leaf_entry > 1;
+	size_t nvm = 0;
+	for (size_t k = 1 + (size_t)step_copy; k < leaf_entry; k++) {
 		uint64_t ss;
-		resumed |= host[k] != host[0] && classify(s, host[k], &ss) == ANCHOR_VM_BLOCK;
+		int vm = classify(s, host[k], &ss) == ANCHOR_VM_BLOCK;
+		resumed |= resumers && vm && host[k] != host[0];
+		all_vm &= vm;
+		nvm += vm;
 	}
+	/* Otherwise that code is the leaf's entry calling a helper of its own (a rounding or
+	 * modulo routine in the interpreter's block), and so are the frames right after the
+	 * leaf beyond one a resume: not shown, so that the helper's samples share their Lua
+	 * line's path (they went before the Lua frames, a root of their own). helper_end:
+	 * host frames in [1, helper_end) are hidden. */
+	size_t helper_end = 0;
+	if (all_vm)
+		helper_end = !resumed ? leaf_entry
+			   : nvm > resumers ? 1 + (size_t)step_copy + (nvm - resumers) : 0;
 	for (int unnamed = 0; unnamed < 2; unnamed++) {
 		int unnamed_seen = 0;
 		na = 0;
@@ -495,7 +520,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	/* Host frames, outermost first, with matched segments after their anchors. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
-		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1));
+		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
 		if (!hidden && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anc < na && s->anchor_at[anc] == k) {

@@ -541,23 +541,52 @@ static void test_trace_in_coroutine(void)
 ** The same coroutine sampled in the interpreter (a CPU sample whose leaf is the interpreter's
 ** block): the resume's C frame and the resumer's interpreter are both the interpreter's
 ** block, then lua_pcall. The outer segment belongs at lua_pcall, the resumer's entry, as
-** for the trace and for the resumer's own samples; it went after the resumer's frame. Its
-** helper's frames (the same block again, right after the leaf) are no resume: without a
-** builtin boundary in the Lua stack, lua_pcall stays the leaf's own entry.
+** for the trace and for the resumer's own samples; it went after the resumer's frame. A
+** helper's frame (the same block again, right after the leaf) is no resume: without a
+** resuming builtin in the Lua stack (pcall makes no C frame), lua_pcall stays the leaf's
+** own entry.
 */
+static void resume_names_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "ffnames", "lua - pcall coroutine.wrap_aux");
+	lp_write_ext_end(&wb);
+}
+
 static void test_interpreter_in_coroutine(void)
 {
-	begin_with(stripped, NSYMS(stripped));
-	const struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(15), L(P_F, 14) };
 	const uint64_t host[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180 };
+	begin_with(stripped, NSYMS(stripped));
+	const struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(3), L(P_F, 14) };
 	SAMPLE(LP_VMST_LFUNC, lua, host);
-	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;"
-				  "lj_vm_asm_begin;@app.lua:14 1\n");
+	trailer = resume_names_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14 1\n");
+	/* In a helper the coroutine's interpreter called: the helper's return address, right
+	 * after the leaf, is not shown either. */
+	const uint64_t in_helper[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3140,
+				       0x3180 };
+	begin_with(stripped, NSYMS(stripped));
+	SAMPLE(LP_VMST_LFUNC, lua, in_helper);
+	trailer = resume_names_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14 1\n");
+	/* Under pcall, which makes no C frame, or with no builtin at all, the same host
+	 * stack is a helper the leaf called: not shown, the sample on its Lua line's path. */
+	static const char helper[] = "__libc_start_main;main;lua_pcall;@app.lua:5;%s"
+				     "@app.lua:14 1\n";
+	char want[256];
+	begin_with(stripped, NSYMS(stripped));
+	const struct lp_lua_frame under_pcall[] = { L(P_MAIN, 5), FF(2), L(P_F, 14) };
+	SAMPLE(LP_VMST_LFUNC, under_pcall, host);
+	trailer = resume_names_trailer;
+	snprintf(want, sizeof(want), helper, "pcall;");
+	CHECK_STR(collapse(0, 0), want);
 	begin_with(stripped, NSYMS(stripped));
 	const struct lp_lua_frame flat[] = { L(P_MAIN, 5), L(P_F, 14) };
 	SAMPLE(LP_VMST_LFUNC, flat, host);
-	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;lj_vm_asm_begin;@app.lua:5;"
-				  "@app.lua:14 1\n");
+	snprintf(want, sizeof(want), helper, "");
+	CHECK_STR(collapse(0, 0), want);
 }
 
 /*
