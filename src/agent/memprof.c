@@ -1277,6 +1277,12 @@ void agent_memprof_closing(lua_State *L)
 {
 	void *ud;
 	lua_Alloc f = lua_getallocf(L, &ud), top = f;
+	/* The running sampled profile's stub, when this state shares its allocator and ud
+	 * (lua_newstate(f, NULL)): its frees still go through it, to leave that profile's
+	 * live blocks as they are freed. */
+	if (mp.state == MP_RUNNING && mp.sample_bytes && top == mp.installed_f &&
+	    ud == mp.installed_ud)
+		return;
 	unwrap(&f, &ud);
 	if (f != top)
 		lua_setallocf(L, f, ud);

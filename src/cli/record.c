@@ -434,11 +434,21 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	ign.sa_handler = SIG_IGN;
 	memset(&fwd, 0, sizeof(fwd));
 	fwd.sa_handler = forward;
+	/* SIGTERM and SIGHUP wait until the forwarder is in place (a pending one is then
+	 * passed on); the program gets the mask it would have had. */
+	sigset_t term, omask;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGHUP);
+	sigprocmask(SIG_BLOCK, &term, &omask);
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		sigprocmask(SIG_SETMASK, &omask, NULL);
 		return -1;
+	}
 	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &omask, NULL);
 		if (orig)
 			setenv("LUAPROF_LUA_INIT", orig, 1);
 		else
@@ -459,11 +469,12 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGQUIT, &ign, &oquit);
 	sigaction(SIGTERM, &fwd, &oterm);
 	sigaction(SIGHUP, &fwd, &ohup);
+	sigprocmask(SIG_SETMASK, &omask, NULL);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	*ns = now_ns() - t0;
 	child_pid = 0;
+	*ns = now_ns() - t0;
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);
 	sigaction(SIGTERM, &oterm, NULL);
@@ -659,7 +670,9 @@ int lp_cmd_record(int argc, char **argv)
 	int created = 0;
 	if (probe < 0) {
 		created = access(dest, F_OK) != 0;
-		probe = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* Not truncated here: an earlier profile that could not be set aside is
+		 * emptied by the agent when it starts, not by a run that never does. */
+		probe = open(dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	}
 	if (probe < 0)
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
@@ -677,6 +690,10 @@ int lp_cmd_record(int argc, char **argv)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	struct stat sb;
 	int empty = stat(tmp, &sb) != 0 || sb.st_size == 0;
+	/* Written in place over an earlier profile: untouched means nothing recorded. */
+	if (!empty && replace && !renamed && sb.st_size == old.st_size &&
+	    sb.st_mtim.tv_sec == old.st_mtim.tv_sec && sb.st_mtim.tv_nsec == old.st_mtim.tv_nsec)
+		empty = 1;
 	if (empty && (renamed || created))
 		unlink(tmp);
 	else if (!empty && renamed && rename(tmp, dest) != 0) {
