@@ -441,14 +441,21 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaddset(&term, SIGTERM);
 	sigaddset(&term, SIGHUP);
 	sigprocmask(SIG_BLOCK, &term, &omask);
+	/* An inherited SIGCHLD of SIG_IGN would reap the program itself: no status. */
+	struct sigaction dfl, ochld;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(SIGCHLD, &dfl, &ochld);
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
+		sigaction(SIGCHLD, &ochld, NULL);
 		return -1;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
+		sigaction(SIGCHLD, &ochld, NULL);
 		if (orig)
 			setenv("LUAPROF_LUA_INIT", orig, 1);
 		else
@@ -470,10 +477,11 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGTERM, &fwd, &oterm);
 	sigaction(SIGHUP, &fwd, &ohup);
 	sigprocmask(SIG_SETMASK, &omask, NULL);
-	int status;
+	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	child_pid = 0;
+	sigaction(SIGCHLD, &ochld, NULL);
 	*ns = now_ns() - t0;
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);

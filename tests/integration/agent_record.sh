@@ -392,6 +392,12 @@ EOF
 [ -s "$t/long.bin" ] && ! ls "$t" | grep -q '^long\.bin\.' ||
 	fail "record terminated: no long.bin, or a temporary file left: $(ls "$t" | grep long)"
 grep -q 'killed by signal 15' "$t/err" || fail "record terminated: $(cat "$t/err")"
+# An inherited SIGCHLD of SIG_IGN (a parent that ignores its children) must not lose the
+# program's status (waitpid found no child, and the status was read uninitialised).
+(cd "$t" && perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV' "$lp" record -q --memory -o ig.txt -- \
+	luajit mem.lua 3) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 3 ] || fail "record with SIGCHLD ignored: exit $rc, want 3: $(cat "$t/err")"
 # -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
 (cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record -f pprof: $(cat "$t/err")"
