@@ -121,8 +121,6 @@ static struct {
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
 	uint64_t cut;                   /* samples whose stack was cut (too deep to keep) */
 	int stub;                       /* the sampled wrapper is a generated stub (allocstub.h) */
-	const char *stopped_by;         /* meta stopped_by of the next stop: "program" (an
-					 * API call), unless exit or lua_close stop it */
 	lua_Alloc installed_f;          /* what start installed, with installed_ud: restored */
 	void *installed_ud;             /* from only while it is still the state's allocator */
 } mp;
@@ -878,10 +876,11 @@ static void unwrap(lua_Alloc *f, void **ud)
 			const struct chain *c = *ud;
 			*f = c->f;
 			*ud = c->ud;
-		} else if (agent_allocstub_orig(*f)) {
-			*f = agent_allocstub_orig(*f); /* the stub passes the original's ud */
 		} else {
-			return;
+			lua_Alloc orig = agent_allocstub_orig(*f);
+			if (!orig)
+				return;
+			*f = orig; /* the stub passes the original's ud */
 		}
 	}
 }
@@ -1329,18 +1328,17 @@ static void at_fork_child(void)
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
  * still whole then; the allocator no longer matters. */
+static int stop_profile(lua_State *L, const char *cause);
+
 static void at_exit(void)
 {
-	if (mp.state != MP_IDLE) {
-		mp.stopped_by = "exit";
-		luaprof_memprof_stop(NULL);
-	}
+	if (mp.state != MP_IDLE)
+		stop_profile(NULL, "exit");
 }
 
 void agent_memprof_stop_at_close(lua_State *L)
 {
-	mp.stopped_by = "close";
-	luaprof_memprof_stop(L);
+	stop_profile(L, "close");
 }
 
 static void register_once(void)
@@ -1502,35 +1500,29 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
 	 * to the original instead of an indirect one). The compiled wrappers get their
 	 * chain record. */
-	lua_Alloc f = NULL;
-	void *ud = NULL;
+	lua_Alloc f = !mp.sample_bytes ? NULL
+		    : agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark, LIVE_SHIFT,
+					  sampled_rare, sampled_wrapper);
+	void *ud = mp.orig_ud;
 	const struct chain *c = NULL;
-	if (mp.sample_bytes) {
-		f = agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark, LIVE_SHIFT,
-					sampled_rare, sampled_wrapper);
-		mp.stub = f != NULL;
-		if (!f)
-			c = chain_for(mp.orig_f, mp.orig_ud, mp.vm.g, CHAIN_SAMPLED);
-		ud = f ? mp.orig_ud : (void *)c;
-		f = f ? f : sampled_wrapper;
-	} else {
-		c = chain_for(mp.orig_f, mp.orig_ud, mp.vm.g, mp.raw ? CHAIN_RAW : CHAIN_ENC);
-		mp.stub = 0;
-		f = mp.raw ? wrapper_raw : wrapper_enc;
+	mp.stub = f != NULL;
+	if (!f) {
+		f = mp.sample_bytes ? sampled_wrapper : mp.raw ? wrapper_raw : wrapper_enc;
+		c = chain_for(mp.orig_f, mp.orig_ud, mp.vm.g, mp.sample_bytes ? CHAIN_SAMPLED
+							    : mp.raw ? CHAIN_RAW : CHAIN_ENC);
 		ud = (void *)c;
+		if (!c) {
+			set_err("not enough memory");
+			opt->on_stop(opt->ctx, opt->buf);
+			free_maps();
+			native_release_mp();
+			errno = ENOMEM;
+			return LUAPROF_PROFILE_ERRMEM;
+		}
 	}
-	if (!mp.stub && !c) {
-		set_err("not enough memory");
-		opt->on_stop(opt->ctx, opt->buf);
-		free_maps();
-		native_release_mp();
-		errno = ENOMEM;
-		return LUAPROF_PROFILE_ERRMEM;
-	}
-	mp.chain = mp.sample_bytes ? NULL : c;
+	mp.chain = mp.sample_bytes ? NULL : c; /* the sampled paths test orig and ud instead */
 	mp.installed_f = f;
 	mp.installed_ud = ud;
-	mp.stopped_by = NULL;
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
 	lua_setallocf(L, f, ud);
@@ -1538,6 +1530,12 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 }
 
 LUAPROF_API int luaprof_memprof_stop(lua_State *L)
+{
+	return stop_profile(L, "program");
+}
+
+/* cause: meta stopped_by (program: an API call; exit; close: lua_close). */
+static int stop_profile(lua_State *L, const char *cause)
 {
 	if (mp.state == MP_IDLE) {
 		set_err("profiler is not running");
@@ -1591,7 +1589,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			"sample_ns", cap,
 			"sample_lookups", look,
 			"truncated", ncut,
-			"stopped_by", mp.stopped_by ? mp.stopped_by : "program",
+			"stopped_by", cause,
 			"ffnames", ffnames,
 			"duration_ns", dur,
 			"agent", "luaprof " AGENT_VERSION " in-process",
@@ -1616,9 +1614,7 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 			  : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 	}
 	mp.state = MP_IDLE;
-	mp.chain = NULL;
 	mp.L = NULL;
-	mp.stopped_by = NULL;
 	free_maps();
 	/* The buffer goes with on_stop below: nothing may write into it any more. */
 	mp.w.buf = mp.w.pos = mp.w.end = NULL;
