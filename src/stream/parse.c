@@ -31,23 +31,41 @@ const char *lp_vmstate_name(unsigned vmstate)
 					     "stopped by the consumer");              \
 	} while (0)
 
+/*
+** Reads a prologue's three-byte magic into p a byte at a time, so that input that is no
+** such section (a line of text) is told from one cut inside it: LP_OK with *got = 0 when
+** it matches, else with *got the bytes read, the last of them the first that differs;
+** the input's error (a cut) as it comes.
+*/
+static int read_magic(struct lp_input *in, const char *magic, uint8_t *p, size_t *got)
+{
+	*got = 0;
+	for (size_t i = 0; i < 3; i++) {
+		TRY(lp_input_u8(in, &p[i]));
+		if (p[i] != (uint8_t)magic[i]) {
+			*got = i + 1;
+			break;
+		}
+	}
+	return LP_OK;
+}
+
 static int prologue(struct lp_input *in, const char *magic, unsigned expect, const char *what,
 		    unsigned *version)
 {
 	uint64_t start = lp_input_offset(in);
-	uint8_t p[LP_PROLOGUE_SIZE] = { 0 };
-	/* The magic a byte at a time: a short file that is no stream (a line of text) is
-	 * malformed, not a stream cut inside its prologue. */
-	for (size_t i = 0; i < 3; i++) {
-		TRY(lp_input_u8(in, &p[i]));
-		if (p[i] != (uint8_t)magic[i]) {
-			char found[12];
-			snprintf(found, sizeof(found), i == 0 ? "%02x" : i == 1 ? "%02x %02x"
-				 : "%02x %02x %02x", p[0], p[1], p[2]);
-			return lp_input_fail(in, LP_ERR_FORMAT, start,
-					     "bad %s prologue: expected magic \"%s\", found %s",
-					     what, magic, found);
-		}
+	uint8_t p[LP_PROLOGUE_SIZE];
+	size_t got;
+	TRY(read_magic(in, magic, p, &got));
+	if (got) {
+		char found[12];
+		size_t n = 0;
+		for (size_t k = 0; k < got; k++)
+			n += (size_t)snprintf(found + n, sizeof(found) - n, "%s%02x", k ? " " : "",
+					      p[k]);
+		return lp_input_fail(in, LP_ERR_FORMAT, start,
+				     "bad %s prologue: expected magic \"%s\", found %s", what,
+				     magic, found);
 	}
 	TRY(lp_input_bytes(in, p + 3, sizeof(p) - 3));
 	if (p[3] != expect)
@@ -406,13 +424,11 @@ static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
 {
 	struct ext_state es = { sc, 0, 0 };
 	uint64_t start = lp_input_offset(in);
-	uint8_t p[LP_PROLOGUE_SIZE] = { 0 };
-	for (int i = 0; i < 3; i++) {
-		TRY(lp_input_u8(in, &p[i]));
-		if (p[i] != (uint8_t)"lpx"[i])
-			return lp_input_fail(in, LP_ERR_FORMAT, start,
-					     "unexpected data after the epilogue");
-	}
+	uint8_t p[LP_PROLOGUE_SIZE];
+	size_t got;
+	TRY(read_magic(in, "lpx", p, &got));
+	if (got)
+		return lp_input_fail(in, LP_ERR_FORMAT, start, "unexpected data after the epilogue");
 	TRY(lp_input_bytes(in, p + 3, sizeof(p) - 3));
 	if (p[3] != LP_EXT_VERSION)
 		return lp_input_fail(in, LP_ERR_VERSION, start + 3,
