@@ -257,7 +257,28 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	fputc('\n', stderr);
 }
 
-static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen)
+/* The top list of p's first top frames in value column ro->value, as text (malloc'd), or
+ * NULL. */
+static char *top_text_of(struct lp_profile *p, const struct lp_render_opts *ro, unsigned top)
+{
+	char *text = NULL, err[256];
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct lp_render_opts to = { .limit = top, .value = ro->value };
+	int rc = f ? lp_render_top(p, &to, f, err, sizeof(err)) : -ENOMEM;
+	if (f && fclose(f) != 0)
+		rc = -EIO;
+	if (rc) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* Renders the report; with top > 0 and a rendering that is not a list itself, also the
+ * top list of its profile into *top_text (malloc'd; NULL if none). */
+static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen,
+		  unsigned top, char **top_text)
 {
 	if (o->fmt == LP_FMT_INFO) {
 		int rc = lp_info_report(l, o->input, out);
@@ -301,6 +322,8 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		ro.value = i;
 	}
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
+	if (!rc && top && top_text && o->fmt != LP_FMT_TOP)
+		*top_text = top_text_of(p, &ro, top);
 	lp_profile_free(p);
 	return rc;
 }
@@ -333,27 +356,6 @@ static void show_progress(void *ctx, uint64_t offset)
 int lp_cmd_report(int argc, char **argv)
 {
 	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL);
-}
-
-/* The top list of l's profile, first top frames, as text (malloc'd), or NULL. */
-static char *top_text_of(struct opts *o, struct lp_loaded *l, unsigned top)
-{
-	struct lp_profile *p = lp_loaded_profile(l, o->input);
-	if (!p)
-		return NULL;
-	char *text = NULL, err[256];
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	struct lp_render_opts ro = { .limit = top };
-	int rc = f ? lp_render_top(p, &ro, f, err, sizeof(err)) : -ENOMEM;
-	if (f && fclose(f) != 0)
-		rc = -EIO;
-	lp_profile_free(p);
-	if (rc) {
-		free(text);
-		return NULL;
-	}
-	return text;
 }
 
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
@@ -423,7 +425,7 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		exit_code = fail("cannot write %s: %s", o.output, strerror(errno));
 		goto out;
 	}
-	rc = render(&o, &l, out, err, sizeof(err));
+	rc = render(&o, &l, out, err, sizeof(err), top, top_text);
 	rc = lp_output_close(out, o.output, tmp, rc, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "luaprof report: %s\n", err);
@@ -431,9 +433,6 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		goto out;
 	}
 	summary(&o, &l, lp_fmt_name(o.fmt));
-	if (top && top_text && o.fmt != LP_FMT_TOP && o.fmt != LP_FMT_MEMPROF &&
-	    o.fmt != LP_FMT_INFO)
-		*top_text = top_text_of(&o, &l, top);
 	if (st == LP_ERR_TRUNCATED) {
 		fprintf(stderr, "luaprof report: warning: %s\n", msg);
 		exit_code = LP_EXIT_TRUNCATED;
