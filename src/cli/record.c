@@ -643,30 +643,26 @@ int lp_cmd_record(int argc, char **argv)
 	char raw[PATH_MAX], agent[PATH_MAX];
 	if (raw_path(&o, raw, sizeof(raw)))
 		return fail("output path too long");
-	if (lp_output_same(o.output, raw))
-		return fail("the rendered profile and the raw stream would both be %s: give -o "
-			    "another name (or --raw)", raw);
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
 			    agent);
-	const char *why = raw_unsafe(raw);
-	if (why)
-		return fail("%s %s", raw, why);
 	/* Both destinations are checked before the program runs: a long job must not be lost
-	 * to a typo in a path. The stream goes to a new file beside the raw path, renamed
-	 * over it once the program has left one: a run that records nothing leaves the
-	 * previous profile (and the report made from it) as they were. */
+	 * to a typo in a path. A new stream goes straight to its file (a record killed
+	 * meanwhile leaves it where it is looked for); one that replaces an earlier profile
+	 * goes beside it first, with its permissions, where the directory allows, and is
+	 * renamed over it once the program has left one: a run that records nothing leaves
+	 * the previous profile (and the report made from it) as they were. */
 	if (lp_output_check(o.output) != 0)
 		return fail("cannot write %s: %s", o.output, strerror(errno));
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
 	if (write_through(raw, dest))
 		return fail("output path too long");
-	if (lp_output_same(o.output, dest))
+	if (lp_output_same(o.output, dest)) /* dest: a link to nothing yet is seen too */
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
 			    "another name (or --raw)", dest);
-	/* A new stream goes straight to its file (a record killed meanwhile leaves it where
-	 * it is looked for); one that replaces an earlier profile goes beside it first,
-	 * with its permissions, where the directory allows. */
+	const char *why = raw_unsafe(raw);
+	if (why)
+		return fail("%s %s", raw, why);
 	struct stat old;
 	int replace = stat(dest, &old) == 0 && old.st_size > 0, probe = -1;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
