@@ -736,7 +736,6 @@ static void test_trace_code_frame(void)
 
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
-/* A memprof stream with symbols only, then stacks and sampled allocations. */
 /*
 ** Ends a memory stream's extension, loads it and returns its collapsed rendering of
 ** column (static buffer); *samples and *dropped get the profile's counts.
@@ -765,19 +764,31 @@ static const char *memory_text(unsigned column, uint64_t *samples, uint64_t *dro
 	return text;
 }
 
+/* A memprof stream with these C functions, ready for its symbol events. */
+static void memory_begin(const struct csym *syms, size_t n)
+{
+	symtab_start(syms, n);
+	lp_write_symtab_final(&wb);
+	lp_write_memprof_prologue(&wb);
+}
+
+/* Ends the memprof part (symbols only, no event) and opens the extension. */
+static void memory_extension(void)
+{
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+}
+
 static const char *collapse_memory(unsigned column, const char *sample_bytes)
 {
 	static const struct csym syms[] = {
 		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
 		{ A_CFUNC, "my_cfunc" },
 	};
-	symtab_start(syms, NSYMS(syms));
-	lp_write_symtab_final(&wb);
-	lp_write_memprof_prologue(&wb);
+	memory_begin(syms, NSYMS(syms));
 	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
 	lp_write_mem_sym_lua(&wb, P_F, "@app.lua", 8, 10);
-	lp_write_memprof_epilogue(&wb);
-	lp_write_ext_prologue(&wb);
+	memory_extension();
 	/* Stack 0: Lua code allocating (the interpreter frame is the leaf); stack 1: a C
 	 * function the Lua code called. */
 	const struct lp_lua_frame lua0[] = { L(P_F, 12), L(P_MAIN, 5) };
@@ -815,13 +826,10 @@ static void test_memory_nested(void)
 			{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" },
 			{ A_BC, "lj_vm_asm_begin" }, { A_CFUNC, "my_wait" }, { A_PMAIN, "uv_run" },
 		};
-		symtab_start(syms, NSYMS(syms));
-		lp_write_symtab_final(&wb);
-		lp_write_memprof_prologue(&wb);
+		memory_begin(syms, NSYMS(syms));
 		lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
 		lp_write_mem_sym_lua(&wb, P_G, "@cb.lua", 7, 10);
-		lp_write_memprof_epilogue(&wb);
-		lp_write_ext_prologue(&wb);
+		memory_extension();
 		const struct lp_lua_frame lua[] = { L(P_G, 16), C(A_CFUNC), L(P_MAIN, 17) };
 		const uint64_t host[] = { A_BC + 8, A_BC + 8, A_LUA_PCALL + 4, A_PMAIN + 4,
 					  A_CFUNC + 4, A_BC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
@@ -847,16 +855,13 @@ static const char *memory_trace_case(int tcode, int redef)
 	static const struct csym syms[] = {
 		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
 	};
-	symtab_start(syms, NSYMS(syms));
-	lp_write_symtab_final(&wb);
-	lp_write_memprof_prologue(&wb);
+	memory_begin(syms, NSYMS(syms));
 	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
 	lp_write_mem_sym_lua(&wb, P_F, "@app.lua", 8, 10);
 	lp_write_mem_sym_trace(&wb, 5, P_F, 13);
 	if (redef)
 		lp_write_mem_sym_trace(&wb, 5, P_MAIN, 3);
-	lp_write_memprof_epilogue(&wb);
-	lp_write_ext_prologue(&wb);
+	memory_extension();
 	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
 	const uint64_t host[] = { 0x7f0010, A_LUA_PCALL + 4, A_MAIN + 9 };
 	ext_stack(0, lua, 2, host, 3);
