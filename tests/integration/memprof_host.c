@@ -48,6 +48,13 @@
 ** errno), then "after memprof ..." and "after sysprof ..." for a start and stop in a new
 ** state: the profilers must not be left running for the rest of the process.
 **
+** Usage: memprof_host fork CPATH OUTDIR -
+** A forked child of a process whose state A runs a sampled memory profile (which holds the
+** stack sampler for A): the child is not profiling, so the sampler is not held for it, and
+** the child's CPU profiler may sample a state B of its own. Prints the child's
+** "child sysprof OK MSG" (start on B), "child memprof OK MSG" (a sampled start on B, after
+** that CPU profile stopped), then the parent's "parent memprof OK" (A's stop).
+**
 ** Usage: memprof_host chain CPATH OUTDIR exact|sampled
 ** The profiler's wrapper among other allocators, in the given mode:
 **   scoped   a counting allocator installed over the profiler's wrapper while it runs, the
@@ -70,6 +77,8 @@
 */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -425,6 +434,45 @@ static int run_closing(const char *cpath, const char *out)
 }
 
 /* oom mode: 0, or 1 with a message. */
+static int run_fork(const char *cpath, const char *out)
+{
+	static const char parent[] =
+		"local out = OUT\n"
+		"assert(require('luaprof').memprof.start(out .. '/fork-a.bin', {sample = 4096}))\n"
+		"KEEP = {} for i = 1, 1000 do KEEP[i] = {i} end\n";
+	static const char child[] =
+		"local out = OUT\n"
+		"local lp = require 'luaprof'\n"
+		"local ok, msg = lp.sysprof.start{mode = 'C', path = out .. '/fork-b.bin'}\n"
+		"print('child sysprof', tostring(ok), msg, ok and lp.sysprof.stop())\n"
+		"ok, msg = lp.memprof.start(out .. '/fork-c.bin', {sample = 4096})\n"
+		"print('child memprof', tostring(ok), msg, ok and lp.memprof.stop())\n";
+	lua_State *A = host_state(luaL_newstate(), cpath);
+	if (A)
+		lua_pushstring(A, out), lua_setglobal(A, "OUT");
+	if (!A || run_lua(A, parent))
+		return 1;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		lua_State *B = host_state(luaL_newstate(), cpath);
+		if (B)
+			lua_pushstring(B, out), lua_setglobal(B, "OUT");
+		int rc = !B || run_lua(B, child);
+		fflush(stdout);
+		_exit(rc);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "memprof_host: the child failed (status %#x)\n", st);
+		return 1;
+	}
+	int rc = run_lua(A, "local ok, msg = require('luaprof').memprof.stop()\n"
+			    "print('parent memprof', tostring(ok), msg)\n");
+	lua_close(A);
+	return rc;
+}
+
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
 	lua_State *L = host_state(lua_newstate(limit_alloc, NULL), cpath);
@@ -475,7 +523,7 @@ int main(int argc, char **argv)
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
-			"       memprof_host stale|closing CPATH OUTDIR -\n"
+			"       memprof_host stale|closing|fork CPATH OUTDIR -\n"
 			"       memprof_host chain CPATH OUTDIR exact|sampled\n");
 		return 1;
 	}
@@ -486,6 +534,8 @@ int main(int argc, char **argv)
 		return run_stale(cpath, out);
 	if (!strcmp(mode, "closing"))
 		return run_closing(cpath, out);
+	if (!strcmp(mode, "fork"))
+		return run_fork(cpath, out);
 	if (!strcmp(mode, "chain"))
 		return run_chain(cpath, out, argv[4]);
 	int n = atoi(argv[4]);

@@ -63,6 +63,8 @@
 #  closing    memprof_host.c: a finalizer of the program's own starts both profilers while
 #             lua_close runs finalizers: both refuse (the state is closing), and a new
 #             state profiles as usual afterwards;
+#  fork-host  memprof_host.c: a child forked while a sampled profile runs may profile a
+#             state of its own, CPU and sampled memory (the sampler is not held for it);
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -433,6 +435,14 @@ host() {
 		grep -qx 'after memprof	true	nil	true' "$dir/closing.out" &&
 		grep -qx 'after sysprof	true	nil	true' "$dir/closing.out" ||
 		fail "$what: profilers started while the state closes: $(cat "$dir/closing.out")"
+	# A forked child of a process running a sampled profile is not profiling: the stack
+	# sampler is not held for it, and its own state can be profiled either way.
+	env "$@" "$t/memprof_host" fork "build/?.so" "$dir" - >"$dir/fork.out" 2>&1 ||
+		fail "$what: memprof_host fork: exit $?: $(head -5 "$dir/fork.out")"
+	grep -qx 'child sysprof	true	nil	true' "$dir/fork.out" &&
+		grep -qx 'child memprof	true	nil	true' "$dir/fork.out" &&
+		grep -qx 'parent memprof	true	nil' "$dir/fork.out" ||
+		fail "$what: profilers in a forked child: $(cat "$dir/fork.out")"
 	# Out of memory while profiling: a refused call leaves no event, the program goes on.
 	local j net
 	for j in off on; do
