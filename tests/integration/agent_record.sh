@@ -398,6 +398,32 @@ grep -q 'killed by signal 15' "$t/err" || fail "record terminated: $(cat "$t/err
 	luajit mem.lua 3) >/dev/null 2>"$t/err"
 rc=$?
 [ $rc = 3 ] || fail "record with SIGCHLD ignored: exit $rc, want 3: $(cat "$t/err")"
+# A directory that cannot take a temporary file beside the earlier profile (another user's,
+# as an unprivileged user): the profile is written in place, and only by a run that records:
+# one that records nothing leaves it whole (it used to be emptied before the program ran).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	nb=$t/nobody
+	mkdir -p "$nb/ro" "$nb/out"
+	cp build/luaprof build/luaprof.so "$t/mem.lua" "$nb/"
+	cp "$t/target.bin" "$nb/ro/p.bin"
+	cp "$nb/ro/p.bin" "$nb/before.bin"
+	chmod 755 "$t" "$nb" "$nb/ro"
+	chown nobody "$nb/ro/p.bin" "$nb/out"
+	memsite="^(@mem.lua:2|TRACE \[[0-9]+\] started at @mem.lua:2): [0-9]+ events"
+	as_nobody() { (cd "$nb" && setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"); }
+	as_nobody ./luaprof record -q --memory --raw ro/p.bin -o out/a.txt -- true >/dev/null 2>"$t/err"
+	[ $? = 1 ] && grep -q 'true wrote no profile' "$t/err" || fail "as nobody, nothing recorded: $(cat "$t/err")"
+	cmp -s "$nb/ro/p.bin" "$nb/before.bin" ||
+		fail "as nobody: a run that recorded nothing changed the profile written in place"
+	as_nobody ./luaprof record -q --memory --raw ro/p.bin -o out/b.txt -- luajit mem.lua \
+		>/dev/null 2>"$t/err" || fail "as nobody, in place: $(cat "$t/err")"
+	! cmp -s "$nb/ro/p.bin" "$nb/before.bin" && grep -Eq "$memsite" "$nb/out/b.txt" &&
+		build/luaprof report -q "$nb/ro/p.bin" 2>&1 | grep -Eq "$memsite" ||
+		fail "as nobody: the profile written in place is not the new run's: $(head -3 "$nb/out/b.txt")"
+	[ "$(ls "$nb/ro")" = p.bin ] || fail "as nobody: files left beside the profile: $(ls "$nb/ro")"
+else
+	echo "note: the in-place replacement check needs root (to run as nobody) and setpriv"
+fi
 # -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
 (cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record -f pprof: $(cat "$t/err")"
