@@ -3,9 +3,19 @@
 ** double buffer keeps the stream whole and in order, an existing file keeps its contents
 ** until the first write, a failed write surfaces at the next call and at close, and a
 ** forked child writes without the parent's thread. A raw-event stream is written encoded,
-** threaded or not.
+** threaded or not. A write(2) that accepts nothing is an error, not a retry forever.
 */
+#include <unistd.h> /* before the rename below: the real write(2) stays declared */
+
+/* pfile.c's write(2): a test can make it accept nothing (returning 0, which a file system
+ * may do and /dev/full does not: it fails). After STALL_LIMIT such calls in a row it fails
+ * with ELOOP, so that a writer retrying forever is seen as that errno, not a hung test. */
+#define STALL_LIMIT 1000
+static int write_stalls, stalls_in_a_row;
+static ssize_t test_write(int fd, const void *p, size_t n);
+#define write test_write
 #include "../../src/agent/pfile.c"
+#undef write
 #include "../../src/agent/rawev.c"
 
 #include <stdio.h>
@@ -183,6 +193,49 @@ static void test_failed_write_reported(void)
 	}
 }
 
+static ssize_t test_write(int fd, const void *p, size_t n)
+{
+	if (!write_stalls)
+		return write(fd, p, n);
+	if (++stalls_in_a_row > STALL_LIMIT) {
+		errno = ELOOP;
+		return -1;
+	}
+	return 0;
+}
+
+/* write(2) returning 0 (no progress, no error): EIO, reported like any failed write. */
+static void test_stalled_write_reported(void)
+{
+	for (int threaded = 0; threaded <= 1; threaded++) {
+		int created;
+		struct agent_pfile *f = agent_pfile_open(path_of("stall.bin"), threaded, &created);
+		CHECK(f != NULL);
+		if (!f)
+			return;
+		size_t cap;
+		uint8_t *buf = agent_pfile_buf(f, &cap);
+		struct lp_wbuf w;
+		lp_wbuf_init(&w, buf, cap, agent_pfile_write, f);
+		write_stalls = 1;
+		stalls_in_a_row = 0;
+		lp_wbuf_bytes(&w, "x", 1);
+		lp_wbuf_flush(&w);
+		lp_wbuf_bytes(&w, "y", 1);
+		lp_wbuf_flush(&w);
+		CHECK_EQ(w.flags, LP_WBUF_ERRIO);
+		CHECK_EQ(w.saved_errno, EIO);
+		errno = 0;
+		int rc = agent_pfile_close(f, buf);
+		write_stalls = 0;
+		if (threaded) {
+			CHECK_EQ(rc, -1);
+			CHECK_EQ(errno, EIO);
+		}
+		CHECK(stalls_in_a_row <= 2);
+	}
+}
+
 /* A child forked while the parent's thread exists writes directly and closes without
  * waiting for a thread it does not have. */
 static void test_forked_child_writes_directly(void)
@@ -334,11 +387,12 @@ int main(void)
 		RUN(test_failed_write_reported);
 	else
 		printf("SKIP test_failed_write_reported: no writable /dev/full\n");
+	RUN(test_stalled_write_reported);
 	RUN(test_forked_child_writes_directly);
 	RUN(test_raw_events_encoded);
 	RUN(test_raw_cut_reported);
 	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin", "rt.bin",
-				"rd.bin", "rc.bin" };
+				"rd.bin", "rc.bin", "stall.bin" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		unlink(path_of(names[i]));
 	rmdir(dir);
