@@ -55,6 +55,14 @@
 ** "child sysprof OK MSG" (start on B), "child memprof OK MSG" (a sampled start on B, after
 ** that CPU profile stopped), then the parent's "parent memprof OK" (A's stop).
 **
+** Usage: memprof_host closeshared CPATH OUTDIR -
+** A state B, profiled once, then given the allocator of a state A that runs a sampled
+** profile (the profiler's generated stub, from lua_getallocf), which B then shares: B's
+** blocks are counted in A's profile, and lua_close(B) must free them through the stub (the
+** profiler's closing step must not put the stub's original back), so that A's profile no
+** longer holds them as in use. B keeps about 400 KiB; A almost nothing. Writes A's
+** profile to OUTDIR/cs.bin and prints "closeshared ok".
+**
 ** Usage: memprof_host chain CPATH OUTDIR exact|sampled
 ** The profiler's wrapper among other allocators, in the given mode:
 **   scoped   a counting allocator installed over the profiler's wrapper while it runs, the
@@ -473,6 +481,34 @@ static int run_fork(const char *cpath, const char *out)
 	return rc;
 }
 
+static int run_closeshared(const char *cpath, const char *out)
+{
+	char code[4400];
+	/* B first, profiled once: its sentinel is what lua_close(B) runs the profiler's
+	 * closing step from. */
+	lua_State *B = host_state(lua_newstate(malloc_alloc, NULL), cpath);
+	snprintf(code, sizeof(code), "local mp = require 'luaprof'.memprof\n"
+		 "assert(mp.start('%s/csb.bin')) assert(mp.stop())", out);
+	if (!B || run_lua(B, code))
+		return 1;
+	lua_State *A = host_state(lua_newstate(malloc_alloc, NULL), cpath);
+	snprintf(code, sizeof(code), "assert(require 'luaprof'.memprof.start('%s/cs.bin', "
+		 "{ sample = 256 }))", out);
+	if (!A || run_lua(A, code))
+		return 1;
+	void *ud;
+	lua_Alloc stub = lua_getallocf(A, &ud);
+	lua_setallocf(B, stub, ud);
+	if (run_lua(B, "KEEP = {} for i = 1, 4000 do KEEP[i] = { i, i, i } end"))
+		return 1;
+	lua_close(B);
+	if (run_lua(A, "assert(require 'luaprof'.memprof.stop())"))
+		return 1;
+	lua_close(A);
+	printf("closeshared ok\n");
+	return 0;
+}
+
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
 	lua_State *L = host_state(lua_newstate(limit_alloc, NULL), cpath);
@@ -523,7 +559,7 @@ int main(int argc, char **argv)
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
-			"       memprof_host stale|closing|fork CPATH OUTDIR -\n"
+			"       memprof_host stale|closing|fork|closeshared CPATH OUTDIR -\n"
 			"       memprof_host chain CPATH OUTDIR exact|sampled\n");
 		return 1;
 	}
@@ -536,6 +572,8 @@ int main(int argc, char **argv)
 		return run_closing(cpath, out);
 	if (!strcmp(mode, "fork"))
 		return run_fork(cpath, out);
+	if (!strcmp(mode, "closeshared"))
+		return run_closeshared(cpath, out);
 	if (!strcmp(mode, "chain"))
 		return run_chain(cpath, out, argv[4]);
 	int n = atoi(argv[4]);

@@ -65,6 +65,8 @@
 #             state profiles as usual afterwards;
 #  fork-host  memprof_host.c: a child forked while a sampled profile runs may profile a
 #             state of its own, CPU and sampled memory (the sampler is not held for it);
+#  closeshared memprof_host.c: a state closed while it shares the running sampled
+#             profile's stub frees its blocks through it (none left in use in the profile);
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -443,6 +445,15 @@ host() {
 		grep -qx 'child memprof	true	nil	true' "$dir/fork.out" &&
 		grep -qx 'parent memprof	true	nil' "$dir/fork.out" ||
 		fail "$what: profilers in a forked child: $(cat "$dir/fork.out")"
+	# A state closed while it shares the running sampled profile's stub: its blocks are
+	# freed through the stub, so the profile does not hold them as in use (~400 KiB).
+	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" - >"$dir/closeshared.out" 2>&1 ||
+		fail "$what: memprof_host closeshared: exit $?: $(head -5 "$dir/closeshared.out")"
+	cs_inuse=$(grep -qx 'closeshared ok' "$dir/closeshared.out" &&
+		build/luaprof report -q -f collapsed --value inuse_space "$dir/cs.bin" |
+		awk '{ s += $NF } END { print s + 0 }')
+	[ "${cs_inuse:-999999}" -lt 65536 ] ||
+		fail "$what: closeshared: ${cs_inuse:-no} bytes in use, want < 64 KiB (the closed state's blocks)"
 	# Out of memory while profiling: a refused call leaves no event, the program goes on.
 	local j net
 	for j in off on; do
