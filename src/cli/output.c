@@ -4,6 +4,7 @@
 #include "cli/output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -60,6 +61,19 @@ int lp_fmt_of_path(const char *path, enum lp_fmt *fmt)
 	return -1;
 }
 
+const char *lp_path_ext(const char *path)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	size_t lb = strlen(base);
+	for (size_t i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++) {
+		size_t lx = strlen(extensions[i].ext);
+		if (lb > lx && strcasecmp(base + lb - lx, extensions[i].ext) == 0)
+			return base + lb - lx;
+	}
+	const char *dot = strrchr(base, '.');
+	return dot && dot != base ? dot : NULL;
+}
+
 const char *lp_fmt_name(enum lp_fmt f)
 {
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -80,26 +94,114 @@ lp_render_fn lp_fmt_renderer(enum lp_fmt f)
 	}
 }
 
+/* What a destination path is, once its symbolic links are followed. */
+enum dest_kind {
+	DEST_FILE,   /* a regular file or a new one: written beside it, renamed over it */
+	DEST_FD,     /* one of this process's descriptors (/dev/stdout, /dev/fd/N) */
+	DEST_DIRECT, /* anything else that exists (a device, a FIFO, a directory, another
+		      * process's descriptor under /proc): opened as it is */
+};
+
+/* This process's descriptor that a /proc or /dev/fd path names, or -1. */
+static int own_fd(const char *path)
+{
+	static const char *const dirs[] = { "/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/" };
+	char mine[64];
+	snprintf(mine, sizeof(mine), "/proc/%ld/fd/", (long)getpid());
+	for (size_t i = 0; i <= sizeof(dirs) / sizeof(dirs[0]); i++) {
+		const char *d = i < sizeof(dirs) / sizeof(dirs[0]) ? dirs[i] : mine;
+		size_t n = strlen(d);
+		if (strncmp(path, d, n) || !path[n])
+			continue;
+		char *end;
+		long fd = strtol(path + n, &end, 10);
+		return *end || fd < 0 || fd > INT_MAX ? -1 : (int)fd;
+	}
+	return -1;
+}
+
+/*
+** Follows path's chain of symbolic links to what is written: a link is written through
+** (its target replaced, the link kept; a link to nothing yet creates the path it names),
+** but the links under /proc (/dev/stdout's) name open files, not paths, so the chain stops
+** there. dest gets the file a DEST_FILE renames over; *fd the descriptor of a DEST_FD.
+** -1 with errno when a path is too long or the chain too deep.
+*/
+static int classify(const char *path, char *dest, int *fd, enum dest_kind *kind)
+{
+	char cur[PATH_MAX], target[PATH_MAX];
+	if ((size_t)snprintf(cur, sizeof(cur), "%s", path) >= sizeof(cur))
+		goto too_long;
+	for (int depth = 0;; depth++) {
+		if ((*fd = own_fd(cur)) >= 0) {
+			*kind = DEST_FD;
+			return 0;
+		}
+		struct stat sb;
+		if (!strncmp(cur, "/proc/", 6) && lstat(cur, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+			*kind = DEST_DIRECT;
+			return 0;
+		}
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		if (n < 0)
+			break;
+		if (depth == 40) {
+			errno = ELOOP;
+			return -1;
+		}
+		target[n] = '\0';
+		const char *slash = strrchr(cur, '/');
+		int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - cur + 1);
+		char next[PATH_MAX];
+		if ((size_t)snprintf(next, sizeof(next), "%.*s%s", dirlen, cur, target) >=
+		    sizeof(next))
+			goto too_long;
+		memcpy(cur, next, sizeof(cur));
+	}
+	struct stat sb;
+	*kind = stat(cur, &sb) == 0 && !S_ISREG(sb.st_mode) ? DEST_DIRECT : DEST_FILE;
+	memcpy(dest, cur, sizeof(cur));
+	return 0;
+too_long:
+	errno = ENAMETOOLONG;
+	return -1;
+}
+
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 {
 	tmp[0] = '\0';
 	if (!path || !strcmp(path, "-"))
 		return stdout;
+	char dest[PATH_MAX];
+	int fd;
+	enum dest_kind kind;
+	if (classify(path, dest, &fd, &kind))
+		return NULL;
 	struct stat sb;
-	int exists = stat(path, &sb) == 0;
-	if (exists && !S_ISREG(sb.st_mode)) {
-		if (S_ISDIR(sb.st_mode)) {
+	if (kind == DEST_FD) {
+		/* At the descriptor's own offset (an appended log is appended to), as the
+		 * shell's redirection of standard output would be. */
+		int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		FILE *f = dup_fd < 0 ? NULL : fdopen(dup_fd, "w");
+		if (dup_fd >= 0 && !f)
+			close(dup_fd);
+		return f;
+	}
+	if (kind == DEST_DIRECT) {
+		if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 			errno = EISDIR;
 			return NULL;
 		}
 		return fopen(path, "w");
 	}
-	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", path) >= tmplen) {
+	int exists = stat(dest, &sb) == 0;
+	/* lp_output_close renames tmp over the name tmp has without this suffix: dest. */
+	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", dest) >= tmplen) {
 		errno = ENAMETOOLONG;
 		tmp[0] = '\0';
 		return NULL;
 	}
-	int fd = mkstemp(tmp);
+	fd = mkstemp(tmp);
 	if (fd < 0) {
 		tmp[0] = '\0';
 		return NULL;
@@ -123,26 +225,34 @@ int lp_output_check(const char *path)
 {
 	if (!path || !strcmp(path, "-"))
 		return 0;
+	char dest[PATH_MAX];
+	int fd;
+	enum dest_kind kind;
+	if (classify(path, dest, &fd, &kind))
+		return -1;
 	struct stat sb;
-	if (stat(path, &sb) == 0) {
-		if (S_ISDIR(sb.st_mode)) {
+	if (kind == DEST_FD) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
+			errno = EBADF;
+			return -1;
+		}
+		return 0;
+	}
+	if (kind == DEST_DIRECT) {
+		if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 			errno = EISDIR;
 			return -1;
 		}
-		if (!S_ISREG(sb.st_mode))
-			return access(path, W_OK);
+		return access(path, W_OK);
 	}
 	/* A regular file is replaced through a temporary file in its directory. */
 	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
+	const char *slash = strrchr(dest, '/');
 	if (!slash)
 		return access(".", W_OK | X_OK);
-	size_t n = slash == path ? 1 : (size_t)(slash - path);
-	if (n >= sizeof(dir)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(dir, path, n);
+	size_t n = slash == dest ? 1 : (size_t)(slash - dest);
+	memcpy(dir, dest, n);
 	dir[n] = '\0';
 	return access(dir, W_OK | X_OK);
 }
@@ -175,10 +285,34 @@ int lp_output_same(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
+int lp_output_tty(const char *path)
+{
+	if (!path || !strcmp(path, "-"))
+		return isatty(STDOUT_FILENO);
+	char dest[PATH_MAX];
+	int fd;
+	enum dest_kind kind;
+	if (classify(path, dest, &fd, &kind) || kind == DEST_FILE)
+		return 0;
+	if (kind == DEST_FD)
+		return isatty(fd);
+	struct stat sb;
+	if (stat(path, &sb) != 0 || !S_ISCHR(sb.st_mode))
+		return 0;
+	int t = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	int tty = t >= 0 && isatty(t);
+	if (t >= 0)
+		close(t);
+	return tty;
+}
+
 int lp_output_is_special(const char *path)
 {
-	struct stat sb;
-	return path && strcmp(path, "-") && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+	char dest[PATH_MAX];
+	int fd;
+	enum dest_kind kind;
+	return path && strcmp(path, "-") && classify(path, dest, &fd, &kind) == 0 &&
+	       kind != DEST_FILE;
 }
 
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,
@@ -195,9 +329,13 @@ int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *
 		rc = -errno;
 		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 	}
-	if (!rc && tmp[0] && rename(tmp, path)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+	if (!rc && tmp[0]) {
+		char dest[PATH_MAX]; /* tmp is dest.XXXXXX (lp_output_open) */
+		snprintf(dest, sizeof(dest), "%.*s", (int)(strlen(tmp) - 7), tmp);
+		if (rename(tmp, dest)) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		}
 	}
 	if (rc && tmp[0])
 		unlink(tmp);

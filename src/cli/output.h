@@ -20,6 +20,9 @@ enum lp_fmt lp_fmt_named(const char *name);
 /* The format a path's extension asks for; returns -1 when it says nothing. */
 int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);
 const char *lp_fmt_name(enum lp_fmt f);
+/* The extension of path's last component: a format's (".pb.gz", ".speedscope.json") when it
+ * has one, else from its last dot (not a leading one); NULL when it has none. */
+const char *lp_path_ext(const char *path);
 /* The renderer of a profile format; NULL for LP_FMT_NONE, LP_FMT_MEMPROF and LP_FMT_INFO
  * (which render the loaded stream itself). */
 lp_render_fn lp_fmt_renderer(enum lp_fmt f);
@@ -27,9 +30,11 @@ lp_render_fn lp_fmt_renderer(enum lp_fmt f);
 /*
 ** Opens a destination ("-" or NULL = standard output). A regular file (or a new path) is
 ** written through a temporary file beside it (its name left in tmp, else tmp[0] = 0)
-** that lp_output_close renames into place only on success; anything else that exists,
-** such as /dev/null or a FIFO, is written directly: renaming over it would replace it.
-** NULL with errno on failure.
+** that lp_output_close renames into place only on success; a symbolic link is written
+** through (its target replaced, the link kept). This process's descriptors named by path
+** (/dev/stdout, /dev/fd/N: links under /proc) are written through a duplicate, at their
+** offset; anything else that exists, such as /dev/null or a FIFO, is written directly:
+** renaming over it would replace it. NULL with errno on failure.
 */
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
 /*
@@ -38,9 +43,11 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
 ** a directory, else what access(2) says of the file or of the directory it goes in).
 */
 int lp_output_check(const char *path);
-/* Whether path names something that exists and is not a regular file (/dev/null, a FIFO):
-** no file should be derived from its name. */
+/* Whether path names something that exists and is not a regular file (/dev/null, a FIFO,
+** /dev/stdout whatever it is redirected to): no file should be derived from its name. */
 int lp_output_is_special(const char *path);
+/* Whether path ("-": standard output) is a terminal, where binary output is refused. */
+int lp_output_tty(const char *path);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */
 int lp_output_same(const char *a, const char *b);
 /* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the

@@ -284,9 +284,9 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 			src = "luaprof.bin";
 		} else {
 			snprintf(tmp, sizeof(tmp), "%s", o->output);
-			char *slash = strrchr(tmp, '/'), *dot = strchr(slash ? slash : tmp, '.');
-			if (dot && dot != (slash ? slash + 1 : tmp))
-				*dot = '\0';
+			const char *ext = lp_path_ext(tmp);
+			if (ext)
+				tmp[ext - tmp] = '\0';
 			if (strlen(tmp) + 5 > sizeof(tmp))
 				return -1;
 			strcat(tmp, ".bin");
@@ -654,6 +654,8 @@ int lp_cmd_record(int argc, char **argv)
 	 * the previous profile (and the report made from it) as they were. */
 	if (lp_output_check(o.output) != 0)
 		return fail("cannot write %s: %s", o.output, strerror(errno));
+	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output))
+		return fail("pprof output is binary; give a file with -o");
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
 	if (write_through(raw, dest))
 		return fail("output path too long");

@@ -414,7 +414,7 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		exit_code = rc;
 		goto out;
 	}
-	if (o.fmt == LP_FMT_PPROF && (!o.output || !strcmp(o.output, "-")) && isatty(STDOUT_FILENO)) {
+	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output)) {
 		exit_code = fail("pprof output is binary; give a file with -o");
 		goto out;
 	}

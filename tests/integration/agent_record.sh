@@ -424,6 +424,25 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 else
 	echo "note: the in-place replacement check needs root (to run as nobody) and setpriv"
 fi
+# The raw stream's default name drops only the format's extension: run.v1.svg and
+# run.v2.svg keep two streams (both were run.bin), .hidden.svg gives .hidden.bin.
+(cd "$t" && for o in run.v1.svg run.v2.svg .hidden.svg; do
+	"$lp" record -q -o $o -- luajit app.lua 0.05 >/dev/null 2>&1 || echo "record -o $o failed"
+done) >"$t/err"
+[ -s "$t/run.v1.bin" ] && [ -s "$t/run.v2.bin" ] && [ -s "$t/.hidden.bin" ] && [ ! -s "$t/err" ] ||
+	fail "raw names for run.v1.svg, run.v2.svg, .hidden.svg: $(cat "$t/err") $(ls -a "$t" | grep -E 'run|hidden' | tr '\n' ' ')"
+# A symbolic link to standard output is written through, not replaced (as root, -o
+# /dev/stdout used to replace /dev/stdout with a regular file and write /dev/stdout.bin).
+ln -s /proc/self/fd/1 "$t/so"
+(cd "$t" && "$lp" record -q -f collapsed -o so -- luajit app.lua 0.2) >"$t/so.folded" 2>"$t/err" ||
+	fail "record -o LINK-TO-STDOUT: $(cat "$t/err")"
+[ -L "$t/so" ] && grep -q '@app.lua:1' "$t/so.folded" && [ -s "$t/luaprof.bin" ] && [ ! -e "$t/so.bin" ] ||
+	fail "record -o LINK-TO-STDOUT: $(ls -l "$t/so"), $(head -c 200 "$t/so.folded")"
+if command -v script >/dev/null 2>&1; then
+	(cd "$t" && script -qec "$lp record -q -f pprof -o - -- luajit mark.lua ran6" /dev/null) >"$t/tty.out" 2>&1
+	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" && [ ! -e "$t/ran6" ] ||
+		fail "record -f pprof to a terminal: $(head -c 200 "$t/tty.out" | od -c | head -2)"
+fi
 # -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
 (cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record -f pprof: $(cat "$t/err")"

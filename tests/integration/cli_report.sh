@@ -167,5 +167,34 @@ open(sys.argv[2], 'wb').write(d)
 PY
 expect 2 "badhdr.bin: byte [0-9]+: unknown sysprof sample header 0x3f" -- $lp report "$t/badhdr.bin"
 
+# -- Destinations behind links: a symbolic link is written through (it used to be replaced
+# by a regular file: as root, -o /dev/stdout replaced /dev/stdout), a link to this
+# process's descriptor writes to that descriptor (at its offset: an appended log keeps its
+# lines), and binary output to a terminal behind one is refused like standard output.
+$lp report -q $sp -f collapsed >"$t/plain.folded"
+echo old >"$t/real.folded"
+ln -s real.folded "$t/latest.folded"
+$lp report -q $sp -o "$t/latest.folded" || fail "report -o LINK failed"
+[ -L "$t/latest.folded" ] && cmp -s "$t/real.folded" "$t/plain.folded" ||
+	fail "report -o LINK: the link was not written through: $(ls -l "$t/latest.folded")"
+ln -s /proc/self/fd/1 "$t/out1"
+$lp report -q $sp -f collapsed -o "$t/out1" >"$t/via1.folded" || fail "report -o LINK-TO-FD-1 failed"
+[ -L "$t/out1" ] && cmp -s "$t/via1.folded" "$t/plain.folded" ||
+	fail "report -o LINK-TO-FD-1: $(ls -l "$t/out1"), $(wc -c <"$t/via1.folded") bytes on standard output"
+echo first >"$t/log.txt"
+# (a link of the test's own to /proc/self/fd/1, as /dev/stdout is: a regression replaces it,
+# not the system's)
+$lp report -q $sp -f collapsed -o "$t/out1" >>"$t/log.txt" || fail "report -o /dev/stdout >> LOG failed"
+[ "$(head -1 "$t/log.txt")" = first ] && [ "$(tail -n +2 "$t/log.txt" | cmp - "$t/plain.folded" && echo same)" = same ] ||
+	fail "report -o /dev/stdout >> LOG: the log's first line or the report is not there: $(head -2 "$t/log.txt")"
+$lp report -q $sp -f collapsed -o /dev/fd/5 5>"$t/fd5.folded" && cmp -s "$t/fd5.folded" "$t/plain.folded" ||
+	fail "report -o /dev/fd/5"
+expect 1 "cannot write /dev/fd/9: Bad file descriptor" -- $lp report -q $sp -f collapsed -o /dev/fd/9
+if command -v script >/dev/null 2>&1; then
+	script -qec "$lp report -q $sp -f pprof -o /dev/stdout" /dev/null >"$t/tty.out" 2>&1
+	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" ||
+		fail "pprof to a terminal through /dev/stdout: $(head -c 200 "$t/tty.out" | od -c | head -2)"
+fi
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all report checks passed"
