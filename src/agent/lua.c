@@ -73,6 +73,12 @@ static int push_ioerr(lua_State *L, const char *path, int e)
 /* agent_pfile_open failed (errno e): the Lua results. */
 static int push_open_fail(lua_State *L, const char *path, int e)
 {
+	if (e == EBUSY) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: a running profile writes to this file", path);
+		lua_pushinteger(L, e);
+		return 3;
+	}
 	return e == ENOMEM ? push_fail(L, "not enough memory", ENOMEM) : push_ioerr(L, path, e);
 }
 

@@ -37,6 +37,8 @@ _Static_assert(PFILE_BUF_SIZE % 128 == 0, "each half of the buffer is whole cach
 
 struct agent_pfile {
 	int fd;
+	dev_t dev;      /* a regular file's, for the check of open_files; else 0 and 0 */
+	ino_t ino;
 	int trunc;      /* a file that had contents: emptied at the first write, not at open */
 	int threaded;
 	pid_t pid;      /* the process whose thread writes */
@@ -147,18 +149,53 @@ static int start_thread(struct agent_pfile *f)
 	return 0;
 }
 
+/*
+** The regular files that this process's profiles write: a profile is not started into a
+** file that a running one writes (the CPU and memory profilers on one path wrote two
+** streams into one file, which no reader can take apart). A forked child keeps its
+** parent's entries, rightly: the parent goes on writing those files. When the table is
+** full (more profiles than there are profilers: forks), files are not checked.
+*/
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct agent_pfile *open_files[8];
+
+/* Records f as open, or returns -1 when a profile already writes its file. */
+static int claim(struct agent_pfile *f)
+{
+	int rc = 0;
+	pthread_mutex_lock(&open_lock);
+	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
+		if (open_files[i] && open_files[i]->dev == f->dev && open_files[i]->ino == f->ino)
+			rc = -1;
+	for (size_t i = 0; !rc && i < sizeof(open_files) / sizeof(open_files[0]); i++)
+		if (!open_files[i]) {
+			open_files[i] = f;
+			break;
+		}
+	pthread_mutex_unlock(&open_lock);
+	return rc;
+}
+
+static void unclaim(const struct agent_pfile *f)
+{
+	pthread_mutex_lock(&open_lock);
+	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
+		if (open_files[i] == f)
+			open_files[i] = NULL;
+	pthread_mutex_unlock(&open_lock);
+}
+
 struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created)
 {
-	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644), trunc = 0;
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
 	*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST) {
-		struct stat st;
+	if (fd < 0 && errno == EEXIST)
 		fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-			trunc = 1;
-	}
 	if (fd < 0)
 		return NULL;
+	struct stat st;
+	int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	int trunc = regular && !*created && st.st_size > 0;
 	/* Mapped, not malloc'd: malloc aligns to 16 bytes, and the buffer is declared on 64.
 	 * (With glibc's aligned_alloc instead, a host that opened and closed profiles one
 	 * after another grew by 8-24 MiB: tests/integration/memprof_luajit.sh.) */
@@ -172,6 +209,14 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 		return NULL;
 	}
 	f->fd = fd;
+	f->dev = regular ? st.st_dev : 0;
+	f->ino = regular ? st.st_ino : 0;
+	if (regular && claim(f) != 0) {
+		close(fd);
+		munmap(f, sizeof(*f));
+		errno = EBUSY;
+		return NULL;
+	}
 	f->trunc = trunc;
 	f->pid = getpid();
 	f->quit = 0;
@@ -256,6 +301,7 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 		err = EPROTO;
 	if (close(f->fd) != 0 && !err)
 		err = errno;
+	unclaim(f);
 	free(f->rawout);
 	munmap(f, sizeof(*f));
 	if (err) {

@@ -18,7 +18,7 @@ struct agent_pfile;
 ** only a started profile makes. With threaded, a thread of the file's own writes it, and
 ** the profiled thread waits for write(2) only when the disk falls a whole buffer behind;
 ** without (or when no thread can be made), the writer callback writes. NULL with errno on
-** failure.
+** failure: EBUSY when a file still open here (another profile's) is that regular file.
 */
 struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created);
 

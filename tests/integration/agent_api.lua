@@ -79,6 +79,21 @@ if f then f:close() end
 check(sp.stop() == true, "stop after D start")
 expect_err("stop twice", "profiler is not running", EINVAL, sp.stop)
 
+-- Both profilers into one file: the second is refused (the two streams were interleaved
+-- into one unreadable file), the first goes on and its file stays whole; /dev/null is shared.
+local mp = lp.memprof
+local same = out .. "/same.bin"
+check(sp.start({ mode = "C", path = same }) == true, "CPU profile into same.bin")
+expect_err("memory profile into the CPU profile's file", same ..
+           ": a running profile writes to this file", 16, mp.start, same)
+expect_err("the same file by another name", out .. "/./same.bin" ..
+           ": a running profile writes to this file", 16, mp.start, out .. "/./same.bin")
+burn(0.05, function() return fib(15) end)
+check(sp.stop() == true, "stop the CPU profile into same.bin")
+check(mp.start(same) == true and mp.stop() == true, "same.bin is free once the CPU profile stopped")
+check(sp.start({ mode = "C", path = "/dev/null" }) == true and mp.start("/dev/null") == true and
+      mp.stop() == true and sp.stop() == true, "both profilers into /dev/null")
+
 -- -- D mode: defaults, counters, report() while running ----------------------------------
 check(sp.start() == true, "start() without arguments (mode D, 10 ms)")
 burn(0.3, function() fib(20) end)
