@@ -389,6 +389,9 @@ static void need_cfunc(uint64_t addr)
 		mp.adds = adds;
 		agent_symtab_cfuncs(mp.symw, &mp.seen, AGENT_SYMS_MEMPROF);
 		sym_end();
+		/* The object's mapping too, for the extension: a stop made by lua_close comes
+		 * after the package library's finalizer unloaded the C modules. */
+		agent_maps_note();
 	}
 	(void)lp_addrmap_put(&mp.cfuncs, addr, 1, 0);
 }
@@ -594,13 +597,16 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst, in
 static int64_t capture(void)
 {
 	/* Objects loaded or unloaded since the last capture (a C module required while
-	 * profiling): the unwinder's table of them, which the CPU profiler's writer thread
-	 * keeps up to date while it runs. */
+	 * profiling): the unwinder's table of them, and the mappings the extension lists
+	 * (a stop made by lua_close comes after the package library's finalizer unloaded
+	 * the C modules), which the CPU profiler's writer thread keeps up to date while it
+	 * runs. */
 	if (!agent_running()) {
 		unsigned long long adds = agent_objects_changes();
 		if (adds != mp.objs_adds) {
 			mp.objs_adds = adds;
 			agent_objects_refresh();
+			agent_maps_note();
 		}
 	}
 	sigset_t old;
