@@ -312,8 +312,9 @@ int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
 */
 int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop);
-/* Stops whatever runs, from any thread, without a lua_State (VM close, exit). */
-int agent_stop_any(void);
+/* Stops whatever runs, from any thread, without a lua_State (VM close, exit); cause is the
+ * stream's meta stopped_by ("close", "exit"). */
+int agent_stop_any(const char *cause);
 /* The run id of the current (or last) profile; identifies the profiled VM. */
 uint64_t agent_run_id(void);
 int agent_running(void);

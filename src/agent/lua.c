@@ -392,7 +392,7 @@ static int anchor_gc(lua_State *L)
 	if (a)
 		a->finalized = 1;
 	if (a && a->run_id == agent_run_id() && agent_running())
-		agent_stop_any();
+		agent_stop_any("close");
 	return 0;
 }
 

@@ -589,7 +589,7 @@ static void write_c_mode(struct lp_wbuf *w)
 
 /* The rest of the stream after sampling: what is left in the halves, the epilogue, the
  * extension. Only once the handler and the writer thread are done. */
-static void finish_stream(void)
+static void finish_stream(const char *cause)
 {
 	drain_full();
 	struct half *h = &sp.half[sp.active];
@@ -631,6 +631,7 @@ static void finish_stream(void)
 		"truncated", truncated,
 		"handler_ns", handler,
 		"trace_stacks_lost", tlost,
+		"stopped_by", cause,
 		"agent", "luaprof " AGENT_VERSION " in-process",
 		"vm", agent_vm_name(),
 		"ffnames", ffnames,
@@ -648,7 +649,8 @@ static void finish_stream(void)
 	lp_wbuf_flush(&w);
 }
 
-static int stop_locked(int from_state)
+/* cause: meta stopped_by (program: an API call; exit; close: lua_close). */
+static int stop_locked(int from_state, const char *cause)
 {
 	int on_sampled = gettid_raw() == sp.tid;
 	sigset_t oldmask;
@@ -664,7 +666,7 @@ static int stop_locked(int from_state)
 	sp.stopped_ns = agent_now_ns();
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
-		finish_stream();
+		finish_stream(cause);
 	agent_tstacks_free();
 	native_release();
 	int rc = LUAPROF_PROFILE_SUCCESS;
@@ -705,12 +707,12 @@ int agent_block_signal(sigset_t *old)
 	return pthread_sigmask(SIG_BLOCK, &set, old) == 0;
 }
 
-int agent_stop_any(void)
+int agent_stop_any(const char *cause)
 {
 	int st = claim_stop();
 	if (st < 0)
 		return LUAPROF_PROFILE_ERRRUN;
-	return stop_locked(st);
+	return stop_locked(st, cause);
 }
 
 uint64_t agent_run_id(void)
@@ -782,7 +784,7 @@ static int write_header(void)
  * so that the file is complete. */
 static void at_exit(void)
 {
-	agent_stop_any();
+	agent_stop_any("exit");
 }
 
 /* A forked child has no timer and no writer thread: it is simply not profiling. */
@@ -1008,7 +1010,7 @@ LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L)
 		set_err("profiler is not running");
 		return LUAPROF_PROFILE_ERRRUN;
 	}
-	return stop_locked(st);
+	return stop_locked(st, "program");
 }
 
 LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *c)

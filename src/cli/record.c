@@ -80,7 +80,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "Both:\n"
 	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
-	      "                      memprof: then, with -f top, its length)\n"
+	      "                      memprof): then, with -f top, the list's length (default\n"
+	      "                      20); --limit is the same\n"
 	      "  -q, --quiet         no summary\n"
 	      "  -h, --help          this help\n"
 	      "\n"
@@ -112,6 +113,7 @@ struct opts {
 	unsigned rate;
 	const char *clock;
 	int top;
+	int top_given;         /* -n given: with -f top, the list's length (else its default) */
 	int quiet;
 	int memory;
 	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
@@ -158,6 +160,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "memory", no_argument, NULL, O_MEMORY },
 		{ "sample", required_argument, NULL, O_SAMPLE },
 		{ "top", required_argument, NULL, 'n' },
+		{ "limit", required_argument, NULL, 'n' }, /* report's name for it */
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -230,6 +233,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_long(optarg, 0, 1000, &v))
 				return fail("--top expects a number from 0 to 1000, not '%s'", optarg);
 			o->top = (int)v;
+			o->top_given = 1;
 			break;
 		case 'q':
 			o->quiet = 1;
@@ -271,6 +275,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (o->fmt == LP_FMT_TOP && o->top_given && !o->top)
+		return fail("--top 0 would render an empty list: with -f top, -n is its length "
+			    "(1 to 1000; default 20)");
 	return 0;
 }
 
@@ -500,7 +507,7 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
 		return -e;
 	}
-	struct lp_render_opts ro = { .title = NULL };
+	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0 };
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
 }
@@ -543,6 +550,10 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
 			f->overruns, o->rate);
+	if (f->stopped_by_program)
+		fprintf(stderr, "luaprof record: the program stopped the profile itself "
+				"(sysprof.stop) after %.*f s: what it did after that is not in it\n",
+			secs < 0.1 ? 3 : 2, secs);
 	if (o->top > 0 && n && o->fmt != LP_FMT_TOP) {
 		char err[256];
 		struct lp_render_opts ro = { .limit = (unsigned)o->top };
@@ -562,7 +573,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
-	if (o->fmt == LP_FMT_TOP && o->top > 0) {
+	if (o->fmt == LP_FMT_TOP && o->top_given) {
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";
 		args[n++] = limit;

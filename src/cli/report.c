@@ -49,7 +49,7 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --split          CPU: add one root frame per VM state (INTERP, LFUNC, GC...)\n"
 	      "      --functions      merge the lines of each Lua function into one frame\n"
 	      "      --lines          top: rank Lua lines instead of functions\n"
-	      "  -n, --limit N        top: print N rows (default 20)\n"
+	      "  -n, --limit N        top: print N rows (default 20; --top is the same)\n"
 	      "      --value TYPE     memory graphs, top and pprof: alloc_space (default),\n"
 	      "                       alloc_objects, inuse_space or inuse_objects\n"
 	      "      --leak-only      memory: only the HEAP SUMMARY; graphs show inuse_space\n"
@@ -95,6 +95,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "limit", required_argument, NULL, 'n' },
+		{ "top", required_argument, NULL, 'n' }, /* record's name for it */
 		{ "split", no_argument, NULL, O_SPLIT },
 		{ "functions", no_argument, NULL, O_FUNCTIONS },
 		{ "lines", no_argument, NULL, O_LINES },

@@ -19,7 +19,7 @@ struct lp_record_facts {
 	int sampled;                                      /* memory: meta mode = "sampled" */
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
-	int stopped_by_program;   /* memory: meta stopped_by = "program" (not exit or close) */
+	int stopped_by_program;   /* meta stopped_by = "program" (not exit or close) */
 };
 
 /* One pair of the extension's meta, as written (duplicates kept, in stream order). */

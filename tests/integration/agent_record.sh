@@ -61,6 +61,20 @@ grep -q '^format: ljp v[0-9]*, luaprof extension$' "$t/info.txt" &&
 	grep -Eq '^samples: [1-9][0-9]*$' "$t/info.txt" ||
 	fail "report -f info: $(head -12 "$t/info.txt")"
 
+# -n with -f top is the list's length (it was ignored for CPU profiles: 20 rows), 20 by
+# default, and 0 is refused; --limit is the same option.
+(cd "$t" && "$lp" record -q -f top -n 3 -o top3.txt -- luajit app.lua 0.2 &&
+	"$lp" record -q -f top --limit 3 -o top3b.txt -- luajit app.lua 0.2 &&
+	"$lp" record -q -f top -o top20.txt -- luajit app.lua 0.2) >/dev/null 2>"$t/err" ||
+	fail "record -f top -n 3: $(cat "$t/err")"
+rows() { grep -Ec '^ *[0-9.]+% +[0-9]+ +[0-9.]+%' "$1"; }
+[ "$(rows "$t/top3.txt")" = 3 ] && [ "$(rows "$t/top3b.txt")" = 3 ] &&
+	{ [ "$(rows "$t/top20.txt")" = 20 ] || ! grep -q omitted "$t/top20.txt"; } ||
+	fail "record -f top: $(rows "$t/top3.txt") / $(rows "$t/top3b.txt") rows for -n 3 / --limit 3, $(rows "$t/top20.txt") by default"
+(cd "$t" && "$lp" record -q -f top -n 0 -- luajit app.lua 0.01) >"$t/out" 2>"$t/err"
+[ $? = 1 ] && grep -q -- '--top 0 would render an empty list' "$t/err" && ! grep -q result "$t/out" ||
+	fail "record -f top -n 0: $(cat "$t/err")"
+
 # -- Options: format to standard output, L mode, rate, wall clock, --raw.
 (cd "$t" && "$lp" record -q -f collapsed -o - --mode L --rate 500 --clock wall --raw r.bin \
 	-- luajit app.lua 0.3) >"$t/l.out" 2>"$t/l.err" || fail "record L: $(cat "$t/l.err")"
@@ -234,6 +248,22 @@ printf 'local t = {} for i = 1, 100 do t[i] = { i } end\nmisc.memprof.stop()\n' 
 	fail "record selfstop.lua: $(cat "$t/err")"
 grep -q 'the program stopped the profile itself (memprof.stop)' "$t/err" ||
 	fail "record: a profile the program stopped is not told: $(cat "$t/err")"
+# The CPU profiler the same (it was not told, and its stream had no stopped_by).
+cat >"$t/cpustop.lua" <<'EOF'
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+local t = os.clock()
+while os.clock() - t < 0.2 do fib(18) end
+misc.sysprof.stop()
+t = os.clock()
+while os.clock() - t < 0.2 do fib(18) end
+EOF
+(cd "$t" && "$lp" record -o cpustop.svg -- luajit cpustop.lua) >/dev/null 2>"$t/err" ||
+	fail "record cpustop.lua: $(cat "$t/err")"
+grep -q 'the program stopped the profile itself (sysprof.stop)' "$t/err" &&
+	"$lp" report -f info "$t/cpustop.bin" 2>/dev/null | grep -qx 'meta.stopped_by: program' ||
+	fail "record: a CPU profile the program stopped is not told: $(cat "$t/err")"
+"$lp" report -f info "$t/out.bin" 2>/dev/null | grep -Eqx 'meta.stopped_by: (close|exit)' ||
+	fail "record: the CPU profile stopped at the program's end: $("$lp" report -f info "$t/out.bin" | grep stopped)"
 # Sampled: how many samples, at what interval, what taking them cost. The script allocates
 # 15-18 KB: at 1 KiB intervals (drawn at random) no sample at all has odds of about e^-15
 # (at 4 KiB it was e^-4.5, and a CI run drew it).
