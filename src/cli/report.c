@@ -88,6 +88,8 @@ struct opts {
 
 #define fail(...) lp_cli_fail("report", __VA_ARGS__)
 
+static int check_format(const struct opts *o);
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SPLIT = 256, O_FUNCTIONS, O_LINES, O_VALUE, O_LEAK, O_HUMAN, O_TITLE };
@@ -178,6 +180,39 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("-f info describes the file and takes no rendering option (--split, "
 			    "--functions, --lines, --limit, --value, --leak-only, "
 			    "--human-readable, --title)");
+	if (o->fmt != LP_FMT_NONE && o->fmt != LP_FMT_INFO)
+		return check_format(o);
+	return 0;
+}
+
+/* Checks the options that apply to some formats only against o->fmt (chosen): refused,
+ * not ignored. Before the input is read when -f or -o chose the format, else once the
+ * stream's kind has. */
+static int check_format(const struct opts *o)
+{
+	const char *fname = lp_fmt_name(o->fmt);
+	if (o->fmt == LP_FMT_MEMPROF && o->value)
+		return fail("the memprof text report lists allocations, reallocations, frees and "
+			    "the heap summary: --value applies to the graphs, pprof and top "
+			    "(-f flamegraph, collapsed, pprof, speedscope, top)");
+	if (o->mem.human_readable && o->fmt != LP_FMT_MEMPROF)
+		return fail("--human-readable applies to the memprof text report (-f memprof): "
+			    "%s", o->fmt == LP_FMT_TOP || o->fmt == LP_FMT_FLAMEGRAPH
+				  ? "top and flame graphs show KiB / MiB anyway"
+				  : "this format is read by tools and keeps bytes");
+	if (o->limit && o->fmt != LP_FMT_TOP)
+		return fail("--limit applies to -f top (the number of rows), not to -f %s", fname);
+	if (o->lines && o->fmt != LP_FMT_TOP)
+		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
+			    fname, o->fmt == LP_FMT_MEMPROF ? ""
+				   : ": the other formats keep lines unless --functions merges them");
+	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
+		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
+	if (o->functions && o->fmt == LP_FMT_MEMPROF)
+		return fail("--functions applies to the graphs, pprof and top: the memprof report "
+			    "lists sites by line");
+	if (o->functions && o->fmt == LP_FMT_TOP)
+		return fail("--functions: -f top ranks functions already (--lines ranks lines)");
 	return 0;
 }
 
@@ -202,29 +237,7 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 	if (mem && o->sys.split)
 		return fail("%s is a memory (memprof) stream; --split applies to CPU streams",
 			    o->input);
-	if (o->fmt == LP_FMT_MEMPROF && o->value)
-		return fail("the memprof text report lists allocations, reallocations, frees and "
-			    "the heap summary: --value applies to the graphs, pprof and top "
-			    "(-f flamegraph, collapsed, pprof, speedscope, top)");
-	if (mem && o->mem.human_readable && o->fmt != LP_FMT_MEMPROF)
-		return fail("--human-readable applies to the memprof text report (-f memprof): "
-			    "%s", o->fmt == LP_FMT_TOP || o->fmt == LP_FMT_FLAMEGRAPH
-				  ? "top and flame graphs show KiB / MiB anyway"
-				  : "this format is read by tools and keeps bytes");
-	/* The rest apply to some formats only: refused elsewhere, not ignored. */
-	const char *fname = lp_fmt_name(o->fmt);
-	if (o->limit && o->fmt != LP_FMT_TOP)
-		return fail("--limit applies to -f top (the number of rows), not to -f %s", fname);
-	if (o->lines && o->fmt != LP_FMT_TOP)
-		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
-			    fname, o->fmt == LP_FMT_MEMPROF ? ""
-				   : ": the other formats keep lines unless --functions merges them");
-	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
-		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
-	if (o->functions && o->fmt == LP_FMT_MEMPROF)
-		return fail("--functions applies to the graphs, pprof and top: the memprof report "
-			    "lists sites by line");
-	return 0;
+	return check_format(o);
 }
 
 static void summary(const struct opts *o, const struct lp_loaded *l, const char *fmtname)

@@ -104,6 +104,12 @@ expect 1 "--limit applies to -f top .*, not to -f memprof" -- $lp report -n 5 $m
 expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- $lp report -n 5 -o "$t/n.svg" $sp
 expect 1 "--lines applies to -f top .*, not to -f collapsed" -- $lp report --lines -f collapsed $sp
 expect 1 "--lines applies to -f top .*, not to -f memprof" -- $lp report --lines $mp
+expect 1 "--functions: -f top ranks functions already" -- $lp report -f top --functions $sp
+# Refused before the input is read when -f or -o chose the format: a FIFO no one writes
+# would hang a report that read first.
+mkfifo "$t/never.fifo"
+expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- timeout 10 $lp report -n 5 -o "$t/n.svg" "$t/never.fifo"
+expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- timeout 10 $lp report -f top --title x "$t/never.fifo"
 expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp report --title x $sp
 expect 1 "--functions applies to the graphs, pprof and top" -- $lp report --functions $mp
 $lp report -q -n 3 --lines $sp >/dev/null || fail "-n with --lines on -f top"
