@@ -739,8 +739,12 @@ static int validate(const struct luaprof_sysprof_options *opt, luaprof_sysprof_w
 		set_err("profiler mode must be 'D', 'L' or 'C'");
 		return -1;
 	}
-	if (opt->interval_ns ? opt->interval_ns < MIN_INTERVAL_NS
-			     : (opt->interval == 0 || opt->interval > UINT64_MAX / 1000000ull)) {
+	if (opt->interval_ns && opt->interval_ns < MIN_INTERVAL_NS) {
+		set_err("interval_ns must be at least 100000 (0.1 ms)");
+		return -1;
+	}
+	/* Tarantool's message, although 1 ms is accepted. */
+	if (!opt->interval_ns && (opt->interval == 0 || opt->interval > UINT64_MAX / 1000000ull)) {
 		set_err("profiler interval must be greater than 1");
 		return -1;
 	}

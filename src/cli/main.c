@@ -51,9 +51,12 @@ int main(int argc, char **argv)
 			lp_cmd_report_usage(stdout);
 		else if (argc > 2 && !strcmp(argv[2], "record"))
 			lp_cmd_record_usage(stdout);
-		else if (argc > 2) {
-			fprintf(stderr, "luaprof: no help on '%s': the commands are report and "
-					"record\n", argv[2]);
+		else if (argc > 2 && !strcmp(argv[2], "version"))
+			puts("Usage: luaprof version\n\nPrints luaprof's version (also --version, "
+			     "-V).");
+		else if (argc > 2 && strcmp(argv[2], "help")) {
+			fprintf(stderr, "luaprof: no help on '%s': the commands are record, report, "
+					"help and version\n", argv[2]);
 			return LP_EXIT_USAGE;
 		} else
 			usage(stdout);

@@ -58,10 +58,10 @@ static int prologue(struct lp_input *in, const char *magic, unsigned expect, con
 	size_t got;
 	TRY(read_magic(in, magic, p, &got));
 	if (got) {
-		char found[12];
+		char found[16];
 		size_t n = 0;
 		for (size_t k = 0; k < got; k++)
-			n += (size_t)snprintf(found + n, sizeof(found) - n, "%s%02x", k ? " " : "",
+			n += (size_t)snprintf(found + n, sizeof(found) - n, "%s0x%02x", k ? " " : "",
 					      p[k]);
 		return lp_input_fail(in, LP_ERR_FORMAT, start,
 				     "bad %s prologue: expected magic \"%s\", found %s", what,
@@ -470,7 +470,7 @@ static int profile_section(struct lp_input *in, const struct lp_parse_handlers *
 	else
 		return lp_input_fail(in, LP_ERR_FORMAT, start,
 				     "bad profile prologue: expected magic \"ljm\" or \"ljp\", "
-				     "found %02x %02x %02x", p[0], p[1], p[2]);
+				     "found 0x%02x 0x%02x 0x%02x", p[0], p[1], p[2]);
 	uint8_t rest[LP_PROLOGUE_SIZE - 3];
 	TRY(lp_input_bytes(in, rest, sizeof(rest)));
 	version = rest[0];

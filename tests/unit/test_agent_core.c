@@ -487,9 +487,11 @@ static void test_validation(void)
 	o.mode = LUAPROF_SYSPROF_DEFAULT;
 	o.interval = 0;
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	CHECK_STR(luaprof_sysprof_error(), "profiler interval must be greater than 1");
 	o.interval = 0;
 	o.interval_ns = 99999;
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	CHECK_STR(luaprof_sysprof_error(), "interval_ns must be at least 100000 (0.1 ms)");
 	o.interval_ns = 0;
 	o.interval = 10;
 	stub.attach_fail = 1;
