@@ -829,8 +829,18 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				memcpy(v, r, sizeof(v));
 			}
 			t = agent_vm_frame(ip, v, in_object);
-			if (t < 0)
+			if (t < 0) {
+				/* Neither a trace nor in an object of the snapshot: most likely
+				 * one loaded since (a C module required while sampling), whose
+				 * table the CPU profiler's writer thread reads at its next round,
+				 * woken now for it. The stack is cut here, and said to be. */
+				if (!in_object) {
+					*truncated = 1;
+					if (!cached)
+						agent_writer_wake();
+				}
 				break;
+			}
 			if (t > 0) {
 				/* Trace frame stepped by the VM's rule: the registers it restores
 				 * (others unknown), libunwind's cursor left behind. */

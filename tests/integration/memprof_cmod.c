@@ -6,8 +6,13 @@
 ** with the C API's lua_resume: what the coroutine allocates belongs to its own lines.
 ** keepalloc() keeps the state's allocator as lua_getallocf gives it (the profiler's wrapper
 ** while one runs), and usealloc(n) allocates and frees n blocks through what it kept, as
-** libraries that cache the allocator do, possibly after the profile stopped.
+** libraries that cache the allocator do, possibly after the profile stopped. For the CPU
+** profiler (shapes_luajit.sh), spin(secs) burns CPU time in two nested C frames of the
+** module, from the moment it is required: the walks through them need the unwind table
+** of an object loaded while sampling.
 */
+#include <time.h>
+
 #include <lua.h>
 #include <lauxlib.h>
 
@@ -15,6 +20,9 @@
 int memprof_cmod_newud(lua_State *L);
 int memprof_cmod_resume(lua_State *L);
 int luaopen_memprof_cmod(lua_State *L);
+int memprof_cmod_spin(lua_State *L);
+double memprof_cmod_spin_mid(double x);
+double memprof_cmod_spin_leaf(double x);
 
 static lua_Alloc kept_f;
 static void *kept_ud;
@@ -57,9 +65,34 @@ static int usealloc(lua_State *L)
 	return 1;
 }
 
+__attribute__((noinline)) double memprof_cmod_spin_leaf(double x)
+{
+	for (int i = 0; i < 20000; i++)
+		x = x * 1.0000001 + 1e-9;
+	return x;
+}
+
+__attribute__((noinline)) double memprof_cmod_spin_mid(double x)
+{
+	return memprof_cmod_spin_leaf(x) + 1.0; /* not a tail call: a frame of its own */
+}
+
+/* spin(secs): CPU time in memprof_cmod_spin -> _mid -> _leaf; returns a number. */
+int memprof_cmod_spin(lua_State *L)
+{
+	double secs = luaL_checknumber(L, 1), x = 0;
+	clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
+	while (clock() < end)
+		x = memprof_cmod_spin_mid(x);
+	lua_pushnumber(L, x);
+	return 1;
+}
+
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
+	lua_pushcfunction(L, memprof_cmod_spin);
+	lua_setfield(L, -2, "spin");
 	lua_pushcfunction(L, keepalloc);
 	lua_setfield(L, -2, "keepalloc");
 	lua_pushcfunction(L, usealloc);
