@@ -157,12 +157,31 @@ static int start_thread(struct agent_pfile *f)
 ** full (more profiles than there are profilers: forks), files are not checked.
 */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 static const struct agent_pfile *open_files[8];
+
+/* Held across fork(2): a child forked while another thread claimed a file must not
+ * inherit the lock taken. */
+static void open_lock_take(void)
+{
+	pthread_mutex_lock(&open_lock);
+}
+
+static void open_lock_give(void)
+{
+	pthread_mutex_unlock(&open_lock);
+}
+
+static void open_init(void)
+{
+	pthread_atfork(open_lock_take, open_lock_give, open_lock_give);
+}
 
 /* Records f as open, or returns -1 when a profile already writes its file. */
 static int claim(struct agent_pfile *f)
 {
 	int rc = 0;
+	pthread_once(&open_once, open_init);
 	pthread_mutex_lock(&open_lock);
 	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
 		if (open_files[i] && open_files[i]->dev == f->dev && open_files[i]->ino == f->ino)

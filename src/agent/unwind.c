@@ -764,6 +764,9 @@ void agent_unwind_selfcheck(char steps[32], char bad[32])
 }
 #endif
 
+/* The snapshot for which the handler last woke the writer to read new objects. */
+static unsigned woken_gen = ~0u;
+
 /* cached: 0 in the handler (rules it misses go to the writer thread); 1 on the VM thread,
  * learning rules and reusing a recent walk's suffix; 2 the same without the suffix. */
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
@@ -833,11 +836,15 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				/* Neither a trace nor in an object of the snapshot: most likely
 				 * one loaded since (a C module required while sampling), whose
 				 * table the CPU profiler's writer thread reads at its next round,
-				 * woken now for it. The stack is cut here, and said to be. */
+				 * woken now for it (once a snapshot: code that is in no object,
+				 * such as an FFI callback's entry, stays so). The stack is cut
+				 * here, and said to be. */
 				if (!in_object) {
 					*truncated = 1;
-					if (!cached)
+					if (!cached && woken_gen != agent_objects_gen()) {
+						woken_gen = agent_objects_gen();
 						agent_writer_wake();
+					}
 				}
 				break;
 			}

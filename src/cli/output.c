@@ -102,30 +102,53 @@ enum dest_kind {
 		      * process's descriptor under /proc): opened as it is */
 };
 
+/* path with its directory resolved (symbolic links, "." and ".."): the file need not
+ * exist. -1 when the directory does not. */
+static int resolve(const char *path, char *out)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof(dir))
+		return -1;
+	memcpy(dir, n ? path : ".", n ? n : 1);
+	dir[n ? n : 1] = '\0';
+	if (!realpath(dir, real))
+		return -1;
+	return (size_t)snprintf(out, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", base) <
+		       PATH_MAX ? 0 : -1;
+}
+
 /* This process's descriptor that a /proc or /dev/fd path names, or -1. */
 static int own_fd(const char *path)
 {
-	static const char *const dirs[] = { "/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/" };
+	/* The directory is resolved (resolve): /dev/fd/N and /proc/self/fd/N arrive as
+	 * /proc/PID/fd/N, /proc/thread-self/fd/N as /proc/PID/task/TID/fd/N. */
 	char mine[64];
-	snprintf(mine, sizeof(mine), "/proc/%ld/fd/", (long)getpid());
-	for (size_t i = 0; i <= sizeof(dirs) / sizeof(dirs[0]); i++) {
-		const char *d = i < sizeof(dirs) / sizeof(dirs[0]) ? dirs[i] : mine;
-		size_t n = strlen(d);
-		if (strncmp(path, d, n) || !path[n])
-			continue;
-		char *end;
-		long fd = strtol(path + n, &end, 10);
-		return *end || fd < 0 || fd > INT_MAX ? -1 : (int)fd;
+	int n = snprintf(mine, sizeof(mine), "/proc/%ld/", (long)getpid());
+	if (strncmp(path, mine, (size_t)n))
+		return -1;
+	const char *p = path + n;
+	if (!strncmp(p, "task/", 5)) {
+		p += 5 + strspn(p + 5, "0123456789");
+		if (*p++ != '/')
+			return -1;
 	}
-	return -1;
+	if (strncmp(p, "fd/", 3) || !p[3])
+		return -1;
+	char *end;
+	long fd = strtol(p + 3, &end, 10);
+	return *end || fd < 0 || fd > INT_MAX ? -1 : (int)fd;
 }
 
 /*
 ** Follows path's chain of symbolic links to what is written: a link is written through
 ** (its target replaced, the link kept; a link to nothing yet creates the path it names),
 ** but the links under /proc (/dev/stdout's) name open files, not paths, so the chain stops
-** there. dest gets the file a DEST_FILE renames over; *fd the descriptor of a DEST_FD.
-** -1 with errno when a path is too long or the chain too deep.
+** there. Each step's directory is resolved first, so that any spelling of /dev/fd/1 is
+** seen as the descriptor. dest gets the file a DEST_FILE renames over, its directory
+** resolved (a name two paths can be compared by); *fd the descriptor of a DEST_FD. -1
+** with errno when a path is too long or the chain too deep.
 */
 static int classify(const char *path, char *dest, int *fd, enum dest_kind *kind)
 {
@@ -133,6 +156,9 @@ static int classify(const char *path, char *dest, int *fd, enum dest_kind *kind)
 	if ((size_t)snprintf(cur, sizeof(cur), "%s", path) >= sizeof(cur))
 		goto too_long;
 	for (int depth = 0;; depth++) {
+		char real[PATH_MAX];
+		if (resolve(cur, real) == 0) /* "//", ".", "..", and links in the directory */
+			memcpy(cur, real, sizeof(cur));
 		if ((*fd = own_fd(cur)) >= 0) {
 			*kind = DEST_FD;
 			return 0;
@@ -203,7 +229,14 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 	}
 	fd = mkstemp(tmp);
 	if (fd < 0) {
+		/* A directory that takes no new file (another user's, holding a file of this
+		 * one's): the file is written in place, as it would be without the temporary
+		 * file, and a failed rendering leaves it cut. */
+		int e = errno;
 		tmp[0] = '\0';
+		if (e == EACCES && exists)
+			return fopen(dest, "w");
+		errno = e;
 		return NULL;
 	}
 	/* The mode a plain creation would give (mkstemp's is 0600), or the replaced file's. */
@@ -246,43 +279,48 @@ int lp_output_check(const char *path)
 		}
 		return access(path, W_OK);
 	}
-	/* A regular file is replaced through a temporary file in its directory. */
+	/* A regular file is replaced through a temporary file in its directory, or where
+	 * that takes no new file, written in place (lp_output_open). */
 	char dir[PATH_MAX];
 	const char *slash = strrchr(dest, '/');
-	if (!slash)
-		return access(".", W_OK | X_OK);
-	size_t n = slash == dest ? 1 : (size_t)(slash - dest);
-	memcpy(dir, dest, n);
+	size_t n = !slash ? 1 : slash == dest ? 1 : (size_t)(slash - dest);
+	memcpy(dir, slash ? dest : ".", n);
 	dir[n] = '\0';
-	return access(dir, W_OK | X_OK);
+	if (access(dir, W_OK | X_OK) == 0)
+		return 0;
+	int e = errno;
+	if (e == EACCES && stat(dest, &sb) == 0 && access(dest, W_OK) == 0)
+		return 0;
+	errno = e;
+	return -1;
 }
 
-/* path with its directory resolved (symbolic links, "." and ".."): the file need not
- * exist. -1 when the directory does not. */
-static int resolve(const char *path, char *out)
-{
-	char dir[PATH_MAX], real[PATH_MAX];
-	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-	size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
-	if (n >= sizeof(dir))
-		return -1;
-	memcpy(dir, n ? path : ".", n ? n : 1);
-	dir[n ? n : 1] = '\0';
-	if (!realpath(dir, real))
-		return -1;
-	return (size_t)snprintf(out, PATH_MAX, "%s/%s", real, base) < PATH_MAX ? 0 : -1;
-}
 
 int lp_output_same(const char *a, const char *b)
 {
 	char ra[PATH_MAX], rb[PATH_MAX];
-	if (!strcmp(a, "-") || !strcmp(b, "-") || resolve(a, ra) || resolve(b, rb))
+	int fa, fb;
+	enum dest_kind ka, kb;
+	if (!strcmp(a, "-") || !strcmp(b, "-") || classify(a, ra, &fa, &ka) ||
+	    classify(b, rb, &fb, &kb))
 		return 0;
-	if (!strcmp(ra, rb))
+	/* What each writes, links followed: the same name (neither need exist yet), or the
+	 * same file. */
+	if (ka == DEST_FILE && kb == DEST_FILE && !strcmp(ra, rb))
 		return 1;
 	struct stat sa, sb;
-	return stat(ra, &sa) == 0 && stat(rb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
 	       sa.st_ino == sb.st_ino;
+}
+
+int lp_output_fd(const char *path)
+{
+	char dest[PATH_MAX];
+	int fd;
+	enum dest_kind kind;
+	if (!path || !strcmp(path, "-"))
+		return STDOUT_FILENO;
+	return classify(path, dest, &fd, &kind) == 0 && kind == DEST_FD ? fd : -1;
 }
 
 int lp_output_tty(const char *path)

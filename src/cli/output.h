@@ -34,18 +34,22 @@ lp_render_fn lp_fmt_renderer(enum lp_fmt f);
 ** through (its target replaced, the link kept). This process's descriptors named by path
 ** (/dev/stdout, /dev/fd/N: links under /proc) are written through a duplicate, at their
 ** offset; anything else that exists, such as /dev/null or a FIFO, is written directly:
-** renaming over it would replace it. NULL with errno on failure.
+** renaming over it would replace it. A file whose directory takes no new file is written
+** in place. NULL with errno on failure.
 */
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
 /*
 ** Whether lp_output_open can be expected to succeed for path, asked before work whose result
 ** would otherwise be lost (record runs the program first): 0, or -1 with errno (EISDIR for
-** a directory, else what access(2) says of the file or of the directory it goes in).
+** a directory, EBADF for a descriptor not open for writing, else what access(2) says of
+** the directory it goes in, or of the file when that directory takes no new file).
 */
 int lp_output_check(const char *path);
 /* Whether path names something that exists and is not a regular file (/dev/null, a FIFO,
 ** /dev/stdout whatever it is redirected to): no file should be derived from its name. */
 int lp_output_is_special(const char *path);
+/* The descriptor of this process that path names ("-", /dev/stdout: 1), or -1. */
+int lp_output_fd(const char *path);
 /* Whether path ("-": standard output) is a terminal, where binary output is refused. */
 int lp_output_tty(const char *path);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */

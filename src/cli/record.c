@@ -82,7 +82,7 @@ void lp_cmd_record_usage(FILE *out)
 	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
-	      "                      20); --limit is the same\n"
+	      "                      20, also for 0); --limit is the same\n"
 	      "  -q, --quiet         no summary\n"
 	      "  -h, --help          this help\n"
 	      "\n"
@@ -231,8 +231,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->cpu_flag = "--clock";
 			break;
 		case 'n':
-			if (parse_long(optarg, 0, 1000, &v))
-				return fail("--top expects a number from 0 to 1000, not '%s'", optarg);
+			if (parse_long(optarg, 0, 1000000, &v))
+				return fail("-n (--top, --limit) expects a number from 0 to 1000000, "
+					    "not '%s'", optarg);
 			o->top = (int)v;
 			o->top_given = 1;
 			break;
@@ -276,9 +277,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
-	if (o->fmt == LP_FMT_TOP && o->top_given && !o->top)
-		return fail("--top 0 would render an empty list: with -f top, -n is its length "
-			    "(1 to 1000; default 20)");
 	return 0;
 }
 
@@ -454,6 +452,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigaction(SIGCHLD, &dfl, &ochld);
+	int profile_on_stdout = lp_output_fd(o->output) == STDOUT_FILENO; /* -, /dev/stdout */
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -472,7 +471,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		setenv("LUAPROF_RECORD", spec, 1);
 		/* The profile goes to standard output: the program's own output must not mix
 		 * into it. */
-		if (!strcmp(o->output, "-") && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		if (profile_on_stdout && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			_exit(127);
 		execvp(o->cmd[0], o->cmd);
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
@@ -508,6 +507,7 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
 		return -e;
 	}
+	/* -n 0 (no list in the summary) leaves a rendered list its default length. */
 	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0 };
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
@@ -574,7 +574,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
-	if (o->fmt == LP_FMT_TOP && o->top_given) {
+	if (o->fmt == LP_FMT_TOP && o->top_given && o->top > 0) {
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";
 		args[n++] = limit;
@@ -605,8 +605,9 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 				fprintf(stderr, ", %" PRIu64 " lost for want of memory",
 					f.samples_lost);
 			if (f.truncated)
-				fprintf(stderr, ", %" PRIu64 " with stacks cut: deeper than "
-						"the profiler keeps, their outermost frames missing",
+				fprintf(stderr, ", %" PRIu64 " with stacks cut short (deeper than "
+						"the profiler keeps, or through code it has no unwind "
+						"table for): their outermost frames missing",
 					f.truncated);
 			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
 				(double)f.sample_ns / 1e6,

@@ -130,8 +130,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			errno = 0;
 			long v = strtol(optarg, &end, 10);
 			if (errno || *end || end == optarg || v < 1 || v > 1000000)
-				return fail("--limit expects a number from 1 to 1000000, not '%s'",
-					    optarg);
+				return fail("-n (--limit, --top) expects a number from 1 to "
+					    "1000000, not '%s'", optarg);
 			o->limit = (unsigned)v;
 			break;
 		}
@@ -210,7 +210,7 @@ static int check_format(const struct opts *o)
 	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
 		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
 	if (o->functions && o->fmt == LP_FMT_MEMPROF)
-		return fail("--functions applies to the graphs, pprof and top: the memprof report "
+		return fail("--functions applies to the graphs and pprof: the memprof report "
 			    "lists sites by line");
 	if (o->functions && o->fmt == LP_FMT_TOP)
 		return fail("--functions: -f top ranks functions already (--lines ranks lines)");
@@ -382,6 +382,10 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc;
+	/* Before the input is read, which may take long: a destination that cannot be
+	 * written is known now. */
+	if (o.output && lp_output_check(o.output) != 0)
+		return fail("cannot write %s: %s", o.output, strerror(errno));
 
 	int fd = strcmp(o.input, "-") ? open(o.input, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
 	if (fd < 0)

@@ -33,7 +33,7 @@ luajit tests/integration/agent_api.lua build "$t" >"$t/lua.out" 2>&1 ||
 	fail "agent_api.lua: $(grep -v '^agent_api.lua:' "$t/lua.out" | head -20)"
 
 # -- Every stream parses completely; Lua frames carry current lines.
-for f in L_cpu L_wall C_cpu C_wall C_joff with_jitp reuse; do
+for f in L_cpu L_wall C_cpu C_wall C_joff with_jitp reuse same_cpu; do
 	if [ ! -s "$t/$f.bin" ]; then
 		fail "$f.bin was not written"
 		continue
@@ -42,6 +42,10 @@ for f in L_cpu L_wall C_cpu C_wall C_joff with_jitp reuse; do
 		fail "luaprof report $f.bin exited $?: $(cat "$t/err")"
 	[ -s "$t/$f.folded" ] || fail "$f.bin rendered nothing"
 done
+# The CPU profile into a file the memory profiler was refused: whole, and CPU.
+build/luaprof report -f info "$t/same_cpu.bin" 2>/dev/null | grep -qx 'kind: cpu (sysprof samples)' &&
+	build/luaprof report -f info "$t/same_cpu.bin" 2>/dev/null | grep -qx 'complete: yes' ||
+	fail "same_cpu.bin: $(build/luaprof report -f info "$t/same_cpu.bin" 2>&1 | head -4)"
 src=tests/integration/agent_api.lua
 fibline=$(grep -n '^local function fib' $src | cut -d: -f1)
 burnline=$(grep -n 'while os.clock() - t < secs do f() end' $src | cut -d: -f1)

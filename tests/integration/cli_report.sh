@@ -111,7 +111,7 @@ mkfifo "$t/never.fifo"
 expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- timeout 10 $lp report -n 5 -o "$t/n.svg" "$t/never.fifo"
 expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- timeout 10 $lp report -f top --title x "$t/never.fifo"
 expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp report --title x $sp
-expect 1 "--functions applies to the graphs, pprof and top" -- $lp report --functions $mp
+expect 1 "--functions applies to the graphs and pprof" -- $lp report --functions $mp
 $lp report -q -n 3 --lines $sp >/dev/null || fail "-n with --lines on -f top"
 $lp report -q --title T -f speedscope $sp | grep -q '"name":"T"' || fail "--title on speedscope"
 # A new report gets the mode a plain creation would (umask); a replaced one keeps its own.
@@ -196,6 +196,33 @@ $lp report -q $sp -f collapsed -o "$t/out1" >>"$t/log.txt" || fail "report -o /d
 $lp report -q $sp -f collapsed -o /dev/fd/5 5>"$t/fd5.folded" && cmp -s "$t/fd5.folded" "$t/plain.folded" ||
 	fail "report -o /dev/fd/5"
 expect 1 "cannot write /dev/fd/9: Bad file descriptor" -- $lp report -q $sp -f collapsed -o /dev/fd/9
+# Other spellings of a descriptor: written through it, not renamed over what it points to
+# (an appended log lost its lines and the output after the report).
+( echo first; $lp report -q $sp -f collapsed -o /dev/fd//1; $lp report -q $sp -f collapsed -o /dev/fd/./1
+  echo after ) >>"$t/log2.txt"
+[ "$(head -1 "$t/log2.txt")" = first ] && [ "$(tail -1 "$t/log2.txt")" = after ] &&
+	[ "$(wc -l <"$t/log2.txt")" -eq $(( 2 + 2 * $(wc -l <"$t/plain.folded") )) ] ||
+	fail "report -o /dev/fd//1, /dev/fd/./1 >> LOG: $(head -2 "$t/log2.txt") ... $(tail -1 "$t/log2.txt")"
+[ "$($lp report -q $sp -f collapsed -o /dev/fd//1 | wc -l)" -eq "$(wc -l <"$t/plain.folded")" ] ||
+	fail "report -o /dev/fd//1 into a pipe"
+# An unwritable destination is refused before the input is read (a FIFO no one writes).
+expect 1 "cannot write /nonexistent/x.svg: No such file or directory" -- timeout 10 $lp report "$t/never.fifo" -o /nonexistent/x.svg
+# A link whose target's directory takes no new file (another user's), the target being
+# the user's: written in place (it was refused, naming the link).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	mkdir -p "$t/nb/w" "$t/nb/ro"
+	echo old >"$t/nb/ro/t.folded"
+	ln -s ../ro/t.folded "$t/nb/w/l.folded"
+	cp $sp "$t/nb/w/in.bin"
+	chmod 755 "$t" "$t/nb" "$t/nb/ro"
+	chmod 644 "$t/nb/w/in.bin"
+	chown nobody "$t/nb/w" "$t/nb/ro/t.folded"
+	(cd "$t/nb/w" && setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$OLDPWD/$lp" report -q in.bin -f collapsed -o l.folded) 2>"$t/err" ||
+		fail "report -o LINK (target's directory not writable): $(cat "$t/err")"
+	[ -L "$t/nb/w/l.folded" ] && cmp -s "$t/nb/ro/t.folded" "$t/plain.folded" ||
+		fail "report -o LINK (target's directory not writable): not written in place"
+fi
 if command -v script >/dev/null 2>&1; then
 	script -qec "$lp report -q $sp -f pprof -o /dev/stdout" /dev/null >"$t/tty.out" 2>&1
 	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" ||

@@ -441,7 +441,7 @@ static int run_closing(const char *cpath, const char *out)
 	return 0;
 }
 
-/* oom mode: 0, or 1 with a message. */
+/* fork mode: 0, or 1 with a message. */
 static int run_fork(const char *cpath, const char *out)
 {
 	static const char parent[] =
@@ -481,6 +481,7 @@ static int run_fork(const char *cpath, const char *out)
 	return rc;
 }
 
+/* closeshared mode: 0, or 1 with a message. */
 static int run_closeshared(const char *cpath, const char *out)
 {
 	char code[4400];
@@ -509,6 +510,7 @@ static int run_closeshared(const char *cpath, const char *out)
 	return 0;
 }
 
+/* oom mode: 0, or 1 with a message. */
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
 	lua_State *L = host_state(lua_newstate(limit_alloc, NULL), cpath);

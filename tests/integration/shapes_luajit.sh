@@ -355,7 +355,8 @@ fi
 # has read the module's unwind table, walks through its frames cannot go on. They used to
 # end there unmarked (the report then rooted the samples at the Lua frames: a quarter of
 # them on a short run); now the handler wakes the writer at the first such walk and the
-# walk is counted as cut (meta truncated): a sample or two.
+# walk is counted as cut (meta truncated): a sample or two, none when the writer happened
+# to read the table before the module's code was first sampled.
 mkdir -p "$t/cmod"
 cc_test "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c -O2 -fPIC -shared -I$inc ||
 	fails=$((fails + 1))
