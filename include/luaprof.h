@@ -168,7 +168,8 @@ LUAPROF_API int luaprof_sysprof_start(struct lua_State *L,
 				      const struct luaprof_sysprof_options *opt);
 
 /*
-** Stops sampling, writes the epilogue and the extension, calls on_stop.
+** Stops sampling, writes the epilogue and the extension, calls on_stop. May be called
+** from any thread, the sampled one running Lua meanwhile or not: L is only read.
 ** LUAPROF_PROFILE_ERRRUN: not running. LUAPROF_PROFILE_ERRUSE: L belongs to another VM
 ** than the one profiled. LUAPROF_PROFILE_ERRIO: the stream failed while running or while
 ** finishing (errno is that of the first failure); the profiler is stopped all the same.

@@ -322,6 +322,5 @@ int agent_running(void);
 /* Lua module: the sentinel that stops the profile when its VM closes (0, -1 without
  * memory, or AGENT_LUA_CLOSING). */
 int agent_lua_anchor(struct lua_State *L, uint64_t run_id);
-int agent_lua_owns(struct lua_State *L, uint64_t run_id);
 
 #endif

@@ -464,16 +464,6 @@ int agent_lua_memprof_anchor(lua_State *L, uint64_t run_id)
 	return anchor(L, &mem_anchor_key, mem_anchor_gc, run_id);
 }
 
-int agent_lua_owns(lua_State *L, uint64_t run_id)
-{
-	lua_pushlightuserdata(L, (void *)&anchor_key);
-	lua_rawget(L, LUA_REGISTRYINDEX);
-	const struct anchor *a = lua_touserdata(L, -1);
-	int owns = a && a->run_id == run_id;
-	lua_pop(L, 1);
-	return owns;
-}
-
 /* -- Module ------------------------------------------------------------------------------ */
 
 /*

@@ -1006,7 +1006,9 @@ LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L)
 		set_err("profiler is not running");
 		return LUAPROF_PROFILE_ERRRUN;
 	}
-	if (!agent_lua_owns(L, sp.run_id)) {
+	/* A read of L's global state, not an API call: stop may come from another thread
+	 * while the VM runs on its own (pushing onto L's stack from here corrupted it). */
+	if (!agent_vm_attached_to(L)) {
 		set_err("the profile runs in another Lua state");
 		return LUAPROF_PROFILE_ERRUSE;
 	}
