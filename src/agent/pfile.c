@@ -37,8 +37,9 @@ _Static_assert(PFILE_BUF_SIZE % 128 == 0, "each half of the buffer is whole cach
 
 struct agent_pfile {
 	int fd;
-	dev_t dev;      /* a regular file's, for the check of open_files; else 0 and 0 */
-	ino_t ino;
+	dev_t dev;      /* the file fd was opened on: for the check of open_files (regular */
+	ino_t ino;      /* files), and to see that fd still is it (same_file) */
+	int regular;
 	int trunc;      /* a file that had contents: emptied at the first write, not at open */
 	int threaded;
 	pid_t pid;      /* the process whose thread writes */
@@ -55,10 +56,24 @@ struct agent_pfile {
 	_Alignas(64) uint8_t buf[PFILE_BUF_SIZE];
 };
 
-/* Writes all of len bytes; returns how many were written (errno tells why not all). */
+/* Whether f->fd is still the file it was opened on: a program that closes every
+ * descriptor it did not open (or closes ours by mistake) and opens another file, which
+ * gets the same number, must not receive the profile's bytes. */
+static int same_file(const struct agent_pfile *f)
+{
+	struct stat st;
+	return fstat(f->fd, &st) == 0 && st.st_dev == f->dev && st.st_ino == f->ino;
+}
+
+/* Writes all of len bytes; returns how many were written (errno tells why not all:
+ * EBADF when the program closed the profile's descriptor). */
 static size_t write_all(struct agent_pfile *f, const uint8_t *p, size_t len)
 {
 	size_t done = 0;
+	if (!same_file(f)) {
+		errno = EBADF;
+		return 0;
+	}
 	if (f->trunc) {
 		if (ftruncate(f->fd, 0) != 0)
 			return 0;
@@ -184,7 +199,8 @@ static int claim(struct agent_pfile *f)
 	pthread_once(&open_once, open_init);
 	pthread_mutex_lock(&open_lock);
 	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
-		if (open_files[i] && open_files[i]->dev == f->dev && open_files[i]->ino == f->ino)
+		if (open_files[i] && open_files[i]->regular && open_files[i]->dev == f->dev &&
+		    open_files[i]->ino == f->ino)
 			rc = -1;
 	for (size_t i = 0; !rc && i < sizeof(open_files) / sizeof(open_files[0]); i++)
 		if (!open_files[i]) {
@@ -213,7 +229,15 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	if (fd < 0)
 		return NULL;
 	struct stat st;
-	int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		if (*created)
+			unlink(path);
+		errno = e;
+		return NULL;
+	}
+	int regular = S_ISREG(st.st_mode);
 	int trunc = regular && !*created && st.st_size > 0;
 	/* Mapped, not malloc'd: malloc aligns to 16 bytes, and the buffer is declared on 64.
 	 * (With glibc's aligned_alloc instead, a host that opened and closed profiles one
@@ -228,8 +252,9 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 		return NULL;
 	}
 	f->fd = fd;
-	f->dev = regular ? st.st_dev : 0;
-	f->ino = regular ? st.st_ino : 0;
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->regular = regular;
 	if (regular && claim(f) != 0) {
 		close(fd);
 		munmap(f, sizeof(*f));
@@ -318,8 +343,13 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 	/* Raw events that ended inside a blob: the producer's bug, and a cut stream. */
 	if (f->rawout && (f->enc.blob_left || f->enc.blob_pad || f->enc.bad) && !err)
 		err = EPROTO;
-	if (close(f->fd) != 0 && !err)
+	/* Not a descriptor the program closed and then reused for a file of its own. */
+	if (!same_file(f)) {
+		if (!err)
+			err = EBADF;
+	} else if (close(f->fd) != 0 && !err) {
 		err = errno;
+	}
 	unclaim(f);
 	free(f->rawout);
 	munmap(f, sizeof(*f));

@@ -212,5 +212,43 @@ check(sp.stop() == true, "stop alongside jit.profile")
 check(jp > 10, "jit.profile still samples: " .. jp)
 check(both > 10, "luaprof samples alongside jit.profile: " .. both)
 
+-- -- A program that closes every descriptor it did not open, then opens a file of its own
+-- (which gets the profile's number): the profile's bytes must not go into that file (they
+-- did: its text with profile data between); the profile stops with EBADF. Last here: the
+-- test's own descriptors are closed too.
+do
+  local ffi = require "ffi"
+  ffi.cdef [[ int close(int fd); ]]
+  local mine = out .. "/mine.txt"
+  check(sp.start({ mode = "C", interval = 1, path = out .. "/closed_cpu.bin" }) == true,
+        "start before the descriptors are closed")
+  check(mp.start(out .. "/closed_mem.bin") == true, "memory profile too")
+  burn(0.05, function() return fib(15) end)
+  for fd = 3, 1023 do ffi.C.close(fd) end
+  local f = assert(io.open(mine, "w"))
+  f:write("hello\n")
+  f:flush()
+  local keep = {}
+  burn(0.6, function() keep[#keep % 100 + 1] = { fib(12) } end) -- the writers' rounds
+  f:write("bye\n")
+  f:close()
+  local ok, msg, e = sp.stop()
+  check(ok == nil and tostring(msg):match("Bad file descriptor$") and e == 9,
+        string.format("CPU stop after the descriptor was closed: %s, %s, %s", tostring(ok),
+                      tostring(msg), tostring(e)))
+  ok, msg, e = mp.stop()
+  check(ok == nil and tostring(msg):match("Bad file descriptor$") and e == 9,
+        string.format("memory stop after the descriptor was closed: %s, %s, %s", tostring(ok),
+                      tostring(msg), tostring(e)))
+  local g = io.open(mine, "rb")
+  local text = g and g:read("*a")
+  if g then g:close() end
+  check(text == "hello\nbye\n", "the program's file holds profile bytes: " ..
+        (text and #text .. " bytes" or "unreadable"))
+  -- Cut streams, by design: not for the checks that every stream here parses.
+  os.remove(out .. "/closed_cpu.bin")
+  os.remove(out .. "/closed_mem.bin")
+end
+
 print(string.format("agent_api.lua: %d failures", fails))
 os.exit(fails == 0 and 0 or 1)

@@ -24,17 +24,21 @@ static struct {
 	int attach_fail;
 } stub;
 
+static struct lua_State *attached_L;
+
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 {
 	if (stub.attach_fail) {
 		snprintf(err, errlen, "unsupported LuaJIT build (test)");
 		return -1;
 	}
+	attached_L = L;
 	return 0;
 }
 
 void agent_vm_detach(void)
 {
+	attached_L = NULL;
 }
 
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
@@ -182,15 +186,16 @@ static uint64_t owner = 1;
 static struct lua_State *const FAKE_L = (struct lua_State *)&owner;
 static struct lua_State *const OTHER_L = (struct lua_State *)&stub;
 
+/* The VM profiled is the one attached (stop reads L's global state). */
+int agent_vm_attached_to(struct lua_State *L)
+{
+	return attached_L && L == attached_L;
+}
+
 int agent_lua_anchor(struct lua_State *L, uint64_t run_id)
 {
 	owner = run_id;
 	return 0;
-}
-
-int agent_lua_owns(struct lua_State *L, uint64_t run_id)
-{
-	return owner == run_id && L == FAKE_L;
 }
 
 /* -- A writer into memory, optionally slow or failing ------------------------------------- */
