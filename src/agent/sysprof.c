@@ -79,6 +79,15 @@ static struct {
 	struct sigaction oldsa;          /* what it replaced, restored on stop */
 	timer_t timer;
 	int timer_ok;
+	pthread_mutex_t timer_lock;      /* the timer, between teardown and the writer thread */
+	_Atomic uint64_t sig_taken_ns;   /* the program's handler seen on the signal this long
+					  * after start (the timer then disarmed); 0 if not */
+
+	/* The sampled thread's CPU time over the profile, for the record: samples are
+	 * expected of it (a program that blocks the signal gets fewer). */
+	clockid_t cpuclock;
+	int cpuclock_ok;
+	uint64_t cpu0_ns, cpu_ns;
 
 	/* Counters: a sequence lock makes a report consistent while the handler runs. */
 	_Atomic uint32_t cnt_seq;
@@ -102,7 +111,7 @@ static struct {
 	_Atomic int wquit;
 
 	char err[256];                   /* last start/stop failure */
-} sp;
+} sp = { .timer_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Handler-only storage (the handler does not nest: its signal is blocked while it runs). */
 static struct agent_sample hs_sample;
@@ -147,10 +156,12 @@ static void io_fail(int e)
 	int running = ST_RUNNING;
 	atomic_compare_exchange_strong(&sp.state, &running, ST_HALT);
 	/* Sampling stops here; the timer itself is deleted by stop. */
+	pthread_mutex_lock(&sp.timer_lock);
 	if (sp.timer_ok) {
 		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
 		timer_settime(sp.timer, 0, &off, NULL);
 	}
+	pthread_mutex_unlock(&sp.timer_lock);
 }
 
 static void emit(const uint8_t *p, size_t len)
@@ -210,6 +221,41 @@ static void new_objects(void)
 	lp_wbuf_flush(&w);
 }
 
+static int signal_ours(void);
+
+/* A clock's reading in ns, 0 when it cannot be read (a thread's that has exited). */
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	if (clock_gettime(c, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+** The program changed the sampling signal's disposition (a handler of its own, SIG_IGN,
+** SIG_DFL: it used that signal too, or set every signal): the timer's ticks would go to
+** its handler, or kill it (SIG_DFL: unless this sees it first). Sampling stops here, and
+** the record says when (meta signal_taken_ns); stop leaves the program's handler. Writer
+** thread, every round.
+*/
+static void check_signal(void)
+{
+	if (atomic_load(&sp.sig_taken_ns) || signal_ours())
+		return;
+	/* Deleted, not disarmed: a tick the kernel parked while the signal was ignored would
+	 * be delivered once the program sets it back to SIG_DFL (Linux 6.13 on), and kill
+	 * it. */
+	pthread_mutex_lock(&sp.timer_lock);
+	if (sp.timer_ok) {
+		timer_delete(sp.timer);
+		sp.timer_ok = 0;
+	}
+	pthread_mutex_unlock(&sp.timer_lock);
+	uint64_t t = agent_now_ns() - sp.started_ns;
+	atomic_store(&sp.sig_taken_ns, t ? t : 1);
+}
+
 static void *writer_main(void *arg)
 {
 	sigset_t all;
@@ -242,6 +288,7 @@ static void *writer_main(void *arg)
 		agent_tstacks_drain();
 		new_objects();
 		agent_unwind_learn();
+		check_signal();
 		if (atomic_load(&sp.wquit)) {
 			drain_full();
 			agent_tstacks_drain();
@@ -464,10 +511,19 @@ out:
 ** thread does not block. glibc keeps two below SIGRTMIN for itself, and programs that use
 ** real-time signals tend to start at SIGRTMIN; SIGPROF stays with jit.p.
 */
+/* Our handler is still the signal's (a program may install its own over it). */
+static int signal_ours(void)
+{
+	struct sigaction cur;
+	return sigaction(sp.signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	       cur.sa_sigaction == on_signal;
+}
+
 static int install_signal(void)
 {
-	if (sp.sig_installed)
+	if (sp.sig_installed && signal_ours())
 		return 0; /* left in place (inert) by a stop on another thread: reuse */
+	sp.sig_installed = 0;
 	sigset_t blocked;
 	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
 	for (int s = SIGRTMIN + 4; s <= SIGRTMAX; s++) {
@@ -507,7 +563,9 @@ static void release_signal(int blocked, const sigset_t *oldmask)
 		struct timespec zero = { 0, 0 };
 		while (sigtimedwait(&set, NULL, &zero) > 0)
 			;
-		sigaction(sp.signo, &sp.oldsa, NULL);
+		/* A handler the program installed since is the program's to keep. */
+		if (signal_ours())
+			sigaction(sp.signo, &sp.oldsa, NULL);
 		sp.sig_installed = 0;
 	}
 	pthread_sigmask(SIG_SETMASK, oldmask, NULL);
@@ -544,10 +602,12 @@ static int arm_timer(void)
 ** and has blocked the signal, saving its mask in oldmask. */
 static void teardown(int blocked, const sigset_t *oldmask)
 {
+	pthread_mutex_lock(&sp.timer_lock);
 	if (sp.timer_ok) {
 		timer_delete(sp.timer);
 		sp.timer_ok = 0;
 	}
+	pthread_mutex_unlock(&sp.timer_lock);
 	while (atomic_load(&sp.busy)) {
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
@@ -599,7 +659,7 @@ static void finish_stream(const char *cause)
 		return;
 
 	char cmdline[4096], interval[32], dropped[32], duration[32], overruns[32], truncated[32];
-	char paced[32];
+	char paced[32], cpu[32], taken[32], signo[16];
 	char handler[32], tlost[32];
 	static char ffnames[8192];
 	agent_cmdline(cmdline, sizeof(cmdline));
@@ -615,6 +675,9 @@ static void finish_stream(const char *cause)
 	snprintf(tlost, sizeof(tlost), "%llu", (unsigned long long)agent_tstacks_lost());
 	snprintf(duration, sizeof(duration), "%llu",
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
+	snprintf(cpu, sizeof(cpu), "%llu", (unsigned long long)sp.cpu_ns);
+	snprintf(taken, sizeof(taken), "%llu", (unsigned long long)atomic_load(&sp.sig_taken_ns));
+	snprintf(signo, sizeof(signo), "%d", sp.signo);
 #ifdef LP_UNWIND_SELFCHECK
 	char usc_steps[32], usc_bad[32];
 	agent_unwind_selfcheck(usc_steps, usc_bad);
@@ -632,6 +695,7 @@ static void finish_stream(const char *cause)
 		"handler_ns", handler,
 		"trace_stacks_lost", tlost,
 		"stopped_by", cause,
+		"signal", signo,
 		"agent", "luaprof " AGENT_VERSION " in-process",
 		"vm", agent_vm_name(),
 		"ffnames", ffnames,
@@ -639,8 +703,18 @@ static void finish_stream(const char *cause)
 		"unwind_compact_steps", usc_steps,
 		"unwind_compact_bad", usc_bad,
 #endif
+		NULL, NULL, NULL, NULL, /* the optional ones below */
 		NULL,
 	};
+	size_t k = sizeof(meta) / sizeof(meta[0]) - 5;
+	if (sp.cpu_ns) {
+		meta[k++] = "thread_cpu_ns";
+		meta[k++] = cpu;
+	}
+	if (atomic_load(&sp.sig_taken_ns)) {
+		meta[k++] = "signal_taken_ns";
+		meta[k++] = taken;
+	}
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
 	lp_write_sysprof_epilogue(&w);
@@ -664,6 +738,9 @@ static int stop_locked(int from_state, const char *cause)
 		pthread_sigmask(SIG_BLOCK, &set, &oldmask);
 	}
 	sp.stopped_ns = agent_now_ns();
+	/* The sampled thread's clock, from any thread; gone with a thread that exited. */
+	uint64_t cpu = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
+	sp.cpu_ns = cpu > sp.cpu0_ns ? cpu - sp.cpu0_ns : 0;
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream(cause);
@@ -834,12 +911,19 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.ctx = opt->ctx;
 	sp.buf = opt->buf;
 	sp.tid = gettid_raw();
+	sp.cpuclock_ok = pthread_getcpuclockid(pthread_self(), &sp.cpuclock) == 0;
+	sp.cpu0_ns = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
+	sp.cpu_ns = 0;
+	atomic_store(&sp.sig_taken_ns, 0);
+	/* Zeroed as the handler counts, so that a report read meanwhile is consistent. */
+	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 	for (int i = 0; i < LP_VMST__MAX; i++)
 		atomic_store(&sp.counters[i], 0);
 	atomic_store(&sp.samples, 0);
 	atomic_store(&sp.dropped, 0);
 	atomic_store(&sp.overruns, 0);
 	atomic_store(&sp.paced, 0);
+	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 	hs_resume_ns = 0;
 	atomic_store(&sp.truncated, 0);
 	atomic_store(&sp.bytes, 0);

@@ -513,6 +513,19 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
 }
 
+/* "SIGRTMIN+4" or "SIGTERM" (the agent's process has this libc's SIGRTMIN). */
+static const char *signal_name(int signo)
+{
+	static char buf[32];
+	if (signo >= SIGRTMIN && signo <= SIGRTMAX)
+		snprintf(buf, sizeof(buf), "SIGRTMIN+%d", signo - SIGRTMIN);
+	else if (sigabbrev_np(signo))
+		snprintf(buf, sizeof(buf), "SIG%s", sigabbrev_np(signo));
+	else
+		snprintf(buf, sizeof(buf), "signal %d", signo);
+	return buf;
+}
+
 static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_profile *p,
 		    uint64_t wall_ns, const char *raw)
 {
@@ -537,12 +550,28 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		}
 		fputc('\n', stderr);
 	}
-	/* Few samples for the time under the CPU clock: time off the CPU, not a loss. */
-	double on_cpu = (double)(n + l->dropped + f->paced + f->overruns) / o->rate;
-	if (!strcmp(o->clock, "cpu") && secs > 0.2 && on_cpu < 0.8 * secs)
+	/* The time the ticks account for, against what they should have: the thread's CPU
+	 * time under the CPU clock (measured by the agent; else estimated from the ticks),
+	 * the whole run under the wall clock. Fewer ticks than that: the program blocked,
+	 * ignored or took the signal; few under the CPU clock: it was off the CPU. */
+	double ticked = (double)(n + l->dropped + f->paced + f->overruns) / o->rate;
+	int wall = strcmp(o->clock, "cpu") != 0;
+	double due = wall ? secs : f->thread_cpu_ns ? (double)f->thread_cpu_ns / 1e9 : 0;
+	if (f->signal_taken_ns)
+		fprintf(stderr, "luaprof record: the program changed what the profiler's signal "
+				"(%s) does (a handler of its own, ignored or reset) after %.2f s: "
+				"sampling stopped there\n",
+			signal_name((int)f->signal), (double)f->signal_taken_ns / 1e9);
+	else if (due > 0.2 && ticked < 0.8 * due)
+		fprintf(stderr, "luaprof record: %.2f s %s sampled as %.2f s: the program "
+				"blocked or ignored the profiler's signal%s%s for part of it\n",
+			due, wall ? "of the run" : "on the CPU", ticked,
+			f->signal ? " " : "", f->signal ? signal_name((int)f->signal) : "");
+	if (!wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
 		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
-				"on the CPU: about %.2f s of the %.2f s (the rest it slept or "
-				"waited; --clock wall samples that too)\n", on_cpu, secs);
+				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
+				"--clock wall samples that too)\n", f->thread_cpu_ns ? "" : "about ",
+			f->thread_cpu_ns ? due : ticked, secs);
 	if (f->paced)
 		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "

@@ -162,6 +162,9 @@ static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 		{ "samples_lost", offsetof(struct lp_record_facts, samples_lost) },
 		{ "sample_bytes", offsetof(struct lp_record_facts, sample_bytes) },
 		{ "sample_ns", offsetof(struct lp_record_facts, sample_ns) },
+		{ "thread_cpu_ns", offsetof(struct lp_record_facts, thread_cpu_ns) },
+		{ "signal_taken_ns", offsetof(struct lp_record_facts, signal_taken_ns) },
+		{ "signal", offsetof(struct lp_record_facts, signal) },
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!strcmp(key, keys[i].key))

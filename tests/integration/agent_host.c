@@ -282,6 +282,57 @@ static void test_stop_other_thread(void)
 	lua_close(L);
 }
 
+static volatile sig_atomic_t own_calls;
+
+static void own_handler(int sig)
+{
+	(void)sig;
+	own_calls++;
+}
+
+/* The program installs its own handler on the profiler's signal while a profile runs: its
+ * handler stops receiving the profiler's ticks once the writer sees it (they went on to
+ * the end), and stop leaves it in place (stop put the profiler's predecessor back over
+ * it, and the program's next raise of its signal killed it). */
+static void test_signal_taken(void)
+{
+	lua_State *L = new_state();
+	static uint8_t buf[1 << 20];
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_LEAF, .interval = 1,
+					     .clock = LUAPROF_CLOCK_WALL, .buf = buf,
+					     .len = sizeof(buf) };
+	sink.len = 0;
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start: %s", luaprof_sysprof_error());
+	int signo = 0;
+	for (int s = SIGRTMIN; s <= SIGRTMAX && !signo; s++) {
+		struct sigaction cur;
+		if (sigaction(s, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO))
+			signo = s;
+	}
+	CHECK(signo != 0, "the profiler's signal not found");
+	if (!signo) {
+		luaprof_sysprof_stop(L);
+		lua_close(L);
+		return;
+	}
+	burn(L, 0.05, 1);
+	signal(signo, own_handler);
+	burn(L, 0.3, 1);
+	sig_atomic_t during = own_calls;
+	burn(L, 0.3, 1);
+	CHECK(own_calls == during, "the profiler's ticks still reach the program's handler: "
+	      "%d, then %d", (int)during, (int)own_calls);
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop: %s", luaprof_sysprof_error());
+	struct sigaction cur;
+	sigaction(signo, NULL, &cur);
+	CHECK(cur.sa_handler == own_handler, "stop replaced the program's handler");
+	sig_atomic_t before = own_calls;
+	raise(signo);
+	CHECK(own_calls == before + 1, "the program's own signal did not reach its handler");
+	signal(signo, SIG_DFL);
+	lua_close(L);
+}
+
 struct stopper {
 	lua_State *L;
 	unsigned delay_us;
@@ -699,6 +750,7 @@ int main(int argc, char **argv)
 	test_two_vms();
 	test_memprof_c_writer();
 	test_stop_while_running();
+	test_signal_taken();
 	printf("agent_host: %d failures\n", fails);
 	return fails ? 1 : 0;
 }
