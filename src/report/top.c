@@ -92,6 +92,50 @@ static char *make_label(const struct lp_frame *f)
 	return s;
 }
 
+static int label_cmp(const void *a, const void *b)
+{
+	const struct row *x = *(const struct row *const *)a, *y = *(const struct row *const *)b;
+	return strcmp(x->label, y->label);
+}
+
+/* Rows of C frames with one label but different functions (clock_gettime in the vDSO and
+ * in libc): each gets its object's name appended, or the rows would look the same. 0, or
+ * -1 on ENOMEM. */
+static int tell_apart(const struct lp_profile *q, struct row *rows, size_t nrows)
+{
+	struct row **by = malloc((nrows + 1) * sizeof(*by));
+	if (!by)
+		return -1;
+	for (size_t i = 0; i < nrows; i++)
+		by[i] = &rows[i];
+	qsort(by, nrows, sizeof(*by), label_cmp);
+	int rc = 0;
+	for (size_t i = 0, j; i < nrows && !rc; i = j) {
+		for (j = i + 1; j < nrows && !strcmp(by[i]->label, by[j]->label); j++)
+			;
+		for (size_t k = i; j - i > 1 && k < j && !rc; k++) {
+			const struct lp_frame *f = lp_profile_frame(q, by[k]->id);
+			if (f->kind != LP_FK_C || !f->file)
+				continue;
+			const char *slash = strrchr(f->file, '/'), *obj = slash ? slash + 1 : f->file;
+			size_t n = strlen(by[k]->label) + strlen(obj) + 4;
+			char *l = malloc(n);
+			if (!l) {
+				rc = -1;
+				break;
+			}
+			snprintf(l, n, "%s (%s)", by[k]->label, obj);
+			for (char *c = l; *c; c++)
+				if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
+					*c = '?';
+			free(by[k]->label);
+			by[k]->label = l;
+		}
+	}
+	free(by);
+	return rc;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
@@ -203,6 +247,8 @@ static int rank(const struct lp_profile *q, unsigned v, struct row **rowsp, size
 			goto out;
 		nrows++;
 	}
+	if (tell_apart(q, rows, nrows))
+		goto out;
 	qsort(rows, nrows, sizeof(*rows), row_cmp);
 	rc = 0;
 out:

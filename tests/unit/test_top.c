@@ -158,6 +158,31 @@ static void test_unnamed_code(void)
 	lp_profile_free(p);
 }
 
+/* Two functions of one name in two objects (clock_gettime in the vDSO and in libc): each
+ * row says its object, or the list showed two rows that looked the same. A name alone
+ * stays as it is. */
+static void test_same_name(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_frame fv = { .kind = LP_FK_C, .name = "clock_gettime", .file = "[vdso]",
+			       .addr = 0x10 };
+	struct lp_frame fl = { .kind = LP_FK_C, .name = "clock_gettime",
+			       .file = "/usr/lib/x86_64-linux-gnu/libc.so.6", .addr = 0x20 };
+	uint32_t v, l, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
+	CHECK_EQ(lp_profile_frame_id(p, &fv, &v), 0);
+	CHECK_EQ(lp_profile_frame_id(p, &fl, &l), 0);
+	add(p, (uint32_t[]){ top, l, v }, 3, 9);
+	add(p, (uint32_t[]){ top, l }, 2, 1);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK(s && strstr(s, " 90.00%          9  90.00%          9  C        clock_gettime ([vdso])\n") &&
+	      strstr(s, " 10.00%          1 100.00%         10  C        clock_gettime (libc.so.6)\n") &&
+	      strstr(s, "Lua      @m.lua:1\n"));
+	free(s);
+	lp_profile_free(p);
+}
+
 static void test_by_line(void)
 {
 	struct lp_profile *p = recursive_profile();
@@ -272,6 +297,7 @@ int main(void)
 	RUN(test_by_function);
 	RUN(test_trace_by_function);
 	RUN(test_unnamed_code);
+	RUN(test_same_name);
 	RUN(test_by_line);
 	RUN(test_limit);
 	RUN(test_default_limit);
