@@ -152,8 +152,10 @@ static const char *parse_opts(lua_State *L, struct start_args *a)
 		if (lua_type(L, -1) != LUA_TNUMBER)
 			return MSG_BADINTV;
 		lua_Number v = lua_tonumber(L, -1);
-		if (!(v >= 1) || v > 2147483647.0) /* NaN too; Tarantool reads an int32 */
+		if (!(v >= 1)) /* NaN too; Tarantool's message, although 1 is accepted */
 			return MSG_BADINTV;
+		if (v > 2147483647.0) /* Tarantool reads an int32 */
+			return "profiler interval must be at most 2147483647 (ms)";
 		a->opt.interval = (uint64_t)v;
 	}
 	lua_pop(L, 1);

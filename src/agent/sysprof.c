@@ -821,8 +821,13 @@ static int validate(const struct luaprof_sysprof_options *opt, luaprof_sysprof_w
 		return -1;
 	}
 	/* Tarantool's message, although 1 ms is accepted. */
-	if (!opt->interval_ns && (opt->interval == 0 || opt->interval > UINT64_MAX / 1000000ull)) {
+	if (!opt->interval_ns && opt->interval == 0) {
 		set_err("profiler interval must be greater than 1");
+		return -1;
+	}
+	if (!opt->interval_ns && opt->interval > UINT64_MAX / 1000000ull) {
+		set_err("profiler interval must be at most %llu (ms)",
+			(unsigned long long)(UINT64_MAX / 1000000ull));
 		return -1;
 	}
 	if (opt->clock > LUAPROF_CLOCK_WALL) {

@@ -58,6 +58,8 @@ expect_err("mode 1", MODE, EINVAL, sp.start, { mode = 1 })
 expect_err("interval -1", INTERVAL, EINVAL, sp.start, { interval = -1 })
 expect_err("interval 0", INTERVAL, EINVAL, sp.start, { interval = 0 })
 expect_err("interval 'x'", INTERVAL, EINVAL, sp.start, { interval = "x" })
+expect_err("interval 2^54", "profiler misuse: profiler interval must be at most 2147483647 (ms)",
+           EINVAL, sp.start, { interval = 2 ^ 54 })
 expect_err("path 42", "profiler misuse: profiler path should be a string", EINVAL, sp.start,
            { mode = "C", path = 42 })
 expect_err("clock 'x'", "profiler misuse: profiler clock must be 'cpu' or 'wall'", EINVAL,

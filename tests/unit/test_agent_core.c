@@ -498,12 +498,16 @@ static void test_validation(void)
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
 	CHECK_STR(luaprof_sysprof_error(), "interval_ns must be at least 100000 (0.1 ms)");
 	o.interval_ns = 0;
+	o.interval = UINT64_MAX / 1000000ull + 1;
+	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
+	CHECK_STR(luaprof_sysprof_error(), "profiler interval must be at most 18446744073709 (ms)");
+	o.interval_ns = 0;
 	o.interval = 10;
 	stub.attach_fail = 1;
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRUSE);
 	CHECK_STR(luaprof_sysprof_error(), "unsupported LuaJIT build (test)");
 	stub.attach_fail = 0;
-	CHECK_EQ(sink.on_stop_calls, 5);
+	CHECK_EQ(sink.on_stop_calls, 6);
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_SUCCESS);
 	CHECK_EQ(luaprof_sysprof_start(FAKE_L, &o), LUAPROF_PROFILE_ERRRUN);
 	CHECK_EQ(luaprof_sysprof_set_writer(mem_writer), LUAPROF_PROFILE_ERRUSE);
