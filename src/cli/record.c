@@ -737,7 +737,8 @@ int lp_cmd_record(int argc, char **argv)
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	struct stat sb;
-	int empty = stat(tmp, &sb) != 0 || sb.st_size == 0;
+	int gone = stat(tmp, &sb) != 0 && errno == ENOENT; /* created above: removed since */
+	int empty = gone || sb.st_size == 0;
 	/* Written in place over an earlier profile: untouched means nothing recorded. */
 	if (!empty && replace && !renamed && sb.st_size == old.st_size &&
 	    sb.st_mtim.tv_sec == old.st_mtim.tv_sec && sb.st_mtim.tv_nsec == old.st_mtim.tv_nsec)
@@ -753,6 +754,9 @@ int lp_cmd_record(int argc, char **argv)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
 	if (empty) {
+		if (gone)
+			return fail("%s wrote no profile that is left: the raw stream %s was "
+				    "removed while it ran", o.cmd[0], renamed ? tmp : raw);
 		if (WIFSIGNALED(status))
 			return fail("%s wrote no profile: it was killed before the profiler wrote "
 				    "anything%s", o.cmd[0],

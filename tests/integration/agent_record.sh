@@ -531,6 +531,16 @@ grep -Eq 'the program changed what the profiler.s signal \(SIGRTMIN\+[0-9]+\) do
 	grep -qx 'after: 1' "$t/out" ||
 	fail "record of a program ignoring the signal: $(cat "$t/err") $(cat "$t/out")"
 
+# A program that removes its own raw stream: record says so (it blamed the agent).
+cat >"$t/rm.lua" <<'EOF'
+local t = os.clock() while os.clock() - t < 0.1 do end
+os.remove(arg[1])
+EOF
+(cd "$t" && "$lp" record -o rm.svg -- luajit rm.lua rm.bin) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -q "luajit wrote no profile that is left: the raw stream .*rm.bin was removed while it ran" "$t/err" ||
+	fail "record of a program removing its raw stream: exit $rc: $(cat "$t/err")"
+
 # -- Sampled mode writes its stacks at the end: a program killed before that leaves no
 # profile, and record says so (not that the agent was not loaded) with the program's status.
 cat >"$t/skill.lua" <<'EOF'
