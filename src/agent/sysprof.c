@@ -80,8 +80,8 @@ static struct {
 	timer_t timer;
 	int timer_ok;
 	pthread_mutex_t timer_lock;      /* the timer, between teardown and the writer thread */
-	_Atomic uint64_t sig_taken_ns;   /* the program's handler seen on the signal this long
-					  * after start (the timer then disarmed); 0 if not */
+	_Atomic uint64_t sig_taken_ns;   /* the signal's disposition seen changed this long
+					  * after start (the timer then deleted); 0 if not */
 
 	/* The sampled thread's CPU time over the profile, for the record: samples are
 	 * expected of it (a program that blocks the signal gets fewer). */
@@ -241,19 +241,20 @@ static uint64_t clock_ns(clockid_t c)
 */
 static void check_signal(void)
 {
-	if (atomic_load(&sp.sig_taken_ns) || signal_ours())
+	if (atomic_load(&sp.sig_taken_ns))
 		return;
-	/* Deleted, not disarmed: a tick the kernel parked while the signal was ignored would
-	 * be delivered once the program sets it back to SIG_DFL (Linux 6.13 on), and kill
-	 * it. */
+	/* Only once the timer is armed (the handler installed before it): the writer
+	 * thread starts first. Deleted, not disarmed: a tick the kernel parked while the
+	 * signal was ignored would be delivered once the program sets it back to SIG_DFL
+	 * (Linux 6.13 on), and kill it. */
 	pthread_mutex_lock(&sp.timer_lock);
-	if (sp.timer_ok) {
+	if (sp.timer_ok && atomic_load(&sp.state) == ST_RUNNING && !signal_ours()) {
 		timer_delete(sp.timer);
 		sp.timer_ok = 0;
+		uint64_t t = agent_now_ns() - sp.started_ns;
+		atomic_store(&sp.sig_taken_ns, t ? t : 1);
 	}
 	pthread_mutex_unlock(&sp.timer_lock);
-	uint64_t t = agent_now_ns() - sp.started_ns;
-	atomic_store(&sp.sig_taken_ns, t ? t : 1);
 }
 
 static void *writer_main(void *arg)
@@ -506,11 +507,6 @@ out:
 
 /* -- Signal and timer set-up ---------------------------------------------------------- */
 
-/*
-** The first real-time signal from SIGRTMIN+4 upwards that nobody handles and the sampled
-** thread does not block. glibc keeps two below SIGRTMIN for itself, and programs that use
-** real-time signals tend to start at SIGRTMIN; SIGPROF stays with jit.p.
-*/
 /* Our handler is still the signal's (a program may install its own over it). */
 static int signal_ours(void)
 {
@@ -519,6 +515,11 @@ static int signal_ours(void)
 	       cur.sa_sigaction == on_signal;
 }
 
+/*
+** The first real-time signal from SIGRTMIN+4 upwards that nobody handles and the sampled
+** thread does not block. glibc keeps two below SIGRTMIN for itself, and programs that use
+** real-time signals tend to start at SIGRTMIN; SIGPROF stays with jit.p.
+*/
 static int install_signal(void)
 {
 	if (sp.sig_installed && signal_ours())
@@ -557,15 +558,17 @@ static void release_signal(int blocked, const sigset_t *oldmask)
 	if (!blocked)
 		return;
 	{
-		sigset_t set;
-		sigemptyset(&set);
-		sigaddset(&set, sp.signo);
-		struct timespec zero = { 0, 0 };
-		while (sigtimedwait(&set, NULL, &zero) > 0)
-			;
-		/* A handler the program installed since is the program's to keep. */
-		if (signal_ours())
+		/* A disposition the program set since is the program's to keep, and so are
+		 * the signals pending for it. */
+		if (signal_ours()) {
+			sigset_t set;
+			sigemptyset(&set);
+			sigaddset(&set, sp.signo);
+			struct timespec zero = { 0, 0 };
+			while (sigtimedwait(&set, NULL, &zero) > 0)
+				;
 			sigaction(sp.signo, &sp.oldsa, NULL);
+		}
 		sp.sig_installed = 0;
 	}
 	pthread_sigmask(SIG_SETMASK, oldmask, NULL);
@@ -580,11 +583,16 @@ static int arm_timer(void)
 	sev.sigev_value.sival_ptr = &sp;
 	sev._sigev_un._tid = sp.tid;
 	clockid_t clk = sp.clock == LUAPROF_CLOCK_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
-	if (timer_create(clk, &sev, &sp.timer) != 0) {
-		set_err("cannot create the sampling timer: %s", strerror(errno));
+	pthread_mutex_lock(&sp.timer_lock); /* the writer thread reads timer and timer_ok */
+	int rc = timer_create(clk, &sev, &sp.timer);
+	int e = errno;
+	sp.timer_ok = rc == 0;
+	pthread_mutex_unlock(&sp.timer_lock);
+	if (rc != 0) {
+		set_err("cannot create the sampling timer: %s", strerror(e));
+		errno = e;
 		return -1;
 	}
-	sp.timer_ok = 1;
 	struct itimerspec its;
 	its.it_interval.tv_sec = (time_t)(sp.interval_ns / 1000000000ull);
 	its.it_interval.tv_nsec = (long)(sp.interval_ns % 1000000000ull);
@@ -873,6 +881,17 @@ static void at_exit(void)
 	agent_stop_any("exit");
 }
 
+/* The timer's lock is held across fork(2), so that a child does not inherit it taken. */
+static void at_fork_prepare(void)
+{
+	pthread_mutex_lock(&sp.timer_lock);
+}
+
+static void at_fork_parent(void)
+{
+	pthread_mutex_unlock(&sp.timer_lock);
+}
+
 /* A forked child has no timer and no writer thread: it is simply not profiling. */
 static void at_fork_child(void)
 {
@@ -880,12 +899,13 @@ static void at_fork_child(void)
 	sp.timer_ok = 0;
 	sp.wthread_ok = 0;
 	sp.sem_ok = 0;
+	pthread_mutex_unlock(&sp.timer_lock);
 }
 
 static void register_once(void)
 {
 	atexit(at_exit);
-	pthread_atfork(NULL, NULL, at_fork_child);
+	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
 }
 
 int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
@@ -917,7 +937,6 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.buf = opt->buf;
 	sp.tid = gettid_raw();
 	sp.cpuclock_ok = pthread_getcpuclockid(pthread_self(), &sp.cpuclock) == 0;
-	sp.cpu0_ns = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
 	sp.cpu_ns = 0;
 	atomic_store(&sp.sig_taken_ns, 0);
 	/* Zeroed as the handler counts, so that a report read meanwhile is consistent. */
@@ -1018,6 +1037,8 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		goto fail_unwind;
 	}
 	sp.started_ns = agent_now_ns();
+	/* From the timer on: the stream's header and the writer's start are not samples'. */
+	sp.cpu0_ns = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
 	atomic_store(&sp.state, ST_RUNNING);
 	if (arm_timer() != 0) {
 		e = errno;

@@ -562,7 +562,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 				"(%s) does (a handler of its own, ignored or reset) after %.2f s: "
 				"sampling stopped there\n",
 			signal_name((int)f->signal), (double)f->signal_taken_ns / 1e9);
-	else if (due > 0.2 && ticked < 0.8 * due)
+	/* Ticks are whole, the first a whole interval after the timer: two ticks of slack. */
+	else if (due > 0.2 && (due - ticked) * o->rate > 2 && ticked < 0.8 * due)
 		fprintf(stderr, "luaprof record: %.2f s %s sampled as %.2f s: the program "
 				"blocked or ignored the profiler's signal%s%s for part of it\n",
 			due, wall ? "of the run" : "on the CPU", ticked,
@@ -737,8 +738,9 @@ int lp_cmd_record(int argc, char **argv)
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	struct stat sb;
-	int gone = stat(tmp, &sb) != 0 && errno == ENOENT; /* created above: removed since */
-	int empty = gone || sb.st_size == 0;
+	int sr = stat(tmp, &sb);
+	int gone = sr != 0 && errno == ENOENT; /* created above: removed since */
+	int empty = sr != 0 || sb.st_size == 0;
 	/* Written in place over an earlier profile: untouched means nothing recorded. */
 	if (!empty && replace && !renamed && sb.st_size == old.st_size &&
 	    sb.st_mtim.tv_sec == old.st_mtim.tv_sec && sb.st_mtim.tv_nsec == old.st_mtim.tv_nsec)

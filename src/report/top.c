@@ -111,9 +111,10 @@ static int tell_apart(const struct lp_profile *q, struct row *rows, size_t nrows
 	qsort(by, nrows, sizeof(*by), label_cmp);
 	int rc = 0;
 	for (size_t i = 0, j; i < nrows && !rc; i = j) {
-		for (j = i + 1; j < nrows && !strcmp(by[i]->label, by[j]->label); j++)
-			;
-		for (size_t k = i; j - i > 1 && k < j && !rc; k++) {
+		size_t nc = 0;
+		for (j = i; j < nrows && !strcmp(by[i]->label, by[j]->label); j++)
+			nc += lp_profile_frame(q, by[j]->id)->kind == LP_FK_C;
+		for (size_t k = i; nc > 1 && k < j && !rc; k++) {
 			const struct lp_frame *f = lp_profile_frame(q, by[k]->id);
 			if (f->kind != LP_FK_C || !f->file)
 				continue;

@@ -227,13 +227,20 @@ do
   check(mp.start(out .. "/closed_mem.bin") == true, "memory profile too")
   burn(0.05, function() return fib(15) end)
   for fd = 3, 1023 do ffi.C.close(fd) end
-  local f = assert(io.open(mine, "w"))
-  f:write("hello\n")
-  f:flush()
+  -- Files of the program's own on every low number, so that both profiles' descriptors
+  -- are reused.
+  local files = {}
+  for i = 1, 12 do
+    files[i] = assert(io.open(mine .. i, "w"))
+    files[i]:write("hello\n")
+    files[i]:flush()
+  end
   local keep = {}
   burn(0.6, function() keep[#keep % 100 + 1] = { fib(12) } end) -- the writers' rounds
-  f:write("bye\n")
-  f:close()
+  for i = 1, 12 do
+    files[i]:write("bye\n")
+    files[i]:close()
+  end
   local ok, msg, e = sp.stop()
   check(ok == nil and tostring(msg):match("Bad file descriptor$") and e == 9,
         string.format("CPU stop after the descriptor was closed: %s, %s, %s", tostring(ok),
@@ -242,11 +249,13 @@ do
   check(ok == nil and tostring(msg):match("Bad file descriptor$") and e == 9,
         string.format("memory stop after the descriptor was closed: %s, %s, %s", tostring(ok),
                       tostring(msg), tostring(e)))
-  local g = io.open(mine, "rb")
-  local text = g and g:read("*a")
-  if g then g:close() end
-  check(text == "hello\nbye\n", "the program's file holds profile bytes: " ..
-        (text and #text .. " bytes" or "unreadable"))
+  for i = 1, 12 do
+    local g = io.open(mine .. i, "rb")
+    local text = g and g:read("*a")
+    if g then g:close() end
+    check(text == "hello\nbye\n", "the program's file " .. i .. " holds profile bytes: " ..
+          (text and #text .. " bytes" or "unreadable"))
+  end
   -- Cut streams, by design: not for the checks that every stream here parses.
   os.remove(out .. "/closed_cpu.bin")
   os.remove(out .. "/closed_mem.bin")

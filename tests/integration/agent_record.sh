@@ -531,6 +531,15 @@ grep -Eq 'the program changed what the profiler.s signal \(SIGRTMIN\+[0-9]+\) do
 	grep -qx 'after: 1' "$t/out" ||
 	fail "record of a program ignoring the signal: $(cat "$t/err") $(cat "$t/out")"
 
+# A low rate: whole ticks, the first an interval in, are not a blocked signal (at --rate 1
+# a 1.6 s run, at --rate 10 a 0.29 s one, were said to have blocked it).
+for rs in 1:1.6 10:0.29; do
+	r=${rs%%:*}
+	(cd "$t" && "$lp" record --rate $r -n 0 -o lowrate.svg -- luajit app.lua ${rs#*:}) >/dev/null 2>"$t/err" ||
+		fail "record --rate $r: $(cat "$t/err")"
+	grep -q 'blocked or ignored' "$t/err" && fail "record --rate $r: $(cat "$t/err")"
+done
+
 # A program that removes its own raw stream: record says so (it blamed the agent).
 cat >"$t/rm.lua" <<'EOF'
 local t = os.clock() while os.clock() - t < 0.1 do end

@@ -169,15 +169,20 @@ static void test_same_name(void)
 			       .addr = 0x10 };
 	struct lp_frame fl = { .kind = LP_FK_C, .name = "clock_gettime",
 			       .file = "/usr/lib/x86_64-linux-gnu/libc.so.6", .addr = 0x20 };
-	uint32_t v, l, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
+	struct lp_frame fs = { .kind = LP_FK_C, .name = "lj_str_new", .file = "/usr/bin/luajit",
+			       .addr = 0x30 };
+	uint32_t v, l, one, top = frame(p, LP_FK_LUA, "@m.lua", 3, 1);
 	CHECK_EQ(lp_profile_frame_id(p, &fv, &v), 0);
 	CHECK_EQ(lp_profile_frame_id(p, &fl, &l), 0);
+	CHECK_EQ(lp_profile_frame_id(p, &fs, &one), 0);
 	add(p, (uint32_t[]){ top, l, v }, 3, 9);
 	add(p, (uint32_t[]){ top, l }, 2, 1);
+	add(p, (uint32_t[]){ top, one }, 2, 1);
 	char err[128] = "";
 	char *s = render(p, NULL, err, sizeof(err));
-	CHECK(s && strstr(s, " 90.00%          9  90.00%          9  C        clock_gettime ([vdso])\n") &&
-	      strstr(s, " 10.00%          1 100.00%         10  C        clock_gettime (libc.so.6)\n") &&
+	CHECK(s && strstr(s, " 81.82%          9  81.82%          9  C        clock_gettime ([vdso])\n") &&
+	      strstr(s, "C        lj_str_new\n") &&
+	      strstr(s, "  9.09%          1  90.91%         10  C        clock_gettime (libc.so.6)\n") &&
 	      strstr(s, "Lua      @m.lua:1\n"));
 	free(s);
 	lp_profile_free(p);
