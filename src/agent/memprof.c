@@ -505,6 +505,10 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 	struct lp_lj_thread t;
 	if (lp_lj_thread_read(&mp.vm, &direct, L, &t) != LP_LJ_OK)
 		return 0;
+	/* cur_L suspended by a C function's lua_yield: the host allocates in its own code
+	 * (the VM's C API on another state), no Lua code of that coroutine runs. */
+	if (vmst < 0 && t.status == LP_LJ_STATUS_YIELD)
+		return 0;
 	uint64_t base = 0, leaf = 0;
 	size_t n = 0;
 	if (vmst >= 0) {

@@ -173,6 +173,9 @@ struct lp_lj_thread {
 	uint8_t status;              /* 0 ok, 1 LUA_YIELD (suspended coroutine), ... */
 };
 
+/* lua_State.status of a coroutine suspended by a yield (LUA_YIELD). */
+#define LP_LJ_STATUS_YIELD 1
+
 /* Reads thread L of vm and checks it: thread header, L->glref == vm->g, base, top and
 ** maxstack inside [stack, stack_end) (base and top are not ordered: they may be stale).
 ** LP_LJ_OK, LP_LJ_EREAD or LP_LJ_EINVAL. */

@@ -694,6 +694,147 @@ static int on_mem_event(void *ctx, const struct lp_mem_event *ev)
 	return 0;
 }
 
+/* -- A coroutine suspended by a C function's lua_yield ---------------------------------- */
+
+static int c_yield(lua_State *L)
+{
+	return lua_yield(L, 0);
+}
+
+static volatile double spun;
+
+static __attribute__((noinline)) void host_spin(void)
+{
+	double x = 0;
+	for (int i = 0; i < 20000; i++)
+		x += i * 0.5;
+	spun = x;
+}
+
+static struct {
+	uint64_t lo, hi, in_host, with_lua;
+} yield_check;
+
+static int on_yield_sample(void *ctx, const struct lp_sys_sample *s)
+{
+	(void)ctx;
+	for (size_t i = 0; i < s->nhost; i++)
+		if (s->host[i] >= yield_check.lo && s->host[i] < yield_check.hi) {
+			yield_check.in_host++;
+			yield_check.with_lua += s->nlua > 0;
+			break;
+		}
+	return 0;
+}
+
+/* Allocations of the host's own on the main state (a string per call). */
+static __attribute__((noinline)) void host_alloc(lua_State *L)
+{
+	for (int i = 0; i < 20; i++) {
+		lua_pushfstring(L, "host string %d of a size worth sampling, %d", i, i * 7);
+		lua_pop(L, 1);
+	}
+}
+
+static int on_yield_stack(void *ctx, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
+			  const uint64_t *host, size_t nhost)
+{
+	(void)ctx;
+	(void)id;
+	(void)lua;
+	for (size_t i = 0; i < nhost; i++)
+		if (host[i] >= yield_check.lo && host[i] < yield_check.hi) {
+			yield_check.in_host++;
+			yield_check.with_lua += nlua > 0;
+			break;
+		}
+	return 0;
+}
+
+/* A C function that yields (as ngx.sleep and cosockets do) leaves vmstate naming it and
+ * cur_L at the suspended coroutine while the host goes on in its own code: those samples
+ * are the host's alone (they were put under the coroutine's Lua frames, below main). */
+static void test_c_yield(void)
+{
+	lua_State *L = new_state();
+	lua_register(L, "c_yield", c_yield);
+	struct luaprof_sysprof_options o = callgraph_options();
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start C: %s", luaprof_sysprof_error());
+	double t0 = cpu_now();
+	while (cpu_now() - t0 < 0.3) {
+		lua_State *co = lua_newthread(L);
+		CHECK(luaL_loadstring(co, "for k = 1, 5 do local s = 0 "
+				      "for i = 1, 200 do s = s + i % 7 end c_yield() end") == 0,
+		      "load: %s", lua_tostring(co, -1));
+		int rc;
+		while ((rc = lua_resume(co, 0)) == LUA_YIELD)
+			host_spin();
+		CHECK(rc == 0, "resume: %d", rc);
+		lua_pop(L, 1);
+	}
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
+	lua_close(L);
+	memset(&yield_check, 0, sizeof(yield_check));
+	yield_check.lo = (uint64_t)(uintptr_t)host_spin;
+	yield_check.hi = yield_check.lo + 256;
+	char path[] = "/tmp/agent_host.XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
+	lseek(fd, 0, SEEK_SET);
+	struct lp_input in;
+	lp_input_open_fd(&in, fd, path);
+	struct lp_parse_handlers h = { .sys_sample = on_yield_sample };
+	struct lp_parse_stats st;
+	CHECK(lp_parse_stream(&in, &h, &st) == LP_OK, "the stream parses");
+	lp_input_close(&in);
+	close(fd);
+	unlink(path);
+	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0,
+	      "after lua_yield from C: %llu of %llu samples in the host's code with Lua frames",
+	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host);
+
+	/* Sampled memory profiling the same way: the host allocates on the main state
+	 * (host_alloc) between resumes; its sampled stacks (counted once each: the stream
+	 * interns them) have no Lua frames either. */
+	L = new_state();
+	lua_register(L, "c_yield", c_yield);
+	struct luaprof_memprof_options mo = {
+		.buf = dbuf[0], .len = sizeof(dbuf[0]), .ctx = &sink, .writer = dbuf_writer,
+		.on_stop = dbuf_on_stop, .sample_bytes = 256,
+	};
+	sink.len = 0;
+	CHECK(luaprof_memprof_start(L, &mo) == 0, "memprof start: %s", luaprof_memprof_error());
+	for (int n = 0; n < 200; n++) {
+		lua_State *co = lua_newthread(L);
+		CHECK(luaL_loadstring(co, "for k = 1, 5 do local t = { k } c_yield() end") == 0,
+		      "load: %s", lua_tostring(co, -1));
+		int rc;
+		while ((rc = lua_resume(co, 0)) == LUA_YIELD)
+			host_alloc(L);
+		CHECK(rc == 0, "resume: %d", rc);
+		lua_pop(L, 1);
+	}
+	CHECK(luaprof_memprof_stop(L) == 0, "memprof stop: %s", luaprof_memprof_error());
+	lua_close(L);
+	memset(&yield_check, 0, sizeof(yield_check));
+	yield_check.lo = (uint64_t)(uintptr_t)host_alloc;
+	yield_check.hi = yield_check.lo + 256;
+	char mpath[] = "/tmp/agent_host.XXXXXX";
+	fd = mkstemp(mpath);
+	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
+	lseek(fd, 0, SEEK_SET);
+	lp_input_open_fd(&in, fd, mpath);
+	struct lp_parse_handlers mh = { .ext_stack = on_yield_stack };
+	CHECK(lp_parse_stream(&in, &mh, &st) == LP_OK, "the memory stream parses");
+	lp_input_close(&in);
+	close(fd);
+	unlink(mpath);
+	CHECK(yield_check.in_host >= 1 && yield_check.with_lua == 0,
+	      "sampled, after lua_yield from C: %llu of %llu stacks in the host's code with Lua "
+	      "frames", (unsigned long long)yield_check.with_lua,
+	      (unsigned long long)yield_check.in_host);
+}
+
 static void test_memprof_c_writer(void)
 {
 	lua_State *L = new_state();
@@ -751,6 +892,7 @@ int main(int argc, char **argv)
 	test_memprof_c_writer();
 	test_stop_while_running();
 	test_signal_taken();
+	test_c_yield();
 	printf("agent_host: %d failures\n", fails);
 	return fails ? 1 : 0;
 }
