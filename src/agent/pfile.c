@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -165,8 +166,8 @@ static int start_thread(struct agent_pfile *f)
 }
 
 /*
-** The regular files that this process's profiles write: a profile is not started into a
-** file that a running one writes (the CPU and memory profilers on one path wrote two
+** The regular files that this process's profiles write (and, for other processes, a
+** flock on each): a profile is not started into a file that a running one writes (the CPU and memory profilers on one path wrote two
 ** streams into one file, which no reader can take apart). A forked child keeps its
 ** parent's entries, rightly: the parent goes on writing those files. When the table is
 ** full (more profiles than there are profilers: forks), files are not checked.
@@ -255,7 +256,10 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	f->regular = regular;
-	if (regular && claim(f) != 0) {
+	/* Another process's profile (two nginx workers given one path, an old worker still
+	 * writing the file a reloaded one opens): an advisory lock, held while fd is open. */
+	if (regular && (claim(f) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0)) {
+		unclaim(f);
 		close(fd);
 		munmap(f, sizeof(*f));
 		errno = EBUSY;

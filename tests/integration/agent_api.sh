@@ -42,6 +42,26 @@ for f in L_cpu L_wall C_cpu C_wall C_joff with_jitp reuse same_cpu; do
 		fail "luaprof report $f.bin exited $?: $(cat "$t/err")"
 	[ -s "$t/$f.folded" ] || fail "$f.bin rendered nothing"
 done
+# Two processes given one path (two nginx workers, or an old one still writing the file a
+# reloaded one opens): the second is refused (both wrote, and the file did not parse).
+cat >"$t/xp.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local sp = require("luaprof").sysprof
+local ok, msg, e = sp.start({ mode = "C", path = arg[1] })
+io.write(tostring(ok), "|", tostring(msg), "|", tostring(e), "\n")
+io.flush()
+local t = os.clock() while os.clock() - t < tonumber(arg[2]) do end
+if ok then sp.stop() end
+EOF
+luajit "$t/xp.lua" "$t/xp.bin" 1.0 >"$t/xpa.out" 2>&1 &
+xpa=$!
+for _ in $(seq 50); do [ -s "$t/xpa.out" ] && break; sleep 0.05; done
+luajit "$t/xp.lua" "$t/xp.bin" 0.1 >"$t/xpb.out" 2>&1
+wait $xpa
+grep -qx 'true|nil|nil' "$t/xpa.out" &&
+	grep -qx "nil|$t/xp.bin: a running profile writes to this file|16" "$t/xpb.out" &&
+	build/luaprof report -f info "$t/xp.bin" 2>/dev/null | grep -qx 'complete: yes' ||
+	fail "two processes, one path: A $(cat "$t/xpa.out"), B $(cat "$t/xpb.out"), $(build/luaprof report -f info "$t/xp.bin" 2>&1 | grep -E 'complete|byte' | head -2)"
 # The CPU profile into a file the memory profiler was refused: whole, and CPU.
 build/luaprof report -f info "$t/same_cpu.bin" 2>/dev/null | grep -qx 'kind: cpu (sysprof samples)' &&
 	build/luaprof report -f info "$t/same_cpu.bin" 2>/dev/null | grep -qx 'complete: yes' ||
