@@ -285,6 +285,8 @@ int agent_block_signal(sigset_t *old);
 
 /* -- Memory profiler (memprof.c), used by the Lua binding ------------------------------ */
 
+/* A memory profile runs in L's VM (L is only read). */
+int agent_memprof_runs_in(struct lua_State *L);
 int agent_memprof_running(void);
 /* L is closing (its memory sentinel's finalizer runs, before the heap is freed): a wrapper
  * of this profiler left as its allocator after its profile stopped (put back by a host

@@ -28,6 +28,8 @@
 #define DEFAULT_PATH "sysprof.bin"
 #define MSG_MISUSE   "profiler misuse"
 #define MSG_RUNNING  "profiler is running already"
+/* Tarantool's message, and why this state did not know (sysbench's threads, say). */
+#define MSG_RUNNING_OTHER "profiler is running already (in another Lua state)"
 #define MSG_NOTRUN   "profiler is not running"
 #define MSG_BADMODE  "profiler mode must be 'D', 'L' or 'C'"
 #define MSG_BADINTV  "profiler interval must be greater than 1"
@@ -189,7 +191,8 @@ static const char *parse_opts(lua_State *L, struct start_args *a)
 static int start_with(lua_State *L, struct start_args *a)
 {
 	if (agent_running())
-		return push_fail(L, MSG_RUNNING, EINVAL);
+		return push_fail(L, agent_vm_attached_to(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
+				 EINVAL);
 	struct agent_pfile *fc = NULL;
 	int created = 0;
 	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
@@ -332,7 +335,8 @@ static int l_mem_start(lua_State *L)
 		lua_pop(L, 1);
 	}
 	if (agent_memprof_running())
-		return push_fail(L, MSG_RUNNING, EINVAL);
+		return push_fail(L, agent_memprof_runs_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
+				 EINVAL);
 	int created;
 	/* Exact mode writes from inside the allocator: a writer thread takes write(2) off it. */
 	struct agent_pfile *fc = agent_pfile_open(path, 1, &created);

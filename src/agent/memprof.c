@@ -1302,6 +1302,12 @@ int agent_memprof_running(void)
 	return mp.state != MP_IDLE;
 }
 
+int agent_memprof_runs_in(lua_State *L)
+{
+	return mp.state != MP_IDLE && L &&
+	       ld64((uint64_t)(uintptr_t)L + mp.vm.lay->l_glref) == mp.vm.g;
+}
+
 uint64_t agent_memprof_run_id(void)
 {
 	return mp.run_id;

@@ -642,6 +642,22 @@ static void test_two_vms(void)
 	CHECK(strcmp(luaprof_memprof_error(), "the profile runs in another Lua state") == 0,
 	      "message: %s", luaprof_memprof_error());
 	CHECK(luaprof_memprof_stop(B) == 0, "exact memprof stop: %s", luaprof_memprof_error());
+	/* The Lua API in B while A's profiles run: Tarantool's message, saying where (B's
+	 * code never started one: sysbench's threads were puzzled). */
+	CHECK(luaprof_memprof_start(A, &mo) == 0, "exact memprof in A: %s",
+	      luaprof_memprof_error());
+	static const char check_b[] =
+		"local lp = require 'luaprof'\n"
+		"local ok, msg = lp.sysprof.start{mode = 'C', path = '/dev/null'}\n"
+		"assert(msg == 'profiler is running already (in another Lua state)', msg)\n"
+		"ok, msg = lp.memprof.start('/dev/null')\n"
+		"assert(msg == 'profiler is running already (in another Lua state)', msg)\n";
+	lua_getglobal(B, "package");
+	lua_pushstring(B, "build/?.so");
+	lua_setfield(B, -2, "cpath");
+	lua_pop(B, 1);
+	CHECK(luaL_dostring(B, check_b) == 0, "Lua API in B: %s", lua_tostring(B, -1));
+	CHECK(luaprof_memprof_stop(A) == 0, "exact memprof stop: %s", luaprof_memprof_error());
 	CHECK(luaprof_sysprof_stop(A) == 0, "sysprof stop");
 	lua_close(B);
 	lua_close(A);
