@@ -517,13 +517,19 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 		if (lua_frame(s, &lua[nl - 1 - o], &id) || push(s, n, id))
 			return -ENOMEM;
 	}
-	/* Host frames, outermost first, with matched segments after their anchors. */
+	/* Host frames, outermost first, with matched segments after their anchors; a trace's
+	 * code as the anchor (no API or VM frame: lua_resume enters the VM by a tail call)
+	 * after its segment instead, as the trace runs inside the segment's innermost Lua
+	 * frame (the trace's frame was shown above the whole Lua stack). */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
-		if (!hidden && (c_frame(s, host[k], &id) || push(s, n, id)))
+		int anchor = anc < na && s->anchor_at[anc] == k;
+		uint64_t sk;
+		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED;
+		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
-		if (anc < na && s->anchor_at[anc] == k) {
+		if (anchor) {
 			size_t from = s->seg_start[seg], to = s->seg_start[seg + 1];
 			/* The boundary frame ending a segment is named by the host stack;
 			 * a builtin's is not when the VM is stripped (static lj_cf_*). */
@@ -549,6 +555,8 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			seg++;
 			anc++;
 		}
+		if (after && (c_frame(s, host[k], &id) || push(s, n, id)))
+			return -ENOMEM;
 	}
 	return 0;
 }
