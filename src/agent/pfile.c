@@ -13,7 +13,8 @@
 ** takes it (waiting only when the previous half is still being written), publishes the
 ** full half and posts `go`; the thread writes it and posts `idle` again. A failed write
 ** is kept in err and reported by the next callback or by close. After fork(2) the thread
-** is the parent's alone: a child writes directly and never waits on it.
+** and the files are the parent's alone: a child's copies of the descriptors are closed
+** (open_child), and its writes to them fail (EBADF) without waiting on the thread.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -168,9 +169,8 @@ static int start_thread(struct agent_pfile *f)
 /*
 ** The regular files that this process's profiles write (and, for other processes, a
 ** flock on each): a profile is not started into a file that a running one writes (the CPU and memory profilers on one path wrote two
-** streams into one file, which no reader can take apart). A forked child keeps its
-** parent's entries, rightly: the parent goes on writing those files. When the table is
-** full (more profiles than there are profilers: forks), files are not checked.
+** streams into one file, which no reader can take apart). When the table is full (more
+** profiles than there are profilers), files are checked by their lock alone.
 */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
@@ -188,9 +188,24 @@ static void open_lock_give(void)
 	pthread_mutex_unlock(&open_lock);
 }
 
+/* A forked child writes none of its parent's profiles: its copies of their descriptors
+ * are closed, or a file's lock outlived the parent's profile for as long as the child
+ * lived (an nginx worker forked by a profiled master kept the master's path refused).
+ * The parent's lock stays with the parent's descriptor, so the child cannot start a
+ * profile into a file the parent still writes. */
+static void open_child(void)
+{
+	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
+		if (open_files[i]) {
+			close(open_files[i]->fd);
+			open_files[i] = NULL;
+		}
+	pthread_mutex_unlock(&open_lock);
+}
+
 static void open_init(void)
 {
-	pthread_atfork(open_lock_take, open_lock_give, open_lock_give);
+	pthread_atfork(open_lock_take, open_lock_give, open_child);
 }
 
 /* Records f as open, or returns -1 when a profile already writes its file. */

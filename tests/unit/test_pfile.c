@@ -2,7 +2,7 @@
 ** Unit tests of the profile file of the Lua API (src/agent/pfile.c): the writer thread's
 ** double buffer keeps the stream whole and in order, an existing file keeps its contents
 ** until the first write, a failed write surfaces at the next call and at close, and a
-** forked child writes without the parent's thread. A raw-event stream is written encoded,
+** forked child writes none of the parent's files. A raw-event stream is written encoded,
 ** threaded or not. A write(2) that accepts nothing is an error, not a retry forever.
 */
 #include <unistd.h> /* before the rename below: the real write(2) stays declared */
@@ -236,9 +236,12 @@ static void test_stalled_write_reported(void)
 	}
 }
 
-/* A child forked while the parent's thread exists writes directly and closes without
- * waiting for a thread it does not have. */
-static void test_forked_child_writes_directly(void)
+/* A forked child writes none of its parent's profiles: its copy of the descriptor is
+ * closed at fork (the file's lock would otherwise outlive the parent's profile while the
+ * child lives), so a write there fails with EBADF and close leaves the parent's stream
+ * alone; the parent's file, still locked by the parent, cannot be opened again in the
+ * child; another file can. */
+static void test_forked_child_writes_none(void)
 {
 	int created, flags;
 	struct agent_pfile *f = agent_pfile_open(path_of("fork.bin"), 1, &created);
@@ -248,29 +251,31 @@ static void test_forked_child_writes_directly(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		alarm(10); /* a hang fails the test instead of blocking the suite */
-		struct agent_pfile *c = agent_pfile_open(path_of("child.bin"), 0, &created);
-		/* The inherited file: written directly, closed without the thread. */
 		size_t cap;
 		uint8_t *buf = agent_pfile_buf(f, &cap);
 		const void *data = buf;
 		memset(buf, 'c', 3);
+		errno = 0;
 		size_t n = agent_pfile_write(&data, 3, f);
-		int ok = n == 3 && data == buf && agent_pfile_close(f, buf) == 0;
+		int ok = n == 0 && errno == EBADF;
+		ok &= agent_pfile_close(f, buf) == -1 && errno == EBADF;
+		struct agent_pfile *again = agent_pfile_open(path_of("fork.bin"), 0, &created);
+		ok &= again == NULL && errno == EBUSY;
+		struct agent_pfile *c = agent_pfile_open(path_of("child.bin"), 0, &created);
+		ok &= c != NULL;
 		if (c)
-			agent_pfile_close(c, NULL);
+			ok &= agent_pfile_close(c, NULL) == 0;
 		_exit(ok ? 0 : 1);
 	}
 	CHECK(pid > 0);
 	int st = 0;
 	waitpid(pid, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	/* The parent's stream goes on after the child's bytes (the descriptor's offset is
-	 * shared, as with any inherited file). */
 	CHECK_EQ(stream_through(f, 5, &flags), 0);
 	size_t n = 0;
 	uint8_t *b = slurp(path_of("fork.bin"), &n);
-	CHECK_EQ(n, 8);
-	CHECK(b && memcmp(b, "ccc", 3) == 0);
+	CHECK_EQ(n, 5);
+	CHECK(b && b[0] == byte_at(0));
 	free(b);
 }
 
@@ -388,7 +393,7 @@ int main(void)
 	else
 		printf("SKIP test_failed_write_reported: no writable /dev/full\n");
 	RUN(test_stalled_write_reported);
-	RUN(test_forked_child_writes_directly);
+	RUN(test_forked_child_writes_none);
 	RUN(test_raw_events_encoded);
 	RUN(test_raw_cut_reported);
 	const char *names[] = { "t.bin", "d.bin", "old.bin", "fork.bin", "child.bin", "rt.bin",
