@@ -442,6 +442,11 @@ static struct origin locate(void)
 	uint64_t L = ld64(g + y->g_cur_L);
 	if (!L)
 		L = mp.vm.mainL;
+	/* cur_L suspended (a yield) or dead (an error): no Lua code of it runs; the host
+	 * allocates in its own code, between resumes (it was charged to the coroutine's
+	 * yielding line or C function). */
+	if (ld8(L + y->l_status) != 0)
+		return o;
 	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
 	if (base < stack + 16)
 		return o;
@@ -505,9 +510,9 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 	struct lp_lj_thread t;
 	if (lp_lj_thread_read(&mp.vm, &direct, L, &t) != LP_LJ_OK)
 		return 0;
-	/* cur_L suspended by a C function's lua_yield: the host allocates in its own code
+	/* cur_L suspended (a yield) or dead (an error): the host allocates in its own code
 	 * (the VM's C API on another state), no Lua code of that coroutine runs. */
-	if (vmst < 0 && t.status == LP_LJ_STATUS_YIELD)
+	if (vmst < 0 && t.status != 0)
 		return 0;
 	uint64_t base = 0, leaf = 0;
 	size_t n = 0;
@@ -1078,7 +1083,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	if (!L)
 		L = mp.vm.mainL;
 	uint64_t base = ld64(L + y->l_base);
-	if (base < ld64(L + y->l_stack) + 16)
+	if (base < ld64(L + y->l_stack) + 16 || ld8(L + y->l_status) != 0)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
 	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)

@@ -197,7 +197,9 @@ static void open_child(void)
 {
 	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
 		if (open_files[i]) {
-			close(open_files[i]->fd);
+			/* Not a number the program closed and reused for a file of its own. */
+			if (same_file(open_files[i]))
+				close(open_files[i]->fd);
 			open_files[i] = NULL;
 		}
 	pthread_mutex_unlock(&open_lock);
@@ -273,9 +275,13 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	f->regular = regular;
 	/* Another process's profile (two nginx workers given one path, an old worker still
 	 * writing the file a reloaded one opens): an advisory lock, held while fd is open. */
-	if (regular && (claim(f) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0)) {
+	if (regular && (claim(f) != 0 ||
+			(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK))) {
+		/* (A file system without locks, ENOLCK: the in-process check alone.) */
 		unclaim(f);
 		close(fd);
+		if (*created)
+			unlink(path);
 		munmap(f, sizeof(*f));
 		errno = EBUSY;
 		return NULL;

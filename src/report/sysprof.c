@@ -520,13 +520,18 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	/* Host frames, outermost first, with matched segments after their anchors; a trace's
 	 * code as the anchor (no API or VM frame: lua_resume enters the VM by a tail call)
 	 * after its segment instead, as the trace runs inside the segment's innermost Lua
-	 * frame (the trace's frame was shown above the whole Lua stack). */
+	 * frame (the trace's frame was shown above the whole Lua stack). Only code the
+	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
+	 * stub that calls lua_resume) stays before, as any caller of the VM. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
 		int anchor = anc < na && s->anchor_at[anc] == k;
-		uint64_t sk;
-		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED;
+		uint64_t sk, tn;
+		const struct lp_sym_trace *tr;
+		const struct lp_sym_lua *tfn;
+		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
+			    lp_symtab_tcode(s->st, host[k], &tn, &tr, &tfn) == 0;
 		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anchor) {

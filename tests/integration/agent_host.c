@@ -752,6 +752,18 @@ static __attribute__((noinline)) void host_alloc(lua_State *L)
 	}
 }
 
+/* Exact mode's events: in_host counts INTERNAL allocations, with_lua those charged to
+ * the C function at yield_check.lo. */
+static int on_yield_event(void *ctx, const struct lp_mem_event *ev)
+{
+	(void)ctx;
+	if (ev->event != LP_AEVENT_ALLOC)
+		return 0;
+	yield_check.in_host += ev->source == LP_ASOURCE_INT;
+	yield_check.with_lua += ev->source == LP_ASOURCE_CFUNC && ev->loc_addr == yield_check.lo;
+	return 0;
+}
+
 static int on_yield_stack(void *ctx, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
 			  const uint64_t *host, size_t nhost)
 {
@@ -786,6 +798,12 @@ static void test_c_yield(void)
 		while ((rc = lua_resume(co, 0)) == LUA_YIELD)
 			host_spin();
 		CHECK(rc == 0, "resume: %d", rc);
+		lua_pop(L, 1);
+		/* A coroutine dead by an error: cur_L stays at it too. */
+		co = lua_newthread(L);
+		luaL_loadstring(co, "local s = 0 for i = 1, 200 do s = s + i end error('x')");
+		CHECK(lua_resume(co, 0) == LUA_ERRRUN, "the coroutine errs");
+		host_spin();
 		lua_pop(L, 1);
 	}
 	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
@@ -849,6 +867,40 @@ static void test_c_yield(void)
 	      "sampled, after lua_yield from C: %llu of %llu stacks in the host's code with Lua "
 	      "frames", (unsigned long long)yield_check.with_lua,
 	      (unsigned long long)yield_check.in_host);
+
+	/* Exact mode: the host's allocations are no one's (INTERNAL), not c_yield's (every
+	 * one of them was charged to the C function the coroutine yielded in). */
+	L = new_state();
+	lua_register(L, "c_yield", c_yield);
+	mo.sample_bytes = 0;
+	sink.len = 0;
+	CHECK(luaprof_memprof_start(L, &mo) == 0, "exact start: %s", luaprof_memprof_error());
+	for (int n = 0; n < 100; n++) {
+		lua_State *co = lua_newthread(L);
+		luaL_loadstring(co, "for k = 1, 5 do local t = { k } c_yield() end");
+		int rc;
+		while ((rc = lua_resume(co, 0)) == LUA_YIELD)
+			host_alloc(L);
+		CHECK(rc == 0, "resume: %d", rc);
+		lua_pop(L, 1);
+	}
+	CHECK(luaprof_memprof_stop(L) == 0, "exact stop: %s", luaprof_memprof_error());
+	lua_close(L);
+	memset(&yield_check, 0, sizeof(yield_check));
+	yield_check.lo = (uint64_t)(uintptr_t)c_yield;
+	char epath[] = "/tmp/agent_host.XXXXXX";
+	fd = mkstemp(epath);
+	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
+	lseek(fd, 0, SEEK_SET);
+	lp_input_open_fd(&in, fd, epath);
+	struct lp_parse_handlers eh = { .mem_event = on_yield_event };
+	CHECK(lp_parse_stream(&in, &eh, &st) == LP_OK, "the exact stream parses");
+	lp_input_close(&in);
+	close(fd);
+	unlink(epath);
+	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0,
+	      "exact, after lua_yield from C: %llu events charged to c_yield, %llu to INTERNAL",
+	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host);
 }
 
 static void test_memprof_c_writer(void)

@@ -285,9 +285,10 @@ static void test_anchor_after_sizes(void)
 	SAMPLE(LP_VMST_CFUNC, lua, host);
 	SAMPLE(LP_VMST_CFUNC, lua, host);
 	trailer = stripped_trailer;
-	/* The trace's code after the Lua frames it runs in, as lua_pcall's traces are. */
+	/* Code no symbol covers and the stream does not name as a trace's: before the Lua
+	 * frames, as any caller of the VM (another runtime's stub calling lua_resume). */
 	CHECK_STR(collapse(0, 0),
-		  "main;run_thread;@app.lua:18;@app.lua:12;0x60000;lj_vm_ffi_call 2\n");
+		  "main;run_thread;0x60000;@app.lua:18;@app.lua:12;lj_vm_ffi_call 2\n");
 }
 
 /*
@@ -735,6 +736,33 @@ static void test_trace_code_frame(void)
 	CHECK_STR(tcode_case(0, 1), raw);
 }
 
+/* A trace's code as the only frame to anchor a segment at (a coroutine resumed by
+ * lua_resume, which enters the VM by a tail call: nginx's handlers): the trace's frame
+ * after the segment's Lua frames, as under lua_pcall (it came before them all). */
+static void resumed_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_csize(&wb, 0x40000, 0x100);
+	tcode_rec(5, 0x60000, 0x100);
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_anchor_resumed(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
+		{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
+	};
+	begin_with(syms, NSYMS(syms));
+	lp_write_sys_sym_trace(&wb, 5, P_F, 12);
+	struct lp_lua_frame lua[] = { L(P_MAIN, 18), L(P_F, 12) };
+	uint64_t host[] = { A_MAIN + 9, A_CFUNC + 4, 0x60010, 0x3810 };
+	SAMPLE(LP_VMST_CFUNC, lua, host);
+	trailer = resumed_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;run_thread;@app.lua:18;@app.lua:12;TRACE [5] @app.lua:12;lj_vm_ffi_call 1\n");
+}
+
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
 /*
@@ -968,6 +996,7 @@ int main(void)
 	RUN(test_trace_stacks_reuse);
 	RUN(test_gc_stacks);
 	RUN(test_trace_code_frame);
+	RUN(test_trace_anchor_resumed);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
