@@ -442,10 +442,12 @@ static struct origin locate(void)
 	uint64_t L = ld64(g + y->g_cur_L);
 	if (!L)
 		L = mp.vm.mainL;
-	/* cur_L suspended (a yield) or dead (an error): no Lua code of it runs; the host
-	 * allocates in its own code, between resumes (it was charged to the coroutine's
-	 * yielding line or C function). */
-	if (ld8(L + y->l_status) != 0)
+	/* cur_L with no C frame: suspended (a yield) or dead (an error), so no Lua code of
+	 * it runs; the host allocates in its own code, between resumes (it was charged to
+	 * the coroutine's yielding line or C function). Not its status: an error handler
+	 * (xpcall's) runs with LUA_ERRERR, a finalizer a host's call set off on a yielded
+	 * coroutine with LUA_YIELD, both on a C frame. */
+	if (!(ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK))
 		return o;
 	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
 	if (base < stack + 16)
@@ -510,9 +512,9 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 	struct lp_lj_thread t;
 	if (lp_lj_thread_read(&mp.vm, &direct, L, &t) != LP_LJ_OK)
 		return 0;
-	/* cur_L suspended (a yield) or dead (an error): the host allocates in its own code
-	 * (the VM's C API on another state), no Lua code of that coroutine runs. */
-	if (vmst < 0 && t.status != 0)
+	/* cur_L with no C frame (suspended, or dead by an error): the host allocates in its
+	 * own code (the VM's C API on another state), no Lua code of that coroutine runs. */
+	if (vmst < 0 && !t.cframe)
 		return 0;
 	uint64_t base = 0, leaf = 0;
 	size_t n = 0;
@@ -1083,7 +1085,8 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	if (!L)
 		L = mp.vm.mainL;
 	uint64_t base = ld64(L + y->l_base);
-	if (base < ld64(L + y->l_stack) + 16 || ld8(L + y->l_status) != 0)
+	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
+	if (base < ld64(L + y->l_stack) + 16 || !cf) /* no C frame: see locate() */
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
 	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)
@@ -1092,9 +1095,6 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	uint64_t pc;
 	if (ffid == LP_LJ_FFID_LUA) {
 		/* The running Lua function, at the pc it saved. */
-		uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
-		if (!cf)
-			return wrapper_any(ud, ptr, osize, nsize);
 		pc = ld64(cf + y->cf_pc);
 	} else if (ffid != LP_LJ_FFID_C) {
 		/* A builtin: the Lua function that called it (caller_proto), at the call. */

@@ -277,11 +277,12 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	 * writing the file a reloaded one opens): an advisory lock, held while fd is open. */
 	if (regular && (claim(f) != 0 ||
 			(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK))) {
-		/* (A file system without locks, ENOLCK: the in-process check alone.) */
+		/* (A file system without locks, ENOLCK: the in-process check alone.) Not
+		 * removed even when created here: another process may have opened and
+		 * locked it since, and write it. */
 		unclaim(f);
 		close(fd);
-		if (*created)
-			unlink(path);
+		*created = 0;
 		munmap(f, sizeof(*f));
 		errno = EBUSY;
 		return NULL;

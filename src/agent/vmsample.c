@@ -721,11 +721,12 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	if (st == LP_VMST_CFUNC) {
 		if (!have_t || stale)
 			return -1; /* a C function runs: base and top must be synced */
-		/* cur_L suspended by a C function's lua_yield (ngx.sleep, cosockets), or
-		 * dead by an error: the host resumed it and went on in its own code, vmstate
-		 * still naming that C function. No Lua code runs: host stack only (its frames
-		 * were put under the coroutine's Lua frames). */
-		if (t.status != 0)
+		/* cur_L with no C frame: suspended by a C function's lua_yield (ngx.sleep,
+		 * cosockets), or dead by an error; the host resumed it and went on in its own
+		 * code, vmstate still naming that C function. No Lua code runs: host stack
+		 * only (its frames were put under the coroutine's Lua frames). Not its status:
+		 * xpcall's handler runs with LUA_ERRERR, on a C frame. */
+		if (!t.cframe)
 			return 0;
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);

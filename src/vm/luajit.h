@@ -170,8 +170,9 @@ struct lp_lj_thread {
 	uint64_t stack_end;          /* stack + 8 * stacksize: no frame lies at or above it */
 	uint64_t cframe;             /* L->cframe as stored (raw | CFRAME_RESUME), 0 if idle */
 	uint32_t stacksize;
-	uint8_t status;              /* 0 running or runnable, 1 LUA_YIELD (suspended), an
-				      * error code (dead by an error): no Lua code runs */
+	uint8_t status;              /* 0 ok, 1 LUA_YIELD (suspended), an error code; not
+				      * whether Lua code runs (cframe says: an error handler
+				      * runs with LUA_ERRERR) */
 };
 
 /* Reads thread L of vm and checks it: thread header, L->glref == vm->g, base, top and

@@ -728,12 +728,22 @@ static __attribute__((noinline)) void host_spin(void)
 }
 
 static struct {
-	uint64_t lo, hi, in_host, with_lua;
+	uint64_t lo, hi, in_host, with_lua, lua_allocs;
 } yield_check;
+
+static struct {
+	uint64_t lo, hi, in_tb, with_lua;
+} tb_check;
 
 static int on_yield_sample(void *ctx, const struct lp_sys_sample *s)
 {
 	(void)ctx;
+	for (size_t i = 0; i < s->nhost; i++)
+		if (s->host[i] >= tb_check.lo && s->host[i] < tb_check.hi) {
+			tb_check.in_tb++;
+			tb_check.with_lua += s->nlua > 0;
+			break;
+		}
 	for (size_t i = 0; i < s->nhost; i++)
 		if (s->host[i] >= yield_check.lo && s->host[i] < yield_check.hi) {
 			yield_check.in_host++;
@@ -761,6 +771,7 @@ static int on_yield_event(void *ctx, const struct lp_mem_event *ev)
 		return 0;
 	yield_check.in_host += ev->source == LP_ASOURCE_INT;
 	yield_check.with_lua += ev->source == LP_ASOURCE_CFUNC && ev->loc_addr == yield_check.lo;
+	yield_check.lua_allocs += ev->source == LP_ASOURCE_LFUNC || ev->source == LP_ASOURCE_TRACE;
 	return 0;
 }
 
@@ -806,11 +817,19 @@ static void test_c_yield(void)
 		host_spin();
 		lua_pop(L, 1);
 	}
+	/* xpcall's handler runs with its thread's status LUA_ERRERR: its C code
+	 * (luaL_traceback) keeps the Lua frames below it. */
+	CHECK(luaL_dostring(L, "jit.off() local t = os.clock() while os.clock() - t < 0.2 do "
+			       "xpcall(function() error('x') end, debug.traceback) end "
+			       "jit.on()") == 0, "xpcall: %s", lua_tostring(L, -1));
 	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
 	lua_close(L);
 	memset(&yield_check, 0, sizeof(yield_check));
 	yield_check.lo = (uint64_t)(uintptr_t)host_spin;
 	yield_check.hi = yield_check.lo + 256;
+	memset(&tb_check, 0, sizeof(tb_check));
+	tb_check.lo = (uint64_t)(uintptr_t)luaL_traceback;
+	tb_check.hi = tb_check.lo + 0x300;
 	char path[] = "/tmp/agent_host.XXXXXX";
 	int fd = mkstemp(path);
 	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
@@ -826,6 +845,9 @@ static void test_c_yield(void)
 	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0,
 	      "after lua_yield from C: %llu of %llu samples in the host's code with Lua frames",
 	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host);
+	CHECK(tb_check.in_tb >= 5 && tb_check.with_lua == tb_check.in_tb,
+	      "xpcall's handler: %llu of %llu samples in luaL_traceback with Lua frames",
+	      (unsigned long long)tb_check.with_lua, (unsigned long long)tb_check.in_tb);
 
 	/* Sampled memory profiling the same way: the host allocates on the main state
 	 * (host_alloc) between resumes; its sampled stacks (counted once each: the stream
@@ -884,6 +906,15 @@ static void test_c_yield(void)
 		CHECK(rc == 0, "resume: %d", rc);
 		lua_pop(L, 1);
 	}
+	/* Lua code whose thread's status is not 0 still runs: xpcall's handler (LUA_ERRERR),
+	 * in a coroutine and on the main state: its tables stay its lines' (interpreted: a
+	 * trace's allocations are the trace's whatever the thread). */
+	CHECK(luaL_dostring(L, "jit.off() local function h(m) local t = {} for j = 1, 100 do "
+			       "t[j] = { j } end return m end "
+			       "for i = 1, 20 do xpcall(function() error('x') end, h) end "
+			       "local co = coroutine.wrap(function() for i = 1, 20 do "
+			       "xpcall(function() error('y') end, h) end end) co() jit.on()") == 0,
+	      "xpcall handlers: %s", lua_tostring(L, -1));
 	CHECK(luaprof_memprof_stop(L) == 0, "exact stop: %s", luaprof_memprof_error());
 	lua_close(L);
 	memset(&yield_check, 0, sizeof(yield_check));
@@ -898,9 +929,12 @@ static void test_c_yield(void)
 	lp_input_close(&in);
 	close(fd);
 	unlink(epath);
-	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0,
-	      "exact, after lua_yield from C: %llu events charged to c_yield, %llu to INTERNAL",
-	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host);
+	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0 &&
+	      yield_check.lua_allocs >= 500 + 4000,
+	      "exact, after lua_yield from C: %llu events charged to c_yield, %llu to INTERNAL, "
+	      "%llu to Lua lines (want 500 in the coroutines and 4000 in xpcall's handlers)",
+	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host,
+	      (unsigned long long)yield_check.lua_allocs);
 }
 
 static void test_memprof_c_writer(void)
