@@ -39,9 +39,9 @@ _Static_assert(PFILE_BUF_SIZE % 128 == 0, "each half of the buffer is whole cach
 
 struct agent_pfile {
 	int fd;
-	dev_t dev;      /* the file fd was opened on: for the check of open_files (regular */
+	dev_t dev;      /* the file fd was opened on: for the check of open_files (exclusive */
 	ino_t ino;      /* files), and to see that fd still is it (same_file) */
-	int regular;
+	int exclusive;  /* a file two profiles must not share (claim): regular, pipe, socket */
 	int trunc;      /* a file that had contents: emptied at the first write, not at open */
 	int threaded;
 	pid_t pid;      /* the process whose thread writes */
@@ -167,10 +167,12 @@ static int start_thread(struct agent_pfile *f)
 }
 
 /*
-** The regular files that this process's profiles write (and, for other processes, a
-** flock on each): a profile is not started into a file that a running one writes (the CPU and memory profilers on one path wrote two
-** streams into one file, which no reader can take apart). When the table is full (more
-** profiles than there are profilers), files are checked by their lock alone.
+** The files that this process's profiles write that two must not share (regular ones,
+** pipes, sockets; for other processes, a flock on the regular ones): a profile is not
+** started into a file that a running one writes (the CPU and memory profilers on one
+** path wrote two streams into one file, which no reader can take apart). When the table
+** is full (more profiles than there are profilers), files are checked by their lock
+** alone.
 */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t open_once = PTHREAD_ONCE_INIT;
@@ -217,7 +219,7 @@ static int claim(struct agent_pfile *f)
 	pthread_once(&open_once, open_init);
 	pthread_mutex_lock(&open_lock);
 	for (size_t i = 0; i < sizeof(open_files) / sizeof(open_files[0]); i++)
-		if (open_files[i] && open_files[i]->regular && open_files[i]->dev == f->dev &&
+		if (open_files[i] && open_files[i]->exclusive && open_files[i]->dev == f->dev &&
 		    open_files[i]->ino == f->ino)
 			rc = -1;
 	for (size_t i = 0; !rc && i < sizeof(open_files) / sizeof(open_files[0]); i++)
@@ -256,6 +258,9 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 		return NULL;
 	}
 	int regular = S_ISREG(st.st_mode);
+	/* Files two profiles must not share: regular ones, pipes and sockets (their streams
+	 * would interleave); devices such as /dev/null are shared. */
+	int exclusive = regular || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
 	int trunc = regular && !*created && st.st_size > 0;
 	/* Mapped, not malloc'd: malloc aligns to 16 bytes, and the buffer is declared on 64.
 	 * (With glibc's aligned_alloc instead, a host that opened and closed profiles one
@@ -272,11 +277,11 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	f->fd = fd;
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
-	f->regular = regular;
+	f->exclusive = exclusive;
 	/* Another process's profile (two nginx workers given one path, an old worker still
 	 * writing the file a reloaded one opens): an advisory lock, held while fd is open. */
-	if (regular && (claim(f) != 0 ||
-			(flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK))) {
+	if (exclusive && (claim(f) != 0 ||
+			  (regular && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK))) {
 		/* (A file system without locks, ENOLCK: the in-process check alone.) Not
 		 * removed even when created here: another process may have opened and
 		 * locked it since, and write it. */

@@ -277,6 +277,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	/* The memprof report lists every site and has no summary list: -n would do nothing. */
+	if (o->fmt == LP_FMT_MEMPROF && o->top_given && o->top > 0)
+		return fail("-n applies to -f top (its length) and to the summary's list of the "
+			    "other formats, not to the memprof report, which lists every site");
 	return 0;
 }
 
@@ -556,6 +560,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	 * ignored or took the signal; few under the CPU clock: it was off the CPU. */
 	double ticked = (double)(n + l->dropped + f->paced + f->overruns) / o->rate;
 	int wall = strcmp(o->clock, "cpu") != 0;
+	/* A stream cut short (the program killed) lost its last samples: no note on them. */
+	int whole = l->stats.complete;
 	double due = wall ? secs : f->thread_cpu_ns ? (double)f->thread_cpu_ns / 1e9 : 0;
 	if (f->signal_taken_ns)
 		fprintf(stderr, "luaprof record: the program changed what the profiler's signal "
@@ -563,12 +569,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 				"sampling stopped there\n",
 			signal_name((int)f->signal), (double)f->signal_taken_ns / 1e9);
 	/* Ticks are whole, the first a whole interval after the timer: two ticks of slack. */
-	else if (due > 0.2 && (due - ticked) * o->rate > 2 && ticked < 0.8 * due)
+	else if (whole && due > 0.2 && (due - ticked) * o->rate > 2 && ticked < 0.8 * due)
 		fprintf(stderr, "luaprof record: %.2f s %s sampled as %.2f s: the program "
 				"blocked or ignored the profiler's signal%s%s for part of it\n",
 			due, wall ? "of the run" : "on the CPU", ticked,
 			f->signal ? " " : "", f->signal ? signal_name((int)f->signal) : "");
-	if (!wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
+	if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
 		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
 				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
 				"--clock wall samples that too)\n", f->thread_cpu_ns ? "" : "about ",

@@ -540,6 +540,24 @@ for rs in 1:1.6 10:0.29; do
 	grep -q 'blocked or ignored' "$t/err" && fail "record --rate $r: $(cat "$t/err")"
 done
 
+# -n with the memprof report did nothing (no summary list, the report lists every site).
+(cd "$t" && "$lp" record --memory -n 3 -o mn.txt -- luajit app.lua 0.01) >"$t/out" 2>"$t/err"
+[ $? = 1 ] && grep -q -- '-n applies to -f top (its length) and to the summary' "$t/err" &&
+	! grep -q result "$t/out" || fail "record --memory -n 3: $(cat "$t/err")"
+# Both profilers into one pipe: the second is refused (the streams interleaved).
+cat >"$t/both.lua" <<'EOF'
+local lp = require "luaprof"
+lp.sysprof.stop() -- record's own profile
+local a = lp.sysprof.start{mode = "C", path = arg[1]}
+local b, msg = lp.memprof.start(arg[1])
+io.stderr:write("both: ", tostring(a), " ", tostring(b), " ", tostring(msg), "\n")
+if a then lp.sysprof.stop() end
+if b then lp.memprof.stop() end
+EOF
+(cd "$t" && "$lp" record -q -o both.svg -- luajit both.lua /dev/stdout | cat >/dev/null) 2>"$t/err"
+grep -q 'both: true nil /dev/stdout: a running profile writes to this file' "$t/err" ||
+	fail "two profiles into one pipe: $(grep both: "$t/err")"
+
 # A program that removes its own raw stream: record says so (it blamed the agent).
 cat >"$t/rm.lua" <<'EOF'
 local t = os.clock() while os.clock() - t < 0.1 do end
