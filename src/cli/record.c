@@ -205,6 +205,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		}
 		case O_RAW:
+			/* The raw stream is read back to render it: a file, never standard
+			 * output ('-' made a file named -). */
+			if (!strcmp(optarg, "-") || !*optarg)
+				return fail("--raw needs a file name (the stream is read back to "
+					    "render it; '-' is standard output for -o only)");
 			o->raw = optarg;
 			break;
 		case O_MODE:

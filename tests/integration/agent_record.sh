@@ -563,6 +563,10 @@ EOF
 grep -q 'both: true nil /dev/stdout: a running profile writes to this file' "$t/err" ||
 	fail "two profiles into one pipe: $(grep both: "$t/err")"
 
+(cd "$t" && "$lp" record --raw - -o rd.svg -- luajit app.lua 0.01) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q -- "--raw needs a file name" "$t/err" && [ ! -e "$t/-" ] ||
+	fail "record --raw -: $(cat "$t/err"), $(ls "$t" | grep -c '^-$') file(s) named -"
+
 # A program that removes its own raw stream: record says so (it blamed the agent).
 cat >"$t/rm.lua" <<'EOF'
 local t = os.clock() while os.clock() - t < 0.1 do end
