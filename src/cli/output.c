@@ -313,6 +313,17 @@ int lp_output_same(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
+int lp_output_target(const char *path, char *dest)
+{
+	int fd;
+	enum dest_kind kind;
+	if (classify(path, dest, &fd, &kind))
+		return -1;
+	if (kind != DEST_FILE)
+		snprintf(dest, PATH_MAX, "%s", path);
+	return 0;
+}
+
 int lp_output_fd(const char *path)
 {
 	char dest[PATH_MAX];

@@ -48,6 +48,10 @@ int lp_output_check(const char *path);
 /* Whether path names something that exists and is not a regular file (/dev/null, a FIFO,
 ** /dev/stdout whatever it is redirected to): no file should be derived from its name. */
 int lp_output_is_special(const char *path);
+/* The file a write to path replaces, into dest (PATH_MAX): a symbolic link's target (a
+ * link to nothing yet: the path it names), its directory resolved; path itself when that
+ * is no regular or new file. 0, or -1 with errno (a path too long, a chain too deep). */
+int lp_output_target(const char *path, char *dest);
 /* The descriptor of this process that path names ("-", /dev/stdout: 1), or -1. */
 int lp_output_fd(const char *path);
 /* Whether path ("-": standard output) is a terminal, where binary output is refused. */

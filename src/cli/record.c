@@ -346,31 +346,6 @@ static const char *raw_unsafe(const char *path)
 	       "(remove the file or give --raw another name)";
 }
 
-/* The file the raw stream replaces at path: a symbolic link's target (a link to nothing
- * yet: the path it names), else path. */
-static int write_through(const char *path, char *dest)
-{
-	if (realpath(path, dest))
-		return 0;
-	char cur[PATH_MAX], target[PATH_MAX];
-	if ((size_t)snprintf(cur, sizeof(cur), "%s", path) >= sizeof(cur))
-		return -1;
-	for (int depth = 0; depth < 40; depth++) { /* a chain of links to nothing yet */
-		ssize_t n = readlink(cur, target, sizeof(target) - 1);
-		if (n < 0)
-			break;
-		target[n] = '\0';
-		const char *slash = strrchr(cur, '/');
-		int dirlen = target[0] == '/' || !slash ? 0 : (int)(slash - cur + 1);
-		char next[PATH_MAX];
-		if ((size_t)snprintf(next, sizeof(next), "%.*s%s", dirlen, cur, target) >=
-		    sizeof(next))
-			return -1;
-		memcpy(cur, next, sizeof(cur));
-	}
-	return (size_t)snprintf(dest, PATH_MAX, "%s", cur) < PATH_MAX ? 0 : -1;
-}
-
 /* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
 static int agent_path(char *buf, size_t len)
 {
@@ -711,8 +686,8 @@ int lp_cmd_record(int argc, char **argv)
 	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output))
 		return fail("pprof output is binary; give a file with -o");
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
-	if (write_through(raw, dest))
-		return fail("output path too long");
+	if (lp_output_target(raw, dest))
+		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
 	if (lp_output_same(o.output, dest)) /* dest: a link to nothing yet is seen too */
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
 			    "another name (or --raw)", dest);
