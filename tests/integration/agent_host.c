@@ -103,26 +103,25 @@ static int on_sample(void *ctx, const struct lp_sys_sample *s)
 	return 0;
 }
 
+/* Parses a stream held in memory with handlers h; the parser's status. */
+static int parse_mem(const uint8_t *data, size_t len, const struct lp_parse_handlers *h,
+		     struct lp_parse_stats *st)
+{
+	struct lp_input in;
+	lp_input_open_mem(&in, data, len, "agent_host");
+	int rc = lp_parse_stream(&in, h, st);
+	lp_input_close(&in);
+	return rc;
+}
+
 static struct parsed parse_bytes(const uint8_t *data, size_t len)
 {
 	struct parsed p = { 0 };
-	char path[] = "/tmp/agent_host.XXXXXX";
-	int fd = mkstemp(path);
-	if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
-		p.status = -1;
-		return p;
-	}
-	lseek(fd, 0, SEEK_SET);
-	struct lp_input in;
-	lp_input_open_fd(&in, fd, path);
 	struct lp_parse_handlers h = { .ctx = &p, .sys_sample = on_sample, .ext_gsample = on_gsample };
 	struct lp_parse_stats st;
-	p.status = lp_parse_stream(&in, &h, &st);
+	p.status = parse_mem(data, len, &h, &st);
 	p.complete = st.complete;
 	p.extension = st.extension;
-	lp_input_close(&in);
-	close(fd);
-	unlink(path);
 	return p;
 }
 
@@ -830,18 +829,9 @@ static void test_c_yield(void)
 	memset(&tb_check, 0, sizeof(tb_check));
 	tb_check.lo = (uint64_t)(uintptr_t)luaL_traceback;
 	tb_check.hi = tb_check.lo + 0x300;
-	char path[] = "/tmp/agent_host.XXXXXX";
-	int fd = mkstemp(path);
-	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
-	lseek(fd, 0, SEEK_SET);
-	struct lp_input in;
-	lp_input_open_fd(&in, fd, path);
 	struct lp_parse_handlers h = { .sys_sample = on_yield_sample };
 	struct lp_parse_stats st;
-	CHECK(lp_parse_stream(&in, &h, &st) == LP_OK, "the stream parses");
-	lp_input_close(&in);
-	close(fd);
-	unlink(path);
+	CHECK(parse_mem(sink.data, sink.len, &h, &st) == LP_OK, "the stream parses");
 	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0,
 	      "after lua_yield from C: %llu of %llu samples in the host's code with Lua frames",
 	      (unsigned long long)yield_check.with_lua, (unsigned long long)yield_check.in_host);
@@ -875,16 +865,8 @@ static void test_c_yield(void)
 	memset(&yield_check, 0, sizeof(yield_check));
 	yield_check.lo = (uint64_t)(uintptr_t)host_alloc;
 	yield_check.hi = yield_check.lo + 256;
-	char mpath[] = "/tmp/agent_host.XXXXXX";
-	fd = mkstemp(mpath);
-	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
-	lseek(fd, 0, SEEK_SET);
-	lp_input_open_fd(&in, fd, mpath);
 	struct lp_parse_handlers mh = { .ext_stack = on_yield_stack };
-	CHECK(lp_parse_stream(&in, &mh, &st) == LP_OK, "the memory stream parses");
-	lp_input_close(&in);
-	close(fd);
-	unlink(mpath);
+	CHECK(parse_mem(sink.data, sink.len, &mh, &st) == LP_OK, "the memory stream parses");
 	CHECK(yield_check.in_host >= 1 && yield_check.with_lua == 0,
 	      "sampled, after lua_yield from C: %llu of %llu stacks in the host's code with Lua "
 	      "frames", (unsigned long long)yield_check.with_lua,
@@ -919,16 +901,8 @@ static void test_c_yield(void)
 	lua_close(L);
 	memset(&yield_check, 0, sizeof(yield_check));
 	yield_check.lo = (uint64_t)(uintptr_t)c_yield;
-	char epath[] = "/tmp/agent_host.XXXXXX";
-	fd = mkstemp(epath);
-	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "temporary file");
-	lseek(fd, 0, SEEK_SET);
-	lp_input_open_fd(&in, fd, epath);
 	struct lp_parse_handlers eh = { .mem_event = on_yield_event };
-	CHECK(lp_parse_stream(&in, &eh, &st) == LP_OK, "the exact stream parses");
-	lp_input_close(&in);
-	close(fd);
-	unlink(epath);
+	CHECK(parse_mem(sink.data, sink.len, &eh, &st) == LP_OK, "the exact stream parses");
 	CHECK(yield_check.in_host >= 100 && yield_check.with_lua == 0 &&
 	      yield_check.lua_allocs >= 500 + 4000,
 	      "exact, after lua_yield from C: %llu events charged to c_yield, %llu to INTERNAL, "
@@ -956,18 +930,9 @@ static void test_memprof_c_writer(void)
 	CHECK(dw.calls > 100 && dw.foreign == 0, "%llu writer calls, %llu not with its buffers",
 	      (unsigned long long)dw.calls, (unsigned long long)dw.foreign);
 	CHECK(dw.on_stop_buf == dbuf[0] || dw.on_stop_buf == dbuf[1], "on_stop's buffer");
-	char path[] = "/tmp/agent_host_mem.XXXXXX";
-	int fd = mkstemp(path);
-	CHECK(fd >= 0 && write(fd, sink.data, sink.len) == (ssize_t)sink.len, "write");
-	lseek(fd, 0, SEEK_SET);
-	struct lp_input in;
-	lp_input_open_fd(&in, fd, path);
 	struct lp_parse_handlers h = { .mem_event = on_mem_event, .sym_lua = on_mem_sym };
 	struct lp_parse_stats st;
-	int rc = lp_parse_stream(&in, &h, &st);
-	lp_input_close(&in);
-	close(fd);
-	unlink(path);
+	int rc = parse_mem(sink.data, sink.len, &h, &st);
 	CHECK(rc == LP_OK && st.complete, "the stream parses whole: %d", rc);
 	CHECK(dw.events == c.events, "%llu events in the stream, %llu counted",
 	      (unsigned long long)dw.events, (unsigned long long)c.events);
