@@ -337,8 +337,8 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 ** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
 ** the innermost segment, and not shown, since the trace's own frame follows.
 */
-static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
-		 size_t *n)
+static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
+		       size_t *n)
 {
 	size_t nl = smp->nlua, nh = smp->nhost;
 	const struct lp_lua_frame *lua = smp->lua;   /* lua[nl-1] is the outermost */
@@ -563,6 +563,75 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 		if (after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+** Where C code that VM code called begins, for a sample whose leaf is C code in a
+** coroutine that an assembler builtin resumed (coroutine.resume, wrap) on a stripped VM:
+** the index of the innermost VM code (the interpreter's block, or a trace), when only
+** plain C frames lie inside it; else 0. Under that code the stack is the one the
+** interpreter's or the trace's own samples have, and merge_stack reads those rightly
+** (the resume's frame, one more piece of the interpreter's block, is told from the
+** calling code there); with the C frames on top it took the calling code for the resume
+** and put the resume's frame after the coroutine's Lua frames.
+*/
+static size_t vm_caller(struct lp_sysprof *s, const struct lp_sys_sample *smp)
+{
+	size_t resumers = 0;
+	for (size_t i = 1; i < smp->nlua; i++)
+		if (smp->lua[i].type == LP_FRAME_FFUNC)
+			resumers += resume_builtin(s, smp->lua[i].addr);
+	if (!resumers)
+		return 0;
+	size_t j = 0;
+	for (size_t k = 0; k < smp->nhost; k++) {
+		uint64_t ss;
+		enum anchor a = classify(s, smp->host[k], &ss);
+		if (a == ANCHOR_VM_CALL || a == ANCHOR_VM_RESUME)
+			return 0; /* a VM with its entries named: merge_stack's other tier */
+		if (!j && (a == ANCHOR_VM_BLOCK || a == ANCHOR_UNNAMED)) {
+			if (k == 0)
+				return 0;
+			j = k;
+		} else if (!j && a != ANCHOR_NONE) {
+			return 0;
+		}
+	}
+	return j;
+}
+
+/*
+** Builds the merged stack of a guest sample into s->out, root first (merge_stack), C code
+** that a coroutine's VM code called on top of the stack that VM code has (vm_caller).
+*/
+static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
+		 size_t *n)
+{
+	size_t j = trace_leaf ? 0 : vm_caller(s, smp);
+	if (!j)
+		return merge_stack(s, smp, trace_leaf, n);
+	struct lp_sys_sample sub = *smp;
+	sub.host += j;
+	sub.nhost -= j;
+	/* A running lua_CFunction is named by its host frame, above. */
+	if (sub.lua[0].type == LP_FRAME_CFUNC) {
+		for (size_t k = 0; k < j; k++) {
+			uint64_t ss;
+			classify(s, smp->host[k], &ss);
+			if (ss == sub.lua[0].addr + 1) {
+				sub.lua++;
+				sub.nlua--;
+				break;
+			}
+		}
+	}
+	if (merge_stack(s, &sub, 1, n))
+		return -ENOMEM;
+	uint32_t id;
+	for (size_t k = j + 1; k-- > 0;)
+		if (c_frame(s, smp->host[k], &id) || push(s, n, id))
+			return -ENOMEM;
 	return 0;
 }
 

@@ -763,6 +763,83 @@ static void test_trace_anchor_resumed(void)
 		  "main;run_thread;@app.lua:18;@app.lua:12;TRACE [5] @app.lua:12;lj_vm_ffi_call 1\n");
 }
 
+/*
+** C code that a coroutine resumed by coroutine.wrap calls (a sample whose leaf is neither
+** the interpreter nor a trace), on a stripped VM: math.sin's libm code, called by the
+** builtin in the interpreter's block or by the coroutine's trace; a lua_CFunction. Under
+** the calling VM code the stack is the one the interpreter's or the trace's own samples
+** have: the outer segment at lua_pcall, the resume's frame after wrap_aux, then the
+** calling code and the C function. The resume's frame went after the coroutine's Lua
+** frames: two towers for one path (1831 of 2150 samples of a wrap loop calling math.sin).
+** Outside a coroutine the same shapes keep their order.
+*/
+static const struct csym with_sin[] = {
+	{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+	{ 0x3800, "lj_vm_ffi_call" }, { A_CFUNC, "my_cfunc" }, { 0x9000, "sin" },
+	{ 0x20000, "__libc_start_main" },
+};
+
+static void wrap_names_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "ffnames", "lua - pcall coroutine.wrap_aux math.sin");
+	tcode_rec(3, 0x7f0000, 0x100);
+	lp_write_ext_end(&wb);
+}
+
+static const char *wrap_case(uint8_t vmstate, const struct lp_lua_frame *lua, size_t nl,
+			     const uint64_t *host, size_t nh)
+{
+	begin_with(with_sin, NSYMS(with_sin));
+	sample(vmstate, lua, nl, host, nh);
+	trailer = wrap_names_trailer;
+	return collapse(0, 0);
+}
+
+#define WRAP_CASE(vm, lua, host) \
+	wrap_case(vm, lua, NSYMS(lua), host, NSYMS(host))
+
+static void test_c_in_coroutine(void)
+{
+	static const char pre[] = "__libc_start_main;main;lua_pcall;@app.lua:5;";
+	char want[512];
+	const struct lp_lua_frame by_builtin[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(4) };
+	const uint64_t h_builtin[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				       0x9010 };
+	snprintf(want, sizeof(want), "%scoroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;"
+		 "math.sin;lj_vm_asm_begin;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, by_builtin, h_builtin), want);
+
+	const struct lp_lua_frame by_trace[] = { L(P_MAIN, 5), FF(3), L(P_F, 14) };
+	const uint64_t h_trace[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x7f0010,
+				     0x9010 };
+	snprintf(want, sizeof(want), "%scoroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;"
+		 "TRACE [3] @app.lua:14;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_CFUNC, by_trace, h_trace), want);
+
+	const struct lp_lua_frame by_cfunc[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), C(A_CFUNC) };
+	const uint64_t h_cfunc[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				     A_CFUNC + 4 };
+	snprintf(want, sizeof(want), "%scoroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;"
+		 "lj_vm_asm_begin;my_cfunc 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_CFUNC, by_cfunc, h_cfunc), want);
+
+	/* Outside a coroutine. */
+	const struct lp_lua_frame flat_builtin[] = { L(P_MAIN, 5), L(P_F, 14), FF(4) };
+	const uint64_t hf_builtin[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3180, 0x9010 };
+	snprintf(want, sizeof(want), "%s@app.lua:14;math.sin;lj_vm_asm_begin;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, flat_builtin, hf_builtin), want);
+	const struct lp_lua_frame flat_trace[] = { L(P_MAIN, 5), L(P_F, 14) };
+	const uint64_t hf_trace[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x7f0010, 0x9010 };
+	snprintf(want, sizeof(want), "%s@app.lua:14;TRACE [3] @app.lua:14;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_CFUNC, flat_trace, hf_trace), want);
+	const struct lp_lua_frame flat_cfunc[] = { L(P_MAIN, 5), L(P_F, 14), C(A_CFUNC) };
+	const uint64_t hf_cfunc[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3180,
+				      A_CFUNC + 4 };
+	snprintf(want, sizeof(want), "%s@app.lua:14;lj_vm_asm_begin;my_cfunc 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_CFUNC, flat_cfunc, hf_cfunc), want);
+}
+
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
 
 /*
@@ -997,6 +1074,7 @@ int main(void)
 	RUN(test_gc_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
+	RUN(test_c_in_coroutine);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
