@@ -523,6 +523,22 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * frame (the trace's frame was shown above the whole Lua stack). Only code the
 	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
+	/* So is the interpreter's code that called the C code a sample is in (plain C frames
+	 * inside it), when it is its segment's anchor: a VM entry C called by a tail call
+	 * (lua_call, lua_resume) or directly (table.sort's comparator). That code calls
+	 * the C code, as the interpreter that lua_pcall entered does (shown after its
+	 * segment's Lua frames); the entry is the C frame before it, whose return address
+	 * names the C code that called the VM. The segment's own samples, whose leaf that
+	 * code is, do not show it: before, the two went two ways. */
+	size_t cleaf = 0;
+	for (size_t k = 0; !trace_leaf && !have_vm && k < nh; k++) {
+		uint64_t ss;
+		enum anchor a = classify(s, host[k], &ss);
+		if (a == ANCHOR_VM_BLOCK)
+			cleaf = k;
+		if (a != ANCHOR_NONE)
+			break;
+	}
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
@@ -532,6 +548,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		const struct lp_sym_lua *tfn;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
 			    lp_symtab_tcode(s->st, host[k], &tn, &tr, &tfn) == 0;
+		after |= anchor && !hidden && cleaf && k == cleaf;
 		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anchor) {

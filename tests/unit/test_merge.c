@@ -776,13 +776,14 @@ static void test_trace_anchor_resumed(void)
 static const struct csym with_sin[] = {
 	{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
 	{ 0x3800, "lj_vm_ffi_call" }, { A_CFUNC, "my_cfunc" }, { 0x9000, "sin" },
-	{ 0x20000, "__libc_start_main" },
+	{ 0xb000, "sort_impl" }, { 0x20000, "__libc_start_main" },
 };
 
 static void wrap_names_trailer(void)
 {
 	lp_write_ext_prologue(&wb);
-	lp_write_ext_meta(&wb, "ffnames", "lua - pcall coroutine.wrap_aux math.sin");
+	lp_write_ext_meta(&wb, "ffnames",
+			  "lua - pcall coroutine.wrap_aux math.sin table.sort");
 	tcode_rec(3, 0x7f0000, 0x100);
 	lp_write_ext_end(&wb);
 }
@@ -838,6 +839,46 @@ static void test_c_in_coroutine(void)
 				      A_CFUNC + 4 };
 	snprintf(want, sizeof(want), "%s@app.lua:14;lj_vm_asm_begin;my_cfunc 1\n", pre);
 	CHECK_STR(WRAP_CASE(LP_VMST_CFUNC, flat_cfunc, hf_cfunc), want);
+}
+
+/*
+** Lua called back by C with no frame of the VM's own above the C code (lua_call and
+** lua_resume enter the VM by a tail call; a C builtin such as table.sort calls it
+** directly), on a stripped VM: the callback's interpreter returns into the C code. A
+** sample in C code that the callback's interpreter called has that interpreter's frame
+** after the callback's Lua frames, as the main chunk's calls into C have it, and as the
+** callback's own samples (whose leaf that frame is) leave it out: it went before the
+** callback's Lua frames, two towers for one path (table.sort's comparator calling
+** math.sin; a C scheduler's coroutine).
+*/
+static void test_c_in_callback(void)
+{
+	static const char pre[] = "__libc_start_main;main;lua_pcall;@app.lua:5;";
+	char want[512];
+	const struct lp_lua_frame sorted[] = { L(P_MAIN, 5), FF(5), L(P_F, 14), FF(4) };
+	const uint64_t h_sorted[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0xb010,
+				      0x3180, 0x9010 };
+	snprintf(want, sizeof(want), "%stable.sort;lj_vm_asm_begin;sort_impl;@app.lua:14;"
+		 "math.sin;lj_vm_asm_begin;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, sorted, h_sorted), want);
+	const struct lp_lua_frame sorted_lua[] = { L(P_MAIN, 5), FF(5), L(P_F, 14) };
+	const uint64_t h_sorted_lua[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0xb010,
+					  0x3180 };
+	snprintf(want, sizeof(want), "%stable.sort;lj_vm_asm_begin;sort_impl;@app.lua:14 1\n",
+		 pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sorted_lua, h_sorted_lua), want);
+
+	const struct lp_lua_frame sched[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 14), FF(4) };
+	const uint64_t h_sched[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, A_CFUNC + 4,
+				     0x3180, 0x9010 };
+	snprintf(want, sizeof(want), "%slj_vm_asm_begin;my_cfunc;@app.lua:14;math.sin;"
+		 "lj_vm_asm_begin;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, sched, h_sched), want);
+	const struct lp_lua_frame sched_lua[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 14) };
+	const uint64_t h_sched_lua[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100,
+					 A_CFUNC + 4, 0x3180 };
+	snprintf(want, sizeof(want), "%slj_vm_asm_begin;my_cfunc;@app.lua:14 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sched_lua, h_sched_lua), want);
 }
 
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
@@ -1075,6 +1116,7 @@ int main(void)
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
+	RUN(test_c_in_callback);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
