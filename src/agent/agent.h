@@ -156,6 +156,14 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object);
 /* 1 when agent_vm_frame may do more than return 0 for this frame (the interpreter's block
  * or code outside any object): only then does it need the registers. */
 int agent_vm_frame_special(uint64_t ip, int in_object);
+/* Frames a cached walk copied from an earlier one (ips and their stack pointers, innermost
+ * first), which agent_vm_frame did not see: what the confirmation of a coroutine's C
+ * resumer (agent_vm_c_resumer_confirmed) needs to know of them. */
+void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n);
+/* After the walk that agent_vm_prepare_walk prepared: 1 when the main thread was taken
+ * for the C code that resumed the walked coroutine (lp_lj_c_resumer) and the walk came to
+ * its interpreter at that C frame, through VM code at known C frames only. */
+int agent_vm_c_resumer_confirmed(void);
 
 /* -- Host unwinder (unwind.c) --------------------------------------------------------- */
 

@@ -571,8 +571,12 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		}
 		if (!(flags & LP_LJ_WALK_BOTTOM))
 			break;
+		/* A coroutine continues into its resumer: a builtin's thread, or the main
+		 * thread's C code that called lua_resume, as the host walk confirmed. */
 		struct lp_lj_thread r;
-		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK)
+		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK &&
+		    (t.L == mp.vm.mainL || !agent_vm_c_resumer_confirmed() ||
+		     lp_lj_c_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK))
 			break;
 		t = r;
 		base = leaf = 0;

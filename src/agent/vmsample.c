@@ -20,6 +20,7 @@
 ** function or flushed trace whose address or number was reused, which is then named anew.
 */
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -386,6 +387,14 @@ static int empty_found;
  * thread whose Lua frames were taken. */
 static int gc_in_trace, walk_trace_found, own_vm_met;
 static struct lp_lj_trace walk_trace;
+/* The main thread's interpreter C frames when it is taken for the C code that resumed the
+ * sampled coroutine (lp_lj_c_resumer): its innermost (cres_cf, 0: none), the Lua frames the
+ * sample had before the main thread's (cres_nlua, UINT_MAX: none of its frames taken) and
+ * whether the host walk came to the interpreter at cres_cf (cres_met). They are not used
+ * to skip to (agent_vm_frame's rule for VM code deeper than a C frame). */
+static uint64_t cres_cframes[MAX_CFRAMES], cres_cf;
+static unsigned ncres, cres_nlua;
+static int cres_met, cres_trunc, cres_bad;
 
 /* Before a walk (a sample's, or a memprof capture's): nothing pending nor found yet. */
 static void walk_reset(void)
@@ -395,6 +404,10 @@ static void walk_reset(void)
 	empty_found = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
+	cres_cf = 0;
+	ncres = 0;
+	cres_nlua = UINT_MAX;
+	cres_met = cres_trunc = cres_bad = 0;
 }
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
@@ -408,14 +421,34 @@ static void add_cframes(uint64_t cframe)
 		cframes[ncframes++] = cf[i].addr;
 }
 
+/* The main thread as the C code that resumed t (lp_lj_c_resumer), in *r: its C frames
+ * noted once (cres_cframes). */
+static int c_resumer(const struct lp_lj_thread *t, struct lp_lj_thread *r)
+{
+	uint64_t cf;
+	if (lp_lj_c_resumer(&vm, &mem, t, r, &cf) != LP_LJ_OK)
+		return -1;
+	if (cres_cf != cf) {
+		static struct lp_lj_cframe c[MAX_CFRAMES];
+		unsigned flags, n = lp_lj_cframes(&vm, &mem, r->cframe, c, MAX_CFRAMES, &flags);
+		ncres = 0;
+		for (unsigned i = 0; i < n; i++)
+			cres_cframes[ncres++] = c[i].addr;
+		cres_cf = cf;
+	}
+	return 0;
+}
+
 /* The C frames of the threads that resumed t: a coroutine's native frames continue in
- * them. */
+ * them, and in the C code that resumed the outermost, when that is the main thread's. */
 static void add_resumer_cframes(struct lp_lj_thread t)
 {
 	for (int level = 0; level < MAX_RESUMES; level++) {
 		struct lp_lj_thread r;
-		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK) {
+			(void)c_resumer(&t, &r);
 			break;
+		}
 		t = r;
 		add_cframes(t.cframe);
 	}
@@ -432,6 +465,9 @@ static int is_cframe(uint64_t sp)
 {
 	for (unsigned i = 0; i < ncframes; i++)
 		if (cframes[i] == sp)
+			return 1;
+	for (unsigned i = 0; i < ncres; i++)
+		if (cres_cframes[i] == sp)
 			return 1;
 	return 0;
 }
@@ -466,13 +502,14 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 {
 	unsigned max = mode == LUAPROF_SYSPROF_CALLGRAPH ? AGENT_MAX_LUA : 1;
 	struct lp_lj_thread t = *t0;
+	int via_c = 0;
 	for (int level = 0; level < MAX_RESUMES; level++) {
 		unsigned flags, room = max - (unsigned)s->nlua;
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
 		if (flags & WALK_ERR)
 			return -1;
 		put_frames(s, frames, n);
-		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0)
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0 && !via_c)
 			add_cframes(t.cframe);
 		if (flags & LP_LJ_WALK_TRUNC) {
 			s->lua_truncated = mode == LUAPROF_SYSPROF_CALLGRAPH;
@@ -484,11 +521,19 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		}
 		if (mode != LUAPROF_SYSPROF_CALLGRAPH)
 			return 0;
-		/* A coroutine continues into the thread that resumed it. */
+		/* A coroutine continues into the thread that resumed it: a builtin's, or the main
+		 * thread's C code (kept if the host walk confirms it: agent_vm_after_walk). */
 		struct lp_lj_thread r;
-		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) == LP_LJ_OK) {
+			t = r;
+		} else if (cres_nlua == UINT_MAX && c_resumer(&t, &r) == 0) {
+			cres_nlua = (unsigned)s->nlua;
+			cres_trunc = s->lua_truncated;
+			t = r;
+			via_c = 1;
+		} else {
 			return 0;
-		t = r;
+		}
 		base = 0;
 		leaf_pc = 0;
 	}
@@ -903,6 +948,12 @@ void agent_vm_after_walk(struct agent_sample *s)
 {
 	struct lp_lj_proto p;
 	int32_t line;
+	/* The main thread's frames, taken for the C code that resumed the sample's coroutine,
+	 * unless the walk came to the main thread's interpreter where they run. */
+	if (cres_nlua != UINT_MAX && !agent_vm_c_resumer_confirmed() && s->nlua > cres_nlua) {
+		s->nlua = cres_nlua;
+		s->lua_truncated = cres_trunc;
+	}
 	/* The walk met a trace's frame: named after the trace (tcode), unless the sample
 	 * named it already (a TRACE sample's, or C code's the trace called). */
 	if (walk_trace_found && !(have_trace && walk_trace.addr == cur_trace.addr))
@@ -922,6 +973,26 @@ void agent_vm_after_walk(struct agent_sample *s)
 }
 
 /* -- Native frames the VM owns -------------------------------------------------------------- */
+
+/* A copied frame in VM code away from every known C frame is another thread's interpreter
+ * (a coroutine that C resumed in between, say): the walk it was copied from went through
+ * it, this one could not have. */
+void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n)
+{
+	for (size_t i = 0; cres_cf && i < n; i++) {
+		if (!lp_lj_in_vm(&vm, ips[i]))
+			continue;
+		if (!is_cframe(sps[i]) && !is_cframe(sps[i] + 8))
+			cres_bad = 1;
+		if (sps[i] == cres_cf)
+			cres_met = 1;
+	}
+}
+
+int agent_vm_c_resumer_confirmed(void)
+{
+	return cres_cf && cres_met && !cres_bad;
+}
 
 int agent_vm_frame_special(uint64_t ip, int in_object)
 {
@@ -975,6 +1046,8 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		vm_frames_met++;
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
+		if (cres_cf && sp == cres_cf)
+			cres_met = 1;
 		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
 			empty_found = 1;
 			empty_ip = ip;

@@ -347,15 +347,13 @@ unsigned lp_lj_cframes(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	return n;
 }
 
-int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
-		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
-		  uint64_t *cframe_out)
+/* The top of coroutine co's resume frame (where its caller's frame begins) in *rcf and the
+ * address that frame returns to in *ra: LP_LJ_OK, LP_LJ_ENONE when co has none (the main
+ * thread, a suspended coroutine), or LP_LJ_EREAD. */
+static int resume_frame(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			const struct lp_lj_thread *co, uint64_t *rcf, uint64_t *ra)
 {
 	const struct lp_lj_layout *lay = vm->lay;
-	uint64_t rcf, rL, fv;
-	uint8_t ffid;
-	int rc;
-
 	if (co->L == vm->mainL)
 		return LP_LJ_ENONE;
 	/* The resume frame is the coroutine's outermost: C frames the coroutine entered since
@@ -373,33 +371,78 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	}
 	if ((link & LP_LJ_CFRAME_RAWMASK) == 0)
 		return LP_LJ_ENONE;
-	rcf = (link & LP_LJ_CFRAME_RAWMASK) + lay->cf_size;
+	*rcf = (link & LP_LJ_CFRAME_RAWMASK) + lay->cf_size;
+	return lp_mem_u64(m, *rcf - 8, ra) ? LP_LJ_EREAD : LP_LJ_OK;
+}
+
+/* Thread L's state in *t when its top frame is a function whose fast-function id
+ * satisfies want (a builtin of the two resumers, or a C function); else LP_LJ_ENONE. */
+static int top_function(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t L,
+			struct lp_lj_thread *t, uint8_t *ffid)
+{
+	uint64_t fv;
+	int rc = lp_lj_thread_read(vm, m, L, t);
+	if (rc == LP_LJ_EINVAL)
+		return LP_LJ_ENONE;
+	if (rc)
+		return rc;
+	if (t->base < t->stack + 16)
+		return LP_LJ_ENONE;
+	if (lp_mem_u64(m, t->base - 16, &fv))
+		return LP_LJ_EREAD;
+	if ((fv >> 47) != LP_LJ_ITYPE_FUNC ||
+	    lp_mem_u8(m, (fv & LP_LJ_GCVMASK) + vm->lay->fn_ffid, ffid))
+		return LP_LJ_ENONE;
+	return LP_LJ_OK;
+}
+
+int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		    const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
+		    uint64_t *cframe_out)
+{
+	uint64_t rcf, ra;
+	uint8_t ffid;
+	int rc = resume_frame(vm, m, co, &rcf, &ra);
+	if (rc)
+		return rc;
+	if (lp_lj_in_vm(vm, ra))
+		return LP_LJ_ENONE; /* resumed by a builtin: lp_lj_resumer */
+	rc = top_function(vm, m, vm->mainL, resumer, &ffid);
+	if (rc)
+		return rc;
+	uint64_t mcf = resumer->cframe & LP_LJ_CFRAME_RAWMASK;
+	if (ffid != LP_LJ_FFID_C || mcf < rcf || mcf - rcf > LP_LJ_C_RESUMER_SPAN)
+		return LP_LJ_ENONE;
+	if (cframe_out)
+		*cframe_out = mcf;
+	return LP_LJ_OK;
+}
+
+int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
+		  uint64_t *cframe_out)
+{
+	const struct lp_lj_layout *lay = vm->lay;
+	uint64_t rcf, rL, ra;
+	uint8_t ffid;
+	int rc = resume_frame(vm, m, co, &rcf, &ra);
+	if (rc)
+		return rc;
 	/* The resume frame returns into the VM block (coroutine.resume / wrap call vm_resume)
 	 * or into C (lua_resume: nginx's ngx_http_lua_run_thread, say). Above it is then a C
 	 * frame of the host, whose slot at cf_L holds anything: a reader of plain memory
 	 * (memprof's, in-process) must not follow it. */
-	uint64_t ra;
-	if (lp_mem_u64(m, rcf - 8, &ra))
-		return LP_LJ_EREAD;
 	if (!lp_lj_in_vm(vm, ra))
 		return LP_LJ_ENONE;
 	if (lp_mem_u64(m, rcf + lay->cf_L, &rL))
 		return LP_LJ_EREAD;
 	if (rL == co->L || rL == 0)
 		return LP_LJ_ENONE;
-	rc = lp_lj_thread_read(vm, m, rL, resumer);
-	if (rc == LP_LJ_EINVAL)
-		return LP_LJ_ENONE; /* not a thread: a C caller's frame (lua_resume from C) */
+	/* Its top frame must be the builtin that resumed us. */
+	rc = top_function(vm, m, rL, resumer, &ffid);
 	if (rc)
 		return rc;
-	if ((resumer->cframe & LP_LJ_CFRAME_RAWMASK) != rcf ||
-	    resumer->base < resumer->stack + 16)
-		return LP_LJ_ENONE;
-	/* Its top frame must be the builtin that resumed us. */
-	if (lp_mem_u64(m, resumer->base - 16, &fv))
-		return LP_LJ_EREAD;
-	if ((fv >> 47) != LP_LJ_ITYPE_FUNC ||
-	    lp_mem_u8(m, (fv & LP_LJ_GCVMASK) + lay->fn_ffid, &ffid))
+	if ((resumer->cframe & LP_LJ_CFRAME_RAWMASK) != rcf)
 		return LP_LJ_ENONE;
 	if (ffid == 0 || (ffid != vm->ffid_resume && ffid != vm->ffid_wrap_aux))
 		return LP_LJ_ENONE;

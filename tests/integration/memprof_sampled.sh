@@ -246,6 +246,37 @@ EOF
 			fail "C module loaded after start ($how): $rooted of $whole bytes under main..lua_pcall;9;7;memprof_cmod_newud:
 $(sort -t' ' -k2 -nr "$t/cmod.folded" | head -3)"
 	done
+	# A coroutine resumed by C code (the module's resume, lua_resume): its allocations
+	# hang under the main chunk's call of that code, JIT on and off (they were rooted at
+	# the VM entry: "lj_vm_asm_begin;memprof_cmod_resume;..."). Line 8 allocates, 11 is
+	# the coroutine's body, 12 the main chunk's loop.
+	cat >"$t/csched.lua" <<'EOF'
+package.cpath = "build/?.so;" .. arg[2] .. "/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local m = require "memprof_cmod"
+assert(mp.start(arg[1], { sample = 4096 }))
+local keep = {}
+local function alloc(n)
+  local t = {}
+  for i = 1, n do t[i] = { i } end
+  return t
+end
+local co = coroutine.create(function() while true do keep[#keep % 8 + 1] = alloc(200) coroutine.yield() end end)
+for _ = 1, 2000 do m.resume(co) end
+assert(mp.stop())
+EOF
+	for jit in on off; do
+		LUA_CPATH= luajit -j$jit "$t/csched.lua" "$t/csched.bin" "$t/cmod" >"$t/cmod.out" 2>&1 ||
+			fail "C scheduler workload (JIT $jit): $(head -5 "$t/cmod.out")"
+		build/luaprof report -q "$t/csched.bin" -f collapsed -o "$t/csched.folded" 2>"$t/err" ||
+			fail "C scheduler profile (JIT $jit): $(cat "$t/err")"
+		read -r whole rooted < <(awk '/csched\.lua:11;/ { w += $NF
+			if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*csched\.lua:12;(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua:11;/) r += $NF }
+			END { print w + 0, r + 0 }' "$t/csched.folded")
+		[ "$whole" -gt 100000 ] && [ $((rooted * 100)) -ge $((whole * 95)) ] ||
+			fail "C scheduler (JIT $jit): $rooted of $whole bytes of a coroutine resumed from C under main..lua_pcall;12;memprof_cmod_resume:
+$(sort -t' ' -k2 -nr "$t/csched.folded" | head -3)"
+	done
 	# Exact mode, closed the same way: the module's function named in the memprof report.
 	sed 's/, { sample = 64 }//' "$t/cmod.lua" >"$t/cmod-exact.lua"
 	LUA_CPATH= luajit "$t/cmod-exact.lua" "$t/cmodx.bin" "$t/cmod" close >"$t/cmod.out" 2>&1 ||

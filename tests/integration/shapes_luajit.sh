@@ -390,5 +390,54 @@ cut=$(build/luaprof report -f info "$t/cmodcpu.bin" 2>/dev/null | sed -n 's/^met
 	fail "C module required while sampling: $rooted of $whole samples in memprof_cmod_spin rooted at main, ${cut:-?} cut:
 $(grep memprof_cmod_spin "$t/cmodcpu.folded" | grep -Ev "(^|;)main;" | sort -t' ' -k2 -nr | head -3)"
 
+# A C function that resumes a coroutine with lua_resume (a scheduler written in C):
+# nothing links the coroutine to it, and the coroutine's samples had none of the main
+# chunk's frames (rooted at the VM entry, "lj_vm_asm_begin;memprof_cmod_resume;..."). The
+# main thread is taken as that C code's caller when the native stack confirms it. Lines:
+# 6 the coroutine's burn, 10 its body, 13 a coroutine that resumes it from C in turn, 17
+# and 19 the main chunk's calls (one or the other). Under that second coroutine the main
+# chunk's frames must not be put right above the inner one's (its own missing between):
+# there the stack is not confirmed.
+cat >"$t/csched.lua" <<'EOF'
+package.cpath = arg[1] .. "/?.so;" .. package.cpath
+local m = require "memprof_cmod"
+local clock = os.clock
+local function burn(s)
+  local t0, x = clock(), 0
+  repeat for i = 1, 2000 do x = x + i * 0.5 end until clock() - t0 >= s
+  return x
+end
+local inner = coroutine.create(function()
+  while true do burn(0.002) coroutine.yield() end
+end)
+local outer = coroutine.create(function()
+  while true do m.resume(inner) coroutine.yield() end
+end)
+local t0 = clock()
+if arg[2] == "one" then
+  while clock() - t0 < 0.3 do m.resume(inner) end
+else
+  while clock() - t0 < 0.3 do m.resume(outer) end
+end
+EOF
+for jit in on off; do
+	for how in one two; do
+		build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/csched.$how.folded" -- \
+			luajit -j$jit "$t/csched.lua" "$t/cmod" $how >/dev/null 2>"$t/err" ||
+			fail "record csched.lua $how, JIT $jit: $(cat "$t/err")"
+	done
+	read -r one rooted < <(awk '/csched\.lua:10;@[^;]*csched\.lua:6(;| )/ { a += $NF
+			if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*csched\.lua:17;(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua:10;/) r += $NF }
+		END { print a + 0, r + 0 }' "$t/csched.one.folded")
+	read -r two skipped < <(awk '/csched\.lua:10;@[^;]*csched\.lua:6(;| )/ { a += $NF
+			if ($0 ~ /csched\.lua:19;/ && $0 !~ /csched\.lua:13;/) s += $NF }
+		END { print a + 0, s + 0 }' "$t/csched.two.folded")
+	[ "$one" -ge 100 ] && [ $((rooted * 100)) -ge $((one * 95)) ] && [ "$two" -ge 100 ] &&
+		[ "$skipped" = 0 ] ||
+		fail "C scheduler, JIT $jit: $rooted of $one samples of a coroutine resumed from C under the main chunk's frames; $skipped of $two under a second such coroutine skip its frames:
+$(sort -t' ' -k2 -nr "$t/csched.one.folded" | head -3)
+$(grep 'csched.lua:19;' "$t/csched.two.folded" | grep -v 'csched.lua:13;' | sort -t' ' -k2 -nr | head -3)"
+done
+
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"

@@ -1165,7 +1165,33 @@ static void test_resumer(void)
 		** which memprof's plain reads followed into a SIGSEGV). */
 		w64(rcf - 8, 0x1234);
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		/* Its caller may be the main thread's C function (a scheduler in C), whose
+		** interpreter C frame lies above on the stack: a guess, for the caller to confirm
+		** by the native stack. Not while the main thread runs a builtin or Lua, with its
+		** C frame below the resume frame or too far above, nor for a coroutine resumed
+		** by a builtin. */
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		set_func(&F, bres, new_cfunc(&F, LP_LJ_FFID_C, 0x5000));
+		w64(F.L + lay->l_cframe, rcf + 0x200);
+		got = 0;
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+		CHECK_EQ(got, rcf + 0x200);
+		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &r, &co, NULL), LP_LJ_ENONE);
+		w64(F.L + lay->l_cframe, rcf - 0x40);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		w64(F.L + lay->l_cframe, rcf + LP_LJ_C_RESUMER_SPAN + 8);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		w64(F.L + lay->l_cframe, rcf + 0x200);
+		set_func(&F, bres, new_cfunc(&F, 20, VM_LO));
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		set_func(&F, bres, mainp.fn);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		set_func(&F, bres, new_cfunc(&F, F.vm.ffid_resume, VM_LO + 0x900));
+		w64(F.L + lay->l_cframe, rcf);
 		w64(rcf - 8, VM_LO + 0x940);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		co.cframe = 0;
 		CHECK_EQ(lp_lj_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		co.cframe = cfco;
