@@ -85,6 +85,7 @@ struct opts {
 	struct lp_memprof_opts mem;
 	int functions, lines, quiet;
 	unsigned limit;
+	const char *limit_flag; /* as typed: -n, --limit or --top */
 };
 
 #define fail(...) lp_cli_fail("report", __VA_ARGS__)
@@ -113,8 +114,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	optind = 1;
 	opterr = 0;
-	int c;
-	while ((c = getopt_long(argc, argv, ":f:o:n:qh", longopts, NULL)) != -1) {
+	int c, li;
+	/* li: the long option's index, -1 for a short one (getopt_long leaves it as is). */
+	while ((li = -1, c = getopt_long(argc, argv, ":f:o:n:qh", longopts, &li)) != -1) {
 		switch (c) {
 		case 'f':
 			o->fmt = lp_fmt_named(optarg);
@@ -133,6 +135,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return fail("-n (--limit, --top) expects a number from 1 to "
 					    "1000000, not '%s'", optarg);
 			o->limit = (unsigned)v;
+			o->limit_flag = li >= 0 ? (longopts[li].name[0] == 'l' ? "--limit" : "--top")
+						: "-n";
 			break;
 		}
 		case O_SPLIT: o->sys.split = 1; break;
@@ -202,7 +206,8 @@ static int check_format(const struct opts *o)
 				  ? "top and flame graphs show KiB / MiB anyway"
 				  : "this format is read by tools and keeps bytes");
 	if (o->limit && o->fmt != LP_FMT_TOP)
-		return fail("--limit applies to -f top (the number of rows), not to -f %s", fname);
+		return fail("%s applies to -f top (the number of rows), not to -f %s",
+			    o->limit_flag, fname);
 	if (o->lines && o->fmt != LP_FMT_TOP)
 		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
 			    fname, o->fmt == LP_FMT_MEMPROF ? ""

@@ -100,15 +100,17 @@ expect 1 "--human-readable applies to the memprof text report .*: this format is
 	-- $lp report --human-readable -f collapsed $mp
 expect 1 "--human-readable applies to the memprof text report .*: top and flame graphs show KiB" \
 	-- $lp report --human-readable -f top $mp
-expect 1 "--limit applies to -f top .*, not to -f memprof" -- $lp report -n 5 $mp
-expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- $lp report -n 5 -o "$t/n.svg" $sp
+expect 1 "-n applies to -f top .*, not to -f memprof" -- $lp report -n 5 $mp
+expect 1 "--limit applies to -f top .*, not to -f memprof" -- $lp report --limit 5 $mp
+expect 1 "--top applies to -f top .*, not to -f collapsed" -- $lp report --top 5 -f collapsed $sp
+expect 1 "-n applies to -f top .*, not to -f flamegraph" -- $lp report -n 5 -o "$t/n.svg" $sp
 expect 1 "--lines applies to -f top .*, not to -f collapsed" -- $lp report --lines -f collapsed $sp
 expect 1 "--lines applies to -f top .*, not to -f memprof" -- $lp report --lines $mp
 expect 1 "--functions: -f top ranks functions already" -- $lp report -f top --functions $sp
 # Refused before the input is read when -f or -o chose the format: a FIFO no one writes
 # would hang a report that read first.
 mkfifo "$t/never.fifo"
-expect 1 "--limit applies to -f top .*, not to -f flamegraph" -- timeout 10 $lp report -n 5 -o "$t/n.svg" "$t/never.fifo"
+expect 1 "-n applies to -f top .*, not to -f flamegraph" -- timeout 10 $lp report -n 5 -o "$t/n.svg" "$t/never.fifo"
 expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- timeout 10 $lp report -f top --title x "$t/never.fifo"
 expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp report --title x $sp
 expect 1 "--functions applies to the graphs and pprof" -- $lp report --functions $mp
