@@ -205,17 +205,67 @@ static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t l
 
 /* -- Ranking ---------------------------------------------------------------- */
 
-/* Fills *rows with the frames of q that carry any value in column v, sorted. */
-static int rank(const struct lp_profile *q, unsigned v, struct row **rowsp, size_t *nrowsp)
+static int key_label_cmp(const void *a, const void *b, void *arg)
+{
+	char *const *labels = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(labels[x], labels[y]);
+	return c ? c : (x > y) - (x < y);
+}
+
+/*
+** By line, a Lua line is one row however many functions run at it: a callback defined on
+** the line that calls it (table.sort's comparator), two functions on one line. key[id] is
+** the lowest id of the Lua frames with id's label (its chunk and line), else id. 0, or -1
+** on ENOMEM.
+*/
+static int line_keys(const struct lp_profile *q, uint32_t *key)
+{
+	size_t nframes = lp_profile_nframes(q), nlua = 0;
+	char **labels = calloc(nframes + 1, sizeof(*labels));
+	uint32_t *lua = malloc((nframes + 1) * sizeof(*lua));
+	int rc = -1;
+	if (!labels || !lua)
+		goto out;
+	for (size_t id = 0; id < nframes; id++) {
+		key[id] = (uint32_t)id;
+		if (lp_profile_frame(q, (uint32_t)id)->kind != LP_FK_LUA)
+			continue;
+		if (!(labels[id] = make_label(lp_profile_frame(q, (uint32_t)id))))
+			goto out;
+		lua[nlua++] = (uint32_t)id;
+	}
+	qsort_r(lua, nlua, sizeof(*lua), key_label_cmp, labels);
+	for (size_t i = 1; i < nlua; i++)
+		if (!strcmp(labels[lua[i]], labels[lua[i - 1]]))
+			key[lua[i]] = key[lua[i - 1]];
+	rc = 0;
+out:
+	for (size_t id = 0; labels && id < nframes; id++)
+		free(labels[id]);
+	free(labels);
+	free(lua);
+	return rc;
+}
+
+/* Fills *rows with the frames of q that carry any value in column v, sorted; by_line: Lua
+ * frames of one chunk and line are one row (line_keys). */
+static int rank(const struct lp_profile *q, unsigned v, int by_line, struct row **rowsp,
+		size_t *nrowsp)
 {
 	size_t nframes = lp_profile_nframes(q), nstacks = lp_profile_nstacks(q);
 	int64_t *self = calloc(nframes + 1, sizeof(*self));
 	int64_t *total = calloc(nframes + 1, sizeof(*total));
 	size_t *seen = calloc(nframes + 1, sizeof(*seen)); /* last stack index + 1 */
+	uint32_t *key = malloc((nframes + 1) * sizeof(*key));
 	struct row *rows = NULL;
 	size_t nrows = 0;
 	int rc = -ENOMEM;
-	if (!self || !total || !seen)
+	if (!self || !total || !seen || !key)
+		goto out;
+	for (size_t id = 0; id < nframes; id++)
+		key[id] = (uint32_t)id;
+	if (by_line && line_keys(q, key))
 		goto out;
 	for (size_t i = 0; i < nstacks; i++) {
 		const uint32_t *fr;
@@ -224,12 +274,14 @@ static int rank(const struct lp_profile *q, unsigned v, struct row **rowsp, size
 		lp_profile_stack(q, i, &fr, &depth, &val);
 		if (!depth || !val[v])
 			continue;
-		self[fr[depth - 1]] = lp_sat_add(self[fr[depth - 1]], val[v]);
+		uint32_t leaf = key[fr[depth - 1]];
+		self[leaf] = lp_sat_add(self[leaf], val[v]);
 		for (size_t d = 0; d < depth; d++) {
-			if (seen[fr[d]] == i + 1)
+			uint32_t k = key[fr[d]];
+			if (seen[k] == i + 1)
 				continue;
-			seen[fr[d]] = i + 1;
-			total[fr[d]] = lp_sat_add(total[fr[d]], val[v]);
+			seen[k] = i + 1;
+			total[k] = lp_sat_add(total[k], val[v]);
 		}
 	}
 	rows = calloc(nframes + 1, sizeof(*rows));
@@ -263,6 +315,7 @@ out:
 	free(self);
 	free(total);
 	free(seen);
+	free(key);
 	*rowsp = rows;
 	*nrowsp = nrows;
 	return rc;
@@ -289,7 +342,7 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 	}
 	struct row *rows;
 	size_t nrows;
-	if (rank(q, v, &rows, &nrows)) {
+	if (rank(q, v, o && o->lines, &rows, &nrows)) {
 		lp_profile_free(byfn);
 		set_err(err, errlen, "top: out of memory");
 		return -ENOMEM;

@@ -3,6 +3,7 @@
 */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "report/render.h"
 #include "unit.h"
@@ -204,6 +205,41 @@ static void test_by_line(void)
 	lp_profile_free(p);
 }
 
+/*
+** By line, one row per chunk and line, whichever function runs there: a comparator
+** defined on the line that calls table.sort (first line 7, current line 7) under its
+** caller (first line 1, at line 7). They were two rows with one label.
+**   main:7 cmp:7          6
+**   main:7 sort cmp:7     4
+**   main:7                2
+*/
+static void test_by_line_merged(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	lp_profile_meta(p)->source = "s.bin";
+	uint32_t main7 = frame(p, LP_FK_LUA, "@s.lua", 7, 1);
+	uint32_t cmp7 = frame(p, LP_FK_LUA, "@s.lua", 7, 7);
+	uint32_t sort = frame(p, LP_FK_C, "lj_cf_table_sort", 0, 0);
+	add(p, (uint32_t[]){ main7, cmp7 }, 2, 6);
+	add(p, (uint32_t[]){ main7, sort, cmp7 }, 3, 4);
+	add(p, (uint32_t[]){ main7 }, 1, 2);
+	struct lp_render_opts o = { .lines = 1 };
+	char err[128] = "";
+	char *s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, "Source: s.bin  Total samples: 12  Events: 0  Dropped: 0\n"
+		  "\n"
+		  "  %self       self  %total      total  kind     frame (by line)\n"
+		  "100.00%         12 100.00%         12  Lua      @s.lua:7\n"
+		  "  0.00%          0  33.33%          4  C        lj_cf_table_sort\n");
+	free(s);
+	/* By function they stay two. */
+	s = render(p, NULL, err, sizeof(err));
+	CHECK(strstr(s, "@s.lua:1\n") && strstr(s, "@s.lua:7\n"));
+	free(s);
+	lp_profile_free(p);
+}
+
 static void test_limit(void)
 {
 	struct lp_profile *p = recursive_profile();
@@ -304,6 +340,7 @@ int main(void)
 	RUN(test_unnamed_code);
 	RUN(test_same_name);
 	RUN(test_by_line);
+	RUN(test_by_line_merged);
 	RUN(test_limit);
 	RUN(test_default_limit);
 	RUN(test_empty);
