@@ -441,6 +441,17 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 				resume = api && a == ANCHOR_API_RESUME;
 				if (out == ANCHOR_NONE && a == ANCHOR_VM_BLOCK)
 					call = 1;
+				/* Beyond the leaf's entry, interpreter code that runs VM code of
+				 * another entry (an interpreter's call, a trace) and returns into
+				 * an API frame or more interpreter code: a coroutine's resume, made
+				 * by a resuming builtin (the resume's code is the builtin's). The
+				 * leaf's own entry region is read below (resumed). */
+				if (resumers && trace_leaf && k > leaf_entry &&
+				    a == ANCHOR_VM_BLOCK && k > 0 &&
+				    (in == ANCHOR_VM_BLOCK || in == ANCHOR_UNNAMED) &&
+				    (out == ANCHOR_API_CALL || out == ANCHOR_API_RESUME ||
+				     out == ANCHOR_VM_BLOCK))
+					call = 1;
 				if (out == ANCHOR_NONE && a == ANCHOR_UNNAMED) {
 					unnamed_seen = 1;
 					call = unnamed;
@@ -489,17 +500,25 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	if (lp_grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
 		return -ENOMEM;
 	/* Walk outermost first (o = 0 is lua[nl-1]); decide optional boundaries innermost
-	 * first by counting how many optional boundaries lie further in. */
-	size_t opt_seen = 0, nsegs = 0;
+	 * first by counting how many optional boundaries lie further in. Resuming builtins
+	 * first of all: they always run the coroutine on a C frame of their own, where pcall
+	 * and the other assembler builtins make none (a pcall inside a resumed coroutine took
+	 * the resume's anchor). */
+	size_t want_res = want_opt < resumers ? want_opt : resumers;
+	size_t want_other = want_opt - want_res, others = optional - resumers;
+	size_t res_seen = 0, other_seen = 0, nsegs = 0;
 	s->seg_start[nsegs++] = 0;
 	for (size_t o = 0; o + 1 < nl; o++) {
 		const struct lp_lua_frame *f = &lua[nl - 1 - o];
 		int boundary = 0;
 		if (f->type == LP_FRAME_CFUNC) {
 			boundary = 1;
+		} else if (f->type == LP_FRAME_FFUNC && resume_builtin(s, f->addr)) {
+			res_seen++;
+			boundary = resumers - res_seen < want_res;
 		} else if (f->type == LP_FRAME_FFUNC) {
-			opt_seen++;
-			boundary = optional - opt_seen < want_opt;
+			other_seen++;
+			boundary = others - other_seen < want_other;
 		}
 		if (boundary)
 			s->seg_start[nsegs++] = o + 1;
@@ -523,22 +542,13 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * frame (the trace's frame was shown above the whole Lua stack). Only code the
 	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
-	/* So is the interpreter's code that called the C code a sample is in (plain C frames
-	 * inside it), when it is its segment's anchor: a VM entry C called by a tail call
-	 * (lua_call, lua_resume) or directly (table.sort's comparator). That code calls
-	 * the C code, as the interpreter that lua_pcall entered does (shown after its
-	 * segment's Lua frames); the entry is the C frame before it, whose return address
-	 * names the C code that called the VM. The segment's own samples, whose leaf that
-	 * code is, do not show it: before, the two went two ways. */
-	size_t cleaf = 0;
-	for (size_t k = 0; !trace_leaf && !have_vm && k < nh; k++) {
-		uint64_t ss;
-		enum anchor a = classify(s, host[k], &ss);
-		if (a == ANCHOR_VM_BLOCK)
-			cleaf = k;
-		if (a != ANCHOR_NONE)
-			break;
-	}
+	/* So is the interpreter's code that calls C code (a plain C frame inside it), when it
+	 * is its segment's anchor: a VM entry C made by a tail call (lua_call, lua_resume)
+	 * or directly (table.sort's comparator). That code calls the C code, as the
+	 * interpreter that lua_pcall entered does (shown after its segment's Lua frames);
+	 * the entry is the C frame before it, whose return address names the C code that
+	 * called the VM. The segment's own samples, whose leaf that code is, do not show it:
+	 * before, the two went two ways. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
@@ -548,7 +558,10 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		const struct lp_sym_lua *tfn;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
 			    lp_symtab_tcode(s->st, host[k], &tn, &tr, &tfn) == 0;
-		after |= anchor && !hidden && cleaf && k == cleaf;
+		uint64_t si;
+		after |= anchor && !hidden && !have_vm && k > 0 &&
+			 classify(s, host[k], &sk) == ANCHOR_VM_BLOCK &&
+			 classify(s, host[k - 1], &si) == ANCHOR_NONE;
 		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anchor) {

@@ -439,5 +439,43 @@ $(sort -t' ' -k2 -nr "$t/csched.one.folded" | head -3)
 $(grep 'csched.lua:19;' "$t/csched.two.folded" | grep -v 'csched.lua:13;' | sort -t' ' -k2 -nr | head -3)"
 done
 
+# A coroutine resumed by coroutine.resume that calls through pcall (no C frame) and
+# table.sort with a Lua comparator (a C frame, then the comparator's interpreter): the
+# resume's frame right after coroutine.resume in every sample, the coroutine's lines
+# before table.sort, the comparator after its C code. pcall took the resume's place as
+# the segment boundary (46 % of the samples), the sort's comparator took the
+# coroutine's frames into its segment (75 %). Lines: 3 the comparator, 8 pcall, 9 sort.
+cat >"$t/cosort.lua" <<'EOF'
+local function leaf(n) local s = 0 for i = 1, n do s = s + math.sin(i) end return s end
+local function cmp(a, b)
+  return math.sin(a) + leaf(20) < math.sin(b) + leaf(20)
+end
+local co = coroutine.create(function()
+  while true do
+    local t = {} for i = 1, 200 do t[i] = (i * 7919) % 211 end
+    pcall(leaf, 3000)
+    table.sort(t, cmp)
+    coroutine.yield()
+  end
+end)
+local t0 = os.clock()
+while os.clock() - t0 < 0.4 do coroutine.resume(co) end
+EOF
+for jit in on off; do
+	build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/cosort.folded" -- \
+		luajit -j$jit "$t/cosort.lua" >/dev/null 2>"$t/err" ||
+		fail "record cosort.lua, JIT $jit: $(cat "$t/err")"
+	read -r all placed cmp sorted < <(awk '{ n = $NF; s = $0; sub(/ [0-9]+$/, "", s)
+		i = index(s, "coroutine.resume;"); if (!i) next
+		all += n; if (substr(s, i + 17) ~ /^lj_vm_/) p += n
+		if (s ~ /cosort\.lua:3(;|$)/) { c += n
+			if (s ~ /coroutine\.resume;lj_vm_[^;]*;@[^;]*cosort\.lua:9;table\.sort;.*;@[^;]*cosort\.lua:3(;|$)/) o += n } }
+		END { print all + 0, p + 0, c + 0, o + 0 }' "$t/cosort.folded")
+	[ "$all" -ge 200 ] && [ $((placed * 100)) -ge $((all * 98)) ] && [ "$cmp" -ge 50 ] &&
+		[ $((sorted * 100)) -ge $((cmp * 95)) ] ||
+		fail "pcall and table.sort in a coroutine, JIT $jit: $placed of $all samples with the resume's frame after coroutine.resume, $sorted of $cmp in the comparator under the coroutine's line 9 and table.sort:
+$(sort -t' ' -k2 -nr "$t/cosort.folded" | head -4)"
+done
+
 [ $fails = 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"

@@ -783,7 +783,7 @@ static void wrap_names_trailer(void)
 {
 	lp_write_ext_prologue(&wb);
 	lp_write_ext_meta(&wb, "ffnames",
-			  "lua - pcall coroutine.wrap_aux math.sin table.sort");
+			  "lua - pcall coroutine.wrap_aux math.sin table.sort coroutine.resume");
 	tcode_rec(3, 0x7f0000, 0x100);
 	lp_write_ext_end(&wb);
 }
@@ -842,6 +842,69 @@ static void test_c_in_coroutine(void)
 }
 
 /*
+** A coroutine resumed by coroutine.resume that calls through pcall (an assembler builtin:
+** no C frame): of the two builtins, the resume is the segment boundary that the resume's
+** C frame anchors; pcall was taken instead (the innermost), and the resume's frame went
+** after pcall, two towers with the coroutine's samples outside pcall (46 % of such a
+** loop's samples). The same with the C code the coroutine calls there.
+*/
+static void test_pcall_in_coroutine(void)
+{
+	static const char pre[] = "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.resume;lj_vm_asm_begin;@app.lua:14;";
+	char want[512];
+	const struct lp_lua_frame interp[] = { L(P_MAIN, 5), FF(6), L(P_F, 14), FF(2),
+					       L(P_G, 22) };
+	const uint64_t h_interp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180 };
+	snprintf(want, sizeof(want), "%spcall;@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, interp, h_interp), want);
+	const struct lp_lua_frame c_leaf[] = { L(P_MAIN, 5), FF(6), L(P_F, 14), FF(2),
+					       L(P_G, 22), FF(4) };
+	const uint64_t h_c_leaf[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				      0x9010 };
+	snprintf(want, sizeof(want), "%spcall;@app.lua:22;math.sin;lj_vm_asm_begin;sin 1\n",
+		 pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, c_leaf, h_c_leaf), want);
+	/* Outside pcall, as before. */
+	const struct lp_lua_frame plain[] = { L(P_MAIN, 5), FF(6), L(P_F, 14), L(P_G, 22) };
+	snprintf(want, sizeof(want), "%s@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, plain, h_interp), want);
+}
+
+/*
+** table.sort with a Lua comparator inside a coroutine that coroutine.wrap resumed: the
+** resume's C frame (VM code) anchors the coroutine's segment, up to table.sort; the
+** comparator's is after table.sort's C code. The coroutine's frames went after the C
+** code, into the comparator's segment (75-79 % of such a loop's samples).
+*/
+static void test_sort_in_coroutine(void)
+{
+	static const char pre[] = "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;table.sort;"
+				  "lj_vm_asm_begin;sort_impl;@app.lua:22";
+	char want[512];
+	const struct lp_lua_frame interp[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(5),
+					       L(P_G, 22) };
+	const uint64_t h_interp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				      0xb010, 0x3190 };
+	snprintf(want, sizeof(want), "%s 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, interp, h_interp), want);
+	const struct lp_lua_frame c_leaf[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(5),
+					       L(P_G, 22), FF(4) };
+	const uint64_t h_c_leaf[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				      0xb010, 0x3190, 0x9010 };
+	snprintf(want, sizeof(want), "%s;math.sin;lj_vm_asm_begin;sin 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, c_leaf, h_c_leaf), want);
+	/* The coroutine in table.sort's own C code. */
+	const struct lp_lua_frame in_sort[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(5) };
+	const uint64_t h_in_sort[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				       0xb010 };
+	CHECK_STR(WRAP_CASE(LP_VMST_FFUNC, in_sort, h_in_sort),
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;coroutine.wrap_aux;"
+		  "lj_vm_asm_begin;@app.lua:14;table.sort;lj_vm_asm_begin;sort_impl 1\n");
+}
+
+/*
 ** Lua called back by C with no frame of the VM's own above the C code (lua_call and
 ** lua_resume enter the VM by a tail call; a C builtin such as table.sort calls it
 ** directly), on a stripped VM: the callback's interpreter returns into the C code. A
@@ -879,6 +942,16 @@ static void test_c_in_callback(void)
 					 A_CFUNC + 4, 0x3180 };
 	snprintf(want, sizeof(want), "%slj_vm_asm_begin;my_cfunc;@app.lua:14 1\n", pre);
 	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sched_lua, h_sched_lua), want);
+
+	/* The scheduler's coroutine calling table.sort: its interpreter's call into the C
+	 * code is after its Lua frames too, not only the innermost such call. */
+	const struct lp_lua_frame sched_sort[] = { L(P_MAIN, 5), C(A_CFUNC), L(P_F, 14), FF(5),
+						   L(P_G, 22) };
+	const uint64_t h_sched_sort[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100,
+					  A_CFUNC + 4, 0x3180, 0xb010, 0x3190 };
+	snprintf(want, sizeof(want), "%slj_vm_asm_begin;my_cfunc;@app.lua:14;table.sort;"
+		 "lj_vm_asm_begin;sort_impl;@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sched_sort, h_sched_sort), want);
 }
 
 /* -- Memory samples (memprof sampled mode) ----------------------------------------- */
@@ -1117,6 +1190,8 @@ int main(void)
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
 	RUN(test_c_in_callback);
+	RUN(test_pcall_in_coroutine);
+	RUN(test_sort_in_coroutine);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
