@@ -697,7 +697,8 @@ static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, siz
 			continue;
 		for (k = lo + 1; k < x->n; k++)
 			pcs[n++] = x->ip[k];
-		agent_vm_frames_copied(&x->ip[lo + 1], &x->sp[lo + 1], x->n - lo - 1);
+		/* Frame lo too: the walk matched it before agent_vm_frame saw it. */
+		agent_vm_frames_copied(&x->ip[lo], &x->sp[lo], x->n - lo);
 		*truncated = x->truncated;
 		return n;
 	}

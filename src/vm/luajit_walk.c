@@ -375,8 +375,9 @@ static int resume_frame(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return lp_mem_u64(m, *rcf - 8, ra) ? LP_LJ_EREAD : LP_LJ_OK;
 }
 
-/* Thread L's state in *t when its top frame is a function whose fast-function id
- * satisfies want (a builtin of the two resumers, or a C function); else LP_LJ_ENONE. */
+/* Thread L's state in *t and the fast-function id of the function in its top frame in
+ * *ffid (the callers check it: a resuming builtin, a C function); LP_LJ_ENONE when L is
+ * no thread or its top frame holds no function. */
 static int top_function(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t L,
 			struct lp_lj_thread *t, uint8_t *ffid)
 {
