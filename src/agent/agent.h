@@ -160,10 +160,11 @@ int agent_vm_frame_special(uint64_t ip, int in_object);
  * first), which agent_vm_frame did not see: what the confirmation of a coroutine's C
  * resumer (agent_vm_c_resumer_confirmed) needs to know of them. */
 void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n);
-/* After the walk that agent_vm_prepare_walk prepared: 1 when the main thread was taken
- * for the C code that resumed the walked coroutine (lp_lj_c_resumer) and the walk came to
- * its interpreter at that C frame, through VM code at known C frames only. */
-int agent_vm_c_resumer_confirmed(void);
+/* After the walk that agent_vm_prepare_walk prepared: how many of the threads taken for
+ * the C code that resumed the walked coroutine, and in turn for the C code that resumed
+ * those (lp_lj_c_resumer, innermost first), the walk confirmed: it came to each one's
+ * interpreter at its C frame, through VM code at known C frames only. */
+unsigned agent_vm_c_resumer_confirmed(void);
 
 /* -- Host unwinder (unwind.c) --------------------------------------------------------- */
 

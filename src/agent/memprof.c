@@ -504,11 +504,11 @@ static int64_t next_interval(void)
 ** runs (vmst >= 0), its base frame is at g->jit_base and the allocating code is located
 ** from the trace's machine code on the native stack (host[0..nhost)): the snapshot there
 ** gives the line, in the base frame's function or in a function inlined into the trace
-** (then shown on top of the base frame). c_resumer: the host walk confirmed the main thread
-** as the C code that resumed the outermost coroutine (agent_vm_c_resumer_confirmed).
+** (then shown on top of the base frame). c_resumers: how many threads the host walk
+** confirmed as C code that resumed a coroutine (agent_vm_c_resumer_confirmed).
 */
 static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t nhost,
-			 int c_resumer)
+			 unsigned c_resumers)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	struct lp_lj_thread t;
@@ -576,10 +576,13 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		/* A coroutine continues into its resumer: a builtin's thread, or the main
 		 * thread's C code that called lua_resume, as the host walk confirmed. */
 		struct lp_lj_thread r;
-		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK &&
-		    (t.L == mp.vm.mainL || !c_resumer ||
-		     lp_lj_c_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK))
-			break;
+		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK) {
+			/* As many C resumers as the walk confirmed. */
+			if (t.L == mp.vm.mainL || !c_resumers ||
+			    lp_lj_c_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK)
+				break;
+			c_resumers--;
+		}
 		t = r;
 		base = leaf = 0;
 	}
@@ -635,7 +638,7 @@ static int64_t capture(void)
 	int cut = 0;
 	size_t nhost = host_frames(L, vmst, &cut);
 	/* Read while the CPU profiler's handler cannot run a walk of its own over it. */
-	int c_resumer = agent_vm_c_resumer_confirmed();
+	unsigned c_resumers = agent_vm_c_resumer_confirmed();
 	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* The profiler's own frames (this function, the wrapper) are not the program's, nor
@@ -647,7 +650,7 @@ static int64_t capture(void)
 	while (skip + 1 < nhost && s_host[skip] >= mp.vmobj_lo && s_host[skip] < mp.vmobj_hi &&
 	       !(s_host[skip] >= mp.vm.vm_lo && s_host[skip] < mp.vm.vm_hi))
 		skip++;
-	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumer);
+	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
 	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
 		mp.cut++;
 	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,

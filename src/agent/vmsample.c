@@ -387,14 +387,18 @@ static int empty_found;
  * thread whose Lua frames were taken. */
 static int gc_in_trace, walk_trace_found, own_vm_met;
 static struct lp_lj_trace walk_trace;
-/* The main thread's interpreter C frames when it is taken for the C code that resumed the
- * sampled coroutine (lp_lj_c_resumer): its innermost (cres_cf, 0: none), the Lua frames the
- * sample had before the main thread's (cres_nlua, UINT_MAX: none of its frames taken) and
- * whether the host walk came to the interpreter at cres_cf (cres_met). They are not used
- * to skip to (agent_vm_frame's rule for VM code deeper than a C frame). */
-static uint64_t cres_cframes[MAX_CFRAMES], cres_cf;
-static unsigned ncres, cres_nlua;
-static int cres_met, cres_trunc, cres_bad;
+/* Threads taken for the C code that resumed the sampled coroutine, and in turn for the C
+ * code that resumed those (lp_lj_c_resumer), innermost first: each one's interpreter C
+ * frame (cres_cf[h], nhops of them), the Lua frames the sample had before that thread's
+ * (cres_nlua[h], UINT_MAX: its frames not taken) and whether the host walk came to its
+ * interpreter there (bit h of cres_met). Their C frames and those of the threads that
+ * resumed them by builtins are cres_cframes, never a target of agent_vm_frame's rule for VM
+ * code deeper than a C frame. cres_bad: a reused walk went through VM code at no known C
+ * frame (agent_vm_frames_copied). */
+#define MAX_HOPS 4
+static uint64_t cres_cframes[MAX_CFRAMES], cres_cf[MAX_HOPS];
+static unsigned ncres, nhops, cres_nlua[MAX_HOPS], cres_met;
+static int cres_trunc[MAX_HOPS], cres_bad;
 
 /* Before a walk (a sample's, or a memprof capture's): nothing pending nor found yet. */
 static void walk_reset(void)
@@ -404,10 +408,10 @@ static void walk_reset(void)
 	empty_found = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
-	cres_cf = 0;
-	ncres = 0;
-	cres_nlua = UINT_MAX;
-	cres_met = cres_trunc = cres_bad = 0;
+	ncres = nhops = cres_met = 0;
+	cres_bad = 0;
+	for (unsigned h = 0; h < MAX_HOPS; h++)
+		cres_nlua[h] = UINT_MAX;
 }
 
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
@@ -421,36 +425,49 @@ static void add_cframes(uint64_t cframe)
 		cframes[ncframes++] = cf[i].addr;
 }
 
-/* The main thread as the C code that resumed t (lp_lj_c_resumer), in *r: its C frames
- * noted once (cres_cframes). */
+/* The thread whose C code resumed t (lp_lj_c_resumer), in *r: its C frames and those of
+ * the threads that resumed it by builtins noted once (cres_cframes). Returns its hop, or -1
+ * when there is none (or no room). */
 static int c_resumer(const struct lp_lj_thread *t, struct lp_lj_thread *r)
 {
 	uint64_t cf;
 	if (lp_lj_c_resumer(&vm, &mem, t, r, &cf) != LP_LJ_OK)
 		return -1;
-	if (cres_cf != cf) {
-		static struct lp_lj_cframe c[MAX_CFRAMES];
-		unsigned flags, n = lp_lj_cframes(&vm, &mem, r->cframe, c, MAX_CFRAMES, &flags);
-		ncres = 0;
-		for (unsigned i = 0; i < n; i++)
+	for (unsigned h = 0; h < nhops; h++)
+		if (cres_cf[h] == cf)
+			return (int)h;
+	if (nhops == MAX_HOPS)
+		return -1;
+	static struct lp_lj_cframe c[MAX_CFRAMES];
+	struct lp_lj_thread u = *r;
+	for (int level = 0; level < MAX_RESUMES; level++) {
+		unsigned flags, n = lp_lj_cframes(&vm, &mem, u.cframe, c, MAX_CFRAMES, &flags);
+		for (unsigned i = 0; i < n && ncres < MAX_CFRAMES; i++)
 			cres_cframes[ncres++] = c[i].addr;
-		cres_cf = cf;
+		struct lp_lj_thread next;
+		if (lp_lj_resumer(&vm, &mem, &u, &next, NULL) != LP_LJ_OK)
+			break;
+		u = next;
 	}
-	return 0;
+	cres_cf[nhops] = cf;
+	return (int)nhops++;
 }
 
 /* The C frames of the threads that resumed t: a coroutine's native frames continue in
- * them, and in the C code that resumed the outermost, when that is the main thread's. */
+ * them, and in the threads whose C code resumed a coroutine of them (c_resumer). */
 static void add_resumer_cframes(struct lp_lj_thread t)
 {
+	int via_c = 0;
 	for (int level = 0; level < MAX_RESUMES; level++) {
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK) {
-			(void)c_resumer(&t, &r);
-			break;
+			if (c_resumer(&t, &r) < 0)
+				break;
+			via_c = 1;
+		} else if (!via_c) {
+			add_cframes(r.cframe);
 		}
 		t = r;
-		add_cframes(t.cframe);
 	}
 }
 
@@ -502,7 +519,7 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 {
 	unsigned max = mode == LUAPROF_SYSPROF_CALLGRAPH ? AGENT_MAX_LUA : 1;
 	struct lp_lj_thread t = *t0;
-	int via_c = 0;
+	int via_c = 0, hop;
 	for (int level = 0; level < MAX_RESUMES; level++) {
 		unsigned flags, room = max - (unsigned)s->nlua;
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
@@ -526,9 +543,9 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) == LP_LJ_OK) {
 			t = r;
-		} else if (cres_nlua == UINT_MAX && c_resumer(&t, &r) == 0) {
-			cres_nlua = (unsigned)s->nlua;
-			cres_trunc = s->lua_truncated;
+		} else if ((hop = c_resumer(&t, &r)) >= 0 && cres_nlua[hop] == UINT_MAX) {
+			cres_nlua[hop] = (unsigned)s->nlua;
+			cres_trunc[hop] = s->lua_truncated;
 			t = r;
 			via_c = 1;
 		} else {
@@ -950,9 +967,13 @@ void agent_vm_after_walk(struct agent_sample *s)
 	int32_t line;
 	/* The main thread's frames, taken for the C code that resumed the sample's coroutine,
 	 * unless the walk came to the main thread's interpreter where they run. */
-	if (cres_nlua != UINT_MAX && !agent_vm_c_resumer_confirmed() && s->nlua > cres_nlua) {
-		s->nlua = cres_nlua;
-		s->lua_truncated = cres_trunc;
+	unsigned confirmed = agent_vm_c_resumer_confirmed();
+	for (unsigned h = confirmed; h < nhops; h++) {
+		if (cres_nlua[h] != UINT_MAX && s->nlua > cres_nlua[h]) {
+			s->nlua = cres_nlua[h];
+			s->lua_truncated = cres_trunc[h];
+			break;
+		}
 	}
 	/* The walk met a trace's frame: named after the trace (tcode), unless the sample
 	 * named it already (a TRACE sample's, or C code's the trace called). */
@@ -979,19 +1000,23 @@ void agent_vm_after_walk(struct agent_sample *s)
  * it, this one could not have. */
 void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n)
 {
-	for (size_t i = 0; cres_cf && i < n; i++) {
+	for (size_t i = 0; nhops && i < n; i++) {
 		if (!lp_lj_in_vm(&vm, ips[i]))
 			continue;
 		if (!is_cframe(sps[i]) && !is_cframe(sps[i] + 8))
 			cres_bad = 1;
-		if (sps[i] == cres_cf)
-			cres_met = 1;
+		for (unsigned h = 0; h < nhops; h++)
+			if (sps[i] == cres_cf[h])
+				cres_met |= 1u << h;
 	}
 }
 
-int agent_vm_c_resumer_confirmed(void)
+unsigned agent_vm_c_resumer_confirmed(void)
 {
-	return cres_cf && cres_met && !cres_bad;
+	unsigned h = 0;
+	while (!cres_bad && h < nhops && (cres_met & 1u << h))
+		h++;
+	return h;
 }
 
 int agent_vm_frame_special(uint64_t ip, int in_object)
@@ -1046,8 +1071,9 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		vm_frames_met++;
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
-		if (cres_cf && sp == cres_cf)
-			cres_met = 1;
+		for (unsigned h = 0; h < nhops; h++)
+			if (sp == cres_cf[h])
+				cres_met |= 1u << h;
 		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
 			empty_found = 1;
 			empty_ip = ip;

@@ -375,11 +375,11 @@ static int resume_frame(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return lp_mem_u64(m, *rcf - 8, ra) ? LP_LJ_EREAD : LP_LJ_OK;
 }
 
-/* Thread L's state in *t and the fast-function id of the function in its top frame in
- * *ffid (the callers check it: a resuming builtin, a C function); LP_LJ_ENONE when L is
- * no thread or its top frame holds no function. */
+/* Thread L's state in *t, the function in its top frame in *fn and that function's
+ * fast-function id in *ffid (the callers check it: a resuming builtin, a C function);
+ * LP_LJ_ENONE when L is no thread or its top frame holds no function. */
 static int top_function(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t L,
-			struct lp_lj_thread *t, uint8_t *ffid)
+			struct lp_lj_thread *t, uint64_t *fn, uint8_t *ffid)
 {
 	uint64_t fv;
 	int rc = lp_lj_thread_read(vm, m, L, t);
@@ -391,31 +391,62 @@ static int top_function(const struct lp_lj_vm *vm, const struct lp_mem *m, uint6
 		return LP_LJ_ENONE;
 	if (lp_mem_u64(m, t->base - 16, &fv))
 		return LP_LJ_EREAD;
-	if ((fv >> 47) != LP_LJ_ITYPE_FUNC ||
-	    lp_mem_u8(m, (fv & LP_LJ_GCVMASK) + vm->lay->fn_ffid, ffid))
+	*fn = fv & LP_LJ_GCVMASK;
+	if ((fv >> 47) != LP_LJ_ITYPE_FUNC || lp_mem_u8(m, *fn + vm->lay->fn_ffid, ffid))
 		return LP_LJ_ENONE;
 	return LP_LJ_OK;
+}
+
+/* The coroutine that thread t's top function (fn, ffid) runs: coroutine.resume's first
+ * argument, coroutine.wrap's thread (the wrapper's upvalue), a C function's first argument
+ * when that is a thread (a scheduler's usual form); 0 when none is seen. */
+static uint64_t running_coroutine(const struct lp_lj_vm *vm, const struct lp_mem *m,
+				  const struct lp_lj_thread *t, uint64_t fn, uint8_t ffid)
+{
+	uint64_t v = 0;
+	if (ffid == vm->ffid_wrap_aux) {
+		if (lp_mem_u64(m, fn + vm->lay->fn_f + 8, &v))
+			return 0;
+	} else if (ffid == vm->ffid_resume || ffid == LP_LJ_FFID_C) {
+		if (lp_mem_u64(m, t->base, &v))
+			return 0;
+	}
+	return (v >> 47) == LP_LJ_ITYPE_THREAD ? v & LP_LJ_GCVMASK : 0;
 }
 
 int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		    const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		    uint64_t *cframe_out)
 {
-	uint64_t rcf, ra;
+	uint64_t rcf, ra, fn, best = 0;
 	uint8_t ffid;
 	int rc = resume_frame(vm, m, co, &rcf, &ra);
 	if (rc)
 		return rc;
 	if (lp_lj_in_vm(vm, ra))
 		return LP_LJ_ENONE; /* resumed by a builtin: lp_lj_resumer */
-	rc = top_function(vm, m, vm->mainL, resumer, &ffid);
-	if (rc)
-		return rc;
-	uint64_t mcf = resumer->cframe & LP_LJ_CFRAME_RAWMASK;
-	if (ffid != LP_LJ_FFID_C || mcf < rcf || mcf - rcf > LP_LJ_C_RESUMER_SPAN)
+	/* From the main thread down the coroutines its top frames run, the thread running
+	 * a C function whose interpreter's C frame is the nearest above co's resume frame. */
+	uint64_t L = vm->mainL;
+	for (int hop = 0; L && L != co->L && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
+		struct lp_lj_thread t;
+		rc = top_function(vm, m, L, &t, &fn, &ffid);
+		if (rc == LP_LJ_EREAD)
+			return rc;
+		if (rc)
+			break;
+		uint64_t cf = t.cframe & LP_LJ_CFRAME_RAWMASK;
+		if (ffid == LP_LJ_FFID_C && cf >= rcf && cf - rcf <= LP_LJ_C_RESUMER_SPAN &&
+		    (!best || cf < best)) {
+			best = cf;
+			*resumer = t;
+		}
+		L = running_coroutine(vm, m, &t, fn, ffid);
+	}
+	if (!best)
 		return LP_LJ_ENONE;
 	if (cframe_out)
-		*cframe_out = mcf;
+		*cframe_out = best;
 	return LP_LJ_OK;
 }
 
@@ -440,7 +471,8 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	if (rL == co->L || rL == 0)
 		return LP_LJ_ENONE;
 	/* Its top frame must be the builtin that resumed us. */
-	rc = top_function(vm, m, rL, resumer, &ffid);
+	uint64_t fn;
+	rc = top_function(vm, m, rL, resumer, &fn, &ffid);
 	if (rc)
 		return rc;
 	if ((resumer->cframe & LP_LJ_CFRAME_RAWMASK) != rcf)

@@ -108,17 +108,19 @@ int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 
 /*
 ** The thread that may have resumed co from C: a lua_CFunction that calls lua_resume (a
-** scheduler written in C: cqueues, say). Nothing links a coroutine to such a caller; the
-** main thread is taken when its top frame is a C function and its interpreter's C frame
-** lies above co's resume frame on the same stack, at most LP_LJ_C_RESUMER_SPAN bytes
-** higher. That is a guess: a coroutine that C resumed in between (the main thread's C
-** function resumed A, and A's resumed co) has its frames there too, and is not seen. So
-** the caller confirms it by the native stack: the walk from co's frames upwards must come
-** to the interpreter at exactly *cframe_out by the frames' own unwind rules. Returns
-** LP_LJ_OK, LP_LJ_ENONE (co was resumed by a builtin, or not by that main thread), or an
-** error.
+** scheduler written in C: cqueues, say). Nothing links a coroutine to such a caller. The
+** candidates are the main thread and the coroutines its top frames run, one into the next
+** (coroutine.resume's argument, coroutine.wrap's thread, a C function's first argument
+** when that is a thread; at most LP_LJ_C_RESUMER_HOPS): of those running a C function,
+** the one whose interpreter's C frame lies nearest above co's resume frame on the stack,
+** at most LP_LJ_C_RESUMER_SPAN bytes higher. That is a guess: a coroutine resumed from C in
+** between that none of them names is not seen. So the caller confirms it by the native
+** stack: the walk from co's frames upwards must come to the interpreter at exactly
+** *cframe_out by the frames' own unwind rules. Returns LP_LJ_OK, LP_LJ_ENONE (co was
+** resumed by a builtin, or by no such thread), or an error.
 */
 #define LP_LJ_C_RESUMER_SPAN (1u << 20)
+#define LP_LJ_C_RESUMER_HOPS 16
 int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		    const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		    uint64_t *cframe_out);

@@ -3,7 +3,8 @@
 ** memprof.start, its newud allocates a 100-byte userdata, which the memory profiler must
 ** charge to the function by address and name by its symbol (memprof_cmod_newud), proving
 ** that a library loaded while profiling is symbolized. Its resume(co) runs a coroutine
-** with the C API's lua_resume: what the coroutine allocates belongs to its own lines.
+** with the C API's lua_resume: what the coroutine allocates belongs to its own lines;
+** resume_in(t) resumes t[1] the same way (a scheduler whose argument names no thread).
 ** keepalloc() keeps the state's allocator as lua_getallocf gives it (the profiler's wrapper
 ** while one runs), and usealloc(n) allocates and frees n blocks through what it kept, as
 ** libraries that cache the allocator do, possibly after the profile stopped. For the CPU
@@ -38,6 +39,18 @@ int memprof_cmod_resume(lua_State *L)
 {
 	lua_State *co = lua_tothread(L, 1);
 	luaL_argcheck(L, co != NULL, 1, "coroutine expected");
+	lua_pushinteger(L, lua_resume(co, 0));
+	return 1;
+}
+
+/* resume_in(t): lua_resume(t[1], 0), a scheduler keeping its coroutines in a table: its
+ * first argument names no thread. */
+static int resume_in(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_rawgeti(L, 1, 1);
+	lua_State *co = lua_tothread(L, -1);
+	luaL_argcheck(L, co != NULL, 1, "t[1]: coroutine expected");
 	lua_pushinteger(L, lua_resume(co, 0));
 	return 1;
 }
@@ -90,11 +103,13 @@ int memprof_cmod_spin(lua_State *L)
 
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 5);
+	lua_createtable(L, 0, 6);
 	lua_pushcfunction(L, memprof_cmod_spin);
 	lua_setfield(L, -2, "spin");
 	lua_pushcfunction(L, keepalloc);
 	lua_setfield(L, -2, "keepalloc");
+	lua_pushcfunction(L, resume_in);
+	lua_setfield(L, -2, "resume_in");
 	lua_pushcfunction(L, usealloc);
 	lua_setfield(L, -2, "usealloc");
 	lua_pushcfunction(L, memprof_cmod_newud);

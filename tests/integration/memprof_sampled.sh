@@ -248,8 +248,9 @@ $(sort -t' ' -k2 -nr "$t/cmod.folded" | head -3)"
 	done
 	# A coroutine resumed by C code (the module's resume, lua_resume): its allocations
 	# hang under the main chunk's call of that code, JIT on and off (they were rooted at
-	# the VM entry: "lj_vm_asm_begin;memprof_cmod_resume;..."). Line 8 allocates, 11 is
-	# the coroutine's body, 12 the main chunk's loop.
+	# the VM entry: "lj_vm_asm_begin;memprof_cmod_resume;..."), and under a coroutine
+	# resumed from C in turn with its frames. Line 8 allocates, 11 is the coroutine's
+	# body, 12 the other's, 13 the main chunk's loop.
 	cat >"$t/csched.lua" <<'EOF'
 package.cpath = "build/?.so;" .. arg[2] .. "/?.so;" .. package.cpath
 local mp = require("luaprof").memprof
@@ -262,20 +263,27 @@ local function alloc(n)
   return t
 end
 local co = coroutine.create(function() while true do keep[#keep % 8 + 1] = alloc(200) coroutine.yield() end end)
-for _ = 1, 2000 do m.resume(co) end
+local outer = coroutine.create(function() while true do m.resume(co) coroutine.yield() end end)
+for _ = 1, 2000 do if arg[3] then m.resume(outer) else m.resume(co) end end
 assert(mp.stop())
 EOF
+	R='(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua'
 	for jit in on off; do
-		LUA_CPATH= luajit -j$jit "$t/csched.lua" "$t/csched.bin" "$t/cmod" >"$t/cmod.out" 2>&1 ||
-			fail "C scheduler workload (JIT $jit): $(head -5 "$t/cmod.out")"
-		build/luaprof report -q "$t/csched.bin" -f collapsed -o "$t/csched.folded" 2>"$t/err" ||
-			fail "C scheduler profile (JIT $jit): $(cat "$t/err")"
-		read -r whole rooted < <(awk '/csched\.lua:11;/ { w += $NF
-			if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*csched\.lua:12;(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua:11;/) r += $NF }
-			END { print w + 0, r + 0 }' "$t/csched.folded")
-		[ "$whole" -gt 100000 ] && [ $((rooted * 100)) -ge $((whole * 95)) ] ||
-			fail "C scheduler (JIT $jit): $rooted of $whole bytes of a coroutine resumed from C under main..lua_pcall;12;memprof_cmod_resume:
+		for how in c cc; do
+			LUA_CPATH= luajit -j$jit "$t/csched.lua" "$t/csched.bin" "$t/cmod" ${how#c} \
+				>"$t/cmod.out" 2>&1 ||
+				fail "C scheduler workload (JIT $jit, $how): $(head -5 "$t/cmod.out")"
+			build/luaprof report -q "$t/csched.bin" -f collapsed -o "$t/csched.folded" 2>"$t/err" ||
+				fail "C scheduler profile (JIT $jit, $how): $(cat "$t/err")"
+			want=":13;$R:11;"
+			[ $how = cc ] && want=":13;$R:12;$R:11;"
+			read -r whole rooted < <(awk -v want="$want" '/csched\.lua:11;/ { w += $NF
+				if ($0 ~ ("(^|;)main;.*lua_pcall;@[^;]*csched\\.lua" want)) r += $NF }
+				END { print w + 0, r + 0 }' "$t/csched.folded")
+			[ "$whole" -gt 100000 ] && [ $((rooted * 100)) -ge $((whole * 95)) ] ||
+				fail "C scheduler (JIT $jit, $how): $rooted of $whole bytes of a coroutine resumed from C under main..lua_pcall and every frame between:
 $(sort -t' ' -k2 -nr "$t/csched.folded" | head -3)"
+		done
 	done
 	# The same after calls of another C function from the same place, whose walks the
 	# unwinder keeps and reuses below that place: the reused frames must confirm the main

@@ -391,13 +391,15 @@ cut=$(build/luaprof report -f info "$t/cmodcpu.bin" 2>/dev/null | sed -n 's/^met
 $(grep memprof_cmod_spin "$t/cmodcpu.folded" | grep -Ev "(^|;)main;" | sort -t' ' -k2 -nr | head -3)"
 
 # A C function that resumes a coroutine with lua_resume (a scheduler written in C):
-# nothing links the coroutine to it, and the coroutine's samples had none of the main
-# chunk's frames (rooted at the VM entry, "lj_vm_asm_begin;memprof_cmod_resume;..."). The
-# main thread is taken as that C code's caller when the native stack confirms it. Lines:
-# 6 the coroutine's burn, 10 its body, 13 a coroutine that resumes it from C in turn, 17
-# and 19 the main chunk's calls (one or the other). Under that second coroutine the main
-# chunk's frames must not be put right above the inner one's (its own missing between):
-# there the stack is not confirmed.
+# nothing links the coroutine to it, and the coroutine's samples had none of the frames
+# outside it (rooted at the VM entry, "lj_vm_asm_begin;memprof_cmod_resume;..."). The
+# thread running that C code is found from the main thread down the coroutines its top
+# frames run, and taken when the native stack confirms it. Lines: 6 the coroutine's burn,
+# 10 its body; the main chunk resumes it from C (20), through a coroutine resumed from C
+# (22, that coroutine 13), through coroutine.wrap (24, its body 16), or through a
+# coroutine resumed by C code whose argument names no thread (26): that coroutine is not
+# found, the main thread's C code is a guess the native stack refutes, and the main
+# chunk's frames must not be put right above the inner coroutine's (its own missing).
 cat >"$t/csched.lua" <<'EOF'
 package.cpath = arg[1] .. "/?.so;" .. package.cpath
 local m = require "memprof_cmod"
@@ -413,30 +415,47 @@ end)
 local outer = coroutine.create(function()
   while true do m.resume(inner) coroutine.yield() end
 end)
-local t0 = clock()
-if arg[2] == "one" then
+local wrapped = coroutine.wrap(function()
+  while true do m.resume(inner) coroutine.yield() end
+end)
+local t0, how = clock(), arg[2]
+if how == "c" then
   while clock() - t0 < 0.3 do m.resume(inner) end
-else
+elseif how == "cc" then
   while clock() - t0 < 0.3 do m.resume(outer) end
+elseif how == "wrap" then
+  while clock() - t0 < 0.3 do wrapped() end
+else
+  while clock() - t0 < 0.3 do m.resume_in({ outer }) end
 end
 EOF
+R='(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua'
 for jit in on off; do
-	for how in one two; do
+	for how in c cc wrap hidden; do
 		build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/csched.$how.folded" -- \
 			luajit -j$jit "$t/csched.lua" "$t/cmod" $how >/dev/null 2>"$t/err" ||
 			fail "record csched.lua $how, JIT $jit: $(cat "$t/err")"
+		case $how in
+		c) want=":20;$R:10;" ;;
+		cc) want=":22;$R:13;$R:10;" ;;
+		wrap) want=":24;coroutine\.wrap_aux;lj_vm[^;]*;@[^;]*csched\.lua:16;$R:10;" ;;
+		hidden) want="" ;;
+		esac
+		read -r all rooted skipped < <(awk -v want="$want" '/csched\.lua:10;@[^;]*csched\.lua:6(;| )/ {
+				a += $NF
+				if (want != "" && $0 ~ ("(^|;)main;.*lua_pcall;@[^;]*csched\\.lua" want)) r += $NF
+				if ($0 ~ /csched\.lua:26;/ && $0 !~ /csched\.lua:13;/) s += $NF }
+			END { print a + 0, r + 0, s + 0 }' "$t/csched.$how.folded")
+		if [ "$how" = hidden ]; then
+			[ "$all" -ge 100 ] && [ "$skipped" = 0 ] ||
+				fail "C scheduler, JIT $jit, $how: $skipped of $all samples of the inner coroutine put under the main chunk's frames without the coroutine between:
+$(grep 'csched.lua:26;' "$t/csched.$how.folded" | grep -v 'csched.lua:13;' | sort -t' ' -k2 -nr | head -3)"
+		else
+			[ "$all" -ge 100 ] && [ $((rooted * 100)) -ge $((all * 95)) ] ||
+				fail "C scheduler, JIT $jit, $how: $rooted of $all samples of a coroutine resumed from C under main..lua_pcall and every frame between:
+$(sort -t' ' -k2 -nr "$t/csched.$how.folded" | head -3)"
+		fi
 	done
-	read -r one rooted < <(awk '/csched\.lua:10;@[^;]*csched\.lua:6(;| )/ { a += $NF
-			if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*csched\.lua:17;(lj_vm[^;]*;)?memprof_cmod_resume;@[^;]*csched\.lua:10;/) r += $NF }
-		END { print a + 0, r + 0 }' "$t/csched.one.folded")
-	read -r two skipped < <(awk '/csched\.lua:10;@[^;]*csched\.lua:6(;| )/ { a += $NF
-			if ($0 ~ /csched\.lua:19;/ && $0 !~ /csched\.lua:13;/) s += $NF }
-		END { print a + 0, s + 0 }' "$t/csched.two.folded")
-	[ "$one" -ge 100 ] && [ $((rooted * 100)) -ge $((one * 95)) ] && [ "$two" -ge 100 ] &&
-		[ "$skipped" = 0 ] ||
-		fail "C scheduler, JIT $jit: $rooted of $one samples of a coroutine resumed from C under the main chunk's frames; $skipped of $two under a second such coroutine skip its frames:
-$(sort -t' ' -k2 -nr "$t/csched.one.folded" | head -3)
-$(grep 'csched.lua:19;' "$t/csched.two.folded" | grep -v 'csched.lua:13;' | sort -t' ' -k2 -nr | head -3)"
 done
 
 # A coroutine resumed by coroutine.resume that calls through pcall (no C frame) and

@@ -1188,6 +1188,45 @@ static void test_resumer(void)
 		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
 		set_func(&F, bres, mainp.fn);
 		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, NULL), LP_LJ_ENONE);
+		/* Down the coroutines the main thread's top frames run, the thread running a C
+		** function whose C frame is the nearest above: the main thread's C function
+		** resumed A (its first argument), A's resumes co (0x100 above against 0x200);
+		** through coroutine.wrap (the wrapper's upvalue) and coroutine.resume (its
+		** argument) too. Not when a top frame names no thread: the main thread then. */
+		uint64_t A = new_thread(&F), ast, cfn = new_cfunc(&F, LP_LJ_FFID_C, 0x5000);
+		memcpy(&ast, host(A + lay->l_stack), 8);
+		w64(ast + 8 * 2, ((uint64_t)LP_LJ_ITYPE_FUNC << 47) | cfn);
+		w64(ast + 8 * 3, 8 * 2 | LP_LJ_FRAME_C);
+		w64(ast + 8 * 4, ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | coL);
+		set_base(&F, A, 4, 5);
+		w64(A + lay->l_cframe, rcf + 0x100);
+		set_func(&F, bres, cfn);
+		w64(slot(&F, bres), ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
+		got = 0;
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		CHECK_EQ(got, rcf + 0x100);
+		uint64_t wrapfn = new_cfunc(&F, F.vm.ffid_wrap_aux, VM_LO + 0x980);
+		w64(wrapfn + lay->fn_f + 8, ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
+		set_func(&F, bres, wrapfn);
+		w64(slot(&F, bres), 0);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		set_func(&F, bres, new_cfunc(&F, F.vm.ffid_resume, VM_LO + 0x900));
+		w64(slot(&F, bres), ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		/* A's C frame farther than the main thread's: the main thread's is nearer. */
+		set_func(&F, bres, cfn);
+		w64(A + lay->l_cframe, rcf + 0x300);
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+		CHECK_EQ(got, rcf + 0x200);
+		w64(A + lay->l_cframe, rcf + 0x100);
+		w64(slot(&F, bres), mainp.fn); /* no thread */
+		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+
 		set_func(&F, bres, new_cfunc(&F, F.vm.ffid_resume, VM_LO + 0x900));
 		w64(F.L + lay->l_cframe, rcf);
 		w64(rcf - 8, VM_LO + 0x940);
