@@ -300,6 +300,14 @@ static int resume_builtin(const struct lp_sysprof *s, uint64_t ffid)
 	return name && (!strcmp(name, "coroutine.resume") || !strcmp(name, "coroutine.wrap_aux"));
 }
 
+/* Whether builtin ffid is pcall or xpcall, which call Lua from the interpreter's own
+ * frame (by the stream's ffnames). */
+static int protect_builtin(const struct lp_sysprof *s, uint64_t ffid)
+{
+	const char *name = ffid < s->nffnames ? s->ffnames[ffid] : NULL;
+	return name && (!strcmp(name, "pcall") || !strcmp(name, "xpcall"));
+}
+
 /* Classifies a host address (cached; the cache is dropped when symbols are added). */
 static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symstart)
 {
@@ -350,13 +358,16 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * back through lj_vm_call, assembler ones such as pcall do not), taken innermost
 	 * first. Segment j covers lua indices [seg_start[j], seg_start[j+1]) in outermost-
 	 * first order, where the boundary frame ends the outer segment. */
-	size_t definite = 0, optional = 0, resumers = 0;
+	size_t definite = 0, optional = 0, resumers = 0, protects = 0, inner_resumers = 0;
 	for (size_t i = 1; i < nl; i++) { /* lua[i] has lua[i-1] inside it */
 		if (lua[i].type == LP_FRAME_CFUNC) {
 			definite++;
 		} else if (lua[i].type == LP_FRAME_FFUNC) {
 			optional++;
-			resumers += resume_builtin(s, lua[i].addr);
+			int r = resume_builtin(s, lua[i].addr);
+			resumers += r;
+			protects += protect_builtin(s, lua[i].addr);
+			inner_resumers += r && !definite;
 		}
 	}
 
@@ -409,7 +420,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	for (size_t k = 1 + (size_t)step_copy; k < leaf_entry; k++) {
 		uint64_t ss;
 		int vm = classify(s, host[k], &ss) == ANCHOR_VM_BLOCK;
-		resumed |= resumers && vm && host[k] != host[0];
+		resumed |= inner_resumers && vm && host[k] != host[0];
 		all_vm &= vm;
 		nvm += vm;
 	}
@@ -421,7 +432,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	size_t helper_end = 0;
 	if (all_vm)
 		helper_end = !resumed ? leaf_entry
-			   : nvm > resumers ? 1 + (size_t)step_copy + (nvm - resumers) : 0;
+			   : nvm > inner_resumers ? 1 + (size_t)step_copy + (nvm - inner_resumers)
+						  : 0;
 	for (int unnamed = 0; unnamed < 2; unnamed++) {
 		int unnamed_seen = 0;
 		na = 0;
@@ -480,6 +492,12 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			}
 			if (step_copy && k == 1)
 				call = resume = 0;
+			/* The leaf's own interpreter, behind a helper it called: the leaf stands
+			 * for it (counted twice, it took the next segment in: a comparator's or a
+			 * C-resumed coroutine's samples in a helper put their callers' frames
+			 * after the C code). */
+			if (trace_leaf && k > 0 && k < helper_end)
+				call = resume = 0;
 			if (resume)
 				na = 0; /* frames outside belong to other coroutines */
 			if (call || resume) {
@@ -500,13 +518,18 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	if (lp_grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
 		return -ENOMEM;
 	/* Walk outermost first (o = 0 is lua[nl-1]); decide optional boundaries innermost
-	 * first by counting how many optional boundaries lie further in. Resuming builtins
-	 * first of all: they always run the coroutine on a C frame of their own, where pcall
-	 * and the other assembler builtins make none (a pcall inside a resumed coroutine took
-	 * the resume's anchor). */
-	size_t want_res = want_opt < resumers ? want_opt : resumers;
-	size_t want_other = want_opt - want_res, others = optional - resumers;
-	size_t res_seen = 0, other_seen = 0, nsegs = 0;
+	 * first by counting how many optional boundaries lie further in, by kind: builtins
+	 * that call back from C code of their own (table.sort) first, then resuming builtins,
+	 * then pcall and xpcall, which make no C frame (a pcall inside a resumed coroutine
+	 * took the resume's anchor; a resume whose frame anchors two segments, the C-resumed
+	 * coroutine's and its own coroutine's, is one anchor short, and table.sort's
+	 * comparator then took the resume's place). Without the builtins' names, all are of
+	 * the first kind. */
+	size_t others = optional - resumers - protects;
+	size_t want_o = want_opt < others ? want_opt : others;
+	size_t want_r = want_opt - want_o < resumers ? want_opt - want_o : resumers;
+	size_t want_p = want_opt - want_o - want_r;
+	size_t o_seen = 0, r_seen = 0, p_seen = 0, nsegs = 0;
 	s->seg_start[nsegs++] = 0;
 	for (size_t o = 0; o + 1 < nl; o++) {
 		const struct lp_lua_frame *f = &lua[nl - 1 - o];
@@ -514,11 +537,14 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		if (f->type == LP_FRAME_CFUNC) {
 			boundary = 1;
 		} else if (f->type == LP_FRAME_FFUNC && resume_builtin(s, f->addr)) {
-			res_seen++;
-			boundary = resumers - res_seen < want_res;
+			r_seen++;
+			boundary = resumers - r_seen < want_r;
+		} else if (f->type == LP_FRAME_FFUNC && protect_builtin(s, f->addr)) {
+			p_seen++;
+			boundary = protects - p_seen < want_p;
 		} else if (f->type == LP_FRAME_FFUNC) {
-			other_seen++;
-			boundary = others - other_seen < want_other;
+			o_seen++;
+			boundary = others - o_seen < want_o;
 		}
 		if (boundary)
 			s->seg_start[nsegs++] = o + 1;
@@ -561,7 +587,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		uint64_t si;
 		after |= anchor && !hidden && !have_vm && k > 0 &&
 			 classify(s, host[k], &sk) == ANCHOR_VM_BLOCK &&
-			 classify(s, host[k - 1], &si) == ANCHOR_NONE;
+			 (classify(s, host[k - 1], &si) == ANCHOR_NONE ||
+			  (k + 1 < nh && classify(s, host[k + 1], &si) == ANCHOR_NONE));
 		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anchor) {

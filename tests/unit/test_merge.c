@@ -905,6 +905,46 @@ static void test_sort_in_coroutine(void)
 }
 
 /*
+** Regressions an exploratory test found in the readings above. A C scheduler run by a
+** wrapped coroutine: its coroutine's sample in a helper of the interpreter's block (the
+** helper, then the coroutine's interpreter, then the C scheduler) took the interpreter's
+** frame for a resume (wrap_aux is in the Lua stack, but outside the C function that
+** resumed the leaf's coroutine), and the main chunk's segment went one anchor in (19 %
+** of such a loop's samples). coroutine.wrap inside table.sort's comparator: the resume's
+** frame, which is also the comparator's entry from the sort's C code, went before the
+** comparator's frames, where its own samples have none (26 %).
+*/
+static void test_nested_resume_readings(void)
+{
+	static const char pre[] = "__libc_start_main;main;lua_pcall;@app.lua:5;";
+	char want[512];
+	const struct lp_lua_frame sched[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), C(A_CFUNC),
+					      L(P_G, 22) };
+	const uint64_t h_helper[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				      A_CFUNC + 4, 0x3190, 0x31a0 };
+	const uint64_t h_interp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+				      A_CFUNC + 4, 0x3190 };
+	snprintf(want, sizeof(want), "%scoroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;"
+		 "lj_vm_asm_begin;my_cfunc;@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sched, h_helper), want);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, sched, h_interp), want);
+
+	const struct lp_lua_frame in_cmp[] = { L(P_MAIN, 5), FF(5), L(P_F, 14), FF(3),
+					       L(P_G, 22) };
+	const uint64_t h_in_cmp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0xb010,
+				      0x3180, 0x3190 };
+	snprintf(want, sizeof(want), "%stable.sort;lj_vm_asm_begin;sort_impl;@app.lua:14;"
+		 "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, in_cmp, h_in_cmp), want);
+	const struct lp_lua_frame cmp[] = { L(P_MAIN, 5), FF(5), L(P_F, 14) };
+	const uint64_t h_cmp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0xb010,
+				   0x3180 };
+	snprintf(want, sizeof(want), "%stable.sort;lj_vm_asm_begin;sort_impl;@app.lua:14 1\n",
+		 pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, cmp, h_cmp), want);
+}
+
+/*
 ** Lua called back by C with no frame of the VM's own above the C code (lua_call and
 ** lua_resume enter the VM by a tail call; a C builtin such as table.sort calls it
 ** directly), on a stripped VM: the callback's interpreter returns into the C code. A
@@ -1192,6 +1232,7 @@ int main(void)
 	RUN(test_c_in_callback);
 	RUN(test_pcall_in_coroutine);
 	RUN(test_sort_in_coroutine);
+	RUN(test_nested_resume_readings);
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
