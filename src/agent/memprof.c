@@ -573,8 +573,9 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		}
 		if (!(flags & LP_LJ_WALK_BOTTOM))
 			break;
-		/* A coroutine continues into its resumer: a builtin's thread, or the main
-		 * thread's C code that called lua_resume, as the host walk confirmed. */
+		/* A coroutine continues into its resumer: a builtin's thread, or the thread
+		 * whose C code called lua_resume (lp_lj_c_resumer), as the host walk
+		 * confirmed. */
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&mp.vm, &direct, &t, &r, NULL) != LP_LJ_OK) {
 			/* As many C resumers as the walk confirmed. */

@@ -965,8 +965,8 @@ void agent_vm_after_walk(struct agent_sample *s)
 {
 	struct lp_lj_proto p;
 	int32_t line;
-	/* The main thread's frames, taken for the C code that resumed the sample's coroutine,
-	 * unless the walk came to the main thread's interpreter where they run. */
+	/* The frames of the threads taken for the C code that resumed the sample's coroutine
+	 * (hop by hop), from the first hop whose interpreter the walk did not come to. */
 	unsigned confirmed = agent_vm_c_resumer_confirmed();
 	for (unsigned h = confirmed; h < nhops; h++) {
 		if (cres_nlua[h] != UINT_MAX && s->nlua > cres_nlua[h]) {
