@@ -447,7 +447,15 @@ static struct origin locate(void)
 	 * the coroutine's yielding line or C function). Not its status: an error handler
 	 * (xpcall's) runs with LUA_ERRERR, a finalizer a host's call set off on a yielded
 	 * coroutine with LUA_YIELD, both on a C frame. */
-	if (!(ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK))
+	uint64_t cf0 = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
+	if (!cf0)
+		return o;
+	/* While a trace is recorded, vmstate RECORD stays as the interpreter runs the recorded
+	 * bytecode (its allocations are the program's), and the recorder itself runs under
+	 * lj_vm_cpcall, whose C frame has a negative NRES: the JIT compiler's work, INTERNAL.
+	 * Recording a C function's entry (lj_dispatch_call) has the function's frame on top:
+	 * its buffers were charged to the function, which may allocate nothing. */
+	if (vmst == VMST_RECORD && (int32_t)ld32(cf0 + y->cf_nres) < 0)
 		return o;
 	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
 	if (base < stack + 16)

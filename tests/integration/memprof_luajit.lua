@@ -19,7 +19,7 @@
 local case, out, jitmode, extra = arg[1], arg[2], arg[3], arg[4]
 assert(case and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_luajit.lua CASE OUT on|off [ARG]")
-local cmod_cases = { cmod = true, cresume = true }
+local cmod_cases = { cmod = true, cresume = true, crecord = true }
 package.cpath = "build/?.so;" .. (cmod_cases[case] and extra .. "/?.so;" or "") .. package.cpath
 local lp = require "luaprof"
 local mp = lp.memprof
@@ -161,6 +161,21 @@ cases.cresume = function()
   stop()
   check(st1 == 1 and st2 == 0, string.format("lua_resume statuses %s %s", st1, st2))
   return co
+end
+
+-- The JIT compiler's work is INTERNAL: with every loop hot at once, traces are recorded
+-- through calls of a C function that allocates nothing (keepalloc); recording its entry
+-- (lj_dispatch_call, under lj_vm_cpcall) has its frame on top, and the recorder's buffers
+-- were charged to it.
+cases.crecord = function()
+  local cm = require "memprof_cmod"
+  jit.opt.start("hotloop=1", "hotexit=1")
+  start()
+  for _ = 1, 200 do
+    local f = load("local cm = ... for i = 1, 30 do cm.keepalloc() local t = { i } end")
+    f(cm)
+  end
+  stop()
 end
 
 -- FFI callbacks: qsort calls a Lua comparator that makes a table per call: each on its

@@ -23,6 +23,9 @@
 #  cresume    a coroutine resumed twice by lua_resume from C (memprof_cmod.c), yielding in
 #             between: its {} (64 B) and {1, 2} (88 B) on their own lines (JIT on: or its
 #             traces), nothing on the resuming lines;
+#  crecord    loops recorded by the JIT (hotloop=1) through calls of a C function that
+#             allocates nothing: no allocation charged to it (the recorder's were; its
+#             abort path's frees, run with vmstate C, still can be: not checked);
 #  ffi_cb     qsort through the FFI with a Lua comparator making a {} per call: exactly one
 #             64-byte allocation per call on that line (JIT on: that line plus the traces
 #             started in the comparator), counted by the comparator itself;
@@ -225,7 +228,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume ffi_cb hot retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -272,6 +275,8 @@ cases() {
 			fi
 			expect_sum "$what" "$e" A "$(L crresume1)|$(L crresume2)" "0 0 0"
 			expect_section "$what" "$e" R ;;
+		crecord)
+			expect_sum "$what" "$e" A "keepalloc:0x[0-9a-f]+" "0 0 0" ;;
 		ffi_cb)
 			n=$(sed -n 's/^fact cbcalls //p' "$dir/$c.out")
 			if [ -z "$n" ] || [ "$n" -lt 64 ]; then
