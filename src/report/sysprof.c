@@ -358,16 +358,22 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * back through lj_vm_call, assembler ones such as pcall do not), taken innermost
 	 * first. Segment j covers lua indices [seg_start[j], seg_start[j+1]) in outermost-
 	 * first order, where the boundary frame ends the outer segment. */
+	/* inner_resumers: the resuming builtins inside the innermost C code that calls Lua (a
+	 * C function, or a builtin that calls back from C code of its own: table.sort), the
+	 * only ones that can have resumed the leaf's coroutine with no C frame between. */
 	size_t definite = 0, optional = 0, resumers = 0, protects = 0, inner_resumers = 0;
+	int c_seen = 0;
 	for (size_t i = 1; i < nl; i++) { /* lua[i] has lua[i-1] inside it */
 		if (lua[i].type == LP_FRAME_CFUNC) {
 			definite++;
+			c_seen = 1;
 		} else if (lua[i].type == LP_FRAME_FFUNC) {
 			optional++;
-			int r = resume_builtin(s, lua[i].addr);
+			int r = resume_builtin(s, lua[i].addr), p = protect_builtin(s, lua[i].addr);
 			resumers += r;
-			protects += protect_builtin(s, lua[i].addr);
-			inner_resumers += r && !definite;
+			protects += p;
+			inner_resumers += r && !c_seen;
+			c_seen |= !r && !p;
 		}
 	}
 

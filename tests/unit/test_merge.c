@@ -936,6 +936,16 @@ static void test_nested_resume_readings(void)
 	snprintf(want, sizeof(want), "%stable.sort;lj_vm_asm_begin;sort_impl;@app.lua:14;"
 		 "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:22 1\n", pre);
 	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, in_cmp, h_in_cmp), want);
+	/* A comparator inside a wrapped coroutine, sampled in a helper its interpreter
+	 * called: the resume is outside table.sort's C code, the helper's interpreter no
+	 * resume (review: it anchored, and the coroutine's frames went after the C code). */
+	const struct lp_lua_frame cmp_in_co[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(5),
+						  L(P_G, 22) };
+	const uint64_t h_cmp_in_co[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180,
+					 0xb010, 0x3190, 0x31a0 };
+	snprintf(want, sizeof(want), "%scoroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;"
+		 "table.sort;lj_vm_asm_begin;sort_impl;@app.lua:22 1\n", pre);
+	CHECK_STR(WRAP_CASE(LP_VMST_LFUNC, cmp_in_co, h_cmp_in_co), want);
 	const struct lp_lua_frame cmp[] = { L(P_MAIN, 5), FF(5), L(P_F, 14) };
 	const uint64_t h_cmp[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0xb010,
 				   0x3180 };
