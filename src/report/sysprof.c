@@ -300,6 +300,17 @@ static int resume_builtin(const struct lp_sysprof *s, uint64_t ffid)
 	return name && (!strcmp(name, "coroutine.resume") || !strcmp(name, "coroutine.wrap_aux"));
 }
 
+/* The resuming builtins among lua[1..nl) (not the innermost frame: it resumes nothing
+ * inside the sample). */
+static size_t count_resumers(const struct lp_sysprof *s, const struct lp_lua_frame *lua,
+			     size_t nl)
+{
+	size_t n = 0;
+	for (size_t i = 1; i < nl; i++)
+		n += lua[i].type == LP_FRAME_FFUNC && resume_builtin(s, lua[i].addr);
+	return n;
+}
+
 /* Whether builtin ffid is pcall or xpcall, which call Lua from the interpreter's own
  * frame (by the stream's ffnames). */
 static int protect_builtin(const struct lp_sysprof *s, uint64_t ffid)
@@ -361,7 +372,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	/* inner_resumers: the resuming builtins inside the innermost C code that calls Lua (a
 	 * C function, or a builtin that calls back from C code of its own: table.sort), the
 	 * only ones that can have resumed the leaf's coroutine with no C frame between. */
-	size_t definite = 0, optional = 0, resumers = 0, protects = 0, inner_resumers = 0;
+	size_t definite = 0, optional = 0, protects = 0, inner_resumers = 0;
+	size_t resumers = count_resumers(s, lua, nl);
 	int c_seen = 0;
 	for (size_t i = 1; i < nl; i++) { /* lua[i] has lua[i-1] inside it */
 		if (lua[i].type == LP_FRAME_CFUNC) {
@@ -370,7 +382,6 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		} else if (lua[i].type == LP_FRAME_FFUNC) {
 			optional++;
 			int r = resume_builtin(s, lua[i].addr), p = protect_builtin(s, lua[i].addr);
-			resumers += r;
 			protects += p;
 			inner_resumers += r && !c_seen;
 			c_seen |= !r && !p;
@@ -465,7 +476,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 				 * by a resuming builtin (the resume's code is the builtin's). The
 				 * leaf's own entry region is read below (resumed). */
 				if (resumers && trace_leaf && k > leaf_entry &&
-				    a == ANCHOR_VM_BLOCK && k > 0 &&
+				    a == ANCHOR_VM_BLOCK &&
 				    (in == ANCHOR_VM_BLOCK || in == ANCHOR_UNNAMED) &&
 				    (out == ANCHOR_API_CALL || out == ANCHOR_API_RESUME ||
 				     out == ANCHOR_VM_BLOCK))
@@ -574,13 +585,6 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * frame (the trace's frame was shown above the whole Lua stack). Only code the
 	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
-	/* So is the interpreter's code that calls C code (a plain C frame inside it), when it
-	 * is its segment's anchor: a VM entry C made by a tail call (lua_call, lua_resume)
-	 * or directly (table.sort's comparator). That code calls the C code, as the
-	 * interpreter that lua_pcall entered does (shown after its segment's Lua frames);
-	 * the entry is the C frame before it, whose return address names the C code that
-	 * called the VM. The segment's own samples, whose leaf that code is, do not show it:
-	 * before, the two went two ways. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
@@ -590,6 +594,13 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		const struct lp_sym_lua *tfn;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
 			    lp_symtab_tcode(s->st, host[k], &tn, &tr, &tfn) == 0;
+		/* So is the interpreter's code that anchors a segment and calls C code or is
+		 * called by it (a plain C frame inside or outside it): a VM entry C made by a
+		 * tail call (lua_call, lua_resume) or directly (table.sort's comparator). It
+		 * runs the segment, as the interpreter lua_pcall entered does (shown after its
+		 * segment's Lua frames); the entry is named by the C frame outside it. The
+		 * segment's own samples, whose leaf that code is, do not show it: before, the
+		 * two went two ways. */
 		uint64_t si;
 		after |= anchor && !hidden && !have_vm && k > 0 &&
 			 classify(s, host[k], &sk) == ANCHOR_VM_BLOCK &&
@@ -641,11 +652,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 */
 static size_t vm_caller(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
-	size_t resumers = 0;
-	for (size_t i = 1; i < smp->nlua; i++)
-		if (smp->lua[i].type == LP_FRAME_FFUNC)
-			resumers += resume_builtin(s, smp->lua[i].addr);
-	if (!resumers)
+	if (!count_resumers(s, smp->lua, smp->nlua))
 		return 0;
 	size_t j = 0;
 	for (size_t k = 0; k < smp->nhost; k++) {
