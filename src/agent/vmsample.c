@@ -417,12 +417,25 @@ static void walk_reset(void)
 /* Static like the state around it (the VM thread only: the handler, or memprof's walk with
  * the handler's signal blocked): the handler runs on the sampled thread's stack, which may
  * be small (sysbench's are 64 KiB), and this array is 2 KiB. */
-static void add_cframes(uint64_t cframe)
+static void note_cframes(uint64_t *to, unsigned *nto, uint64_t cframe)
 {
 	static struct lp_lj_cframe cf[MAX_CFRAMES];
 	unsigned flags, n = lp_lj_cframes(&vm, &mem, cframe, cf, MAX_CFRAMES, &flags);
-	for (unsigned i = 0; i < n && ncframes < MAX_CFRAMES; i++)
-		cframes[ncframes++] = cf[i].addr;
+	for (unsigned i = 0; i < n && *nto < MAX_CFRAMES; i++)
+		to[(*nto)++] = cf[i].addr;
+}
+
+static void add_cframes(uint64_t cframe)
+{
+	note_cframes(cframes, &ncframes, cframe);
+}
+
+/* The walk came to VM code at stack pointer sp: a hop's interpreter, if sp is its C frame. */
+static void note_hop(uint64_t sp)
+{
+	for (unsigned h = 0; h < nhops; h++)
+		if (sp == cres_cf[h])
+			cres_met |= 1u << h;
 }
 
 /* The thread whose C code resumed t (lp_lj_c_resumer), in *r: its C frames and those of
@@ -438,12 +451,9 @@ static int c_resumer(const struct lp_lj_thread *t, struct lp_lj_thread *r)
 			return (int)h;
 	if (nhops == MAX_HOPS)
 		return -1;
-	static struct lp_lj_cframe c[MAX_CFRAMES];
 	struct lp_lj_thread u = *r;
 	for (int level = 0; level < MAX_RESUMES; level++) {
-		unsigned flags, n = lp_lj_cframes(&vm, &mem, u.cframe, c, MAX_CFRAMES, &flags);
-		for (unsigned i = 0; i < n && ncres < MAX_CFRAMES; i++)
-			cres_cframes[ncres++] = c[i].addr;
+		note_cframes(cres_cframes, &ncres, u.cframe);
 		struct lp_lj_thread next;
 		if (lp_lj_resumer(&vm, &mem, &u, &next, NULL) != LP_LJ_OK)
 			break;
@@ -538,8 +548,9 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		}
 		if (mode != LUAPROF_SYSPROF_CALLGRAPH)
 			return 0;
-		/* A coroutine continues into the thread that resumed it: a builtin's, or the main
-		 * thread's C code (kept if the host walk confirms it: agent_vm_after_walk). */
+		/* A coroutine continues into the thread that resumed it: a builtin's, or the
+		 * thread whose C code did (kept if the host walk confirms it:
+		 * agent_vm_after_walk). */
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) == LP_LJ_OK) {
 			t = r;
@@ -1005,9 +1016,7 @@ void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n)
 			continue;
 		if (!is_cframe(sps[i]) && !is_cframe(sps[i] + 8))
 			cres_bad = 1;
-		for (unsigned h = 0; h < nhops; h++)
-			if (sps[i] == cres_cf[h])
-				cres_met |= 1u << h;
+		note_hop(sps[i]);
 	}
 }
 
@@ -1071,9 +1080,7 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		vm_frames_met++;
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
-		for (unsigned h = 0; h < nhops; h++)
-			if (sp == cres_cf[h])
-				cres_met |= 1u << h;
+		note_hop(sp);
 		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
 			empty_found = 1;
 			empty_ip = ip;
