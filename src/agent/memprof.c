@@ -622,9 +622,11 @@ static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst, in
 	return agent_vm_omit_empty(s_host, n);
 }
 
-static inline int in_vm_block(uint64_t pc)
+/* The C code of the object holding the VM (its allocation path, lj_trace_exit...), not
+ * the interpreter's block. */
+static inline int vm_c_code(uint64_t pc)
 {
-	return pc >= mp.vm.vm_lo && pc < mp.vm.vm_hi;
+	return pc >= mp.vmobj_lo && pc < mp.vmobj_hi && !lp_lj_in_vm(&mp.vm, pc);
 }
 
 /* The stack of the allocation about to happen, interned: its id, or -1. */
@@ -661,16 +663,14 @@ static int64_t capture(void)
 	size_t skip = 0;
 	while (skip < nhost && s_host[skip] >= mp.self_lo && s_host[skip] < mp.self_hi)
 		skip++;
-	while (skip + 1 < nhost && s_host[skip] >= mp.vmobj_lo && s_host[skip] < mp.vmobj_hi &&
-	       !(s_host[skip] >= mp.vm.vm_lo && s_host[skip] < mp.vm.vm_hi))
+	while (skip + 1 < nhost && vm_c_code(s_host[skip]))
 		skip++;
 	/* A trace's exit restoring its snapshot (lj_trace_exit runs it under lj_vm_cpcall, an
 	 * entry with no Lua frame): the exit handler, stepped to its entry's C frame (so there
 	 * twice), made the allocation, as the trace would have. The cpcall's code was taken
 	 * for an entry of the Lua frames: they went after lj_trace_exit. */
-	if (skip + 3 < nhost && in_vm_block(s_host[skip]) && !in_vm_block(s_host[skip + 1]) &&
-	    s_host[skip + 1] >= mp.vmobj_lo && s_host[skip + 1] < mp.vmobj_hi &&
-	    s_host[skip + 2] == s_host[skip + 3] && in_vm_block(s_host[skip + 2]))
+	if (skip + 3 < nhost && lp_lj_in_vm(&mp.vm, s_host[skip]) && vm_c_code(s_host[skip + 1]) &&
+	    s_host[skip + 2] == s_host[skip + 3] && lp_lj_in_vm(&mp.vm, s_host[skip + 2]))
 		skip += 2;
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
 	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
