@@ -273,13 +273,16 @@ static void stripped_trailer(void)
 	lp_write_ext_end(&wb);
 }
 
+/* A host's C function running Lua (nginx's run_thread) on a stripped VM, and another
+ * library's last symbol, sized by the extension (stripped_trailer, resumed_trailer). */
+static const struct csym host_thread_syms[] = {
+	{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
+	{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
+};
+
 static void test_anchor_after_sizes(void)
 {
-	static const struct csym syms[] = {
-		{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
-		{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
-	};
-	begin_with(syms, NSYMS(syms));
+	begin_with(host_thread_syms, NSYMS(host_thread_syms));
 	struct lp_lua_frame lua[] = { L(P_MAIN, 18), L(P_F, 12) };
 	uint64_t host[] = { A_MAIN + 9, A_CFUNC + 4, 0x60000, 0x3810 };
 	SAMPLE(LP_VMST_CFUNC, lua, host);
@@ -749,11 +752,7 @@ static void resumed_trailer(void)
 
 static void test_trace_anchor_resumed(void)
 {
-	static const struct csym syms[] = {
-		{ A_MAIN, "main" }, { A_CFUNC, "run_thread" }, { 0x3000, "lj_vm_asm_begin" },
-		{ 0x3800, "lj_vm_ffi_call" }, { 0x40000, "other_lib_last" },
-	};
-	begin_with(syms, NSYMS(syms));
+	begin_with(host_thread_syms, NSYMS(host_thread_syms));
 	lp_write_sys_sym_trace(&wb, 5, P_F, 12);
 	struct lp_lua_frame lua[] = { L(P_MAIN, 18), L(P_F, 12) };
 	uint64_t host[] = { A_MAIN + 9, A_CFUNC + 4, 0x60010, 0x3810 };
