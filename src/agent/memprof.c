@@ -415,6 +415,27 @@ static uint64_t caller_proto(uint64_t base, uint64_t link)
 	return ld64(fn + y->fn_pc) - y->pt_size;
 }
 
+/*
+** The same for a builtin called through a continuation frame, as a trace stitched around
+** it calls it (os.date, load... from JIT-compiled code), or a metamethod: the Lua function
+** below, and in *pc the caller's PC the continuation saved (base-3; base-4 holds the
+** continuation, 1 for an FFI callback's C entry, which has no Lua caller there). 0 when
+** the frame below is not a Lua function's.
+*/
+static uint64_t cont_caller_proto(uint64_t base, uint64_t link, uint64_t stack, uint64_t *pc)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t delta = link & ~7ull;
+	if (delta < 32 || delta > base - stack - 16 || ld64(base - 32) == 1)
+		return 0;
+	uint64_t cbase = base - delta;
+	uint64_t fn = ld64(cbase - 16) & LP_LJ_GCVMASK;
+	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
+		return 0;
+	*pc = ld64(base - 24);
+	return ld64(fn + y->fn_pc) - y->pt_size;
+}
+
 /* Where an event comes from: its source and the fields the stream gives that source (num
  * is the line of LFUNC, the number of TRACE). Small enough to come back in two registers. */
 struct origin {
@@ -475,13 +496,14 @@ static struct origin locate(void)
 		return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
 	if (ffid != LP_LJ_FFID_C) {
-		uint64_t link = ld64(base - 8);
-		if ((link & 3) == LP_LJ_FRAME_LUA) {
-			uint64_t pt = caller_proto(base, link);
-			uint32_t line = pt ? pc_line(pt, link) : 0;
-			if (line)
-				return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
-		}
+		uint64_t link = ld64(base - 8), pt = 0, pc = link;
+		if ((link & 3) == LP_LJ_FRAME_LUA)
+			pt = caller_proto(base, link);
+		else if ((link & 7) == LP_LJ_FRAME_CONT)
+			pt = cont_caller_proto(base, link, stack, &pc);
+		uint32_t line = pt ? pc_line(pt, pc) : 0;
+		if (line)
+			return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
 	o.source = LP_ASOURCE_CFUNC;
 	o.addr = ld64(fn + y->fn_f);

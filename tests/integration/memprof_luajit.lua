@@ -218,6 +218,20 @@ cases.hot = function()
   return keep
 end
 
+-- A builtin the JIT does not compile (os.date), called from a hot loop: the trace is
+-- stitched around it, and the builtin runs on a continuation frame above the loop's
+-- function. Its one string per call (8 characters, distinct) is charged to the calling
+-- line, as from the interpreter. The string table is grown beforehand, as in concat.
+cases.stitch = function()
+  collectgarbage("stop")
+  local keep, warm = table.new(300, 0), table.new(4096, 0)
+  for i = 1, 4096 do warm[i] = "warm" .. i end
+  start()
+  for i = 1, 300 do keep[i] = os.date("!%H:%M:%S", i) end --@stitch
+  stop()
+  return keep, warm
+end
+
 -- Trace numbers reused within one profile: the first hot loop's trace is trace 1,
 -- jit.flush() drops it and the collection frees it, and the second loop's new trace is
 -- trace 1 again, in the block the first one had (same size: the allocator reuses it, as

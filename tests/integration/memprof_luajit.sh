@@ -31,6 +31,9 @@
 #             started in the comparator), counted by the comparator itself;
 #  hot        keep[i] = {i} x 300: 300 allocations, 26400 B; JIT on: TRACE [1] started at
 #             the loop's line, line + trace totals still 300 / 26400 B;
+#  stitch     keep[i] = os.date(...) x 300, a builtin the JIT stitches around (it runs on
+#             a continuation frame): 300 allocations, 10800 B, on the line (and traces),
+#             none charged to the builtin's C code;
 #  retrace    two such loops with jit.flush() and a collection between: each line's
 #             300 / 26400 B; JIT on: TRACE [1] started at each loop's line (the number
 #             and the trace's block reused, named again)
@@ -228,7 +231,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -300,6 +303,9 @@ cases() {
 				only_labels "$what" "$e" R "INTERNAL"
 				only_labels "$what" "$e" D "INTERNAL"
 			fi ;;
+		stitch)
+			expect_sum "$what" "$e" A "$(L stitch)|$(TR stitch)" "300 10800 0"
+			only_labels "$what" "$e" A "$(L stitch)|$(TR stitch)|INTERNAL" ;;
 		retrace)
 			if [ "$jit" = off ]; then
 				expect_section "$what" "$e" A "$(L retrace1)|300|26400|0" "$(L retrace2)|300|26400|0"
