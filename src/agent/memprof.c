@@ -12,7 +12,8 @@
 ** Attribution (what the event's source is) is decided before the original allocator runs:
 ** a stack reallocation moves the stack, and L->base is only updated after it returns. The
 ** rules, measured on both supported builds (vm-internals.md; the issue-4 notes):
-**   - g->vmstate >= 0: a trace is running: TRACE with that number;
+**   - g->vmstate > 0: a trace is running: TRACE with that number (0: the VM has not run
+**     yet, so no Lua code allocates: INTERNAL, as the host's own calls);
 **   - INTERP, C or RECORD with a Lua function at L->base: LFUNC at the line of the C frame's
 **     saved PC when that PC lies in the function's bytecode (TNEW, CAT, ... save it before
 **     calling into C; the compiler's own work runs in lj_vm_cpcall, whose saved PC is L);
@@ -450,7 +451,7 @@ static struct origin locate(void)
 	uint64_t g = mp.vm.g;
 	int32_t vmst = *mp.vmstate;
 	struct origin o = { 0, 0, LP_ASOURCE_INT };
-	if (vmst >= 0) {
+	if (vmst > 0) {
 		const struct trace_seen *c = &trace_seen[vmst & 63];
 		if (c->traceno != (uint32_t)vmst || c->gen != mp.trace_gen)
 			need_trace((uint32_t)vmst);
@@ -546,11 +547,11 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		return 0;
 	/* cur_L with no C frame (suspended, or dead by an error): the host allocates in its
 	 * own code (the VM's C API on another state), no Lua code of that coroutine runs. */
-	if (vmst < 0 && !t.cframe)
+	if (vmst <= 0 && !t.cframe)
 		return 0;
 	uint64_t base = 0, leaf = 0;
 	size_t n = 0;
-	if (vmst >= 0) {
+	if (vmst > 0) {
 		struct lp_lj_trace tr;
 		base = ld64(mp.vm.g + y->g_jit_base);
 		if (!base || lp_lj_trace_read(&mp.vm, &direct, (uint32_t)vmst, &tr) != LP_LJ_OK)

@@ -1182,7 +1182,7 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 			empty_stack = t.stack;
 		}
 	}
-	if (vmstate >= 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
+	if (vmstate > 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
 		have_trace = 1;
 }
 

@@ -218,7 +218,9 @@ static int check_layout(const struct lp_lj_layout *lay, const struct lp_mem *m, 
 		snprintf(why, whylen, "g->cur_L = 0x%" PRIx64 " is not a thread of this VM", curL);
 		return -1;
 	}
-	if (sizetrace > 65536 || vmstate < -7 || (vmstate >= 0 && (uint32_t)vmstate >= sizetrace)) {
+	/* 0 is no trace (they are numbered from 1): the zeroed state of a VM that has run
+	 * nothing yet (luaL_newstate, then start, then luaL_openlibs). */
+	if (sizetrace > 65536 || vmstate < -7 || (vmstate > 0 && (uint32_t)vmstate >= sizetrace)) {
 		snprintf(why, whylen, "g->vmstate = %" PRId32 " with %" PRIu32 " trace slots",
 			 vmstate, sizetrace);
 		return -1;
@@ -312,7 +314,9 @@ int lp_lj_vmstate_map(int32_t raw, uint32_t *traceno)
 		LP_VMST_RECORD, LP_VMST_OPT, LP_VMST_ASM,
 	};
 
-	if (raw >= 0) {
+	if (raw == 0) /* no trace: the VM has not run yet (check_layout), host code runs */
+		return LP_VMST_INTERP;
+	if (raw > 0) {
 		if (traceno)
 			*traceno = (uint32_t)raw;
 		return LP_VMST_TRACE;

@@ -142,11 +142,13 @@ const char *lp_lj_ffname(const struct lp_lj_layout *lay, unsigned ffid);
 /* -- VM-wide state ------------------------------------------------------------ */
 
 /* g->vmstate as stored: -1 INTERP, -2 C, -3 GC, -4 EXIT, -5 RECORD, -6 OPT, -7 ASM,
-** >= 0 number of the trace whose code (or a C helper it called) runs. */
+** > 0 number of the trace whose code (or a C helper it called) runs, 0 before the VM first
+** ran (a new state's zeroed field). */
 int lp_lj_vmstate(const struct lp_lj_vm *vm, const struct lp_mem *m, int32_t *raw);
 
 /* Maps a raw vmstate onto LP_VMST_* (C -> LP_VMST_CFUNC; a stock VM has no LFUNC/FFUNC: the
-** caller derives those from the IP and top frame). Stores the trace number for LP_VMST_TRACE
+** caller derives those from the IP and top frame; 0, a VM that has not run yet, is
+** INTERP: host code with no Lua frame). Stores the trace number for LP_VMST_TRACE
 ** in *traceno (if non-NULL). Returns -1 for values no build produces. */
 int lp_lj_vmstate_map(int32_t raw, uint32_t *traceno);
 

@@ -672,7 +672,7 @@ static void test_two_vms(void)
 */
 static uint8_t dbuf[2][LUAPROF_MEMPROF_BUF_MIN];
 static struct {
-	uint64_t calls, foreign, events, line_allocs;
+	uint64_t calls, foreign, events, line_allocs, traces, internal_allocs;
 	uint64_t chunk; /* the test chunk's prototype keys (any of them) */
 	const void *on_stop_buf;
 } dw;
@@ -703,6 +703,10 @@ static int on_mem_sym(void *ctx, uint64_t addr, const char *chunk, size_t len, u
 static int on_mem_event(void *ctx, const struct lp_mem_event *ev)
 {
 	dw.events++;
+	if (ev->source == LP_ASOURCE_TRACE)
+		dw.traces++;
+	if (ev->event == LP_AEVENT_ALLOC && ev->source == LP_ASOURCE_INT)
+		dw.internal_allocs++;
 	if (ev->event == LP_AEVENT_ALLOC && ev->source == LP_ASOURCE_LFUNC &&
 	    ev->loc_addr == dw.chunk && ev->loc_line == 1)
 		dw.line_allocs++;
@@ -942,6 +946,51 @@ static void test_memprof_c_writer(void)
 	lua_close(L);
 }
 
+/* A state the VM has not run yet (luaL_newstate, start, then luaL_openlibs): its vmstate
+ * is still the zeroed 0, no trace. Both profilers start there; exact mode charges the
+ * host's table made before the first run to INTERNAL (2 allocations), no event to a
+ * trace, and the chunk's tables to its line. */
+static void test_fresh_state(void)
+{
+	lua_State *L = luaL_newstate();
+	struct luaprof_memprof_options mo = {
+		.buf = dbuf[0], .len = sizeof(dbuf[0]), .writer = dbuf_writer,
+		.on_stop = dbuf_on_stop,
+	};
+	memset(&dw, 0, sizeof(dw));
+	sink.len = 0;
+	CHECK(luaprof_memprof_start(L, &mo) == 0, "exact memprof on a new state: %s",
+	      luaprof_memprof_error());
+	lua_createtable(L, 100, 0);
+	lua_pop(L, 1);
+	luaL_openlibs(L);
+	CHECK(luaL_loadbuffer(L, "jit.off() local t = {} for i = 1, 20000 do t[i] = {} end",
+			      56, "=dbuf_x") == 0 && lua_pcall(L, 0, 0, 0) == 0, "run");
+	CHECK(luaprof_memprof_stop(L) == 0, "stop: %s", luaprof_memprof_error());
+	struct lp_parse_handlers h = { .mem_event = on_mem_event, .sym_lua = on_mem_sym };
+	struct lp_parse_stats st;
+	CHECK(parse_mem(sink.data, sink.len, &h, &st) == LP_OK && st.complete,
+	      "the new state's stream parses whole");
+	CHECK(dw.line_allocs >= 20000 && dw.traces == 0 && dw.internal_allocs >= 2,
+	      "new state: %llu allocations at =dbuf_x:1, %llu events in traces, %llu INTERNAL "
+	      "allocations (want >= 20000, 0, >= 2)", (unsigned long long)dw.line_allocs,
+	      (unsigned long long)dw.traces, (unsigned long long)dw.internal_allocs);
+	lua_close(L);
+
+	L = luaL_newstate();
+	struct luaprof_sysprof_options o = callgraph_options();
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "sysprof on a new state: %s",
+	      luaprof_sysprof_error());
+	luaL_openlibs(L);
+	burn(L, 0.2, 1);
+	CHECK(luaprof_sysprof_stop(L) == 0, "sysprof stop: %s", luaprof_sysprof_error());
+	struct parsed p = parse_bytes(sink.data, sink.len);
+	CHECK(p.status == LP_OK && p.complete && p.samples > 50,
+	      "new state's CPU stream: status %d, %llu samples", p.status,
+	      (unsigned long long)p.samples);
+	lua_close(L);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -957,6 +1006,7 @@ int main(int argc, char **argv)
 	test_close_c_api();
 	test_two_vms();
 	test_memprof_c_writer();
+	test_fresh_state();
 	test_stop_while_running();
 	test_signal_taken();
 	test_c_yield();

@@ -462,6 +462,13 @@ static void test_detect_rejects(void)
 		expect_reject(&F, F.L, LP_LJ_EBUILD, "vmstate");
 		w32(F.g + lay->g_vmstate, (uint32_t)-9);
 		expect_reject(&F, F.L, LP_LJ_EBUILD, "vmstate");
+		/* 0 with no traces: a state the VM has not run yet (luaL_newstate), accepted. */
+		w32(F.g + lay->g_vmstate, 0);
+		{
+			char err[256] = "";
+			struct lp_lj_vm v;
+			CHECK_EQ(lp_lj_detect(&v, &F.m, F.L, err, sizeof(err)), LP_LJ_OK);
+		}
 
 		/* Stack fields outside the stack. */
 		fake_init(&F, lay);
@@ -487,8 +494,9 @@ static void test_vmstate_map(void)
 	CHECK_EQ(lp_lj_vmstate_map(-7, NULL), LP_VMST_ASM);
 	CHECK_EQ(lp_lj_vmstate_map(-8, NULL), -1);
 	CHECK_EQ(lp_lj_vmstate_map(INT32_MIN, NULL), -1);
-	CHECK_EQ(lp_lj_vmstate_map(0, &tr), LP_VMST_TRACE);
-	CHECK_EQ(tr, 0);
+	tr = 7;
+	CHECK_EQ(lp_lj_vmstate_map(0, &tr), LP_VMST_INTERP); /* the VM has not run yet */
+	CHECK_EQ(tr, 7);
 	CHECK_EQ(lp_lj_vmstate_map(42, &tr), LP_VMST_TRACE);
 	CHECK_EQ(tr, 42);
 }
