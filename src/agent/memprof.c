@@ -79,7 +79,6 @@ static struct {
 	int state;
 	int raw;                        /* exact mode writes raw events (see the stream below) */
 	const int32_t *vmstate;         /* the VM's g->vmstate (exact mode's every event) */
-	char err[256];
 	/* The profiled VM. */
 	struct lp_lj_vm vm;
 	lua_State *L;                   /* main thread */
@@ -214,6 +213,9 @@ static inline uint8_t ld8(uint64_t a)
 /* -- Symbols ------------------------------------------------------------------------- */
 
 static void io_check(void);
+/* The last failed start or stop's message, per thread: another thread's call may come
+ * between a failed call and its caller's luaprof_memprof_error(). */
+static _Thread_local char api_err[256];
 static void set_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Symbols and other stream bytes written to mp.symw go into the stream now, before the
@@ -896,16 +898,16 @@ static int native_acquire(lua_State *L)
 		return -1;
 	}
 	if (!agent_vm_attached()) {
-		if (agent_vm_attach(L, mp.err, sizeof(mp.err)) != 0)
+		if (agent_vm_attach(L, api_err, sizeof(api_err)) != 0)
 			return -1;
-		if (agent_objects_init(mp.err, sizeof(mp.err)) != 0) {
+		if (agent_objects_init(api_err, sizeof(api_err)) != 0) {
 			agent_vm_detach();
 			return -1;
 		}
 	}
 	mp.own_native = 1;
 	mp.objs_adds = agent_objects_changes();
-	if (agent_unwind_init(mp.err, sizeof(mp.err)) != 0) {
+	if (agent_unwind_init(api_err, sizeof(api_err)) != 0) {
 		native_release_mp();
 		return -1;
 	}
@@ -1334,13 +1336,13 @@ static void set_err(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(mp.err, sizeof(mp.err), fmt, ap);
+	vsnprintf(api_err, sizeof(api_err), fmt, ap);
 	va_end(ap);
 }
 
 LUAPROF_API const char *luaprof_memprof_error(void)
 {
-	return mp.err;
+	return api_err;
 }
 
 void agent_memprof_closing(lua_State *L)
@@ -1407,21 +1409,88 @@ static void at_fork_child(void)
  * still whole then; the allocator no longer matters. */
 static int stop_profile(lua_State *L, const char *cause);
 
+/*
+** Start and stop, one at a time in the process: the profile is the process's, and each of
+** a host's threads may run a Lua state of its own and start or stop from there (a start
+** that ran while another thread's stop was tearing the profile down took the buffer and
+** callbacks that stop was about to hand to on_stop). A call made inside another on the same
+** thread (the writer or on_stop calling stop, a finalizer that start's allocation set off,
+** the writer called from an event calling stop) is refused, not waited for: in_api. The
+** allocation wrappers take no lock: stop still belongs on the thread that runs the VM, or
+** to a time when it runs no Lua code.
+*/
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int in_api;
+static int fork_locked;
+
+static int api_enter(void)
+{
+	if (in_api)
+		return -1;
+	pthread_mutex_lock(&api_lock);
+	in_api = 1;
+	return 0;
+}
+
+static void api_leave(void)
+{
+	in_api = 0;
+	pthread_mutex_unlock(&api_lock);
+}
+
+/* The writer, called with in_api set: a stop it makes (as a writer that stops at a size
+ * might) is refused instead of tearing the profile down under the event or the epilogue
+ * being written. Such a writer stops the profile by setting *data to NULL. */
+static size_t call_writer(const void **data, size_t len, void *ctx)
+{
+	int outer = in_api;
+	in_api = 1;
+	size_t n = mp.writer(data, len, ctx);
+	in_api = outer;
+	return n;
+}
+
 static void at_exit(void)
 {
-	if (mp.state != MP_IDLE)
+	if (mp.state != MP_IDLE && api_enter() == 0) {
 		stop_profile(NULL, "exit");
+		api_leave();
+	}
 }
 
 void agent_memprof_stop_at_close(lua_State *L)
 {
-	stop_profile(L, "close");
+	if (api_enter() == 0) {
+		stop_profile(L, "close");
+		api_leave();
+	}
+}
+
+/* fork(2) while another thread starts or stops: the child would inherit the lock held. */
+static void at_fork_prepare(void)
+{
+	fork_locked = !in_api;
+	if (fork_locked)
+		pthread_mutex_lock(&api_lock);
+}
+
+static void at_fork_parent(void)
+{
+	if (fork_locked)
+		pthread_mutex_unlock(&api_lock);
+}
+
+static void at_fork_child_api(void)
+{
+	if (fork_locked)
+		pthread_mutex_unlock(&api_lock);
+	at_fork_child();
 }
 
 static void register_once(void)
 {
 	atexit(at_exit);
-	pthread_atfork(NULL, NULL, at_fork_child);
+	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child_api);
 }
 
 /* Exact mode's side buffer: the stream bytes that are not events, carried as blobs. */
@@ -1443,7 +1512,7 @@ static int spare_cpu(void)
 */
 static void stream_init(const struct luaprof_memprof_options *opt)
 {
-	lp_wbuf_init(&mp.w, opt->buf, opt->len, opt->writer, opt->ctx);
+	lp_wbuf_init(&mp.w, opt->buf, opt->len, call_writer, opt->ctx);
 	mp.symw = &mp.w;
 	/* Raw records are stored as aligned words (rawev.h): the file's buffer is. */
 	mp.raw = !mp.sample_bytes && opt->writer == agent_pfile_write &&
@@ -1457,21 +1526,19 @@ static void stream_init(const struct luaprof_memprof_options *opt)
 
 static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt);
 
-/* A start made while another start runs (a finalizer run by a collector step that start
- * itself set off) is refused as a start while running: it would have started a profile
- * that the outer start then overwrote. */
+/* A start made inside another start or stop on this thread (a finalizer run by a collector
+ * step that start itself set off) is refused as a start while running: it would have
+ * started a profile that the outer call then overwrote or tore down. */
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
-	static int starting;
-	if (starting) {
+	if (api_enter() != 0) {
 		set_err("profiler is running already");
 		if (opt && opt->on_stop)
 			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRRUN;
 	}
-	starting = 1;
 	int rc = start_profile(L, opt);
-	starting = 0;
+	api_leave();
 	return rc;
 }
 
@@ -1479,7 +1546,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, register_once);
-	mp.err[0] = '\0';
+	api_err[0] = '\0';
 	if (mp.state != MP_IDLE) {
 		set_err("profiler is running already");
 		if (opt && opt->on_stop)
@@ -1494,15 +1561,15 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
-	if (opt->sample_bytes && lp_stubenv_read(mp.err, sizeof(mp.err)) == LP_STUBENV_BAD) {
+	if (opt->sample_bytes && lp_stubenv_read(api_err, sizeof(api_err)) == LP_STUBENV_BAD) {
 		opt->on_stop(opt->ctx, opt->buf);
 		errno = EINVAL;
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	lp_mem_pid_init(&mp.checked, &mp.pid, getpid());
-	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, mp.err, sizeof(mp.err)) !=
+	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, api_err, sizeof(api_err)) !=
 	    LP_LJ_OK) {
-		agent_vm_explain(mp.err, sizeof(mp.err));
+		agent_vm_explain(api_err, sizeof(api_err));
 		opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
@@ -1561,7 +1628,8 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	sym_end();
 	mp.adds = agent_objects_changes();
 	if (!lp_wbuf_ok(&mp.w)) {
-		int e = mp.w.saved_errno ? mp.w.saved_errno : EIO;
+		int e = mp.w.flags & LP_WBUF_STOP ? ECANCELED
+		      : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 		set_err("cannot write the profile: %s", strerror(e));
 		opt->on_stop(opt->ctx, opt->buf);
 		free_maps();
@@ -1608,7 +1676,14 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 
 LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 {
-	return stop_profile(L, "program");
+	if (api_enter() != 0) {
+		set_err("stop called from inside the profiler (its writer or on_stop, or a "
+			"finalizer run by start or stop); a writer stops it by setting *data to NULL");
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	int rc = stop_profile(L, "program");
+	api_leave();
+	return rc;
 }
 
 /* cause: meta stopped_by (program: an API call; exit; close: lua_close). */

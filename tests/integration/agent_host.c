@@ -18,6 +18,7 @@
 **     current thread is then still the coroutine, which did not allocate).
 ** Prints "FAIL: ..." lines; exit status 1 if any.
 */
+#include <errno.h>
 #include <execinfo.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -991,6 +992,143 @@ static void test_fresh_state(void)
 	lua_close(L);
 }
 
+/* -- Start and stop from several threads, and from inside the profiler ----------------- */
+
+struct tctx {
+	uint8_t buf[LUAPROF_MEMPROF_BUF_MIN];
+	pthread_t self;
+	unsigned long started, foreign_writes, foreign_stops, bad_stops, refused;
+};
+static struct tctx tctxs[2];
+static _Thread_local struct tctx *my_tctx;
+
+static size_t tctx_writer(const void **data, size_t len, void *ctx)
+{
+	if (ctx != my_tctx)
+		__atomic_add_fetch(&tctxs[0].foreign_writes, 1, __ATOMIC_RELAXED);
+	return len;
+}
+
+static int tctx_on_stop(void *ctx, uint8_t *buf)
+{
+	if (ctx != my_tctx || buf != my_tctx->buf)
+		__atomic_add_fetch(&tctxs[0].foreign_stops, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void *tctx_thread(void *arg)
+{
+	my_tctx = arg;
+	lua_State *L = new_state();
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (my_tctx->started >= 500 || now.tv_sec - t0.tv_sec >= 3)
+			break;
+		struct luaprof_memprof_options o = {
+			.buf = my_tctx->buf, .len = sizeof(my_tctx->buf), .ctx = my_tctx,
+			.writer = tctx_writer, .on_stop = tctx_on_stop,
+		};
+		int rc = luaprof_memprof_start(L, &o);
+		if (rc != 0) {
+			if (rc == LUAPROF_PROFILE_ERRRUN)
+				my_tctx->refused++;
+			else
+				my_tctx->bad_stops++;
+			continue;
+		}
+		my_tctx->started++;
+		if (luaL_dostring(L, "local t = {} for i = 1, 100 do t[i] = {} end") != 0)
+			my_tctx->bad_stops++;
+		if (luaprof_memprof_stop(L) != 0)
+			my_tctx->bad_stops++;
+	}
+	lua_close(L);
+	return NULL;
+}
+
+/* A writer that calls stop once it has taken a few buffers, then stops the profile the
+ * documented way (*data = NULL). */
+static struct {
+	unsigned long calls; /* once armed, after start */
+	int armed, stop_rc;
+	char stop_msg[256];
+} wstop;
+
+static size_t stopping_writer(const void **data, size_t len, void *ctx)
+{
+	if (wstop.armed && ++wstop.calls == 3) {
+		wstop.stop_rc = luaprof_memprof_stop((lua_State *)ctx);
+		snprintf(wstop.stop_msg, sizeof(wstop.stop_msg), "%s", luaprof_memprof_error());
+		*data = NULL;
+	}
+	return len;
+}
+
+static size_t cancelling_writer(const void **data, size_t len, void *ctx)
+{
+	*data = NULL;
+	return len;
+}
+
+static int plain_on_stop(void *ctx, uint8_t *buf)
+{
+	return 0;
+}
+
+/*
+** Two threads, each with a state of its own, start and stop until each has run 500 profiles
+** (3 s at most): every start either runs (and its start, its Lua code and its stop succeed)
+** or is refused as running already; the writer and on_stop
+** only ever get the calling thread's ctx and buffer. Then the profiler's own callbacks:
+** a writer that calls stop (from an event's flush, then again from the epilogue's) is
+** refused, not followed into a teardown under the event being written; a writer that asks
+** to stop while start writes the symbol table fails start with ECANCELED, as it does stop.
+*/
+static void test_memprof_threads(void)
+{
+	pthread_t t[2];
+	memset(tctxs, 0, sizeof(tctxs));
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, tctx_thread, &tctxs[i]) == 0, "thread");
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++)
+		CHECK(tctxs[i].started > 0 && tctxs[i].bad_stops == 0,
+		      "thread %d: %lu started, %lu refused as running, %lu failed stops", i,
+		      tctxs[i].started, tctxs[i].refused, tctxs[i].bad_stops);
+	CHECK(tctxs[0].foreign_writes == 0 && tctxs[0].foreign_stops == 0,
+	      "%lu writer calls and %lu on_stop calls with another thread's ctx or buffer",
+	      tctxs[0].foreign_writes, tctxs[0].foreign_stops);
+
+	lua_State *L = new_state();
+	struct luaprof_memprof_options o = {
+		.buf = dbuf[0], .len = sizeof(dbuf[0]), .ctx = L, .writer = stopping_writer,
+		.on_stop = plain_on_stop,
+	};
+	memset(&wstop, 0, sizeof(wstop));
+	CHECK(luaprof_memprof_start(L, &o) == 0, "start: %s", luaprof_memprof_error());
+	wstop.armed = 1;
+	CHECK(luaL_dostring(L, "local t = {} for i = 1, 20000 do t[i] = {} end") == 0, "run");
+	CHECK(wstop.calls >= 3 && wstop.stop_rc == LUAPROF_PROFILE_ERRUSE &&
+	      strstr(wstop.stop_msg, "inside the profiler") != NULL,
+	      "stop from the writer: %lu writer calls, rc %d, '%s'", wstop.calls, wstop.stop_rc,
+	      wstop.stop_msg);
+	errno = 0;
+	CHECK(luaprof_memprof_stop(L) == LUAPROF_PROFILE_ERRIO && errno == ECANCELED,
+	      "stop after the writer's *data = NULL: %s", luaprof_memprof_error());
+	CHECK(luaL_dostring(L, "local t = {} for i = 1, 1000 do t[i] = {} end") == 0,
+	      "the program goes on");
+
+	o.writer = cancelling_writer;
+	errno = 0;
+	CHECK(luaprof_memprof_start(L, &o) == LUAPROF_PROFILE_ERRIO && errno == ECANCELED &&
+	      strstr(luaprof_memprof_error(), "Operation canceled") != NULL,
+	      "start with a writer that cancels: errno %d, '%s'", errno, luaprof_memprof_error());
+	lua_close(L);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -1007,6 +1145,7 @@ int main(int argc, char **argv)
 	test_two_vms();
 	test_memprof_c_writer();
 	test_fresh_state();
+	test_memprof_threads();
 	test_stop_while_running();
 	test_signal_taken();
 	test_c_yield();
