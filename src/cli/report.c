@@ -88,7 +88,9 @@ struct opts {
 	const char *limit_flag; /* as typed: -n, --limit or --top */
 };
 
-#define fail(...) lp_cli_fail("report", __VA_ARGS__)
+/* The command whose messages these are: report, or record rendering what it recorded. */
+static const char *who = "report";
+#define fail(...) lp_cli_fail(who, __VA_ARGS__)
 
 static int check_format(const struct opts *o);
 
@@ -383,6 +385,7 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 {
 	if (top_text)
 		*top_text = NULL;
+	who = facts ? "record" : "report";
 	struct opts o;
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
@@ -419,17 +422,17 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		close(fd);
 
 	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
-		fprintf(stderr, "luaprof report: %s: empty file, not a profile stream\n", o.input);
+		fprintf(stderr, "luaprof %s: %s: empty file, not a profile stream\n", who, o.input);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
-		fprintf(stderr, "luaprof report: %s (no profile section: nothing to report)\n",
+		fprintf(stderr, "luaprof %s: %s (no profile section: nothing to report)\n", who,
 			msg);
 		exit_code = LP_EXIT_TRUNCATED;
 	} else if (st == LP_ERR_FORMAT || st == LP_ERR_VERSION) {
-		fprintf(stderr, "luaprof report: %s\n", msg);
+		fprintf(stderr, "luaprof %s: %s\n", who, msg);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st != LP_OK && st != LP_ERR_TRUNCATED) {
-		fprintf(stderr, "luaprof report: %s\n", msg);
+		fprintf(stderr, "luaprof %s: %s\n", who, msg);
 		exit_code = LP_EXIT_USAGE;
 	}
 	if (exit_code != LP_EXIT_OK)
@@ -452,13 +455,13 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	rc = render(&o, &l, out, err, sizeof(err), top, top_text);
 	rc = lp_output_close(out, o.output, tmp, rc, err, sizeof(err));
 	if (rc) {
-		fprintf(stderr, "luaprof report: %s\n", err);
+		fprintf(stderr, "luaprof %s: %s\n", who, err);
 		exit_code = LP_EXIT_USAGE;
 		goto out;
 	}
 	summary(&o, &l, lp_fmt_name(o.fmt));
 	if (st == LP_ERR_TRUNCATED) {
-		fprintf(stderr, "luaprof report: warning: %s\n", msg);
+		fprintf(stderr, "luaprof %s: warning: %s\n", who, msg);
 		exit_code = LP_EXIT_TRUNCATED;
 	}
 out:

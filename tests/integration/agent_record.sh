@@ -350,6 +350,13 @@ rm -f "$t/luaprof.bin"
 	fail "record -o /dev/null: $(cat "$t/err")"
 [ $devnull_bin = 0 ] && [ -e /dev/null.bin ] && { rm -f /dev/null.bin; fail "record made /dev/null.bin"; }
 [ -s "$t/luaprof.bin" ] || fail "record -o /dev/null: no raw stream luaprof.bin"
+# A report that cannot be written: record says so under its own name, exit 1.
+if [ -w /dev/full ]; then
+	(cd "$t" && "$lp" record -q --memory -o /dev/full -- luajit mem.lua) >/dev/null 2>"$t/err"
+	rc=$?
+	[ $rc = 1 ] && grep -q '^luaprof record: cannot write the report: No space left on device' "$t/err" ||
+		fail "record -o /dev/full: exit $rc: $(cat "$t/err")"
+fi
 # Interpreted code calling builtins (JIT off): nearly every sample has its Lua frames. A
 # builtin's entry (PC at its first instruction) and its return (its result stored over
 # its function slot) used to leave 7 % of them with the host stack alone.
