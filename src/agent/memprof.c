@@ -405,6 +405,8 @@ static void need_cfunc(uint64_t addr)
 #define VMST_C      (-2)
 #define VMST_GC     (-3)
 #define VMST_RECORD (-5)
+#define VMST_OPT    (-6)
+#define VMST_ASM    (-7)
 
 /* The Lua function called at a Lua frame link (a return PC): its proto, or 0. */
 static uint64_t caller_proto(uint64_t base, uint64_t link)
@@ -654,6 +656,35 @@ static inline int vm_c_code(uint64_t pc)
 	return pc >= mp.vmobj_lo && pc < mp.vmobj_hi && !lp_lj_in_vm(&mp.vm, pc);
 }
 
+/*
+** The JIT compiler allocates (its IR, snapshots, machine code) in its protected call
+** (lj_vm_cpcall from lj_trace_ins, which the interpreter's hook or hot counter called), and
+** the loop optimizer in one more inside it: C frames whose NRES is negative (no Lua frame)
+** on top of L's, in state RECORD, OPT, ASM, or INTERP while a trace starts (no Lua code
+** runs in such a call; a builtin's own, ffi.cast's parser or load's, runs in state C). The
+** sample is then shown as the outermost call's caller, on top of the Lua line being
+** compiled: not as the line's own allocation, nor (the call's VM code taken for the Lua
+** frames' entry) with the line above the compiler. Exact mode calls these bytes INTERNAL.
+** Returns the index in s_host of that caller, or 0 when this is not the compiler.
+*/
+static size_t compiler_entry(uint64_t L, int32_t vmst, size_t skip, size_t nhost)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	if (vmst != VMST_INTERP && vmst != VMST_RECORD && vmst != VMST_OPT && vmst != VMST_ASM)
+		return 0;
+	unsigned k = 0;
+	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
+	for (; cf && k < 4 && (int32_t)ld32(cf + y->cf_nres) < 0; k++)
+		cf = ld64(cf + y->cf_prev) & LP_LJ_CFRAME_RAWMASK;
+	if (!k || !cf)
+		return 0;
+	/* Each of those calls is one return address into the VM's block on the way out. */
+	for (size_t i = skip; i + 1 < nhost; i++)
+		if (lp_lj_in_vm(&mp.vm, s_host[i]) && --k == 0)
+			return i + 1;
+	return 0;
+}
+
 /* The stack of the allocation about to happen, interned: its id, or -1. */
 static int64_t capture(void)
 {
@@ -688,8 +719,12 @@ static int64_t capture(void)
 	size_t skip = 0;
 	while (skip < nhost && s_host[skip] >= mp.self_lo && s_host[skip] < mp.self_hi)
 		skip++;
-	while (skip + 1 < nhost && vm_c_code(s_host[skip]))
-		skip++;
+	size_t entry = compiler_entry(L, vmst, skip, nhost);
+	if (entry)
+		skip = entry;
+	else
+		while (skip + 1 < nhost && vm_c_code(s_host[skip]))
+			skip++;
 	/* A trace's exit restoring its snapshot (lj_trace_exit runs it under lj_vm_cpcall, an
 	 * entry with no Lua frame): the exit handler, stepped to its entry's C frame (so there
 	 * twice), made the allocation, as the trace would have. The cpcall's code was taken

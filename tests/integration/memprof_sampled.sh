@@ -212,6 +212,34 @@ read -r all placed < <(awk '{ t += $NF
 	fail "ffi type parsing: $placed of $all bytes with their Lua frames right under lua_pcall:
 $(sort -t' ' -k2 -nr "$t/ctype.folded" | head -3)"
 
+# -- The JIT compiler's allocations (IR, snapshots, machine code) happen in its protected
+# call (lj_vm_cpcall from lj_trace_ins), a VM entry with no Lua frame, while it compiles a
+# loop of Lua code that allocates nothing itself: they are shown on top of the compiled
+# line, as the C code that made that call, never with the line as the leaf (all of these
+# bytes were, the line placed after the compiler's frames; exact mode calls them INTERNAL).
+cat >"$t/jitcomp.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 256 }))
+local s = 0
+for n = 1, 200 do
+  local f = load("local s = 0 for i = 1, 300 do s = s + i % " .. (n % 7 + 3) .. " end return s", "=jitchunk")
+  s = s + f()
+end
+assert(mp.stop())
+EOF
+LUA_CPATH= luajit "$t/jitcomp.lua" "$t/jitcomp.bin" >"$t/jitcomp.out" 2>&1 ||
+	fail "jitcomp workload: $(head -5 "$t/jitcomp.out")"
+build/luaprof report -q "$t/jitcomp.bin" -f collapsed -o "$t/jitcomp.folded" 2>"$t/err" ||
+	fail "jitcomp profile: $(cat "$t/err")"
+read -r chunk leaf placed < <(awk '{ if (index($0, ";=jitchunk:1")) { c += $NF
+		if ($0 ~ /;=jitchunk:1 [0-9]+$/) l += $NF
+		if ($0 ~ /;lua_pcall;@[^;]*jitcomp\.lua:7;=jitchunk:1;[^@]* [0-9]+$/) p += $NF } }
+	END { print c + 0, l + 0, p + 0 }' "$t/jitcomp.folded")
+[ "$chunk" -gt 0 ] && [ "$leaf" = 0 ] && [ $((placed * 100)) -ge $((chunk * 95)) ] ||
+	fail "JIT compiler: of $chunk bytes under the compiled chunk, $leaf with it as the leaf, $placed on top of it under lua_pcall:
+$(grep jitchunk "$t/jitcomp.folded" | sort -t' ' -k2 -nr | head -3)"
+
 # -- A C module required after start: the unwinder learns its unwind tables, so its
 # function's samples hang under main ... lua_pcall and the calling Lua lines (without them
 # the walk stopped in the module and the Lua frames were left as roots).
