@@ -157,7 +157,7 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		l->f.kind = LP_FK_LUA;
 		l->f.line = l->line > UINT32_MAX ? UINT32_MAX : (uint32_t)l->line;
 		if (s) {
-			snprintf(buf, len, "%s:%" PRIu64, s->chunk, l->line);
+			snprintf(buf, len, "%s:%" PRIu64, s->tchunk, l->line);
 			l->f.name = s->chunk;
 			l->f.fline = s->firstline;
 		} else {
@@ -186,7 +186,7 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		l->f.traceno = l->traceno > UINT32_MAX ? UINT32_MAX : (uint32_t)l->traceno;
 		if (t && s) {
 			snprintf(buf, len, "TRACE [%" PRIu64 "] started at %s:%" PRIu32, l->traceno,
-				 s->chunk, t->line);
+				 s->tchunk, t->line);
 			l->f.name = s->chunk;
 			l->f.line = t->line;
 			l->f.fline = s->firstline;

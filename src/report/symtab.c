@@ -38,6 +38,8 @@ struct lp_symtab {
 	size_t nchunks, chunkcap;
 	struct lp_iset chunkset;    /* keyed by the raw chunk name */
 	char **rawchunks;           /* raw names, parallel to chunks */
+	char **tchunks;             /* Tarantool's display names, parallel to chunks: the
+				     * raw name, or an alias owned by aliases[] */
 
 	struct lua_entry *lua;
 	size_t nlua, luacap;
@@ -77,11 +79,15 @@ void lp_symtab_free(struct lp_symtab *st)
 {
 	if (!st)
 		return;
-	/* Display names are either the raw name itself or an alias owned by aliases[]. */
-	for (size_t i = 0; i < st->nchunks; i++)
+	/* Display names are either the raw name itself or a name of their own. */
+	for (size_t i = 0; i < st->nchunks; i++) {
+		if (st->chunks[i] != st->rawchunks[i])
+			free(st->chunks[i]);
 		free(st->rawchunks[i]);
+	}
 	free(st->chunks);
 	free(st->rawchunks);
+	free(st->tchunks);
 	lp_iset_free(&st->chunkset);
 	free(st->lua);
 	lp_iset_free(&st->luaset);
@@ -116,9 +122,30 @@ static int chunk_eq(const void *ctx, uint32_t idx)
 	return strlen(c) == k->len && memcmp(c, k->s, k->len) == 0;
 }
 
-/* Returns the display name for a raw chunk name, interning it. NUL bytes inside a
- * name cut it short: the rest cannot be shown anyway. */
-static const char *chunk_name(struct lp_symtab *st, const char *s, size_t len)
+/* LuaJIT's name for a chunk loaded from a string, as its tracebacks show it: the text up
+ * to its first control character (at most 48 bytes, or 45 and "..." when cut) in
+ * [string "..."]. */
+static char *string_chunk_name(const char *s, size_t len)
+{
+	size_t n = 0;
+	while (n < len && n < 48 && (unsigned char)s[n] >= ' ')
+		n++;
+	int cut = n < len;
+	if (cut && n > 45)
+		n = 45;
+	size_t size = n + sizeof("[string \"...\"]");
+	char *out = malloc(size);
+	if (out)
+		snprintf(out, size, "[string \"%.*s%s\"]", (int)n, s, cut ? "..." : "");
+	return out;
+}
+
+/* Interns a raw chunk name: its index in chunks[], or -1 without memory. NUL bytes inside
+ * a name cut it short: the rest cannot be shown anyway. A chunk loaded from a string (a
+ * name that is not "@file" or "=name": the source itself, which can be kilobytes) is shown
+ * as LuaJIT shows it; Tarantool's report shows it as it is, but a multi-line one as an
+ * alias. */
+static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 {
 	size_t nul = strnlen(s, len);
 	len = nul;
@@ -126,43 +153,53 @@ static const char *chunk_name(struct lp_symtab *st, const char *s, size_t len)
 	uint64_t h = lp_hash_bytes(s, len, 1);
 	uint32_t idx;
 	if (lp_iset_find(&st->chunkset, h, chunk_eq, &k, &idx))
-		return st->chunks[idx];
+		return idx;
 	if (lp_grow((void **)&st->chunks, &st->chunkcap, st->nchunks + 1, sizeof(char *)))
-		return NULL;
+		return -1;
 	char **rc = realloc(st->rawchunks, st->chunkcap * sizeof(char *));
 	if (!rc)
-		return NULL;
+		return -1;
 	st->rawchunks = rc;
+	rc = realloc(st->tchunks, st->chunkcap * sizeof(char *));
+	if (!rc)
+		return -1;
+	st->tchunks = rc;
 	char *raw = strndup(s, len);
 	if (!raw)
-		return NULL;
-	char *display = raw;
+		return -1;
+	char *display = raw, *tdisplay = raw;
+	if (len > 0 && raw[0] != '@' && raw[0] != '=' && strcmp(raw, "?") &&
+	    !(display = string_chunk_name(raw, len))) {
+		free(raw);
+		return -1;
+	}
 	if (memchr(s, '\n', len)) {
-		if (lp_grow((void **)&st->aliases, &st->aliascap, st->naliases + 1,
-			 sizeof(*st->aliases))) {
-			free(raw);
-			return NULL;
-		}
 		char buf[40];
 		snprintf(buf, sizeof(buf), "function_alias_%zu", st->naliases + 1);
-		display = strdup(buf);
-		if (!display) {
+		if (lp_grow((void **)&st->aliases, &st->aliascap, st->naliases + 1,
+			    sizeof(*st->aliases)) ||
+		    !(tdisplay = strdup(buf))) {
+			if (display != raw)
+				free(display);
 			free(raw);
-			return NULL;
+			return -1;
 		}
-		st->aliases[st->naliases].alias = display;
+		st->aliases[st->naliases].alias = tdisplay;
 		st->aliases[st->naliases].chunk = raw;
 		st->naliases++;
 	}
 	if (lp_iset_insert(&st->chunkset, h, (uint32_t)st->nchunks)) {
+		if (tdisplay != raw)
+			st->naliases--, free(tdisplay);
 		if (display != raw)
-			st->naliases--, free(display);
+			free(display);
 		free(raw);
-		return NULL;
+		return -1;
 	}
 	st->rawchunks[st->nchunks] = raw;
-	st->chunks[st->nchunks++] = display;
-	return display;
+	st->tchunks[st->nchunks] = tdisplay;
+	st->chunks[st->nchunks] = display;
+	return (int64_t)st->nchunks++;
 }
 
 /* -- Lua prototypes and traces ---------------------------------------------------- */
@@ -188,9 +225,10 @@ static uint32_t clamp32(uint64_t v)
 int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, size_t len,
 		      uint64_t firstline)
 {
-	const char *name = chunk_name(st, chunk, len);
-	if (!name)
+	int64_t ci = chunk_name(st, chunk, len);
+	if (ci < 0)
 		return -ENOMEM;
+	const char *name = st->chunks[ci];
 	struct u64_key k = { st->lua, sizeof(*st->lua), proto };
 	uint64_t h = lp_hash_u64(proto);
 	uint32_t idx;
@@ -207,6 +245,7 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 		st->lua[idx].redef = 1;
 	}
 	st->lua[idx].sym.chunk = name;
+	st->lua[idx].sym.tchunk = st->tchunks[ci];
 	st->lua[idx].sym.firstline = clamp32(firstline);
 	st->luagen++;
 	return 0;

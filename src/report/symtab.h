@@ -22,8 +22,11 @@
 struct lp_symtab;
 
 struct lp_sym_lua {
-	const char *chunk;   /* display chunk name (an alias for multi-line names), interned:
-			      * equal names are equal pointers */
+	const char *chunk;   /* display chunk name, interned per raw name (equal names are
+			      * equal pointers): a multi-line one as LuaJIT's tracebacks show it,
+			      * [string "its first line..."] */
+	const char *tchunk;  /* the same as Tarantool's memprof report shows it: a multi-line
+			      * name is an alias, "function_alias_N" (lp_symtab_alias) */
 	uint32_t firstline;
 };
 
@@ -91,7 +94,8 @@ int lp_symtab_has_extents(const struct lp_symtab *st);
 /* Number of C symbols added so far (changes invalidate callers' address caches). */
 size_t lp_symtab_ncsyms(const struct lp_symtab *st);
 
-/* Chunk names containing newlines get aliases "function_alias_N" in order of appearance. */
+/* Chunk names containing newlines get aliases "function_alias_N" in order of appearance
+ * (lp_sym_lua's tchunk). */
 size_t lp_symtab_naliases(const struct lp_symtab *st);
 void lp_symtab_alias(const struct lp_symtab *st, size_t i, const char **alias,
 		     const char **chunk);

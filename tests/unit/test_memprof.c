@@ -145,6 +145,26 @@ static void test_aliases_and_late_symbols(void)
 	const char *src = "local t = {}\n\nreturn t\n";
 	lp_write_mem_sym_lua(&wb, P_ALIAS, src, strlen(src), 0);
 	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS, 1, 0, 0, 0x1000, 56);
+	/* One more, loaded from a long line: LuaJIT's name in the graphs (45 bytes and
+	 * "..."); the text report has the name as it is, as Tarantool's parser does. */
+	const char *one = "local u = {} local v = {} local w = {} return u, v, w, 'and more'";
+	lp_write_mem_sym_lua(&wb, P_ALIAS + 0x10, one, strlen(one), 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS + 0x10, 1, 0, 0, 0x2000, 40);
+	struct lp_profile *p = NULL;
+	const char *text = report(1, 0, &p);
+	CHECK(strstr(text, "local u = {} local v = {} local w = {} return u, v, w, 'and more':1 holds 40B") != NULL);
+	int named = 0, cut = 0, alias = 0;
+	for (size_t i = 0; p && i < lp_profile_nframes(p); i++) {
+		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)i);
+		named += !strcmp(f->name, "[string \"local t = {}...\"]");
+		cut += !strcmp(f->name, "[string \"local u = {} local v = {} local w = {} return...\"]");
+		alias += strstr(f->name, "function_alias") != NULL;
+	}
+	CHECK(named == 1 && cut == 1 && alias == 0);
+	lp_profile_free(p);
+	begin();
+	lp_write_mem_sym_lua(&wb, P_ALIAS, src, strlen(src), 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS, 1, 0, 0, 0x1000, 56);
 	CHECK_STR(report(1, 0, NULL),
 		  "HEAP SUMMARY:\n"
 		  "function_alias_1:1 holds 56B: 1 allocs, 0 frees\n"
