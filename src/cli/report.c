@@ -460,6 +460,13 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		goto out;
 	}
 	summary(&o, &l, lp_fmt_name(o.fmt));
+	/* Nothing in the stream says a memprof stream is sampled but the extension at its
+	 * end: a sampled profile cut right before it reads as an exact one of nothing. */
+	if (st == LP_OK && l.kind == LP_STREAM_MEMPROF && !l.sampled && l.stats.events == 0 &&
+	    l.nmeta == 0)
+		fprintf(stderr, "luaprof %s: warning: %s has no allocation event and no luaprof "
+			"extension: a profile of nothing, or a sampled profile cut before its "
+			"samples\n", who, o.input);
 	if (st == LP_ERR_TRUNCATED) {
 		fprintf(stderr, "luaprof %s: warning: %s\n", who, msg);
 		exit_code = LP_EXIT_TRUNCATED;

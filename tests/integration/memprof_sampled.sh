@@ -110,6 +110,11 @@ build/luaprof report -q -f memprof "$t/none.bin" >/dev/null 2>&1 &&
 	fail "a sampled profile without samples was given the exact-mode memprof report"
 build/luaprof report -q "$t/none.bin" | grep -q 'No samples' ||
 	fail "a sampled profile without samples: $(build/luaprof report -q "$t/none.bin" | head -3)"
+# Cut right before the extension, nothing says it was sampled: the report warns.
+head -c "$(grep -abo 'lpx' "$t/none.bin" | head -1 | cut -d: -f1)" "$t/none.bin" >"$t/nocut.bin"
+build/luaprof report -q "$t/nocut.bin" >/dev/null 2>"$t/err"
+grep -q 'warning: .* has no allocation event and no luaprof extension' "$t/err" ||
+	fail "a sampled profile cut before its extension: no warning: $(cat "$t/err")"
 
 # -- Stacks deeper than the profiler keeps are counted (meta truncated), not cut silently;
 # the shallow ones of the workload above are not.
