@@ -199,13 +199,14 @@ LUAPROF_API const char *luaprof_sysprof_error(void);
 ** Events are written from the thread running the VM, inside the allocation, through the
 ** writer (same contract as the CPU profiler's; a failure stops profiling and restores the
 ** allocator, the program goes on) whenever the buffer is full. The writer stops the profile
-** by setting *data to NULL: a start or stop called from the writer or from on_stop is
-** refused (ERRRUN, ERRUSE).
+** by setting *data to NULL: a start or stop called from the writer is refused (ERRRUN,
+** ERRUSE). on_stop may start the next profile.
 **
 ** One profile at a time in the process: starts and stops from several threads (each with
-** a Lua state of its own) are taken one after the other, and a start while a profile runs
-** is refused. Stop belongs on the thread that runs the profiled VM, or to a time when that
-** thread runs no Lua code: the allocator wrapper takes no lock.
+** a Lua state of its own) are taken one after the other (a writer must not wait for another
+** thread's start or stop), and a start while a profile runs is refused. Stop belongs on the
+** thread that runs the profiled VM, or to a time when that thread runs no Lua code: the
+** allocator wrapper takes no lock.
 **
 ** After fork(2) the child is not profiling, with either profiler: the memory profiler's
 ** allocator is restored in it, stop() there returns LUAPROF_PROFILE_ERRRUN, and the child
@@ -257,7 +258,7 @@ LUAPROF_API int luaprof_memprof_start(struct lua_State *L,
 /*
 ** Restores the allocator, writes the epilogue and the extension, calls on_stop.
 ** LUAPROF_PROFILE_ERRRUN: not running; LUAPROF_PROFILE_ERRUSE: L is another VM's, or the
-** call came from inside the profiler (its writer or on_stop); LUAPROF_PROFILE_ERRIO: the
+** call came from inside the profiler (its writer); LUAPROF_PROFILE_ERRIO: the
 ** stream failed (errno set; ECANCELED when the writer asked to stop), now or while running.
 */
 LUAPROF_API int luaprof_memprof_stop(struct lua_State *L);

@@ -89,7 +89,7 @@ int agent_vm_attached_to(struct lua_State *L);
 /*
 ** Outside the handler, on the VM thread, with the handler's signal blocked (memprof's
 ** sampled mode): prepares agent_vm_frame for a walk of the current native stack of thread
-** L in VM state vmstate (its interpreter C frames; the running trace when vmstate >= 0).
+** L in VM state vmstate (its interpreter C frames; the running trace when vmstate > 0).
 */
 void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 

@@ -536,7 +536,7 @@ static int64_t next_interval(void)
 
 /*
 ** The Lua frames of the running coroutine and its resumers, innermost first. While a trace
-** runs (vmst >= 0), its base frame is at g->jit_base and the allocating code is located
+** runs (vmst > 0), its base frame is at g->jit_base and the allocating code is located
 ** from the trace's machine code on the native stack (host[0..nhost)): the snapshot there
 ** gives the line, in the base frame's function or in a function inlined into the trace
 ** (then shown on top of the base frame). c_resumers: how many threads the host walk
@@ -1277,7 +1277,7 @@ static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, vo
 	}
 	if (nsize) {
 		int32_t vmst = *mp.vmstate;
-		if (vmst >= 0)
+		if (vmst > 0)
 			return raw ? trace_event_raw(ud, ptr, osize, nsize)
 				   : trace_event_enc(ud, ptr, osize, nsize);
 		if (vmst == VMST_INTERP || vmst == VMST_C)
@@ -1439,38 +1439,49 @@ static void at_fork_child(void)
 	mp.own_native = 0;
 }
 
-/* A profile still running at exit() (os.exit does not close the state, nor does a host
- * that never stops it): the stream is finished so that the file is complete. The VM is
- * still whole then; the allocator no longer matters. */
-static int stop_profile(lua_State *L, const char *cause);
+/* What a stop hands to on_stop, called once the lock is released (api_lock). */
+struct handback {
+	luaprof_sysprof_on_stop on_stop; /* NULL: nothing to hand back */
+	void *ctx;
+	uint8_t *buf;
+	int e;                           /* the stream's failure, 0 if none */
+};
+
+static int stop_profile(lua_State *L, const char *cause, struct handback *hb);
+static int hand_back(int rc, const struct handback *hb);
 
 /*
 ** Start and stop, one at a time in the process: the profile is the process's, and each of
 ** a host's threads may run a Lua state of its own and start or stop from there (a start
 ** that ran while another thread's stop was tearing the profile down took the buffer and
 ** callbacks that stop was about to hand to on_stop). A call made inside another on the same
-** thread (the writer or on_stop calling stop, a finalizer that start's allocation set off,
-** the writer called from an event calling stop) is refused, not waited for: in_api. The
+** thread (the writer calling stop, from an event or from the epilogue; a finalizer that
+** start's allocation set off) is refused, not waited for: in_api. on_stop runs after the
+** lock is released (it may start the next profile, or wait for a thread that does). The
+** writer runs under it: a writer must not wait for another thread's start or stop. The
 ** allocation wrappers take no lock: stop still belongs on the thread that runs the VM, or
 ** to a time when it runs no Lua code.
 */
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Thread_local int in_api;
-static int fork_locked;
+static _Thread_local int in_api;    /* inside start, stop or the writer, on this thread */
+static _Thread_local int lock_held; /* this thread holds api_lock */
 
 static int api_enter(void)
 {
 	if (in_api)
 		return -1;
 	pthread_mutex_lock(&api_lock);
-	in_api = 1;
+	lock_held = in_api = 1;
 	return 0;
 }
 
 static void api_leave(void)
 {
 	in_api = 0;
-	pthread_mutex_unlock(&api_lock);
+	if (lock_held) {
+		lock_held = 0;
+		pthread_mutex_unlock(&api_lock);
+	}
 }
 
 /* The writer, called with in_api set: a stop it makes (as a writer that stops at a size
@@ -1485,47 +1496,44 @@ static size_t call_writer(const void **data, size_t len, void *ctx)
 	return n;
 }
 
+/* A profile still running at exit() (os.exit does not close the state, nor does a host
+ * that never stops it): the stream is finished so that the file is complete. The VM is
+ * still whole then; the allocator no longer matters. */
 static void at_exit(void)
 {
+	struct handback hb = { 0 };
 	if (mp.state != MP_IDLE && api_enter() == 0) {
-		stop_profile(NULL, "exit");
+		int rc = stop_profile(NULL, "exit", &hb);
 		api_leave();
+		hand_back(rc, &hb);
 	}
 }
 
 void agent_memprof_stop_at_close(lua_State *L)
 {
+	struct handback hb = { 0 };
 	if (api_enter() == 0) {
-		stop_profile(L, "close");
+		int rc = stop_profile(L, "close", &hb);
 		api_leave();
+		hand_back(rc, &hb);
 	}
 }
 
-/* fork(2) while another thread starts or stops: the child would inherit the lock held. */
-static void at_fork_prepare(void)
-{
-	fork_locked = !in_api;
-	if (fork_locked)
-		pthread_mutex_lock(&api_lock);
-}
-
-static void at_fork_parent(void)
-{
-	if (fork_locked)
-		pthread_mutex_unlock(&api_lock);
-}
-
+/* The child of a fork(2) made while a thread of the parent held the lock (another thread,
+ * or this one from inside the writer) has that lock held by no thread of its own: a new
+ * one. (Taking the lock around fork instead would hang a fork made by a thread that an
+ * on_stop waits for.) */
 static void at_fork_child_api(void)
 {
-	if (fork_locked)
-		pthread_mutex_unlock(&api_lock);
+	api_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	in_api = lock_held = 0;
 	at_fork_child();
 }
 
 static void register_once(void)
 {
 	atexit(at_exit);
-	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child_api);
+	pthread_atfork(NULL, NULL, at_fork_child_api);
 }
 
 /* Exact mode's side buffer: the stream bytes that are not events, carried as blobs. */
@@ -1562,18 +1570,24 @@ static void stream_init(const struct luaprof_memprof_options *opt)
 static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt);
 
 /* A start made inside another start or stop on this thread (a finalizer run by a collector
- * step that start itself set off) is refused as a start while running: it would have
- * started a profile that the outer call then overwrote or tore down. */
+ * step that start itself set off, the writer) is refused as a start while running: it
+ * would have started a profile that the outer call then overwrote or tore down. A failed
+ * start hands the buffer back through on_stop, once the lock is released (api_lock). */
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
+	int rc;
 	if (api_enter() != 0) {
 		set_err("profiler is running already");
-		if (opt && opt->on_stop)
-			opt->on_stop(opt->ctx, opt->buf);
-		return LUAPROF_PROFILE_ERRRUN;
+		rc = LUAPROF_PROFILE_ERRRUN;
+	} else {
+		rc = start_profile(L, opt);
+		api_leave();
 	}
-	int rc = start_profile(L, opt);
-	api_leave();
+	if (rc != LUAPROF_PROFILE_SUCCESS && opt && opt->on_stop) {
+		int e = errno;
+		opt->on_stop(opt->ctx, opt->buf);
+		errno = e;
+	}
 	return rc;
 }
 
@@ -1584,20 +1598,15 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	api_err[0] = '\0';
 	if (mp.state != MP_IDLE) {
 		set_err("profiler is running already");
-		if (opt && opt->on_stop)
-			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRRUN;
 	}
 	if (!opt || !opt->writer || !opt->on_stop || !opt->buf ||
 	    opt->len < LUAPROF_MEMPROF_BUF_MIN) {
 		set_err("options need a writer, on_stop and a buffer of at least "
 			"LUAPROF_MEMPROF_BUF_MIN bytes");
-		if (opt && opt->on_stop)
-			opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	if (opt->sample_bytes && lp_stubenv_read(api_err, sizeof(api_err)) == LP_STUBENV_BAD) {
-		opt->on_stop(opt->ctx, opt->buf);
 		errno = EINVAL;
 		return LUAPROF_PROFILE_ERRUSE;
 	}
@@ -1605,7 +1614,6 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	if (lp_lj_detect(&mp.vm, &mp.checked, (uint64_t)(uintptr_t)L, api_err, sizeof(api_err)) !=
 	    LP_LJ_OK) {
 		agent_vm_explain(api_err, sizeof(api_err));
-		opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	mp.run_id++;
@@ -1614,13 +1622,11 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	if (anchored == AGENT_LUA_CLOSING) {
 		set_err("the Lua state is closing (its finalizers run): nothing would stop "
 			"this profile");
-		opt->on_stop(opt->ctx, opt->buf);
 		errno = EINVAL;
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	if (anchored != 0) {
 		set_err("not enough memory");
-		opt->on_stop(opt->ctx, opt->buf);
 		errno = ENOMEM;
 		return LUAPROF_PROFILE_ERRMEM;
 	}
@@ -1638,7 +1644,6 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.cut = 0;
 	free_samples();
 	if (mp.sample_bytes && native_acquire(L) != 0) {
-		opt->on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	mp.rng = (agent_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
@@ -1666,7 +1671,6 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 		int e = mp.w.flags & LP_WBUF_STOP ? ECANCELED
 		      : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 		set_err("cannot write the profile: %s", strerror(e));
-		opt->on_stop(opt->ctx, opt->buf);
 		free_maps();
 		native_release_mp();
 		errno = e;
@@ -1693,8 +1697,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 		ud = (void *)c;
 		if (!c) {
 			set_err("not enough memory");
-			opt->on_stop(opt->ctx, opt->buf);
-			free_maps();
+				free_maps();
 			native_release_mp();
 			errno = ENOMEM;
 			return LUAPROF_PROFILE_ERRMEM;
@@ -1712,18 +1715,38 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 {
 	if (api_enter() != 0) {
-		set_err("stop called from inside the profiler (its writer or on_stop, or a "
-			"finalizer run by start or stop); a writer stops it by setting *data to NULL");
+		set_err("stop called from inside the profiler (its writer, or a finalizer that "
+			"start or stop ran); a writer stops it by setting *data to NULL");
 		return LUAPROF_PROFILE_ERRUSE;
 	}
-	int rc = stop_profile(L, "program");
+	struct handback hb = { 0 };
+	int rc = stop_profile(L, "program", &hb);
 	api_leave();
-	return rc;
+	return hand_back(rc, &hb);
 }
 
-/* cause: meta stopped_by (program: an API call; exit; close: lua_close). */
-static int stop_profile(lua_State *L, const char *cause)
+/* Calls on_stop for a stop that stopped a profile; the final result of that stop. */
+static int hand_back(int rc, const struct handback *hb)
 {
+	if (!hb->on_stop)
+		return rc;
+	int e = hb->e;
+	errno = 0;
+	if (hb->on_stop(hb->ctx, hb->buf) != 0 && !e)
+		e = errno ? errno : EIO;
+	if (e) {
+		set_err("cannot write the profile: %s", strerror(e));
+		errno = e;
+		return LUAPROF_PROFILE_ERRIO;
+	}
+	return LUAPROF_PROFILE_SUCCESS;
+}
+
+/* cause: meta stopped_by (program: an API call; exit; close: lua_close). On success, *hb
+ * is what on_stop gets. */
+static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
+{
+	api_err[0] = '\0';
 	if (mp.state == MP_IDLE) {
 		set_err("profiler is not running");
 		return LUAPROF_PROFILE_ERRRUN;
@@ -1803,18 +1826,11 @@ static int stop_profile(lua_State *L, const char *cause)
 	mp.state = MP_IDLE;
 	mp.L = NULL;
 	free_maps();
-	/* The buffer goes with on_stop below: nothing may write into it any more. */
+	/* The buffer goes with on_stop: nothing may write into it any more. */
 	mp.w.buf = mp.w.pos = mp.w.end = NULL;
 	mp.w.flags |= LP_WBUF_STOP;
 	native_release_mp();
-	errno = 0;
-	if (mp.on_stop(mp.ctx, mp.buf) != 0 && !e)
-		e = errno ? errno : EIO;
-	if (e) {
-		set_err("cannot write the profile: %s", strerror(e));
-		errno = e;
-		return LUAPROF_PROFILE_ERRIO;
-	}
+	*hb = (struct handback){ mp.on_stop, mp.ctx, mp.buf, e };
 	return LUAPROF_PROFILE_SUCCESS;
 }
 

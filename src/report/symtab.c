@@ -122,6 +122,17 @@ static int chunk_eq(const void *ctx, uint32_t idx)
 	return strlen(c) == k->len && memcmp(c, k->s, k->len) == 0;
 }
 
+/* The first n bytes of s and "...", malloc'd. */
+static char *strndup_dots(const char *s, size_t n)
+{
+	char *out = malloc(n + 4);
+	if (out) {
+		memcpy(out, s, n);
+		memcpy(out + n, "...", 4);
+	}
+	return out;
+}
+
 /* LuaJIT's name for a chunk loaded from a string, as its tracebacks show it: the text up
  * to its first control character (at most 48 bytes, or 45 and "..." when cut) in
  * [string "..."]. */
@@ -140,11 +151,21 @@ static char *string_chunk_name(const char *s, size_t len)
 	return out;
 }
 
+/* "@file" or "=name" with a newline in it (a host's own chunk name): up to the first
+ * control character, then "...", so that no graph gets a line break. */
+static char *cut_chunk_name(const char *s, size_t len)
+{
+	size_t n = 0;
+	while (n < len && (unsigned char)s[n] >= ' ')
+		n++;
+	return n < len ? strndup_dots(s, n) : strndup(s, len);
+}
+
 /* Interns a raw chunk name: its index in chunks[], or -1 without memory. NUL bytes inside
  * a name cut it short: the rest cannot be shown anyway. A chunk loaded from a string (a
  * name that is not "@file" or "=name": the source itself, which can be kilobytes) is shown
- * as LuaJIT shows it; Tarantool's report shows it as it is, but a multi-line one as an
- * alias. */
+ * as LuaJIT shows it, but for "?", which the agent writes for a name it could not read;
+ * Tarantool's report shows it as it is, but a multi-line one as an alias. */
 static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 {
 	size_t nul = strnlen(s, len);
@@ -168,8 +189,11 @@ static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 	if (!raw)
 		return -1;
 	char *display = raw, *tdisplay = raw;
-	if (len > 0 && raw[0] != '@' && raw[0] != '=' && strcmp(raw, "?") &&
-	    !(display = string_chunk_name(raw, len))) {
+	if (len == 0 || (raw[0] != '@' && raw[0] != '=' && strcmp(raw, "?")))
+		display = string_chunk_name(raw, len);
+	else if (memchr(s, '\n', len))
+		display = cut_chunk_name(raw, len);
+	if (!display) {
 		free(raw);
 		return -1;
 	}

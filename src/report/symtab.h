@@ -22,9 +22,9 @@
 struct lp_symtab;
 
 struct lp_sym_lua {
-	const char *chunk;   /* display chunk name, interned per raw name (equal names are
-			      * equal pointers): a multi-line one as LuaJIT's tracebacks show it,
-			      * [string "its first line..."] */
+	const char *chunk;   /* display chunk name, one pointer per raw name: a chunk loaded
+			      * from a string as LuaJIT's tracebacks show it, [string "its first
+			      * line..."] (chunks alike in their first 45 bytes look alike) */
 	const char *tchunk;  /* the same as Tarantool's memprof report shows it: a multi-line
 			      * name is an alias, "function_alias_N" (lp_symtab_alias) */
 	uint32_t firstline;

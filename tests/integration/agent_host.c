@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -1048,8 +1049,8 @@ static void *tctx_thread(void *arg)
 	return NULL;
 }
 
-/* A writer that calls stop once it has taken a few buffers, then stops the profile the
- * documented way (*data = NULL). */
+/* A writer that calls stop once it has taken a few buffers (from an event's flush), then
+ * stops the profile the documented way (*data = NULL). */
 static struct {
 	unsigned long calls; /* once armed, after start */
 	int armed, stop_rc;
@@ -1066,15 +1067,84 @@ static size_t stopping_writer(const void **data, size_t len, void *ctx)
 	return len;
 }
 
+static int plain_on_stop(void *ctx, uint8_t *buf)
+{
+	return 0;
+}
+
+static struct {
+	lua_State *L, *other;
+	int mode, inner_start, inner_stop, thread_start, child_status;
+	uint8_t buf[LUAPROF_MEMPROF_BUF_MIN];
+} rot;
+
+static size_t null_writer(const void **data, size_t len, void *ctx)
+{
+	return len;
+}
+
+static void *rot_thread(void *arg)
+{
+	if (rot.mode == 2) {
+		struct luaprof_memprof_options o = {
+			.buf = rot.buf, .len = sizeof(rot.buf), .writer = null_writer,
+			.on_stop = plain_on_stop,
+		};
+		rot.thread_start = luaprof_memprof_start(rot.other, &o);
+		if (rot.thread_start == 0)
+			luaprof_memprof_stop(rot.other);
+	} else {
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(0);
+		int st = -1;
+		if (pid > 0)
+			waitpid(pid, &st, 0);
+		rot.child_status = st;
+	}
+	return arg;
+}
+
+/* on_stop of rotation tests: mode 1 starts the next profile itself, 2 and 3 wait for a
+ * thread that starts one on another state or forks. */
+static int rot_on_stop(void *ctx, uint8_t *buf)
+{
+	if (rot.mode == 1) {
+		struct luaprof_memprof_options o = {
+			.buf = rot.buf, .len = sizeof(rot.buf), .writer = null_writer,
+			.on_stop = plain_on_stop,
+		};
+		rot.mode = 0;
+		rot.inner_start = luaprof_memprof_start(rot.L, &o);
+		rot.inner_stop = rot.inner_start == 0 ? luaprof_memprof_stop(rot.L) : -1;
+	} else if (rot.mode == 2 || rot.mode == 3) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, rot_thread, NULL) == 0)
+			pthread_join(t, NULL);
+	}
+	return 0;
+}
+
+/* A writer that forks once: the child reports what stop says there. */
+static size_t forking_writer(const void **data, size_t len, void *ctx)
+{
+	if (rot.mode == 4) {
+		rot.mode = 0;
+		pid_t pid = fork();
+		if (pid == 0)
+			_exit(luaprof_memprof_stop(rot.L) == LUAPROF_PROFILE_ERRRUN ? 0 : 1);
+		int st = -1;
+		if (pid > 0)
+			waitpid(pid, &st, 0);
+		rot.child_status = st;
+	}
+	return len;
+}
+
 static size_t cancelling_writer(const void **data, size_t len, void *ctx)
 {
 	*data = NULL;
 	return len;
-}
-
-static int plain_on_stop(void *ctx, uint8_t *buf)
-{
-	return 0;
 }
 
 /*
@@ -1082,9 +1152,12 @@ static int plain_on_stop(void *ctx, uint8_t *buf)
 ** (3 s at most): every start either runs (and its start, its Lua code and its stop succeed)
 ** or is refused as running already; the writer and on_stop
 ** only ever get the calling thread's ctx and buffer. Then the profiler's own callbacks:
-** a writer that calls stop (from an event's flush, then again from the epilogue's) is
-** refused, not followed into a teardown under the event being written; a writer that asks
-** to stop while start writes the symbol table fails start with ECANCELED, as it does stop.
+** a writer that calls stop (from an event's flush) is refused, not followed into a
+** teardown under the event being written; a writer that asks to stop while start writes
+** the symbol table fails start with ECANCELED, as it does stop. on_stop runs outside the
+** profiler's lock: it may start the next profile (rotation), or wait for a thread that
+** starts one or forks (that hung); a child forked from the writer is not profiling (its
+** stop says so).
 */
 static void test_memprof_threads(void)
 {
@@ -1126,6 +1199,39 @@ static void test_memprof_threads(void)
 	CHECK(luaprof_memprof_start(L, &o) == LUAPROF_PROFILE_ERRIO && errno == ECANCELED &&
 	      strstr(luaprof_memprof_error(), "Operation canceled") != NULL,
 	      "start with a writer that cancels: errno %d, '%s'", errno, luaprof_memprof_error());
+
+	/* A hang here is a failure: the watchdog ends the process. */
+	alarm(60);
+	memset(&rot, 0, sizeof(rot));
+	rot.L = L;
+	rot.other = new_state();
+	o.writer = null_writer;
+	o.on_stop = rot_on_stop;
+	for (int mode = 1; mode <= 3; mode++) {
+		rot.mode = mode;
+		CHECK(luaprof_memprof_start(L, &o) == 0, "start (on_stop mode %d): %s", mode,
+		      luaprof_memprof_error());
+		CHECK(luaprof_memprof_stop(L) == 0, "stop (on_stop mode %d): %s", mode,
+		      luaprof_memprof_error());
+	}
+	CHECK(rot.inner_start == 0 && rot.inner_stop == 0,
+	      "the next profile started from on_stop: start %d, stop %d", rot.inner_start,
+	      rot.inner_stop);
+	CHECK(rot.thread_start == 0, "a start on another thread that on_stop waits for: %d",
+	      rot.thread_start);
+	CHECK(rot.child_status == 0, "a fork on a thread that on_stop waits for: status %d",
+	      rot.child_status);
+	rot.child_status = -1;
+	rot.mode = 4;
+	o.writer = forking_writer;
+	o.on_stop = plain_on_stop;
+	CHECK(luaprof_memprof_start(L, &o) == 0, "start (forking writer): %s",
+	      luaprof_memprof_error());
+	CHECK(luaprof_memprof_stop(L) == 0, "stop (forking writer): %s", luaprof_memprof_error());
+	CHECK(rot.child_status == 0, "a child forked by the writer: stop there %s",
+	      rot.child_status == -1 ? "not called" : "did not say 'not running'");
+	alarm(0);
+	lua_close(rot.other);
 	lua_close(L);
 }
 

@@ -150,17 +150,25 @@ static void test_aliases_and_late_symbols(void)
 	const char *one = "local u = {} local v = {} local w = {} return u, v, w, 'and more'";
 	lp_write_mem_sym_lua(&wb, P_ALIAS + 0x10, one, strlen(one), 0);
 	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS + 0x10, 1, 0, 0, 0x2000, 40);
+	/* An empty name, and a host's "=name" with a line break in it. */
+	lp_write_mem_sym_lua(&wb, P_ALIAS + 0x20, "", 0, 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS + 0x20, 2, 0, 0, 0x3000, 24);
+	lp_write_mem_sym_lua(&wb, P_ALIAS + 0x30, "=host\nchunk", 11, 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_ALIAS + 0x30, 3, 0, 0, 0x4000, 16);
 	struct lp_profile *p = NULL;
 	const char *text = report(1, 0, &p);
+	CHECK(strstr(text, "function_alias_2:3 holds 16B") != NULL);
 	CHECK(strstr(text, "local u = {} local v = {} local w = {} return u, v, w, 'and more':1 holds 40B") != NULL);
-	int named = 0, cut = 0, alias = 0;
+	int named = 0, cut = 0, alias = 0, empty = 0, host = 0;
 	for (size_t i = 0; p && i < lp_profile_nframes(p); i++) {
 		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)i);
 		named += !strcmp(f->name, "[string \"local t = {}...\"]");
 		cut += !strcmp(f->name, "[string \"local u = {} local v = {} local w = {} return...\"]");
 		alias += strstr(f->name, "function_alias") != NULL;
+		empty += !strcmp(f->name, "[string \"\"]");
+		host += !strcmp(f->name, "=host...");
 	}
-	CHECK(named == 1 && cut == 1 && alias == 0);
+	CHECK(named == 1 && cut == 1 && alias == 0 && empty == 1 && host == 1);
 	lp_profile_free(p);
 	begin();
 	lp_write_mem_sym_lua(&wb, P_ALIAS, src, strlen(src), 0);
