@@ -928,9 +928,14 @@ static void native_release_mp(void)
 static int native_acquire(lua_State *L)
 {
 	if (agent_vm_attached() && !agent_vm_attached_to(L)) {
-		set_err("the CPU profiler samples another Lua state, and "
-			"sampled mode walks stacks with its sampler (exact mode can run)");
-		return -1;
+		if (agent_running()) {
+			set_err("the CPU profiler samples another Lua state, and "
+				"sampled mode walks stacks with its sampler (exact mode can run)");
+			return -1;
+		}
+		/* Left attached by no profile of this process (a forked child's copy of its
+		 * parent's): attached anew below. */
+		agent_vm_detach();
 	}
 	if (!agent_vm_attached()) {
 		if (agent_vm_attach(L, api_err, sizeof(api_err)) != 0)

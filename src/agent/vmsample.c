@@ -21,6 +21,7 @@
 */
 #include <dlfcn.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -144,8 +145,22 @@ void agent_vm_explain(char *err, size_t errlen)
 			 "Lua?); the agent profiles LuaJIT 2.1 GC64 builds");
 }
 
+/* A forked child keeps the parent's attachment (its copy of the VM): its reads of the VM's
+ * memory are its own, not those of a parent that may be gone. */
+static void vm_at_fork_child(void)
+{
+	pid_ctx.pid = getpid();
+}
+
+static void vm_register_once(void)
+{
+	pthread_atfork(NULL, NULL, vm_at_fork_child);
+}
+
 int agent_vm_attach(struct lua_State *L, char *err, size_t errlen)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, vm_register_once);
 	struct lp_mem_pid p;
 	struct lp_mem m;
 	lp_mem_pid_init(&m, &p, getpid());

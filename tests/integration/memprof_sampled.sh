@@ -116,6 +116,44 @@ build/luaprof report -q "$t/nocut.bin" >/dev/null 2>"$t/err"
 grep -q 'warning: .* has no allocation event and no luaprof extension' "$t/err" ||
 	fail "a sampled profile cut before its extension: no warning: $(cat "$t/err")"
 
+# -- A child forked while a sampled profile runs, once its parent has exited: its own
+# sampled profile starts and has samples (the stack sampler it inherited read the VM
+# through the parent's pid, and the start was refused as "the CPU profiler samples
+# another Lua state").
+cat >"$t/orphan.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local ffi = require "ffi"
+ffi.cdef "int fork(void); int getpid(void); int getppid(void); int usleep(unsigned);"
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1] .. "/orphan-parent.bin", { sample = "16K" }))
+local parent = ffi.C.getpid()
+if ffi.C.fork() ~= 0 then
+  mp.stop()
+  os.exit(0)
+end
+for _ = 1, 500 do
+  if ffi.C.getppid() ~= parent then break end
+  ffi.C.usleep(10000)
+end
+local ok, msg = mp.start(arg[1] .. "/orphan-child.bin", { sample = "4K" })
+local t = {}
+for i = 1, 20000 do t[i] = { i } end
+local stopped = ok and mp.stop()
+local f = io.open(arg[1] .. "/orphan.txt", "w")
+f:write(tostring(ok), " ", tostring(msg), " ", tostring(stopped), "\n")
+f:close()
+EOF
+rm -f "$t/orphan.txt"
+LUA_CPATH= luajit "$t/orphan.lua" "$t" >"$t/orphan.out" 2>&1 || fail "orphan workload: $(head -5 "$t/orphan.out")"
+for _ in $(seq 100); do [ -s "$t/orphan.txt" ] && break; sleep 0.1; done
+if [ "$(cat "$t/orphan.txt" 2>/dev/null)" != "true nil true" ]; then
+	fail "a forked child whose parent exited: start, message, stop: $(cat "$t/orphan.txt" 2>/dev/null || echo 'no answer')"
+else
+	build/luaprof report -q -f top "$t/orphan-child.bin" >"$t/orphan.top" 2>"$t/err" &&
+		grep -q 'orphan\.lua' "$t/orphan.top" ||
+		fail "the orphan child's profile: $(cat "$t/err") $(head -5 "$t/orphan.top")"
+fi
+
 # -- Stacks deeper than the profiler keeps are counted (meta truncated), not cut silently;
 # the shallow ones of the workload above are not.
 LUA_CPATH= luajit -e "package.cpath = 'build/?.so;' .. package.cpath
