@@ -201,15 +201,20 @@ static int start_with(lua_State *L, struct start_args *a)
 			return push_open_fail(L, a->path, errno);
 		a->opt.buf = agent_pfile_buf(fc, &a->opt.len);
 		a->opt.ctx = fc;
-		snprintf(cur_path, sizeof(cur_path), "%s", a->path);
-	} else {
-		cur_path[0] = '\0';
 	}
 	/* From here on agent_pfile_close owns fc, whatever happens. */
 	int rc = agent_start(L, &a->opt, agent_pfile_write, agent_pfile_close);
 	int e = errno;
-	if (rc != LUAPROF_PROFILE_SUCCESS && created)
+	/* The path of the profile that runs: a start refused in another thread's state
+	 * meanwhile must not rename it in stop's messages. */
+	if (rc == LUAPROF_PROFILE_SUCCESS)
+		snprintf(cur_path, sizeof(cur_path), "%s", fc ? a->path : "");
+	else if (created)
 		unlink(a->path);
+	/* Started in another state since the check above: say so, as the check would have. */
+	if (rc == LUAPROF_PROFILE_ERRRUN)
+		return push_fail(L, agent_vm_attached_to(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
+				 EINVAL);
 	return push_start_rc(L, rc, e, a->path, luaprof_sysprof_error());
 }
 
@@ -342,7 +347,6 @@ static int l_mem_start(lua_State *L)
 	struct agent_pfile *fc = agent_pfile_open(path, 1, &created);
 	if (!fc)
 		return push_open_fail(L, path, errno);
-	snprintf(mem_path, sizeof(mem_path), "%s", path);
 	struct luaprof_memprof_options opt = {
 		.ctx = fc, .writer = agent_pfile_write, .on_stop = agent_pfile_close,
 		.sample_bytes = sample,
@@ -351,10 +355,16 @@ static int l_mem_start(lua_State *L)
 	/* From here on agent_pfile_close owns fc, whatever happens. */
 	int rc = luaprof_memprof_start(L, &opt);
 	int e = errno;
-	if (rc == LUAPROF_PROFILE_SUCCESS)
+	/* As for the CPU profiler: the running profile's path, and the state it runs in. */
+	if (rc == LUAPROF_PROFILE_SUCCESS) {
 		agent_pfile_started(fc);
-	else if (created)
+		snprintf(mem_path, sizeof(mem_path), "%s", path);
+	} else if (created) {
 		unlink(path);
+	}
+	if (rc == LUAPROF_PROFILE_ERRRUN)
+		return push_fail(L, agent_memprof_runs_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
+				 EINVAL);
 	return push_start_rc(L, rc, e, path, luaprof_memprof_error());
 }
 

@@ -1235,6 +1235,92 @@ static void test_memprof_threads(void)
 	lua_close(L);
 }
 
+/* -- Lua API starts racing in two states ----------------------------------------------- */
+
+static pthread_barrier_t race_barrier;
+
+static int l_barrier(lua_State *L)
+{
+	pthread_barrier_wait(&race_barrier);
+	return 0;
+}
+
+struct racer {
+	const char *agent_dir, *path;
+	int wins, bad;
+	char first_bad[256];
+};
+
+static void *racer_thread(void *arg)
+{
+	struct racer *r = arg;
+	lua_State *L = new_state();
+	lua_register(L, "barrier", l_barrier);
+	char code[2048];
+	snprintf(code, sizeof(code),
+		 "package.cpath = '%s/?.so;' .. package.cpath\n"
+		 "local mp, path = require('luaprof').memprof, '%s'\n"
+		 "local wins, bad, first = 0, 0\n"
+		 "local function wrong(what) bad = bad + 1 first = first or what end\n"
+		 "for _ = 1, 40 do\n"
+		 "  barrier()\n"
+		 "  local ok, msg = mp.start(path)\n"
+		 "  barrier()\n"
+		 "  if ok then\n"
+		 "    wins = wins + 1\n"
+		 "    local t = {} for j = 1, 1000 do t[j] = {} end\n"
+		 "    local sok, smsg = mp.stop()\n"
+		 "    if path == '/dev/full' then\n"
+		 "      if sok or not tostring(smsg):find('^/dev/full: ') then\n"
+		 "        wrong('stop: ' .. tostring(smsg)) end\n"
+		 "    elseif not sok then wrong('stop: ' .. tostring(smsg)) end\n"
+		 "  elseif msg ~= 'profiler is running already (in another Lua state)' then\n"
+		 "    wrong('start: ' .. tostring(msg))\n"
+		 "  end\n"
+		 "  barrier()\n"
+		 "end\n"
+		 "return wins, bad, first or ''",
+		 r->agent_dir, r->path);
+	if (luaL_dostring(L, code) != 0) {
+		r->bad = -1;
+		snprintf(r->first_bad, sizeof(r->first_bad), "%s", lua_tostring(L, -1));
+	} else {
+		r->wins = (int)lua_tointeger(L, -3);
+		r->bad = (int)lua_tointeger(L, -2);
+		snprintf(r->first_bad, sizeof(r->first_bad), "%s", lua_tostring(L, -1));
+	}
+	lua_close(L);
+	return NULL;
+}
+
+/*
+** Two states, each on its thread, start the memory profiler through the Lua API at the
+** same moment, 40 times: one wins; the other is told the profiler runs in another Lua
+** state (it was told "running already", as if its own state ran one, when both passed the
+** module's check before the start), and the winner's stop names the winner's file (the
+** loser's path had overwritten it: "other.bin: No space left on device" for /dev/full).
+*/
+static void test_lua_api_race(const char *agent_dir, const char *out)
+{
+	char other[1024];
+	snprintf(other, sizeof(other), "%s/race.bin", out);
+	struct racer r[2] = { { agent_dir, "/dev/full", 0, 0, "" }, { agent_dir, other, 0, 0, "" } };
+	pthread_t t[2];
+	alarm(120);
+	pthread_barrier_init(&race_barrier, NULL, 2);
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, racer_thread, &r[i]) == 0, "racer thread");
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&race_barrier);
+	alarm(0);
+	for (int i = 0; i < 2; i++)
+		CHECK(r[i].bad == 0, "racer %s: %d wrong answers, the first: %s", r[i].path,
+		      r[i].bad, r[i].first_bad);
+	CHECK(r[0].wins + r[1].wins == 40, "%d + %d profiles ran in 40 rounds", r[0].wins,
+	      r[1].wins);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -1252,6 +1338,7 @@ int main(int argc, char **argv)
 	test_memprof_c_writer();
 	test_fresh_state();
 	test_memprof_threads();
+	test_lua_api_race(argv[1], argv[2]);
 	test_stop_while_running();
 	test_signal_taken();
 	test_c_yield();
