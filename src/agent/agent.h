@@ -296,6 +296,9 @@ int agent_block_signal(sigset_t *old);
 
 /* A memory profile runs in L's VM (L is only read). */
 int agent_memprof_runs_in(struct lua_State *L);
+/* The same, or the calling thread is inside a start or stop (a finalizer that start's own
+ * allocations ran): a start refused now was refused for L's own profile. */
+int agent_memprof_busy_in(struct lua_State *L);
 int agent_memprof_running(void);
 /* L is closing (its memory sentinel's finalizer runs, before the heap is freed): a wrapper
  * of this profiler left as its allocator after its profile stopped (put back by a host

@@ -363,7 +363,7 @@ static int l_mem_start(lua_State *L)
 		unlink(path);
 	}
 	if (rc == LUAPROF_PROFILE_ERRRUN)
-		return push_fail(L, agent_memprof_runs_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
+		return push_fail(L, agent_memprof_busy_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
 				 EINVAL);
 	return push_start_rc(L, rc, e, path, luaprof_memprof_error());
 }

@@ -1489,6 +1489,11 @@ static void api_leave(void)
 	}
 }
 
+int agent_memprof_busy_in(lua_State *L)
+{
+	return in_api || agent_memprof_runs_in(L);
+}
+
 /* The writer, called with in_api set: a stop it makes (as a writer that stops at a size
  * might) is refused instead of tearing the profile down under the event or the epilogue
  * being written. Such a writer stops the profile by setting *data to NULL. */
