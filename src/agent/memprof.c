@@ -228,15 +228,22 @@ static void sym_end(void)
 
 /* Most events repeat a few functions: a direct-mapped cache of the prototype's fingerprint
  * fields in front of the map (re-read on every event: an address reused by another
- * function misses). Emptied at start. */
-static struct proto_slot { uint64_t pt, chunk, key; uint32_t first, sizebc; } proto_cache[256];
+ * function misses). The chunk name's string id is one of them: a chunk loaded again and
+ * again (a reloaded handler: loadfile, call, collect) gets its prototype and its name's
+ * string at the addresses the last one freed, with the same first line and size, and only
+ * the name's content tells them apart (hf3..hf6 were all named hf3). Emptied at start. */
+static struct proto_slot {
+	uint64_t pt, chunk, key;
+	uint32_t first, sizebc, sid;
+} proto_cache[256];
 
 /* The cache missed: the map, and the symbol when this function is new to the stream. */
 static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk,
-						     uint32_t first, uint32_t sizebc)
+						     uint32_t first, uint32_t sizebc, uint32_t sid)
 {
 	static uint64_t generation;
-	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc) | 1;
+	uint64_t fp = lp_hash_u64(chunk ^ ((uint64_t)first << 32) ^ sizebc ^
+				  ((uint64_t)sid << 16)) | 1;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.protos, pt);
 	uint64_t key = pt;
 	if (e && e->a == fp) {
@@ -263,6 +270,7 @@ static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk
 	c->chunk = chunk;
 	c->first = first;
 	c->sizebc = sizebc;
+	c->sid = sid;
 	c->key = key;
 	return key;
 }
@@ -279,10 +287,12 @@ static inline uint64_t need_proto(uint64_t pt)
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t chunk = ld64(pt + y->pt_chunkname);
 	uint32_t first = ld32(pt + y->pt_firstline), sizebc = ld32(pt + y->pt_sizebc);
+	uint32_t sid = ld32(chunk + y->str_sid);
 	const struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
-	if (c->pt == pt && c->chunk == chunk && c->first == first && c->sizebc == sizebc)
+	if (c->pt == pt && c->chunk == chunk && c->first == first && c->sizebc == sizebc &&
+	    c->sid == sid)
 		return c->key;
-	return proto_miss(pt, chunk, first, sizebc);
+	return proto_miss(pt, chunk, first, sizebc, sid);
 }
 
 /* need_proto's cached case alone: the key, or 0 when the cache does not have pt (keys are
@@ -291,8 +301,9 @@ static inline uint64_t cached_proto(uint64_t pt)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	const struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
-	if (c->pt == pt && c->chunk == ld64(pt + y->pt_chunkname) &&
-	    c->first == ld32(pt + y->pt_firstline) && c->sizebc == ld32(pt + y->pt_sizebc))
+	uint64_t chunk = ld64(pt + y->pt_chunkname);
+	if (c->pt == pt && c->chunk == chunk && c->first == ld32(pt + y->pt_firstline) &&
+	    c->sizebc == ld32(pt + y->pt_sizebc) && c->sid == ld32(chunk + y->str_sid))
 		return c->key;
 	return 0;
 }
@@ -321,6 +332,16 @@ static inline uint32_t pc_line(uint64_t pt, uint64_t pc)
 	if (pc <= bc || pc > bc + 4ull * sizebc || (pc - bc) % 4)
 		return pc_line_general(pt, pc);
 	return pc_line_quick(pt, pc);
+}
+
+/* pc lies in pt's bytecode, which has no line info (stripped: `luajit -b`, string.dump
+ * with strip): Tarantool's memprof charges its events to the function at line 0. */
+static int stripped_at(uint64_t pt, uint64_t pc)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t bc = pt + y->pt_size;
+	return pc > bc && pc <= bc + 4ull * ld32(pt + y->pt_sizebc) && (pc - bc) % 4 == 0 &&
+	       !ld64(pt + y->pt_lineinfo);
 }
 
 /* pc_line for a pc inside pt's bytecode (checked by the caller): no call. */
@@ -494,9 +515,9 @@ static struct origin locate(void)
 		uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 		if (!cf)
 			return o;
-		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
-		uint32_t line = pc_line(pt, ld64(cf + y->cf_pc));
-		if (!line)
+		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size, pc = ld64(cf + y->cf_pc);
+		uint32_t line = pc_line(pt, pc);
+		if (!line && !stripped_at(pt, pc))
 			return o;
 		return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
@@ -507,7 +528,7 @@ static struct origin locate(void)
 		else if ((link & 7) == LP_LJ_FRAME_CONT)
 			pt = cont_caller_proto(base, link, stack, &pc);
 		uint32_t line = pt ? pc_line(pt, pc) : 0;
-		if (line)
+		if (line || (pt && stripped_at(pt, pc)))
 			return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
 	o.source = LP_ASOURCE_CFUNC;

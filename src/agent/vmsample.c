@@ -289,7 +289,11 @@ static void need_proto(struct agent_sample *s, uint64_t pt)
 	struct lp_lj_proto p;
 	if (pt == 0 || s->nsyms == AGENT_MAX_NEWSYMS || lp_lj_proto_read(&vm, &mem, pt, &p))
 		return;
-	uint64_t fp = proto_fp(&p);
+	/* With the chunk name's string id: a chunk loaded again at the freed addresses of the
+	 * last one has the same name pointer, first line and size (memprof.c). */
+	uint32_t sid = 0;
+	(void)lp_mem_u32(&mem, p.chunkname + vm.lay->str_sid, &sid);
+	uint64_t fp = proto_fp(&p) ^ ((uint64_t)sid << 20);
 	if (is_known(pt, fp))
 		return;
 	for (size_t i = 0; i < s->nsyms; i++)

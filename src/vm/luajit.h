@@ -102,7 +102,7 @@ struct lp_lj_layout {
 	/* GCfunc */
 	uint16_t fn_gct, fn_ffid, fn_pc, fn_f;
 	/* GCstr */
-	uint16_t str_gct, str_len, str_data;
+	uint16_t str_gct, str_len, str_data, str_sid; /* sid: the string's id, new per string */
 	/* C frame (x86_64 POSIX, GC64, LJ_NO_UNWIND=0) */
 	uint16_t cf_nres, cf_L, cf_pc, cf_prev; /* i32 NRES, SAVE_L, SAVE_PC, SAVE_CFRAME */
 	uint16_t cf_size, cf_size_jit;          /* CFRAME_SIZE, CFRAME_SIZE_JIT */

@@ -232,6 +232,38 @@ cases.stitch = function()
   return keep, warm
 end
 
+-- A chunk loaded, run and collected again and again (a reloaded handler): each time its
+-- prototype and its name's string take the addresses the last ones freed, with the same
+-- first line and size; each run's table must be on its own chunk's line.
+cases.reload = function()
+  collectgarbage("stop")
+  local keep = {}
+  start()
+  for k = 1, 4 do
+    local f = loadstring("local a = {" .. k .. "}\nreturn a", "=reload" .. k) --@reload_load
+    keep[k] = f()
+    f = nil
+    collectgarbage()
+    collectgarbage("stop")
+  end
+  stop()
+  return keep
+end
+
+-- Stripped bytecode (string.dump(f, true), as `luajit -b` writes by default): no line
+-- info, so its allocations are the function's at line 0 (Tarantool's rule), also those
+-- of a builtin it calls, not INTERNAL or the builtin's C code.
+cases.stripped = function()
+  collectgarbage("stop")
+  local w = string.rep("y", 1000)
+  local f = load(string.dump(function() return { 4, 5 }, string.rep("x", 1000) end, true),
+                 "=stripped")
+  start()
+  local t, s = f()
+  stop()
+  return w, t, s
+end
+
 -- Trace numbers reused within one profile: the first hot loop's trace is trace 1,
 -- jit.flush() drops it and the collection frees it, and the second loop's new trace is
 -- trace 1 again, in the block the first one had (same size: the allocator reuses it, as

@@ -34,6 +34,12 @@
 #  stitch     keep[i] = os.date(...) x 300, a builtin the JIT stitches around (it runs on
 #             a continuation frame): 300 allocations, 10800 B, on the line (and traces),
 #             none charged to the builtin's C code;
+#  reload     a chunk loaded, run and collected four times ("=reloadK", same shape): each
+#             run's table on its own chunk's line (the prototype and name's string reuse
+#             the freed addresses);
+#  stripped   string.dump(f, true) loaded and run: its table {4, 5} (88 B) and
+#             string.rep's 1028-byte string on "=stripped:0", nothing INTERNAL or on the
+#             builtin's C code;
 #  retrace    two such loops with jit.flush() and a collection between: each line's
 #             300 / 26400 B; JIT on: TRACE [1] started at each loop's line (the number
 #             and the trace's block reused, named again)
@@ -231,7 +237,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch reload stripped retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -303,6 +309,14 @@ cases() {
 				only_labels "$what" "$e" R "INTERNAL"
 				only_labels "$what" "$e" D "INTERNAL"
 			fi ;;
+		reload)
+			for k in 1 2 3 4; do
+				[ "$(sum "$e" A "=reload$k:1" | cut -d' ' -f1)" -ge 1 ] ||
+					fail "$what: nothing on =reload$k:1 (a reloaded chunk named after another): $(grep reload "$dir/$c.txt" | head -5)"
+			done ;;
+		stripped)
+			expect_sum "$what" "$e" A "=stripped:0" "2 1116 0"
+			only_labels "$what" "$e" A "=stripped:0" ;;
 		stitch)
 			expect_sum "$what" "$e" A "$(L stitch)|$(TR stitch)" "300 10800 0"
 			only_labels "$what" "$e" A "$(L stitch)|$(TR stitch)|INTERNAL" ;;
