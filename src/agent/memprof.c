@@ -470,6 +470,31 @@ struct origin {
 	uint8_t source;
 };
 
+/*
+** cur_L runs no Lua code: the host's own code allocates, between resumes. When that code
+** is a lua_CFunction on the main thread that resumed cur_L with lua_resume and goes on (a
+** C scheduler, cqueues' step), the function is on top of the main thread's frames: its
+** event is that function's, as every other of a C function. Anything else, INTERNAL.
+*/
+static struct origin main_cfunc(uint64_t L)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	struct origin o = { 0, 0, LP_ASOURCE_INT };
+	uint64_t m = mp.vm.mainL;
+	if (L == m || !(ld64(m + y->l_cframe) & LP_LJ_CFRAME_RAWMASK))
+		return o;
+	uint64_t base = ld64(m + y->l_base);
+	if (base < ld64(m + y->l_stack) + 16)
+		return o;
+	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
+	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC || ld8(fn + y->fn_ffid) != LP_LJ_FFID_C)
+		return o;
+	o.source = LP_ASOURCE_CFUNC;
+	o.addr = ld64(fn + y->fn_f);
+	need_cfunc(o.addr);
+	return o;
+}
+
 static struct origin locate(void)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
@@ -491,12 +516,12 @@ static struct origin locate(void)
 		L = mp.vm.mainL;
 	/* cur_L with no C frame: suspended (a yield) or dead (an error), so no Lua code of
 	 * it runs; the host allocates in its own code, between resumes (it was charged to
-	 * the coroutine's yielding line or C function). Not its status: an error handler
-	 * (xpcall's) runs with LUA_ERRERR, a finalizer a host's call set off on a yielded
-	 * coroutine with LUA_YIELD, both on a C frame. */
+	 * the coroutine's yielding line or C function): main_cfunc. Not its status: an
+	 * error handler (xpcall's) runs with LUA_ERRERR, a finalizer a host's call set off
+	 * on a yielded coroutine with LUA_YIELD, both on a C frame. */
 	uint64_t cf0 = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 	if (!cf0)
-		return o;
+		return main_cfunc(L);
 	/* While a trace is recorded, vmstate RECORD stays as the interpreter runs the recorded
 	 * bytecode (its allocations are the program's), and the recorder itself runs under
 	 * lj_vm_cpcall, whose C frame has a negative NRES: the JIT compiler's work, INTERNAL.

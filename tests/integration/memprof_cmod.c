@@ -20,6 +20,7 @@
 /* Not static: the symbol the report must show. */
 int memprof_cmod_newud(lua_State *L);
 int memprof_cmod_resume(lua_State *L);
+int memprof_cmod_resume_alloc(lua_State *L);
 int luaopen_memprof_cmod(lua_State *L);
 int memprof_cmod_spin(lua_State *L);
 double memprof_cmod_spin_mid(double x);
@@ -41,6 +42,18 @@ int memprof_cmod_resume(lua_State *L)
 	luaL_argcheck(L, co != NULL, 1, "coroutine expected");
 	lua_pushinteger(L, lua_resume(co, 0));
 	return 1;
+}
+
+/* resume_alloc(co): lua_resume(co, 0), then a table of its own (lua_createtable(L, 30, 0)),
+ * made while the VM's current thread is still the coroutine, which has yielded. */
+int memprof_cmod_resume_alloc(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+	luaL_argcheck(L, co != NULL, 1, "coroutine expected");
+	int st = lua_resume(co, 0);
+	lua_createtable(L, 30, 0);
+	lua_pushinteger(L, st);
+	return 2;
 }
 
 /* resume_in(t): lua_resume(t[1], 0), a scheduler keeping its coroutines in a table: its
@@ -103,7 +116,7 @@ int memprof_cmod_spin(lua_State *L)
 
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 7);
 	lua_pushcfunction(L, memprof_cmod_spin);
 	lua_setfield(L, -2, "spin");
 	lua_pushcfunction(L, keepalloc);
@@ -116,5 +129,7 @@ int luaopen_memprof_cmod(lua_State *L)
 	lua_setfield(L, -2, "newud");
 	lua_pushcfunction(L, memprof_cmod_resume);
 	lua_setfield(L, -2, "resume");
+	lua_pushcfunction(L, memprof_cmod_resume_alloc);
+	lua_setfield(L, -2, "resume_alloc");
 	return 1;
 }

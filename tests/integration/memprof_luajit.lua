@@ -155,12 +155,15 @@ cases.cresume = function()
     return b
   end
   local co = coroutine.create(body)
+  local co2 = coroutine.create(function() coroutine.yield() end)
   start()
   local st1 = cm.resume(co) --@crresume1
   local st2 = cm.resume(co) --@crresume2
+  local t, st3 = cm.resume_alloc(co2) --@crresume3
   stop()
-  check(st1 == 1 and st2 == 0, string.format("lua_resume statuses %s %s", st1, st2))
-  return co
+  check(st1 == 1 and st2 == 0 and st3 == 1,
+        string.format("lua_resume statuses %s %s %s", st1, st2, st3))
+  return co, co2, t
 end
 
 -- The JIT compiler's work is INTERNAL: with every loop hot at once, traces are recorded
