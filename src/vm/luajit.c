@@ -27,8 +27,9 @@
 	.snap_mapofs = 0, .snap_mcofs = 6, .snap_nent = 10, .pt_size = 104,            \
 	.pt_gct = 9, .pt_sizebc = 12, .pt_chunkname = 64, .pt_firstline = 72,          \
 	.pt_numline = 76, .pt_lineinfo = 80, .fn_gct = 9, .fn_ffid = 10, .fn_pc = 32,  \
-	.fn_f = 40, .str_gct = 9, .str_len = 20, .str_data = 24, .str_sid = 12, .cf_nres = 8,         \
-	.cf_L = 16, .cf_pc = 24, .cf_prev = 32, .cf_size = 80, .cf_size_jit = 96
+	.fn_f = 40, .str_gct = 9, .str_len = 20, .str_data = 24, .str_sid = 12,        \
+	.cf_nres = 8, .cf_L = 16, .cf_pc = 24, .cf_prev = 32, .cf_size = 80,           \
+	.cf_size_jit = 96
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
