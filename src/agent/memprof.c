@@ -324,24 +324,24 @@ static __attribute__((noinline)) uint32_t pc_line_general(uint64_t pt, uint64_t 
  * 0 when pc is not in its bytecode. */
 static inline uint32_t pc_line_quick(uint64_t pt, uint64_t pc);
 
-static inline uint32_t pc_line(uint64_t pt, uint64_t pc)
+/* pc is a frame PC in pt's bytecode: after one of its instructions (the header's too). */
+static inline int in_bytecode(uint64_t pt, uint64_t pc)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint64_t bc = pt + y->pt_size;
-	uint32_t sizebc = ld32(pt + y->pt_sizebc);
-	if (pc <= bc || pc > bc + 4ull * sizebc || (pc - bc) % 4)
-		return pc_line_general(pt, pc);
-	return pc_line_quick(pt, pc);
+	return !(pc <= bc || pc > bc + 4ull * ld32(pt + y->pt_sizebc) || (pc - bc) % 4);
+}
+
+static inline uint32_t pc_line(uint64_t pt, uint64_t pc)
+{
+	return in_bytecode(pt, pc) ? pc_line_quick(pt, pc) : pc_line_general(pt, pc);
 }
 
 /* pc lies in pt's bytecode, which has no line info (stripped: `luajit -b`, string.dump
  * with strip): Tarantool's memprof charges its events to the function at line 0. */
 static int stripped_at(uint64_t pt, uint64_t pc)
 {
-	const struct lp_lj_layout *y = mp.vm.lay;
-	uint64_t bc = pt + y->pt_size;
-	return pc > bc && pc <= bc + 4ull * ld32(pt + y->pt_sizebc) && (pc - bc) % 4 == 0 &&
-	       !ld64(pt + y->pt_lineinfo);
+	return in_bytecode(pt, pc) && !ld64(pt + mp.vm.lay->pt_lineinfo);
 }
 
 /* pc_line for a pc inside pt's bytecode (checked by the caller): no call. */
@@ -1252,9 +1252,8 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	} else {
 		return wrapper_any(ud, ptr, osize, nsize);
 	}
-	uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
-	uint64_t bc = pt + y->pt_size, key = cached_proto(pt);
-	if (!key || pc <= bc || pc > bc + 4ull * ld32(pt + y->pt_sizebc) || (pc - bc) % 4)
+	uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size, key = cached_proto(pt);
+	if (!key || !in_bytecode(pt, pc))
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint32_t line = pc_line_quick(pt, pc);
 	if (!line || line >= AGENT_RAWEV_NUM_LIMIT || nsize >= AGENT_RAWEV_SIZE_LIMIT)
