@@ -917,15 +917,22 @@ static void test_c_yield(void)
 	      (unsigned long long)yield_check.lua_allocs);
 }
 
-static void test_memprof_c_writer(void)
+/* Exact mode into dbuf's two buffers, with the sink and dw emptied. */
+static struct luaprof_memprof_options dbuf_options(void)
 {
-	lua_State *L = new_state();
 	struct luaprof_memprof_options mo = {
 		.buf = dbuf[0], .len = sizeof(dbuf[0]), .writer = dbuf_writer,
 		.on_stop = dbuf_on_stop,
 	};
 	memset(&dw, 0, sizeof(dw));
 	sink.len = 0;
+	return mo;
+}
+
+static void test_memprof_c_writer(void)
+{
+	lua_State *L = new_state();
+	struct luaprof_memprof_options mo = dbuf_options();
 	CHECK(luaL_loadbuffer(L, "jit.off() local t = {} for i = 1, 20000 do t[i] = {} end",
 			      56, "=dbuf_x") == 0, "load");
 	CHECK(luaprof_memprof_start(L, &mo) == 0, "exact memprof: %s", luaprof_memprof_error());
@@ -955,12 +962,7 @@ static void test_memprof_c_writer(void)
 static void test_fresh_state(void)
 {
 	lua_State *L = luaL_newstate();
-	struct luaprof_memprof_options mo = {
-		.buf = dbuf[0], .len = sizeof(dbuf[0]), .writer = dbuf_writer,
-		.on_stop = dbuf_on_stop,
-	};
-	memset(&dw, 0, sizeof(dw));
-	sink.len = 0;
+	struct luaprof_memprof_options mo = dbuf_options();
 	CHECK(luaprof_memprof_start(L, &mo) == 0, "exact memprof on a new state: %s",
 	      luaprof_memprof_error());
 	lua_createtable(L, 100, 0);

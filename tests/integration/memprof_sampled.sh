@@ -97,6 +97,17 @@ $(sort -t' ' -k2 -nr "$t/alloc.folded" | head -2)"
 	done
 done
 
+# folded NAME WHAT SCRIPT [LUAJIT OPTION...]: runs SCRIPT with $t/NAME.bin as its profile
+# and renders $t/NAME.folded (collapsed stacks).
+folded() {
+	local n=$1 what=$2 script=$3
+	shift 3
+	LUA_CPATH= luajit "$@" "$script" "$t/$n.bin" >"$t/$n.out" 2>&1 ||
+		fail "$what workload: $(head -5 "$t/$n.out")"
+	build/luaprof report -q "$t/$n.bin" -f collapsed -o "$t/$n.folded" 2>"$t/err" ||
+		fail "$what profile: $(cat "$t/err")"
+}
+
 # -- A sampled profile that caught no allocation is still a sampled profile (it was read
 # as an exact one that saw no event: an empty memprof report, "nothing was allocated").
 LUA_CPATH= luajit -e "package.cpath = 'build/?.so;' .. package.cpath
@@ -201,10 +212,7 @@ local s = 0
 for _ = 1, 200 do s = s + #build(2000) end
 assert(mp.stop())
 EOF
-LUA_CPATH= luajit "$t/texit.lua" "$t/texit.bin" >"$t/texit.out" 2>&1 ||
-	fail "trace-exit workload: $(head -5 "$t/texit.out")"
-build/luaprof report -q "$t/texit.bin" -f collapsed -o "$t/texit.folded" 2>"$t/err" ||
-	fail "trace-exit profile: $(cat "$t/err")"
+folded texit trace-exit "$t/texit.lua"
 read -r all rootless < <(awk '{ t += $NF; if ($0 !~ /(^|;)main;/) b += $NF }
 	END { print t + 0, b + 0 }' "$t/texit.folded")
 [ "$all" -gt 0 ] && [ "$rootless" -eq 0 ] ||
@@ -214,10 +222,7 @@ $(grep -v '\(^\|;\)main;' "$t/texit.folded" | sort -t' ' -k2 -nr | head -3)"
 # -- A coroutine whose stack grows in trace exits (recursion, JIT on): those allocations
 # happen inside C frames the coroutine entered (lj_vm_cpcall), below its resume frame, and
 # the walk found neither its resumer's Lua frames nor the native stack above it.
-LUA_CPATH= luajit -jon tests/integration/coro_exits.lua "$t/coro.bin" >"$t/coro.out" 2>&1 ||
-	fail "coroutine workload: $(head -5 "$t/coro.out")"
-build/luaprof report -q "$t/coro.bin" -f collapsed -o "$t/coro.folded" 2>"$t/err" ||
-	fail "coroutine profile: $(cat "$t/err")"
+folded coro coroutine tests/integration/coro_exits.lua -jon
 read -r all rootless body resumed < <(awk '{ t += $NF; if ($0 !~ /(^|;)main;/) b += $NF
 	if ($0 ~ /coro_exits\.lua:9(;|$)/) { c += $NF; if ($0 ~ /coro_exits\.lua:12;coroutine\.wrap_aux;/) r += $NF } }
 	END { print t + 0, b + 0, c + 0, r + 0 }' "$t/coro.folded")
@@ -244,10 +249,7 @@ for j = 1, 20000 do
 end
 assert(mp.stop())
 EOF
-LUA_CPATH= luajit -joff "$t/ctype.lua" "$t/ctype.bin" >"$t/ctype.out" 2>&1 ||
-	fail "ctype workload: $(head -5 "$t/ctype.out")"
-build/luaprof report -q "$t/ctype.bin" -f collapsed -o "$t/ctype.folded" 2>"$t/err" ||
-	fail "ctype profile: $(cat "$t/err")"
+folded ctype ctype "$t/ctype.lua" -joff
 read -r all placed < <(awk '{ t += $NF
 	if ($0 ~ /;lua_pcall;(lj_vm_[^;]*;)*@[^;]*ctype\.lua:8;ffi\.(typeof|cast)(;| )/) p += $NF }
 	END { print t + 0, p + 0 }' "$t/ctype.folded")
@@ -271,10 +273,7 @@ for n = 1, 200 do
 end
 assert(mp.stop())
 EOF
-LUA_CPATH= luajit "$t/jitcomp.lua" "$t/jitcomp.bin" >"$t/jitcomp.out" 2>&1 ||
-	fail "jitcomp workload: $(head -5 "$t/jitcomp.out")"
-build/luaprof report -q "$t/jitcomp.bin" -f collapsed -o "$t/jitcomp.folded" 2>"$t/err" ||
-	fail "jitcomp profile: $(cat "$t/err")"
+folded jitcomp jitcomp "$t/jitcomp.lua"
 read -r chunk leaf placed < <(awk '{ if (index($0, ";=jitchunk:1")) { c += $NF
 		if ($0 ~ /;=jitchunk:1 [0-9]+$/) l += $NF
 		if ($0 ~ /;lua_pcall;@[^;]*jitcomp\.lua:7;=jitchunk:1;[^@]* [0-9]+$/) p += $NF } }
