@@ -420,6 +420,28 @@ static void need_cfunc(uint64_t addr)
 	(void)lp_addrmap_put(&mp.cfuncs, addr, 1, 0);
 }
 
+/*
+** A builtin that allocates with no Lua function below it (pcall(string.rep, ...),
+** gsub(s, p, string.upper), a builtin called from C): Tarantool's rule charges its C entry,
+** which has no symbol in a stripped VM (Debian's), where the reports read luajit+0x44aa0.
+** It is named after the builtin instead (string.rep): a symbol at its entry, before the
+** event, whose extent (a csize record at stop, named_builtins) is that address alone.
+*/
+static struct { uint64_t addr[256]; unsigned n; } named_builtins;
+
+static void need_builtin(uint64_t addr, uint8_t ffid)
+{
+	if (lp_addrmap_get(&mp.cfuncs, addr))
+		return;
+	need_cfunc(addr);
+	const char *name = lp_lj_ffname(mp.vm.lay, ffid);
+	if (!name || named_builtins.n == sizeof(named_builtins.addr) / sizeof(uint64_t))
+		return;
+	named_builtins.addr[named_builtins.n++] = addr;
+	lp_write_mem_sym_cfunc(mp.symw, addr, name, strlen(name));
+	sym_end();
+}
+
 /* -- Attribution --------------------------------------------------------------------- */
 
 #define VMST_INTERP (-1)
@@ -558,7 +580,10 @@ static struct origin locate(void)
 	}
 	o.source = LP_ASOURCE_CFUNC;
 	o.addr = ld64(fn + y->fn_f);
-	need_cfunc(o.addr);
+	if (ffid == LP_LJ_FFID_C)
+		need_cfunc(o.addr);
+	else
+		need_builtin(o.addr, ffid);
 	return o;
 }
 
@@ -921,9 +946,14 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	return c->f(c->ud, ptr, osize, nsize);
 }
 
-/* The extension's stack records and the sampled allocations, at stop. */
+/* The extension's records besides the maps and meta, at stop: the extents of the builtins
+** named (need_builtin), and sampled mode's stack records and allocations. */
 static void write_samples(struct lp_wbuf *w)
 {
+	for (unsigned i = 0; i < named_builtins.n; i++)
+		lp_write_ext_csize(w, named_builtins.addr[i], 1);
+	if (!mp.sample_bytes)
+		return;
 	agent_stackdict_write(&mp.dict, w);
 	agent_tcodes_write(&s_tcodes, w);
 	/* asample records of up to 60 KiB: (stack size live)*. Not on the stack: stop runs
@@ -1707,6 +1737,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	memset(proto_cache, 0, sizeof(proto_cache));
 	memset(trace_seen, 0, sizeof(trace_seen));
 	mp.trace_gen = 1;
+	named_builtins.n = 0;
 	lp_uleb_fast_init();
 	mp.seen.n = 0;
 	stream_init(opt);
@@ -1870,7 +1901,7 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 			NULL,
 		};
 		lp_write_memprof_epilogue(mp.symw);
-		agent_write_extension(mp.symw, mp.sample_bytes ? write_samples : NULL, meta,
+		agent_write_extension(mp.symw, write_samples, meta,
 				      agent_running());
 		sym_end();
 		lp_wbuf_flush(&mp.w);

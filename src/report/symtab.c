@@ -340,7 +340,12 @@ static int csym_cmp(const void *a, const void *b)
 	const struct lp_sym_c *x = a, *y = b;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	/* Aliases at one address: prefer a stable, readable choice (shortest, then name). */
+	/* Aliases at one address: a real name before a stand-in for code with no symbol
+	 * ("object+0xoffset": the agent names a builtin's entry in a stripped VM, which has
+	 * one), then a stable, readable choice (shortest, then name). */
+	int px = strstr(x->name, "+0x") != NULL, py = strstr(y->name, "+0x") != NULL;
+	if (px != py)
+		return px - py;
 	size_t lx = strlen(x->name), ly = strlen(y->name);
 	if (lx != ly)
 		return lx < ly ? -1 : 1;

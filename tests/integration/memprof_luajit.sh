@@ -36,6 +36,11 @@
 #  stitch     keep[i] = os.date(...) x 300, a builtin the JIT stitches around (it runs on
 #             a continuation frame): 300 allocations, 10800 B, on the line (and traces),
 #             none charged to the builtin's C code;
+#  builtin    builtins with no Lua caller (pcall(string.rep, ...), gsub's string.upper,
+#             pcall(tostring, 12.5), pcall(table.concat, ...)): each one's allocations
+#             under its own name (string.rep:0x...: 1 / 1028 B; string.upper 2 / 64 B;
+#             tostring 1 / 32 B; table.concat 1 / 32 B), not object+offset; the rest on
+#             gsub's line;
 #  reload     a chunk loaded, run and collected four times ("=reloadK", same shape): each
 #             run's table on its own chunk's line (the prototype and name's string reuse
 #             the freed addresses);
@@ -239,7 +244,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch reload stripped retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin reload stripped retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -316,6 +321,13 @@ cases() {
 		stripped)
 			expect_sum "$what" "$e" A "=stripped:0" "2 1116 0"
 			only_labels "$what" "$e" A "=stripped:0" ;;
+		builtin)
+			local x='0x[0-9a-f]+'
+			expect_sum "$what" "$e" A "string\.rep:$x" "1 1028 0"
+			expect_sum "$what" "$e" A "string\.upper:$x" "2 64 0"
+			expect_sum "$what" "$e" A "tostring:$x" "1 32 0"
+			expect_sum "$what" "$e" A "table\.concat:$x" "1 32 0"
+			only_labels "$what" "$e" A "$(L builtin_gsub)|(string\.rep|string\.upper|tostring|table\.concat):$x" ;;
 		stitch)
 			expect_sum "$what" "$e" A "$(L stitch)|$(TR stitch)" "300 10800 0"
 			only_labels "$what" "$e" A "$(L stitch)|$(TR stitch)|INTERNAL" ;;

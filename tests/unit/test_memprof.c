@@ -196,6 +196,25 @@ static void test_unknown_locations(void)
 		  "\n");
 }
 
+/* A builtin's entry in a stripped VM: the agent's stand-in for unnamed code there
+ * ("luajit+0x44aa0") and the builtin's name, both at that address. The builtin's name is
+ * shown, even when longer than the stand-in (shorter names win among other aliases). */
+static void test_builtin_over_stand_in(void)
+{
+	begin();
+	lp_write_mem_sym_cfunc(&wb, 0x8000, "luajit+0x8000", 13);
+	lp_write_mem_sym_cfunc(&wb, 0x8000, "jit.util.funcinfo", 17);
+	lp_write_mem_sym_cfunc(&wb, 0x9000, "a_longer_name", 13);
+	lp_write_mem_sym_cfunc(&wb, 0x9000, "short", 5);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0x8000, 0, 0, 0, 0x1000, 8);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0x9000, 0, 0, 0, 0x2000, 16);
+	CHECK_STR(report(1, 0, NULL),
+		  "HEAP SUMMARY:\n"
+		  "short:0x9000 holds 16B: 1 allocs, 0 frees\n"
+		  "jit.util.funcinfo:0x8000 holds 8B: 1 allocs, 0 frees\n"
+		  "\n");
+}
+
 /* A trace number the VM reuses for another trace during the profile (after a flush, or
  * once the trace was collected). A site is the stream's (source, address, line, trace) and
  * the version of the symbol its number had at the event, so the sections list the two
@@ -322,6 +341,7 @@ int main(void)
 	RUN(test_human_readable_and_leak_only);
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
+	RUN(test_builtin_over_stand_in);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);
