@@ -236,6 +236,8 @@ static struct proto_slot {
 	uint64_t pt, chunk, key;
 	uint32_t first, sizebc, sid;
 } proto_cache[256];
+/* The slots' pt, compact: frees look it up at random addresses (proto_freed). */
+static uint64_t proto_at[256];
 
 /* The cache missed: the map, and the symbol when this function is new to the stream. */
 static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk,
@@ -272,6 +274,7 @@ static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk
 	c->sizebc = sizebc;
 	c->sid = sid;
 	c->key = key;
+	proto_at[(pt >> 4) & 255] = pt;
 	return key;
 }
 
@@ -295,17 +298,29 @@ static inline uint64_t need_proto(uint64_t pt)
 	return proto_miss(pt, chunk, first, sizebc, sid);
 }
 
-/* need_proto's cached case alone: the key, or 0 when the cache does not have pt (keys are
- * addresses, never 0). */
+/*
+** Exact mode's light path, in front of need_proto: the key when the cache has pt, else 0
+** (keys are addresses, never 0). No fingerprint to read: in exact mode every free and
+** reallocation passes the wrapper, which empties the slot of a prototype freed
+** (proto_freed), so a slot that holds pt names the function still there. A free pays one
+** load of proto_at for the five loads and compares of the fingerprint (and the chunk
+** name's, a load that depends on another) saved on each event of the interpreter:
+** in-process A/B against the build with the fingerprint, bintrees, 41 rounds: JIT off
+** 1.188 -> 1.176 and 1.171 -> 1.160, JIT on 1.171 -> 1.161.
+*/
 static inline uint64_t cached_proto(uint64_t pt)
 {
-	const struct lp_lj_layout *y = mp.vm.lay;
-	const struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
-	uint64_t chunk = ld64(pt + y->pt_chunkname);
-	if (c->pt == pt && c->chunk == chunk && c->first == ld32(pt + y->pt_firstline) &&
-	    c->sizebc == ld32(pt + y->pt_sizebc) && c->sid == ld32(chunk + y->str_sid))
-		return c->key;
-	return 0;
+	unsigned i = (unsigned)(pt >> 4) & 255;
+	return proto_at[i] == pt ? proto_cache[i].key : 0;
+}
+
+static inline void proto_freed(uint64_t ptr)
+{
+	unsigned i = (unsigned)(ptr >> 4) & 255;
+	if (__builtin_expect(proto_at[i] == ptr, 0)) {
+		proto_at[i] = 0;
+		proto_cache[i].pt = 0;
+	}
 }
 
 /* pc_line's rare case (a link into a trace's start instruction): the model's general
@@ -1179,6 +1194,7 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 		event = LP_AEVENT_REALLOC;
 		mp.reallocs++;
 		mp.free_bytes += osize;
+		proto_freed((uintptr_t)ptr);
 	} else {
 		mp.allocs++;
 	}
@@ -1353,6 +1369,7 @@ static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, vo
 		SELFCHECK(h, mp.w.pos, ptr, osize, NULL, 0);
 		mp.frees++;
 		mp.free_bytes += osize;
+		proto_freed((uintptr_t)ptr);
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	}
 	if (nsize) {
@@ -1388,6 +1405,8 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 {
 	if (mp.state != MP_RUNNING)
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
+	if (ptr && osize)
+		proto_freed((uintptr_t)ptr);
 	struct origin o = locate();
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (mp.state != MP_RUNNING)
@@ -1735,6 +1754,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	memset(proto_cache, 0, sizeof(proto_cache));
+	memset(proto_at, 0, sizeof(proto_at));
 	memset(trace_seen, 0, sizeof(trace_seen));
 	mp.trace_gen = 1;
 	named_builtins.n = 0;
