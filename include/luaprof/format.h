@@ -67,5 +67,7 @@ enum lp_vmstate {
 #define LP_EXT_ASAMPLE 0x06 /* (stack size live)*: sampled allocations (memprof sampled mode) */
 #define LP_EXT_GSAMPLE 0x07 /* (gap id)*: Lua + host stacks of GC samples, by their ordinal */
 #define LP_EXT_TCODE   0x08 /* traceno addr size: machine code of a trace of the symtab */
+#define LP_EXT_JSAMPLE 0x09 /* (gap id)*: Lua + host stacks of JIT compiler samples (RECORD,
+			     * OPT, ASM), by their ordinal among those */
 
 #endif

@@ -122,10 +122,11 @@ void agent_vm_after_walk(struct agent_sample *s);
  * machine code the samples met since attach. */
 void agent_vm_tcodes_write(struct lp_wbuf *w);
 /*
-** After the host walk of a CFUNC or FFUNC sample, or of a memprof capture in a C function:
-** drops from its host stack pcs[0..n) the return address of a VM entry the walk met that
-** runs no Lua frame of the sample (a builtin's protected call of C), which the report
-** would take for the entry of a Lua segment. Returns the new count.
+** After the host walk of a sample with Lua frames, or of a memprof capture in a C function:
+** drops from its host stack pcs[0..n) the return address of each VM entry the walk met
+** that runs no Lua frame of the sample (a builtin's protected call of C, the JIT
+** compiler's), which the report would take for the entry of a Lua segment. Returns the
+** new count.
 */
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n);
 /* After agent_vm_prepare_walk: the thread's C frames include a VM entry without Lua frames
@@ -262,10 +263,10 @@ void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
 /* Frees and empties the dictionary (a zeroed one is empty too). */
 void agent_stackdict_free(struct agent_stackdict *d);
 
-/* -- Full stacks of TRACE and GC samples (tstacks.c) ----------------------------------- */
+/* -- Full stacks of TRACE, GC and JIT compiler samples (tstacks.c) --------------------- */
 
-/* Which samples a record's ordinal counts: its first byte. */
-enum { AGENT_TSTACK_TRACE, AGENT_TSTACK_GC };
+/* Which samples a record's ordinal counts: its first byte (JIT: RECORD, OPT and ASM). */
+enum { AGENT_TSTACK_TRACE, AGENT_TSTACK_GC, AGENT_TSTACK_JIT, AGENT_TSTACK__MAX };
 
 /* Before sampling (allocates the ring): 0 or -1. */
 int agent_tstacks_init(void);
@@ -279,10 +280,10 @@ void agent_tstacks_free(void);
 int agent_tstacks_put(const uint8_t *rec, size_t len);
 /* Writer thread: moves queued records into the dictionary. */
 void agent_tstacks_drain(void);
-/* After the last drain: the extension's stack, tsample and gsample records. */
+/* After the last drain: the extension's stack, tsample, gsample and jsample records. */
 void agent_tstacks_write(struct lp_wbuf *w);
-/* TRACE samples that keep only their trace frame, GC samples that keep only their host
- * stack (ring full, dictionary cap). */
+/* TRACE samples that keep only their trace frame, GC and compiler samples that keep only
+ * their host stack (ring full, dictionary cap). */
 uint64_t agent_tstacks_lost(void);
 
 /* The process's command line, arguments joined by spaces, into buf. */

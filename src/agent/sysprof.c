@@ -120,6 +120,7 @@ static uint8_t hs_scratch[AGENT_SAMPLE_MAX];
 static uint8_t hs_tstack[AGENT_SAMPLE_MAX + 16];
 static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one's ordinal */
 static uint64_t hs_ngc;     /* GC samples, likewise */
+static uint64_t hs_njit;    /* JIT compiler samples (RECORD, OPT, ASM), likewise */
 /*
 ** Pacing: a sample costs from 2 us to a few hundred (deep stacks in C mode). Were the
 ** interval shorter than that, the handler would run back to back and the program would
@@ -459,13 +460,16 @@ static void take_sample(const ucontext_t *uc)
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC
-	 * sample's when it has Lua frames (the collector ran from Lua code). */
+	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC or JIT
+	 * compiler sample's when it has Lua frames (the collector ran from Lua code, the
+	 * compiler compiles it). */
 	int gc = s->vmstate == LP_VMST_GC;
-	if ((trace || (gc && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
+	int jit = s->vmstate == LP_VMST_RECORD || s->vmstate == LP_VMST_OPT ||
+		  s->vmstate == LP_VMST_ASM;
+	if ((trace || ((gc || jit) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
-		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : AGENT_TSTACK_GC);
-		lp_wbuf_uleb(&w, trace ? hs_ntrace : hs_ngc);
+		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC : AGENT_TSTACK_JIT);
+		lp_wbuf_uleb(&w, trace ? hs_ntrace : gc ? hs_ngc : hs_njit);
 		lp_write_sys_stacks(&w, &out);
 		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
 			sem_post(&sp.sem);
@@ -474,6 +478,8 @@ static void take_sample(const ucontext_t *uc)
 		hs_ntrace++;
 	else if (gc)
 		hs_ngc++;
+	else if (jit)
+		hs_njit++;
 	if (truncated)
 		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
 }
@@ -1005,7 +1011,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.leaf_walk = opt->mode == LUAPROF_SYSPROF_LEAF &&
 		       agent_unwind_init(sp.err, sizeof(sp.err)) == 0;
 	sp.err[0] = '\0';
-	hs_ntrace = hs_ngc = 0;
+	hs_ntrace = hs_ngc = hs_njit = 0;
 	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && agent_tstacks_init() != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;

@@ -1,10 +1,10 @@
 /*
-** Full stacks of TRACE and GC samples: from the handler through a ring to the writer
-** thread, kept as a dictionary until stop, written as the extension's stack, tsample and
-** gsample records.
+** Full stacks of TRACE, GC and JIT compiler samples: from the handler through a ring to
+** the writer thread, kept as a dictionary until stop, written as the extension's stack,
+** tsample, gsample and jsample records.
 **
 ** Why not in the sample itself: ljp v2 gives a TRACE sample its trace number and location
-** only, and a GC sample its host stack only, and Tarantool's parser must keep reading our
+** only, and a GC or compiler (RECORD, OPT, ASM) sample its host stack only, and Tarantool's parser must keep reading our
 ** files. So the sample stays as the format says, and its Lua frames plus its host stack
 ** travel on the side, keyed by the sample's ordinal among the samples of its kind.
 **
@@ -46,7 +46,7 @@ static struct {
 	_Atomic uint64_t lost;
 	/* Writer thread only. */
 	struct agent_stackdict dict;    /* the distinct stacks */
-	struct pairs kind[2];           /* by AGENT_TSTACK_* */
+	struct pairs kind[AGENT_TSTACK__MAX];
 	uint8_t *rec;                   /* one record out of the ring */
 } tsq;
 
@@ -67,7 +67,7 @@ void agent_tstacks_free(void)
 	free(tsq.ring);
 	free(tsq.rec);
 	agent_stackdict_free(&tsq.dict);
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < AGENT_TSTACK__MAX; k++) {
 		free(tsq.kind[k].buf);
 		free(tsq.kind[k].cuts);
 	}
@@ -123,7 +123,7 @@ static void take(const uint8_t *rec, size_t len)
 {
 	uint64_t ordinal = 0;
 	size_t i = 1;
-	if (len < 2 || rec[0] > AGENT_TSTACK_GC) {
+	if (len < 2 || rec[0] >= AGENT_TSTACK__MAX) {
 		atomic_fetch_add(&tsq.lost, 1); /* cannot happen: the handler writes them */
 		return;
 	}
@@ -165,9 +165,10 @@ void agent_tstacks_drain(void)
 
 void agent_tstacks_write(struct lp_wbuf *w)
 {
-	static const uint8_t type[2] = { LP_EXT_TSAMPLE, LP_EXT_GSAMPLE };
+	static const uint8_t type[AGENT_TSTACK__MAX] = { LP_EXT_TSAMPLE, LP_EXT_GSAMPLE,
+							 LP_EXT_JSAMPLE };
 	agent_stackdict_write(&tsq.dict, w);
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < AGENT_TSTACK__MAX; k++) {
 		const struct pairs *q = &tsq.kind[k];
 		size_t from = 0;
 		for (size_t c = 0; c <= q->ncuts; c++) {

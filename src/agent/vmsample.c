@@ -394,13 +394,13 @@ static int helper_pending, helper_pc_known;
 static struct lp_lj_thread helper_t;
 static uint64_t helper_pc, helper_bp, helper_sp, helper_ip;
 static unsigned helper_rank;
-/* A VM entry on the native stack with no Lua frame of the sample above it (see
- * agent_vm_frame): the innermost frame's base and the thread's stack that tell it, while
- * known (0: not looked for); the entry's return address and its rank among the VM frames
- * the walk met, once found. */
-static uint64_t empty_top, empty_stack, empty_ip;
-static unsigned vm_frames_met, empty_rank;
-static int empty_found;
+/* VM entries on the native stack with no Lua frame of the sample above them (see
+ * agent_vm_frame; the JIT compiler runs in two, nested): the innermost frame's base and
+ * the thread's stack that tell them, while known (0: not looked for); each entry's return
+ * address and its rank among the VM frames the walk met, once found, innermost first. */
+#define MAX_EMPTY 4
+static uint64_t empty_top, empty_stack, empty_ip[MAX_EMPTY];
+static unsigned vm_frames_met, empty_rank[MAX_EMPTY], nempty;
 /* A GC sample whose step a trace ran (g->jit_base set), and the first trace whose machine
  * code the host walk met; whether the walk met a VM frame at one of the C frames of the
  * thread whose Lua frames were taken. */
@@ -424,7 +424,7 @@ static void walk_reset(void)
 {
 	helper_pending = helper_pc_known = 0;
 	empty_top = 0;
-	empty_found = 0;
+	nempty = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
 	ncres = nhops = cres_met = 0;
@@ -598,6 +598,18 @@ static int lua_stack_or_none(struct agent_sample *s, const struct lp_lj_thread *
 	s->nlua = 0;
 	s->lua_truncated = 0;
 	return 0;
+}
+
+/* t's innermost C frame is a protected call of C made above its Lua frames (NRES < 0,
+ * holding -savestack of L->top at entry, at or above L->base): the JIT compiler's, in a
+ * compiler state. */
+static int in_compiler(const struct lp_lj_thread *t)
+{
+	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK;
+	int32_t nres;
+	return cf && t->base > t->stack &&
+	       lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 &&
+	       nres < 0 && t->base <= t->stack + (uint64_t)(-(int64_t)nres);
 }
 
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
@@ -855,6 +867,29 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		return 0;
 	}
+	/*
+	** The JIT compiler (RECORD, OPT, ASM) in its protected call: lj_trace_ins calls it by
+	** lj_vm_cpcall from the interpreter's hook or hot counter, which synced L->base, and
+	** the loop optimizer in one more. Their C frames (NRES < 0) are above the Lua frames,
+	** whose innermost is at the instruction being compiled (the walk steps over those
+	** frames to the interpreter's SAVE_PC); the calls' entries leave the host stack
+	** (agent_vm_omit_empty), so that the compiler's code is shown on top of the Lua line.
+	** The frames reach the stream on the side, as the collector's do. In state RECORD
+	** outside such a call the interpreter runs the recorded bytecode with its BASE in a
+	** register: host stack only, below.
+	*/
+	if ((st == LP_VMST_RECORD || st == LP_VMST_OPT || st == LP_VMST_ASM) &&
+	    mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale && in_compiler(&t)) {
+		add_cframes(t.cframe);
+		empty_top = t.base;
+		empty_stack = t.stack;
+		if (!lua_stack_or_none(s, &t, 0, 0, mode)) {
+			ncframes = 0;
+			empty_top = 0;
+			add_thread_cframes(t);
+		}
+		return 0;
+	}
 	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
 	 * coroutine that stack goes on through its resumers' C frames. C code the
 	 * interpreter called may get its Lua frames after the host walk. */
@@ -942,9 +977,9 @@ static int ffi_callback_glue(struct agent_sample *s, int mode)
 	if (!lua_stack_or_none(s, &helper_t, 0, 0, mode))
 		return 0;
 	if (!inside) {
-		empty_found = 1;
-		empty_ip = helper_ip;
-		empty_rank = helper_rank;
+		nempty = 1;
+		empty_ip[0] = helper_ip;
+		empty_rank[0] = helper_rank;
 	}
 	s->vmstate = st;
 	return 1;
@@ -983,7 +1018,8 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 ** allocates on the main state leaves cur_L at the coroutine. So they are kept only when
 ** the collector runs under Lua code of that thread: the walk met the interpreter at one of
 ** its C frames, or the trace that ran the step. (Without the walk, as with a host's own
-** backtracer, they are dropped.)
+** backtracer, they are dropped.) A JIT compiler sample's, likewise: the walk meets the
+** interpreter at the C frame of the compiler's protected call.
 **
 ** The innermost frame of a GC sample whose step a trace ran is the trace's base frame, at
 ** the line its C frame's SAVE_PC was left at by the interpreter, long before: the line
@@ -1009,8 +1045,9 @@ void agent_vm_after_walk(struct agent_sample *s)
 	 * named it already (a TRACE sample's, or C code's the trace called). */
 	if (walk_trace_found && !(have_trace && walk_trace.addr == cur_trace.addr))
 		need_trace(s, &walk_trace);
-	if (s->vmstate == LP_VMST_GC && s->nlua > 0 && !own_vm_met &&
-	    !(gc_in_trace && walk_trace_found)) {
+	int side = s->vmstate == LP_VMST_GC || s->vmstate == LP_VMST_RECORD ||
+		   s->vmstate == LP_VMST_OPT || s->vmstate == LP_VMST_ASM;
+	if (side && s->nlua > 0 && !own_vm_met && !(gc_in_trace && walk_trace_found)) {
 		s->nlua = 0;
 		s->lua_truncated = 0;
 		return;
@@ -1068,16 +1105,17 @@ static int empty_entry(uint64_t cf)
 
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 {
-	unsigned seen = 0;
-	if (!empty_found)
-		return n;
-	for (size_t i = 0; i < n; i++) {
-		if (!lp_lj_in_vm(&vm, pcs[i]) || ++seen != empty_rank)
+	unsigned seen = 0, k = 0;
+	for (size_t i = 0; i < n && k < nempty;) {
+		if (!lp_lj_in_vm(&vm, pcs[i]) || ++seen != empty_rank[k]) {
+			i++;
 			continue;
-		if (pcs[i] != empty_ip)
-			return n;
+		}
+		if (pcs[i] != empty_ip[k])
+			return n; /* not the walk the entries were found in */
 		memmove(pcs + i, pcs + i + 1, (n - i - 1) * sizeof(*pcs));
-		return n - 1;
+		n--;
+		k++;
 	}
 	return n;
 }
@@ -1100,10 +1138,9 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
 		note_hop(sp);
-		if (empty_top && !empty_found && is_cframe(sp) && empty_entry(sp)) {
-			empty_found = 1;
-			empty_ip = ip;
-			empty_rank = vm_frames_met;
+		if (empty_top && nempty < MAX_EMPTY && is_cframe(sp) && empty_entry(sp)) {
+			empty_ip[nempty] = ip;
+			empty_rank[nempty++] = vm_frames_met;
 		}
 		if (helper_pending && !helper_pc_known) {
 			helper_pc = regs[AGENT_RBX];

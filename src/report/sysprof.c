@@ -97,14 +97,16 @@ struct lp_sysprof {
 	size_t ndsmp, dsmpcap;
 	struct lp_addrmap dedup;      /* hash of a sample's stacks -> index in stacks */
 	/*
-	** GC samples wait as well: the extension may give one the Lua + host stack of the code
-	** that ran the collector (stack and gsample records), which the ljp v2 sample has no
-	** room for. Each keeps its own host stack (interned, as dsmp's) for when it does not.
+	** GC and JIT compiler samples (RECORD, OPT, ASM) wait as well: the extension may give
+	** one the Lua + host stack of the code that ran the collector, or that is being
+	** compiled (stack, gsample and jsample records), which the ljp v2 sample has no room
+	** for. Each keeps its own host stack (interned, as dsmp's) for when it does not.
 	*/
-	uint32_t *gstack;             /* per GC sample, in order: its host stack in stacks */
-	size_t ngsmp, gstackcap;
-	struct pairs gpairs;
-	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for GC samples */
+	struct gsmp { uint32_t stack; uint8_t vmstate; } *gsmp; /* in order; stack: its host
+								  * stack in stacks */
+	size_t ngsmp, gsmpcap;
+	struct pairs gpairs, jpairs;  /* GC samples' ordinals, compiler samples' */
+	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for them */
 	struct lp_addrmap dkeys;      /* hash of a dsample's key -> index in dsmp */
 	int finished;                 /* the deferred samples (TRACE, CPU or memory) were added */
 	/* Memory samples. */
@@ -115,7 +117,7 @@ struct lp_sysprof {
 	/* Lua symbols replaced while samples were read (a proto address reused), so that
 	 * their stacks, resolved at the end, name frames as of their own time: replacement
 	 * k happened after the first after[REPL_TRACE] TRACE samples and after[REPL_GC] GC
-	 * samples, and before the deferred samples whose nrepl is above k. */
+	 * and compiler samples, and before the deferred samples whose nrepl is above k. */
 	struct replaced { uint64_t after[2], proto; struct lp_sym_lua old; } *repl;
 	size_t nrepl, replcap;
 	struct lp_addrmap overlay;    /* proto -> index in repl: its name at the current sample */
@@ -159,8 +161,9 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->ffnames);
 	free(s->tframe);
 	free(s->tpairs.p);
-	free(s->gstack);
+	free(s->gsmp);
 	free(s->gpairs.p);
+	free(s->jpairs.p);
 	lp_addrmap_free(&s->gside);
 	free(s->dsmp);
 	lp_addrmap_free(&s->dedup);
@@ -708,6 +711,14 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 
+/* The states whose samples the extension may give a stack on the side (gsmp): the
+ * collector and the JIT compiler. */
+static int side_state(unsigned vmstate)
+{
+	return vmstate == LP_VMST_GC || vmstate == LP_VMST_RECORD || vmstate == LP_VMST_OPT ||
+	       vmstate == LP_VMST_ASM;
+}
+
 int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
 	size_t n = 0;
@@ -717,7 +728,7 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	s->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->samples++;
-	if (smp->vmstate == LP_VMST_GC && smp->nlua == 0)
+	if (side_state(smp->vmstate) && smp->nlua == 0)
 		return defer_gc(s, smp);
 	if (s->opts.split) {
 		if (vm_frame(s, smp->vmstate, &id) || push(s, &n, id))
@@ -861,14 +872,14 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	return 0;
 }
 
-/* Keeps a GC sample for the end (see gstack): its host stack, interned. */
+/* Keeps a GC or compiler sample for the end (see gsmp): its host stack, interned. */
 static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
 	int64_t k = intern_stack(s, smp);
-	if (k < 0 ||
-	    lp_grow((void **)&s->gstack, &s->gstackcap, s->ngsmp + 1, sizeof(*s->gstack)))
+	if (k < 0 || lp_grow((void **)&s->gsmp, &s->gsmpcap, s->ngsmp + 1, sizeof(*s->gsmp)))
 		return -ENOMEM;
-	s->gstack[s->ngsmp++] = (uint32_t)k;
+	s->gsmp[s->ngsmp].stack = (uint32_t)k;
+	s->gsmp[s->ngsmp++].vmstate = (uint8_t)smp->vmstate;
 	return 0;
 }
 
@@ -884,6 +895,11 @@ static int pair_add(struct pairs *q, uint64_t ordinal, uint64_t id)
 int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
 {
 	return pair_add(&s->gpairs, ordinal, id);
+}
+
+int lp_sysprof_jsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
+{
+	return pair_add(&s->jpairs, ordinal, id);
 }
 
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old)
@@ -1103,28 +1119,34 @@ static int64_t gc_stack(struct lp_sysprof *s, uint64_t id)
 }
 
 /*
-** Adds the GC samples, last first, undoing replacements as add_traces does. One with a
-** gsample pair is shown under the merged stack of the code that ran the collector, with a
-** GC frame on top (on a stripped VM nothing else says that the frames above the Lua line
-** are the collector's); the others, by their own host stack as before.
+** Adds the GC and compiler samples, last first, undoing replacements as add_traces does.
+** One with a gsample (jsample) pair is shown under the merged stack of the code that ran
+** the collector (that is being compiled), with a frame of its state on top (GC, RECORD,
+** OPT, ASM: on a stripped VM nothing else says that the frames above the Lua line are the
+** collector's or the compiler's); the others, by their own host stack as before.
 */
 static int add_gc(struct lp_sysprof *s)
 {
 	walk_begin(s);
-	size_t j = pairs_sort(&s->gpairs), u = s->nrepl;
+	size_t jg = pairs_sort(&s->gpairs), jj = pairs_sort(&s->jpairs), u = s->nrepl;
+	uint64_t ngc = 0, njit = 0; /* each kind's ordinal, from the end */
+	for (size_t i = 0; i < s->ngsmp; i++)
+		s->gsmp[i].vmstate == LP_VMST_GC ? ngc++ : njit++;
 	int64_t one = 1;
 	for (size_t i = s->ngsmp; i-- > 0;) {
 		int64_t k = -1;
 		uint64_t sid;
-		if (undo_after(s, REPL_GC, i, &u) ||
-		    (pair_at(&s->gpairs, &j, i, &sid) && (k = gc_stack(s, sid)) == -ENOMEM))
+		unsigned st = s->gsmp[i].vmstate;
+		int paired = st == LP_VMST_GC ? pair_at(&s->gpairs, &jg, --ngc, &sid)
+					      : pair_at(&s->jpairs, &jj, --njit, &sid);
+		if (undo_after(s, REPL_GC, i, &u) || (paired && (k = gc_stack(s, sid)) == -ENOMEM))
 			return -ENOMEM;
 		/* Merged first: the merge uses s->out as its scratch. */
 		if (k >= 0 && stack_frames(s, &s->stacks[k]))
 			return -ENOMEM;
 		size_t n = 0;
 		uint32_t id;
-		if (s->opts.split && (vm_frame(s, LP_VMST_GC, &id) || push(s, &n, id)))
+		if (s->opts.split && (vm_frame(s, st, &id) || push(s, &n, id)))
 			return -ENOMEM;
 		size_t base = n;
 		if (k >= 0) {
@@ -1133,13 +1155,13 @@ static int add_gc(struct lp_sysprof *s)
 				if (push(s, &n, s->mpool[r->merged + q]))
 					return -ENOMEM;
 		} else {
-			const struct rawstack *r = &s->stacks[s->gstack[i]];
+			const struct rawstack *r = &s->stacks[s->gsmp[i].stack];
 			for (size_t q = r->nhost; q-- > 0;)
 				if (c_frame(s, s->hpool[r->host + q], &id) || push(s, &n, id))
 					return -ENOMEM;
 		}
 		if ((k >= 0 || n == base) && !s->opts.split &&
-		    (vm_frame(s, LP_VMST_GC, &id) || push(s, &n, id)))
+		    (vm_frame(s, st, &id) || push(s, &n, id)))
 			return -ENOMEM;
 		if (lp_profile_add(s->raw, s->out, n, &one))
 			return -ENOMEM;

@@ -58,6 +58,10 @@ int lp_sysprof_tsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
  * that ran the collector, with a GC frame on top; else by its own host stack. Returns 0
  * or -ENOMEM. */
 int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
+/* The same for JIT compiler samples (RECORD, OPT, ASM; jsample records): compiler sample
+ * `ordinal` (counting those only) is shown under the merged stack `id` of the Lua code
+ * being compiled and the compiler's, with its state's frame on top. */
+int lp_sysprof_jsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
 /* Tells that the Lua symbol of proto is about to be replaced (its address was reused):
  * TRACE samples read so far keep the old name. Returns 0 or -ENOMEM. */
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old);

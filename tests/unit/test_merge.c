@@ -682,6 +682,51 @@ static void test_gc_stacks(void)
 	}
 }
 
+/* The JIT compiler's stacks (jsample records), beside the collector's: compiler samples
+ * 0 and 2 (RECORD, OPT) compiled line 14 under stack 7, GC sample 0 ran the collector
+ * under stack 8 (line 16); compiler sample 1 (ASM) has no pair. Each kind counts its own
+ * samples. */
+static void jitstacks_trailer(void)
+{
+	const struct lp_lua_frame lua7[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const struct lp_lua_frame lua8[] = { L(P_F, 16), L(P_MAIN, 5) };
+	const uint64_t host[] = { A_CFUNC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua7, 2, host, 3);
+	ext_stack(8, lua8, 2, host, 3);
+	const uint8_t jpairs[] = { 0, 7, 1, 7 }, gpairs[] = { 0, 8 };
+	lp_write_ext_record(&wb, LP_EXT_JSAMPLE, jpairs, sizeof(jpairs));
+	lp_write_ext_record(&wb, LP_EXT_GSAMPLE, gpairs, sizeof(gpairs));
+	lp_write_ext_end(&wb);
+}
+
+/* A compiler sample with a jsample pair is shown under the Lua code being compiled, with
+ * its state's frame on top; one without keeps its host stack. */
+static void test_jit_compiler_stacks(void)
+{
+	for (int split = 0; split < 2; split++) {
+		begin();
+		uint64_t chost[] = { A_MAIN + 9, A_CFUNC + 4 };
+		sample(LP_VMST_RECORD, NULL, 0, chost, 2);
+		sample(LP_VMST_GC, NULL, 0, chost, 2);
+		sample(LP_VMST_ASM, NULL, 0, chost, 2);
+		sample(LP_VMST_OPT, NULL, 0, chost, 2);
+		trailer = jitstacks_trailer;
+		if (!split)
+			CHECK_STR(collapse(0, 0),
+				  "main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc;OPT 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc;RECORD 1\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:16;my_cfunc;GC 1\n"
+				  "main;my_cfunc 1\n");
+		else
+			CHECK_STR(collapse(1, 0),
+				  "ASM;main;my_cfunc 1\n"
+				  "GC;main;lua_pcall;@app.lua:5;@app.lua:16;my_cfunc 1\n"
+				  "OPT;main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc 1\n"
+				  "RECORD;main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc 1\n");
+	}
+}
+
 /* Trace 5's machine code, [0x7f0000, 0x7f0100), and, with tcode_overlap, trace 6's over
  * part of it (begin's symbol table names trace 3 already). */
 static int tcode_overlap;
@@ -1230,6 +1275,7 @@ int main(void)
 	RUN(test_trace_stacks);
 	RUN(test_trace_stacks_reuse);
 	RUN(test_gc_stacks);
+	RUN(test_jit_compiler_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);

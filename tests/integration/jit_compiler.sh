@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The JIT compiler's samples in C-mode CPU profiles: jit_compiler.lua compiles thousands of
+# traces (RECORD, OPT and ASM most of the time) from one marked line, profiled by `luaprof
+# record` at 1 kHz under Debian's luajit and OpenResty's luajit2. ljp v2 gives those
+# samples a host stack only; the agent sends their Lua frames on the side (jsample), and
+# the report shows each under the Lua code being compiled with its state on top.
+#
+# Checked per runner, on `luaprof report -f collapsed` of the raw stream: at least 30
+# samples end in RECORD, OPT or ASM; at least 80 % of them have the stack
+#   ...;@jit_compiler.lua:<call line>;=genN:1;<compiler's C frames>;STATE
+# (the Lua frames in one run ending in the call line and the chunk, the compiler's frames
+# on top of them, not the Lua frames spliced inside the compiler's); every one of them that
+# has Lua frames has them so; and each of the three states is seen with its Lua frames.
+# Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
+name=jit_compiler
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+src=tests/integration/jit_compiler.lua
+
+[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
+[ -f build/luaprof.so ] && [ -x build/luaprof ] || { echo "build/ is incomplete (run make)"; exit 1; }
+luajit_dev "$t/apt.log" || skip "$why"
+luajit2_fetch "$t/dl.log"
+
+declare -A at
+read_markers $src
+call="@$PWD/$src:${at[call]}"
+
+# classify FOLDED: "STATE<TAB>VERDICT<TAB>COUNT" per compiler stack, VERDICT being good (the
+# expected shape), host (no Lua frame) or bad (Lua frames out of place).
+classify() {
+	awk -v call="$call" '{
+		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
+		k = split(stack, f, ";")
+		if (f[k] !~ /^(RECORD|OPT|ASM)$/) next
+		first = 0; last = 0; chunk = 0; lua = 0
+		for (i = 1; i < k; i++) {
+			if (f[i] !~ /^[@=]/) continue
+			lua++; last = i
+			if (!first) first = i
+			if (f[i] ~ /^=gen[0-9]:1$/ && !chunk) chunk = i
+		}
+		# good: the Lua frames in one run, ending in the call line and the chunk, with
+		# the compiler frames after them
+		if (!lua) v = "host"
+		else if (chunk && chunk == last && f[chunk - 1] == call && lua == last - first + 1 &&
+			 k > chunk + 1) v = "good"
+		else v = "bad"
+		print f[k] "\t" v "\t" n
+	}' "$1"
+}
+
+# run RUNNER LUAJIT: profiles the workload and checks its compiler samples.
+run() {
+	local runner=$1 lj=$2 dir="$t/$1" total good bad st
+	mkdir -p "$dir"
+	if ! (cd "$dir" && "$OLDPWD/build/luaprof" record --rate 1000 -o out.folded \
+		-- "$lj" "$OLDPWD/$src") >"$dir/out" 2>"$dir/err"; then
+		fail "$runner: luaprof record failed: $(tail -3 "$dir/err")"
+		return
+	fi
+	build/luaprof report -q -f collapsed "$dir/out.bin" >"$dir/report.folded" 2>"$dir/rerr" ||
+		{ fail "$runner: luaprof report failed: $(head -3 "$dir/rerr")"; return; }
+	classify "$dir/report.folded" >"$dir/cls"
+	total=$(awk -F'\t' '{ n += $3 } END { print n + 0 }' "$dir/cls")
+	good=$(awk -F'\t' '$2 == "good" { n += $3 } END { print n + 0 }' "$dir/cls")
+	bad=$(awk -F'\t' '$2 == "bad" { n += $3 } END { print n + 0 }' "$dir/cls")
+	[ -z "${JIT_COMPILER_VERBOSE:-}" ] || { echo "--- $runner"; cat "$dir/cls" | sort | uniq -c; }
+	if [ "$total" -lt 30 ]; then
+		fail "$runner: only $total samples in the JIT compiler (want 30 or more)"
+		return
+	fi
+	[ $((good * 100)) -ge $((total * 80)) ] ||
+		fail "$runner: $good of $total compiler samples under $call;=genN:1 (want 80 %): $(grep -v '	good	' "$dir/cls" | head -3)"
+	[ "$bad" = 0 ] || fail "$runner: $bad compiler samples with Lua frames out of place: $(
+		awk -v c="$call" '{ k = split($0, f, ";"); s = f[k]; sub(/ [0-9]+$/, "", s)
+			if (s ~ /^(RECORD|OPT|ASM)$/ && $0 ~ /[;]=gen/) print }' "$dir/report.folded" |
+			grep -v -F "$call;=gen" | head -2)"
+	for st in RECORD OPT ASM; do
+		grep -q "^$st	good	" "$dir/cls" || fail "$runner: no $st sample under the line being compiled"
+	done
+	echo "ok $runner: $good of $total compiler samples under the line being compiled"
+}
+
+run luajit luajit
+if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
+	run luajit2 "$PWD/$lj2"
+else
+	echo "note: luajit2 not checked (apt-get download luajit2 libluajit2-5.1-2 failed: $(tail -n 1 "$t/dl.log" 2>/dev/null))"
+fi
+[ $fails = 0 ] || exit 1
+echo ok
