@@ -227,8 +227,9 @@ static void sym_end(void)
 }
 
 /* Most events repeat a few functions: a direct-mapped cache of the prototype's fingerprint
- * fields in front of the map (re-read on every event: an address reused by another
- * function misses). The chunk name's string id is one of them: a chunk loaded again and
+ * fields in front of the map (re-read on every use but exact mode's light path, which
+ * relies on frees instead: cached_proto; an address reused by another function misses).
+ * The chunk name's string id is one of them: a chunk loaded again and
  * again (a reloaded handler: loadfile, call, collect) gets its prototype and its name's
  * string at the addresses the last one freed, with the same first line and size, and only
  * the name's content tells them apart (hf3..hf6 were all named hf3). Emptied at start. */
@@ -302,7 +303,10 @@ static inline uint64_t need_proto(uint64_t pt)
 ** Exact mode's light path, in front of need_proto: the key when the cache has pt, else 0
 ** (keys are addresses, never 0). No fingerprint to read: in exact mode every free and
 ** reallocation passes the wrapper, which empties the slot of a prototype freed
-** (proto_freed), so a slot that holds pt names the function still there. A free pays one
+** (proto_freed), so a slot that holds pt names the function still there. (A host that took
+** the wrapper out with lua_setallocf and put it back without a stop and a start would have
+** its frees in between unseen: not supported, the profile records nothing then either.)
+** A free pays one
 ** load of proto_at for the five loads and compares of the fingerprint (and the chunk
 ** name's, a load that depends on another) saved on each event of the interpreter:
 ** in-process A/B against the build with the fingerprint, bintrees, 41 rounds: JIT off
@@ -440,20 +444,101 @@ static void need_cfunc(uint64_t addr)
 ** gsub(s, p, string.upper), a builtin called from C): Tarantool's rule charges its C entry,
 ** which has no symbol in a stripped VM (Debian's), where the reports read luajit+0x44aa0.
 ** It is named after the builtin instead (string.rep): a symbol at its entry, before the
-** event, whose extent (a csize record at stop, named_builtins) is that address alone.
+** event, whose extent (a csize record at stop) is that address alone. Builtins may share
+** an entry (LJLIB_ASM_: string.lower and string.upper take string.reverse's fallback
+** handler), so the entries and the builtins at each are read before the profile starts
+** (scan_builtins, from the library tables) and a shared one is named after all of them
+** (string.reverse/string.lower/string.upper); an entry not seen there is not named.
 */
-static struct { uint64_t addr[256]; unsigned n; } named_builtins;
+#define BUILTIN_SHARE 4
+static struct builtin_entry {
+	uint64_t addr;
+	uint8_t ffid[BUILTIN_SHARE], n, named;
+} builtins[256];
+static unsigned nbuiltins;
+
+static void builtin_add(uint64_t addr, uint8_t ffid)
+{
+	struct builtin_entry *b = builtins;
+	for (; b < builtins + nbuiltins && b->addr != addr; b++)
+		;
+	if (b == builtins + nbuiltins) {
+		if (nbuiltins == sizeof(builtins) / sizeof(builtins[0]))
+			return;
+		nbuiltins++;
+		b->addr = addr;
+		b->n = b->named = 0;
+	}
+	unsigned i = 0;
+	for (; i < b->n && i < BUILTIN_SHARE && b->ffid[i] < ffid; i++)
+		;
+	if (i < b->n && i < BUILTIN_SHARE && b->ffid[i] == ffid)
+		return;
+	/* In id order (the libraries' order, not the tables' iteration order). */
+	if (i < BUILTIN_SHARE) {
+		unsigned last = b->n < BUILTIN_SHARE ? b->n : BUILTIN_SHARE - 1;
+		memmove(b->ffid + i + 1, b->ffid + i, last - i);
+		b->ffid[i] = ffid;
+	}
+	b->n++; /* more than BUILTIN_SHARE: too many to name */
+}
+
+/* The fast functions of every library table in package.loaded (_G's too), by entry. */
+static void scan_builtins(lua_State *L)
+{
+	int top = lua_gettop(L);
+	if (!lua_checkstack(L, 6))
+		return;
+	lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+	if (lua_istable(L, -1)) {
+		lua_pushnil(L);
+		while (lua_next(L, -2)) {
+			if (lua_istable(L, -1)) {
+				lua_pushnil(L);
+				while (lua_next(L, -2)) {
+					/* Not lua_tocfunction: NULL for assembler
+					 * builtins. */
+					uint64_t fn = lua_iscfunction(L, -1)
+						    ? (uint64_t)(uintptr_t)lua_topointer(L, -1) : 0;
+					uint8_t ffid = fn ? ld8(fn + mp.vm.lay->fn_ffid) : 0;
+					if (ffid != LP_LJ_FFID_LUA && ffid != LP_LJ_FFID_C)
+						builtin_add(ld64(fn + mp.vm.lay->fn_f), ffid);
+					lua_pop(L, 1);
+				}
+			}
+			lua_pop(L, 1);
+		}
+	}
+	lua_settop(L, top);
+}
 
 static void need_builtin(uint64_t addr, uint8_t ffid)
 {
 	if (lp_addrmap_get(&mp.cfuncs, addr))
 		return;
 	need_cfunc(addr);
-	const char *name = lp_lj_ffname(mp.vm.lay, ffid);
-	if (!name || named_builtins.n == sizeof(named_builtins.addr) / sizeof(uint64_t))
+	struct builtin_entry *b = builtins;
+	for (; b < builtins + nbuiltins && b->addr != addr; b++)
+		;
+	if (b == builtins + nbuiltins || b->n > BUILTIN_SHARE)
 		return;
-	named_builtins.addr[named_builtins.n++] = addr;
-	lp_write_mem_sym_cfunc(mp.symw, addr, name, strlen(name));
+	char name[4 * 64];
+	size_t len = 0, k;
+	int has = 0;
+	for (unsigned i = 0; i < b->n; i++) {
+		const char *s = lp_lj_ffname(mp.vm.lay, b->ffid[i]);
+		if (!s || (k = strlen(s)) + 1 > sizeof(name) - len)
+			return;
+		if (len)
+			name[len++] = '/';
+		memcpy(name + len, s, k);
+		len += k;
+		has |= b->ffid[i] == ffid;
+	}
+	if (!has || !len)
+		return;
+	b->named = 1;
+	lp_write_mem_sym_cfunc(mp.symw, addr, name, len);
 	sym_end();
 }
 
@@ -965,8 +1050,9 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 ** named (need_builtin), and sampled mode's stack records and allocations. */
 static void write_samples(struct lp_wbuf *w)
 {
-	for (unsigned i = 0; i < named_builtins.n; i++)
-		lp_write_ext_csize(w, named_builtins.addr[i], 1);
+	for (unsigned i = 0; i < nbuiltins; i++)
+		if (builtins[i].named)
+			lp_write_ext_csize(w, builtins[i].addr, 1);
 	if (!mp.sample_bytes)
 		return;
 	agent_stackdict_write(&mp.dict, w);
@@ -1757,7 +1843,6 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	memset(proto_at, 0, sizeof(proto_at));
 	memset(trace_seen, 0, sizeof(trace_seen));
 	mp.trace_gen = 1;
-	named_builtins.n = 0;
 	lp_uleb_fast_init();
 	mp.seen.n = 0;
 	stream_init(opt);
@@ -1784,6 +1869,9 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	}
 	agent_maps_reset(agent_running());
 	agent_maps_note();
+	nbuiltins = 0;
+	if (!mp.sample_bytes)
+		scan_builtins(L);
 	mp.orig_f = lua_getallocf(L, &mp.orig_ud);
 	unwrap(&mp.orig_f, &mp.orig_ud);
 	/* The sampled stub is handed the original's ud, which it passes on as it came: its

@@ -4,8 +4,8 @@
 ** tsample, gsample and jsample records.
 **
 ** Why not in the sample itself: ljp v2 gives a TRACE sample its trace number and location
-** only, and a GC or compiler (RECORD, OPT, ASM) sample its host stack only, and Tarantool's parser must keep reading our
-** files. So the sample stays as the format says, and its Lua frames plus its host stack
+** only, and a GC or compiler (RECORD, OPT, ASM) sample its host stack only, and
+** Tarantool's parser must keep reading our files. So the sample stays as the format says, and its Lua frames plus its host stack
 ** travel on the side, keyed by the sample's ordinal among the samples of its kind.
 **
 ** Cost: stacks repeat (a hot loop's trace is sampled under the same callers), so each

@@ -890,7 +890,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		return 0;
 	}
-	/* INTERP outside bytecode, GC, EXIT, RECORD, OPT, ASM: host stack only. In a
+	/* INTERP outside bytecode, EXIT, RECORD outside the compiler's call, and GC or the
+	 * compiler when not taken above (L mode, a stale thread): host stack only. In a
 	 * coroutine that stack goes on through its resumers' C frames. C code the
 	 * interpreter called may get its Lua frames after the host walk. */
 	if (mode == LUAPROF_SYSPROF_CALLGRAPH && have_t)

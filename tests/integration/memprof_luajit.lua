@@ -238,8 +238,10 @@ end
 -- Builtins with no Lua function below them (pcall calls string.rep, tostring and
 -- table.concat; gsub calls string.upper): Tarantool's rule charges each to its C entry,
 -- which a stripped VM (Debian's) can name only by address; the report names them after
--- the builtin. string.rep 1 x 1028 B; string.upper 2 x 32 B ("QZXW", "JKWZ"); tostring
--- 1 x 32 B ("12.5"); table.concat 1 x 32 B ("ab-cd"); gsub's own work on its line.
+-- the builtin. string.rep 1 x 1028 B; tostring 1 x 32 B ("12.5"); table.concat 1 x 32 B
+-- ("ab-cd"); string.upper 2 x 32 B ("QZXW", "JKWZ") and string.reverse 1 x 36 B ("dlrow
+-- olleh"), one entry shared with string.lower (its name says so); gsub's own work on its
+-- line.
 cases.builtin = function()
   collectgarbage("stop")
   local w = string.rep("y", 1000)
@@ -249,8 +251,9 @@ cases.builtin = function()
   local g = ("qzxw jkwz"):gsub("%w+", string.upper) --@builtin_gsub
   local _, s = pcall(tostring, 12.5)
   local _, c = pcall(table.concat, t, "-")
+  local _, v = pcall(string.reverse, "hello world")
   stop()
-  return w, r, g, s, c
+  return w, r, g, s, c, v
 end
 
 -- A chunk loaded, run and collected again and again (a reloaded handler): each time its

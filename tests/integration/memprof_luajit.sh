@@ -37,10 +37,11 @@
 #             a continuation frame): 300 allocations, 10800 B, on the line (and traces),
 #             none charged to the builtin's C code;
 #  builtin    builtins with no Lua caller (pcall(string.rep, ...), gsub's string.upper,
-#             pcall(tostring, 12.5), pcall(table.concat, ...)): each one's allocations
-#             under its own name (string.rep:0x...: 1 / 1028 B; string.upper 2 / 64 B;
-#             tostring 1 / 32 B; table.concat 1 / 32 B), not object+offset; the rest on
-#             gsub's line;
+#             pcall(tostring, 12.5), pcall(table.concat, ...), pcall(string.reverse, ...)):
+#             each one's allocations under its own name (string.rep:0x...: 1 / 1028 B;
+#             tostring 1 / 32 B; table.concat 1 / 32 B), not object+offset; string.upper's
+#             and string.reverse's entry, which they share with string.lower, under the
+#             three names (3 / 100 B); the rest on gsub's line;
 #  reload     a chunk loaded, run and collected four times ("=reloadK", same shape): each
 #             run's table on its own chunk's line (the prototype and name's string reuse
 #             the freed addresses);
@@ -324,10 +325,11 @@ cases() {
 		builtin)
 			local x='0x[0-9a-f]+'
 			expect_sum "$what" "$e" A "string\.rep:$x" "1 1028 0"
-			expect_sum "$what" "$e" A "string\.upper:$x" "2 64 0"
+			local s3='string\.reverse/string\.lower/string\.upper'
+			expect_sum "$what" "$e" A "$s3:$x" "3 100 0"
 			expect_sum "$what" "$e" A "tostring:$x" "1 32 0"
 			expect_sum "$what" "$e" A "table\.concat:$x" "1 32 0"
-			only_labels "$what" "$e" A "$(L builtin_gsub)|(string\.rep|string\.upper|tostring|table\.concat):$x" ;;
+			only_labels "$what" "$e" A "$(L builtin_gsub)|(string\.rep|$s3|tostring|table\.concat):$x" ;;
 		stitch)
 			expect_sum "$what" "$e" A "$(L stitch)|$(TR stitch)" "300 10800 0"
 			only_labels "$what" "$e" A "$(L stitch)|$(TR stitch)|INTERNAL" ;;
