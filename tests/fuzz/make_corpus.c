@@ -240,14 +240,17 @@ static void seeds_sysprof(void)
 	lp_write_sysprof_epilogue(w);
 	out_close(&o);
 
-	/* TRACE and GC samples with the extension: maps, sizes, full stacks, meta. */
+	/* TRACE, GC and JIT compiler samples with the extension: maps, sizes, full stacks,
+	 * meta. */
 	w = out_open(&o, "sp-ext");
 	symtab(w);
 	lp_write_sysprof_prologue(w);
 	for (int i = 0; i < 4; i++)
 		sample(w, i == 2 ? LP_VMST_LFUNC : LP_VMST_TRACE, 2, 3);
 	sample(w, LP_VMST_GC, 0, 3);
+	sample(w, LP_VMST_RECORD, 0, 3);
 	sample(w, LP_VMST_GC, 0, 2);
+	sample(w, LP_VMST_ASM, 0, 2);
 	lp_write_sysprof_epilogue(w);
 	lp_write_ext_prologue(w);
 	lp_write_ext_map(w, 0x400000, 0x500000, 0x1000, "/usr/bin/luajit",
@@ -261,6 +264,7 @@ static void seeds_sysprof(void)
 	lp_write_ext_record(w, LP_EXT_STACK, stack1, sizeof(stack1));
 	lp_write_ext_record(w, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
 	lp_write_ext_record(w, LP_EXT_GSAMPLE, pairs, 4);
+	lp_write_ext_record(w, LP_EXT_JSAMPLE, pairs, 4);
 	static const uint8_t tcode[] = { 1, 0x80, 0x80, 0xc0, 0x02, 0x80, 0x02 };
 	lp_write_ext_record(w, LP_EXT_TCODE, tcode, sizeof(tcode));
 	lp_write_ext_meta(w, "ffnames", "assert - pcall");
