@@ -450,7 +450,7 @@ static void need_cfunc(uint64_t addr)
 ** (scan_builtins, from the library tables) and a shared one is named after all of them
 ** (string.reverse/string.lower/string.upper); an entry not seen there is not named.
 */
-#define BUILTIN_SHARE 4
+#define BUILTIN_SHARE 16 /* math.sqrt's entry has 14 */
 static struct builtin_entry {
 	uint64_t addr;
 	uint8_t ffid[BUILTIN_SHARE], n, named;
@@ -512,32 +512,87 @@ static void scan_builtins(lua_State *L)
 	lua_settop(L, top);
 }
 
+/* The entry the scan saw builtin ffid at: its address, 0 if it did not see it. */
+static uint64_t scanned_at(unsigned ffid)
+{
+	for (const struct builtin_entry *b = builtins; b < builtins + nbuiltins; b++)
+		for (unsigned i = 0; i < b->n && i < BUILTIN_SHARE; i++)
+			if (b->ffid[i] == ffid)
+				return b->addr;
+	return 0;
+}
+
+/*
+** The event proves that ffid runs at addr, which the scan may not have seen (a library
+** loaded or a builtin dropped from its table before start). Builtins sharing an entry are
+** a run of consecutive ids (each LJLIB_ASM_ takes the entry of the one before it), so one
+** the scan did not see there joins the run it is next to, and one alone is named only
+** when both its neighbours were seen elsewhere; else the entry keeps its stand-in name.
+** A shared entry is named after the run, with the library's prefix once
+** (string.reverse/lower/upper).
+*/
 static void need_builtin(uint64_t addr, uint8_t ffid)
 {
 	if (lp_addrmap_get(&mp.cfuncs, addr))
 		return;
 	need_cfunc(addr);
-	struct builtin_entry *b = builtins;
+	uint8_t ids[BUILTIN_SHARE];
+	unsigned n = 0, has = 0;
+	const struct builtin_entry *b = builtins;
 	for (; b < builtins + nbuiltins && b->addr != addr; b++)
 		;
-	if (b == builtins + nbuiltins || b->n > BUILTIN_SHARE)
-		return;
-	char name[4 * 64];
-	size_t len = 0, k;
-	int has = 0;
-	for (unsigned i = 0; i < b->n; i++) {
-		const char *s = lp_lj_ffname(mp.vm.lay, b->ffid[i]);
-		if (!s || (k = strlen(s)) + 1 > sizeof(name) - len)
+	if (b < builtins + nbuiltins) {
+		if (b->n > BUILTIN_SHARE)
 			return;
-		if (len)
-			name[len++] = '/';
-		memcpy(name + len, s, k);
-		len += k;
-		has |= b->ffid[i] == ffid;
+		for (; n < b->n; n++) {
+			ids[n] = b->ffid[n];
+			has |= ids[n] == ffid;
+		}
 	}
-	if (!has || !len)
+	if (!has) {
+		unsigned nff = mp.vm.lay->nffnames;
+		if (n == BUILTIN_SHARE)
+			return;
+		if (n && ffid + 1 == ids[0]) {
+			memmove(ids + 1, ids, n++);
+			ids[0] = ffid;
+		} else if (n && ffid == ids[n - 1] + 1) {
+			ids[n++] = ffid;
+		} else if (n || (ffid > LP_LJ_FFID_C + 1 && !scanned_at(ffid - 1u)) ||
+			   (ffid + 1u < nff && !scanned_at(ffid + 1u))) {
+			return;
+		} else {
+			ids[n++] = ffid;
+		}
+	}
+	char name[BUILTIN_SHARE * 32];
+	const char *first = lp_lj_ffname(mp.vm.lay, ids[0]), *dot;
+	if (!first)
 		return;
-	b->named = 1;
+	/* The library's prefix, when every name has it. */
+	size_t plen = (dot = strrchr(first, '.')) ? (size_t)(dot - first) + 1 : 0, len = 0, k;
+	for (unsigned i = 0; i < n; i++) {
+		const char *nm = lp_lj_ffname(mp.vm.lay, ids[i]);
+		if (!nm)
+			return;
+		if (plen && strncmp(nm, first, plen) != 0)
+			plen = 0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		const char *nm = lp_lj_ffname(mp.vm.lay, ids[i]) + (i ? plen : 0);
+		if ((k = strlen(nm)) + 1 > sizeof(name) - len)
+			return;
+		if (i)
+			name[len++] = '/';
+		memcpy(name + len, nm, k);
+		len += k;
+	}
+	if (b == builtins + nbuiltins) {
+		builtin_add(addr, ffid);
+		if (b == builtins + nbuiltins)
+			return; /* no room to keep it */
+	}
+	builtins[b - builtins].named = 1;
 	lp_write_mem_sym_cfunc(mp.symw, addr, name, len);
 	sym_end();
 }

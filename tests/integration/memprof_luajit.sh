@@ -41,7 +41,10 @@
 #             each one's allocations under its own name (string.rep:0x...: 1 / 1028 B;
 #             tostring 1 / 32 B; table.concat 1 / 32 B), not object+offset; string.upper's
 #             and string.reverse's entry, which they share with string.lower, under the
-#             three names (3 / 100 B); the rest on gsub's line;
+#             three names (3 / 100 B); bit.lshift's cdata under its entry's five names (an
+#             entry of more than four); the rest on gsub's line;
+#  builtin_drop  string.reverse dropped from its table before start, called before
+#             string.upper: both (2 / 68 B) under string.reverse/lower/upper;
 #  reload     a chunk loaded, run and collected four times ("=reloadK", same shape): each
 #             run's table on its own chunk's line (the prototype and name's string reuse
 #             the freed addresses);
@@ -245,7 +248,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin reload stripped retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload stripped retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -325,11 +328,15 @@ cases() {
 		builtin)
 			local x='0x[0-9a-f]+'
 			expect_sum "$what" "$e" A "string\.rep:$x" "1 1028 0"
-			local s3='string\.reverse/string\.lower/string\.upper'
+			local s3='string\.reverse/lower/upper' b5='bit\.lshift/rshift/arshift/rol/ror'
 			expect_sum "$what" "$e" A "$s3:$x" "3 100 0"
+			[ "$(sum "$e" A "$b5:$x" | cut -d' ' -f1)" = 1 ] ||
+				fail "$what: bit.lshift's cdata not under $b5: $(grep '^A' "$e" | cut -f2 | tr '\n' ' ')"
 			expect_sum "$what" "$e" A "tostring:$x" "1 32 0"
 			expect_sum "$what" "$e" A "table\.concat:$x" "1 32 0"
-			only_labels "$what" "$e" A "$(L builtin_gsub)|(string\.rep|$s3|tostring|table\.concat):$x" ;;
+			only_labels "$what" "$e" A "$(L builtin_gsub)|(string\.rep|$s3|$b5|tostring|table\.concat):$x" ;;
+		builtin_drop)
+			expect_section "$what" "$e" A "string.reverse/lower/upper:$(grep -o '0x[0-9a-f]*' "$e" | head -1)|2|68|0" ;;
 		stitch)
 			expect_sum "$what" "$e" A "$(L stitch)|$(TR stitch)" "300 10800 0"
 			only_labels "$what" "$e" A "$(L stitch)|$(TR stitch)|INTERNAL" ;;
