@@ -44,6 +44,8 @@ enum lp_vmstate {
 	LP_VMST_EXIT, LP_VMST_RECORD, LP_VMST_OPT, LP_VMST_ASM, LP_VMST_TRACE,
 	LP_VMST__MAX
 };
+/* The JIT compiler's states: the samples a jsample record (luaprof extension) covers. */
+#define LP_VMST_IS_COMPILER(st) ((st) >= LP_VMST_RECORD && (st) <= LP_VMST_ASM)
 #define LP_FRAME_LFUNC     1    /* frame-header sym-addr(proto) line */
 #define LP_FRAME_CFUNC     2    /* frame-header address of the C function */
 #define LP_FRAME_FFUNC     3    /* frame-header fast-function id */

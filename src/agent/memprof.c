@@ -306,9 +306,8 @@ static inline uint64_t need_proto(uint64_t pt)
 ** (proto_freed), so a slot that holds pt names the function still there. (A host that took
 ** the wrapper out with lua_setallocf and put it back without a stop and a start would have
 ** its frees in between unseen: not supported, the profile records nothing then either.)
-** A free pays one
-** load of proto_at for the five loads and compares of the fingerprint (and the chunk
-** name's, a load that depends on another) saved on each event of the interpreter:
+** A free pays one load of proto_at for the five loads and compares of the fingerprint (and
+** the chunk name's, a load that depends on another) saved on each event of the interpreter:
 ** in-process A/B against the build with the fingerprint, bintrees, 41 rounds: JIT off
 ** 1.188 -> 1.176 and 1.171 -> 1.160, JIT on 1.171 -> 1.161.
 */
@@ -447,8 +446,7 @@ static void need_cfunc(uint64_t addr)
 ** event, whose extent (a csize record at stop) is that address alone. Builtins may share
 ** an entry (LJLIB_ASM_: string.lower and string.upper take string.reverse's fallback
 ** handler), so the entries and the builtins at each are read before the profile starts
-** (scan_builtins, from the library tables) and a shared one is named after all of them
-** (string.reverse/string.lower/string.upper); an entry not seen there is not named.
+** (scan_builtins, from the library tables); need_builtin says how one is named.
 */
 #define BUILTIN_SHARE 16 /* math.sqrt's entry has 14 */
 static struct builtin_entry {
@@ -457,15 +455,22 @@ static struct builtin_entry {
 } builtins[256];
 static unsigned nbuiltins;
 
+/* The entry at addr, or NULL. */
+static struct builtin_entry *builtin_at(uint64_t addr)
+{
+	for (struct builtin_entry *b = builtins; b < builtins + nbuiltins; b++)
+		if (b->addr == addr)
+			return b;
+	return NULL;
+}
+
 static void builtin_add(uint64_t addr, uint8_t ffid)
 {
-	struct builtin_entry *b = builtins;
-	for (; b < builtins + nbuiltins && b->addr != addr; b++)
-		;
-	if (b == builtins + nbuiltins) {
+	struct builtin_entry *b = builtin_at(addr);
+	if (!b) {
 		if (nbuiltins == sizeof(builtins) / sizeof(builtins[0]))
 			return;
-		nbuiltins++;
+		b = &builtins[nbuiltins++];
 		b->addr = addr;
 		b->n = b->named = 0;
 	}
@@ -538,10 +543,8 @@ static void need_builtin(uint64_t addr, uint8_t ffid)
 	need_cfunc(addr);
 	uint8_t ids[BUILTIN_SHARE];
 	unsigned n = 0, has = 0;
-	const struct builtin_entry *b = builtins;
-	for (; b < builtins + nbuiltins && b->addr != addr; b++)
-		;
-	if (b < builtins + nbuiltins) {
+	struct builtin_entry *b = builtin_at(addr);
+	if (b) {
 		if (b->n > BUILTIN_SHARE)
 			return;
 		for (; n < b->n; n++) {
@@ -587,12 +590,12 @@ static void need_builtin(uint64_t addr, uint8_t ffid)
 		memcpy(name + len, nm, k);
 		len += k;
 	}
-	if (b == builtins + nbuiltins) {
+	if (!b) {
 		builtin_add(addr, ffid);
-		if (b == builtins + nbuiltins)
+		if (!(b = builtin_at(addr)))
 			return; /* no room to keep it */
 	}
-	builtins[b - builtins].named = 1;
+	b->named = 1;
 	lp_write_mem_sym_cfunc(mp.symw, addr, name, len);
 	sym_end();
 }
@@ -1103,7 +1106,7 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* The extension's records besides the maps and meta, at stop: the extents of the builtins
 ** named (need_builtin), and sampled mode's stack records and allocations. */
-static void write_samples(struct lp_wbuf *w)
+static void write_ext_records(struct lp_wbuf *w)
 {
 	for (unsigned i = 0; i < nbuiltins; i++)
 		if (builtins[i].named)
@@ -2064,7 +2067,7 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 			NULL,
 		};
 		lp_write_memprof_epilogue(mp.symw);
-		agent_write_extension(mp.symw, write_samples, meta,
+		agent_write_extension(mp.symw, write_ext_records, meta,
 				      agent_running());
 		sym_end();
 		lp_wbuf_flush(&mp.w);

@@ -464,8 +464,7 @@ static void take_sample(const ucontext_t *uc)
 	 * compiler sample's when it has Lua frames (the collector ran from Lua code, the
 	 * compiler compiles it). */
 	int gc = s->vmstate == LP_VMST_GC;
-	int jit = s->vmstate == LP_VMST_RECORD || s->vmstate == LP_VMST_OPT ||
-		  s->vmstate == LP_VMST_ASM;
+	int jit = LP_VMST_IS_COMPILER(s->vmstate);
 	if ((trace || ((gc || jit) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
 		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC : AGENT_TSTACK_JIT);

@@ -600,16 +600,14 @@ static int lua_stack_or_none(struct agent_sample *s, const struct lp_lj_thread *
 	return 0;
 }
 
-/* t's innermost C frame is a protected call of C made above its Lua frames (NRES < 0,
- * holding -savestack of L->top at entry, at or above L->base): the JIT compiler's, in a
- * compiler state. */
+static int cpcall_above(uint64_t cf, uint64_t base, uint64_t stack);
+
+/* t's innermost C frame is a protected call of C made above its Lua frames: the JIT
+ * compiler's, in a compiler state. */
 static int in_compiler(const struct lp_lj_thread *t)
 {
 	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK;
-	int32_t nres;
-	return cf && t->base > t->stack &&
-	       lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 &&
-	       nres < 0 && t->base <= t->stack + (uint64_t)(-(int64_t)nres);
+	return cf && t->base > t->stack && cpcall_above(cf, t->base, t->stack);
 }
 
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
@@ -878,8 +876,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** outside such a call the interpreter runs the recorded bytecode with its BASE in a
 	** register: host stack only, below.
 	*/
-	if ((st == LP_VMST_RECORD || st == LP_VMST_OPT || st == LP_VMST_ASM) &&
-	    mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale && in_compiler(&t)) {
+	if (LP_VMST_IS_COMPILER(st) && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale && in_compiler(&t)) {
 		add_cframes(t.cframe);
 		empty_top = t.base;
 		empty_stack = t.stack;
@@ -1046,8 +1043,7 @@ void agent_vm_after_walk(struct agent_sample *s)
 	 * named it already (a TRACE sample's, or C code's the trace called). */
 	if (walk_trace_found && !(have_trace && walk_trace.addr == cur_trace.addr))
 		need_trace(s, &walk_trace);
-	int side = s->vmstate == LP_VMST_GC || s->vmstate == LP_VMST_RECORD ||
-		   s->vmstate == LP_VMST_OPT || s->vmstate == LP_VMST_ASM;
+	int side = s->vmstate == LP_VMST_GC || LP_VMST_IS_COMPILER(s->vmstate);
 	if (side && s->nlua > 0 && !own_vm_met && !(gc_in_trace && walk_trace_found)) {
 		s->nlua = 0;
 		s->lua_truncated = 0;
@@ -1090,6 +1086,15 @@ int agent_vm_frame_special(uint64_t ip, int in_object)
 	return attached && (!in_object || lp_lj_in_vm(&vm, ip));
 }
 
+/* C frame cf is a protected call of C (NRES < 0, holding -savestack of L->top at entry)
+ * made at or above the frame whose base is base, in the thread whose stack is stack. */
+static int cpcall_above(uint64_t cf, uint64_t base, uint64_t stack)
+{
+	int32_t nres;
+	return lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 && nres < 0 &&
+	       base <= stack + (uint64_t)(-(int64_t)nres);
+}
+
 /*
 ** The VM entry whose C frame is cf runs no Lua frame of the sample: a protected call of C
 ** (lj_vm_cpcall, NRES < 0 holding -savestack of L->top at entry) made above the innermost
@@ -1099,9 +1104,7 @@ int agent_vm_frame_special(uint64_t ip, int in_object)
 */
 static int empty_entry(uint64_t cf)
 {
-	int32_t nres;
-	return lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 && nres < 0 &&
-	       empty_top <= empty_stack + (uint64_t)(-(int64_t)nres);
+	return cpcall_above(cf, empty_top, empty_stack);
 }
 
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)

@@ -715,8 +715,7 @@ static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp);
  * collector and the JIT compiler. */
 static int side_state(unsigned vmstate)
 {
-	return vmstate == LP_VMST_GC || vmstate == LP_VMST_RECORD || vmstate == LP_VMST_OPT ||
-	       vmstate == LP_VMST_ASM;
+	return vmstate == LP_VMST_GC || LP_VMST_IS_COMPILER(vmstate);
 }
 
 int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)

@@ -33,8 +33,8 @@ declare -A at
 read_markers $src
 call="@$PWD/$src:${at[call]}"
 
-# classify FOLDED: "STATE<TAB>VERDICT<TAB>COUNT" per compiler stack, VERDICT being good (the
-# expected shape), host (no Lua frame) or bad (Lua frames out of place).
+# classify FOLDED: "STATE<TAB>VERDICT<TAB>COUNT<TAB>STACK" per compiler stack, VERDICT being
+# good (the expected shape), host (no Lua frame) or bad (Lua frames out of place).
 classify() {
 	awk -v call="$call" '{
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
@@ -53,7 +53,7 @@ classify() {
 		else if (chunk && chunk == last && f[chunk - 1] == call && lua == last - first + 1 &&
 			 k > chunk + 1) v = "good"
 		else v = "bad"
-		print f[k] "\t" v "\t" n
+		print f[k] "\t" v "\t" n "\t" stack
 	}' "$1"
 }
 
@@ -72,7 +72,7 @@ run() {
 	total=$(awk -F'\t' '{ n += $3 } END { print n + 0 }' "$dir/cls")
 	good=$(awk -F'\t' '$2 == "good" { n += $3 } END { print n + 0 }' "$dir/cls")
 	bad=$(awk -F'\t' '$2 == "bad" { n += $3 } END { print n + 0 }' "$dir/cls")
-	[ -z "${JIT_COMPILER_VERBOSE:-}" ] || { echo "--- $runner"; cat "$dir/cls" | sort | uniq -c; }
+	[ -z "${JIT_COMPILER_VERBOSE:-}" ] || { echo "--- $runner"; cut -f1-3 "$dir/cls" | sort | uniq -c; }
 	if [ "$total" -lt 30 ]; then
 		fail "$runner: only $total samples in the JIT compiler (want 30 or more)"
 		return
@@ -80,9 +80,7 @@ run() {
 	[ $((good * 100)) -ge $((total * 80)) ] ||
 		fail "$runner: $good of $total compiler samples under $call;=genN:1 (want 80 %): $(grep -v '	good	' "$dir/cls" | head -3)"
 	[ "$bad" = 0 ] || fail "$runner: $bad compiler samples with Lua frames out of place: $(
-		awk -v c="$call" '{ k = split($0, f, ";"); s = f[k]; sub(/ [0-9]+$/, "", s)
-			if (s ~ /^(RECORD|OPT|ASM)$/ && $0 ~ /[;]=gen/) print }' "$dir/report.folded" |
-			grep -v -F "$call;=gen" | head -2)"
+		awk -F'\t' '$2 == "bad" { print $4 }' "$dir/cls" | head -2)"
 	for st in RECORD OPT ASM; do
 		grep -q "^$st	good	" "$dir/cls" || fail "$runner: no $st sample under the line being compiled"
 	done
