@@ -820,7 +820,7 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		unsigned flags;
 		unsigned k = lp_lj_walk(&mp.vm, &direct, &t, base, leaf, s_frames,
 					(unsigned)(AGENT_MAX_LUA - n), &flags);
-		for (unsigned i = 0; i < k; i++) {
+		for (unsigned i = 0; i < k && n < AGENT_MAX_LUA; i++) {
 			const struct lp_lj_frame *f = &s_frames[i];
 			struct lp_lua_frame *o = &s_lua[n++];
 			o->type = f->kind;
@@ -833,6 +833,15 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			} else {
 				o->addr = f->addr;
 				need_cfunc(f->addr);
+			}
+			/* C code with no frame of its own that ran Lua here (a finalizer's
+			 * collector step): a C frame, as the CPU profiler's samples have it. */
+			uint64_t ra = i + 1 < k ? lp_lj_entry_caller(&mp.vm, &direct, f, f + 1) : 0;
+			if (ra && n < AGENT_MAX_LUA) {
+				s_lua[n].type = LP_FRAME_CFUNC;
+				s_lua[n].addr = ra;
+				s_lua[n++].line = 0;
+				need_cfunc(ra);
 			}
 		}
 		if (!(flags & LP_LJ_WALK_BOTTOM))

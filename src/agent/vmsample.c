@@ -518,10 +518,16 @@ static int is_cframe(uint64_t sp)
 	return 0;
 }
 
-/* Appends walked frames to the sample, naming new prototypes. */
-static void put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsigned n)
+/* Frames f[0, n) into the sample, and C code with no frame of its own that ran Lua on top
+ * of a Lua function (lp_lj_entry_caller) as a C function's frame at its return address:
+ * without it the frames on both sides read as one run, which the report put after the
+ * innermost VM entry of the host stack (a finalizer's callers after the collector's C
+ * frames). Returns 0, or -1 when the sample had no room for them all. */
+static int put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsigned n)
 {
-	for (unsigned i = 0; i < n && s->nlua < AGENT_MAX_LUA; i++) {
+	for (unsigned i = 0; i < n; i++) {
+		if (s->nlua == AGENT_MAX_LUA)
+			return -1;
 		struct lp_lua_frame *o = &s->lua[s->nlua++];
 		o->type = f[i].kind;
 		o->line = 0;
@@ -534,7 +540,16 @@ static void put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsi
 		} else {
 			o->addr = f[i].addr;
 		}
+		uint64_t ra = i + 1 < n ? lp_lj_entry_caller(&vm, &mem, &f[i], &f[i + 1]) : 0;
+		if (ra) {
+			if (s->nlua == AGENT_MAX_LUA)
+				return -1;
+			s->lua[s->nlua].type = LP_FRAME_CFUNC;
+			s->lua[s->nlua].addr = ra;
+			s->lua[s->nlua++].line = 0;
+		}
 	}
+	return 0;
 }
 
 #define WALK_ERR (LP_LJ_WALK_EREAD | LP_LJ_WALK_EBASE | LP_LJ_WALK_ELINK | LP_LJ_WALK_EFUNC)
@@ -554,7 +569,8 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
 		if (flags & WALK_ERR)
 			return -1;
-		put_frames(s, frames, n);
+		if (put_frames(s, frames, n) != 0)
+			flags |= LP_LJ_WALK_TRUNC;
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0 && !via_c)
 			add_cframes(t.cframe);
 		if (flags & LP_LJ_WALK_TRUNC) {

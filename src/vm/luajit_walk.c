@@ -306,6 +306,17 @@ unsigned lp_lj_walk(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return n;
 }
 
+uint64_t lp_lj_entry_caller(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_frame *f, const struct lp_lj_frame *below)
+{
+	uint64_t ra;
+	if (!(f->flags & LP_LJ_FR_CENTRY) || (f->flags & LP_LJ_FR_FFICB) || !f->cframe ||
+	    below->kind != LP_FRAME_LFUNC ||
+	    lp_mem_u64(m, f->cframe + vm->lay->cf_size - 8, &ra) != 0)
+		return 0;
+	return ra;
+}
+
 unsigned lp_lj_cframes(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cframe,
 		       struct lp_lj_cframe *out, unsigned max, unsigned *flags)
 {

@@ -69,6 +69,18 @@ unsigned lp_lj_walk(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		    const struct lp_lj_thread *t, uint64_t base, uint64_t leaf_pc,
 		    struct lp_lj_frame *out, unsigned max, unsigned *flags);
 
+/*
+** The C code that entered the VM at frame f (out[i] of a walk; below, out[i + 1]) when that
+** code is no function of the Lua stack: f is right below a VM entry that is no FFI
+** callback's, and the frame below it is a Lua function's. Such code is the VM's own (a
+** finalizer run by a collector step, a jit.attach handler run by the compiler, an error
+** handler) or a host's (a C debug hook). Returns the return address into it (the last word
+** of the entry's C frame, as a host walk has it), or 0: no such code, or f's C frame is not
+** known or not readable.
+*/
+uint64_t lp_lj_entry_caller(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_frame *f, const struct lp_lj_frame *below);
+
 /* One VM entry from C on the native stack. */
 struct lp_lj_cframe {
 	uint64_t addr;   /* raw C frame = rsp of the interpreter in that entry; CFA = addr + 80 */

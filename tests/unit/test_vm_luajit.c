@@ -816,6 +816,13 @@ static void test_walk_pcall_cont_fficb(void)
 			    LP_LJ_FR_CENTRY);
 		/* The FFI callback consumed cf2; main's lua_pcall entry is the next one. */
 		CHECK_EQ(fr[5].cframe, cf1);
+		/* An FFI callback's entry is left to the callback's own rules, even over a Lua
+		** function (idx stands in for one here). */
+		w64(cf2 + lay->cf_size - 8, 0x403456);
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &fr[0], &fr[2]), 0);
+		struct lp_lj_frame plain = fr[0];
+		plain.flags &= (uint8_t)~LP_LJ_FR_FFICB;
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &plain, &fr[2]), 0x403456);
 	}
 }
 
@@ -879,6 +886,23 @@ static void test_walk_centries_cframes(void)
 		check_frame(&fr[5], LP_FRAME_LFUNC, mainp.pt, line_at(&mainp, 2), LP_LJ_FRAME_CP,
 			    LP_LJ_FR_CENTRY);
 		CHECK_EQ(fr[5].cframe, cfA);
+
+		/* The C code that entered the VM with no frame on the Lua stack: the hook's
+		** caller, at the return address that ends k's C frame (h, a Lua function, is
+		** below). Not for h, whose caller is the C function g on the Lua stack, nor for a
+		** frame that no VM entry is right above, nor with the C frame unknown or
+		** unreadable. */
+		w64(cfC + lay->cf_size - 8, 0x403456);
+		w64(cfB + lay->cf_size - 8, 0x404567);
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &fr[1], &fr[2]), 0x403456);
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &fr[2], &fr[3]), 0);
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &fr[0], &fr[1]), 0);
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &fr[4], &fr[5]), 0);
+		struct lp_lj_frame odd = fr[1];
+		odd.cframe = 0;
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &odd, &fr[2]), 0);
+		odd.cframe = IMG_BASE + IMG_SIZE + 4096;
+		CHECK_EQ(lp_lj_entry_caller(&F.vm, &F.m, &odd, &fr[2]), 0);
 
 		/* The chain itself, with the resume bit and tagged links. */
 		w64(cfC + lay->cf_prev, cfB | LP_LJ_CFRAME_RESUME);

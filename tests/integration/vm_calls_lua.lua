@@ -1,0 +1,48 @@
+-- Workload for vm_calls_lua.sh: Lua code that C code with no frame on the Lua stack runs
+-- on top of a Lua function: finalizers run by collector steps (from a compiled loop's
+-- trace and from the interpreter's ffi.new) and a debug hook (lib_debug's C hook calls the
+-- Lua one) in interpreted code.
+--
+-- Usage: luajit vm_calls_lua.lua [ROUNDS [alloc]]   (default 10, ~1.5 s; alloc: the
+-- finalizer allocates too, and the hook is left out)
+local ffi = require("ffi")
+local rounds = tonumber(arg[1]) or 10
+local alloc = arg[2] == "alloc"
+
+local sink = {}
+local function fin()
+  local s = 0
+  for i = 1, 3000 do s = s + i % 7 end --@fin
+  if alloc then
+    for i = 1, 20 do sink[i] = { i } end --@finalloc
+  end
+  return s
+end
+
+local function make(n)
+  local keep = 0
+  for i = 1, n do --@loop
+    local u = ffi.gc(ffi.new("int[4]"), fin) --@alloc
+    keep = keep + u[0]
+  end
+  return keep
+end
+
+local function hook()
+  local s = 0
+  for i = 1, 400 do s = s + i % 7 end --@hook
+end
+
+local function hooked(n)
+  local s = 0
+  for i = 1, n do s = s + i % 3 end --@hooked
+  return s
+end
+
+for _ = 1, rounds do make(10000) end --@main_fin
+if alloc then return end
+
+jit.off() -- count hooks run in the interpreter only
+debug.sethook(hook, "", 200)
+hooked(rounds * 1000000) --@main_hook
+debug.sethook()
