@@ -401,6 +401,9 @@ static unsigned helper_rank;
 #define MAX_EMPTY 4
 static uint64_t empty_top, empty_stack, empty_ip[MAX_EMPTY];
 static unsigned vm_frames_met, empty_rank[MAX_EMPTY], nempty;
+/* Such entries found by the sampled thread's walk (note_empty_cframes): their C frames. */
+static uint64_t empty_cf[MAX_EMPTY];
+static unsigned nempty_cf;
 /* A GC sample whose step a trace ran (g->jit_base set), and the first trace whose machine
  * code the host walk met; whether the walk met a VM frame at one of the C frames of the
  * thread whose Lua frames were taken. */
@@ -425,6 +428,7 @@ static void walk_reset(void)
 	helper_pending = helper_pc_known = 0;
 	empty_top = 0;
 	nempty = 0;
+	nempty_cf = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
 	ncres = nhops = cres_met = 0;
@@ -554,6 +558,41 @@ static int put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsig
 
 #define WALK_ERR (LP_LJ_WALK_EREAD | LP_LJ_WALK_EBASE | LP_LJ_WALK_ELINK | LP_LJ_WALK_EFUNC)
 
+/* Whether one of the walked frames f[0, n) was entered by C frame cf. */
+static int entered(uint64_t cf, const struct lp_lj_frame *f, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if ((f[i].flags & LP_LJ_FR_CENTRY) && f[i].cframe == cf)
+			return 1;
+	return 0;
+}
+
+/*
+** The protected calls of C (lj_vm_cpcall, NRES < 0) among thread t's C frames that entered
+** none of its walked frames f[0, n), inside the outermost C frame that entered one: the
+** JIT compiler's below a jit.attach handler it runs, a builtin's C type parser. Such an
+** entry runs C code only; left in the host stack, it read as the entry of a Lua segment
+** (the handler's callers went after the compiler's C frames). agent_vm_frame leaves them
+** out, as it does the entries empty_entry tells by the sample's state. Not with the C
+** frame chain broken (flags): the frames' entries are not known then.
+*/
+static void note_empty_cframes(const struct lp_lj_thread *t, const struct lp_lj_frame *f,
+			       unsigned n, unsigned flags)
+{
+	static struct lp_lj_cframe cf[MAX_CFRAMES];
+	unsigned cfl, ncf;
+	int outer = -1;
+	if (flags & LP_LJ_WALK_ECFRAME)
+		return;
+	ncf = lp_lj_cframes(&vm, &mem, t->cframe, cf, MAX_CFRAMES, &cfl);
+	for (unsigned i = 0; i < ncf; i++)
+		if (entered(cf[i].addr, f, n))
+			outer = (int)i;
+	for (int i = 0; i < outer && nempty_cf < MAX_EMPTY; i++)
+		if (cf[i].nres < 0 && !entered(cf[i].addr, f, n))
+			empty_cf[nempty_cf++] = cf[i].addr;
+}
+
 /*
 ** Lua frames of thread t from base, then (CALLGRAPH) of the threads that resumed it.
 ** Returns -1 when the stack could not be read consistently.
@@ -569,6 +608,8 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
 		if (flags & WALK_ERR)
 			return -1;
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level == 0)
+			note_empty_cframes(&t, frames, n, flags);
 		if (put_frames(s, frames, n) != 0)
 			flags |= LP_LJ_WALK_TRUNC;
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0 && !via_c)
@@ -1120,7 +1161,10 @@ static int cpcall_above(uint64_t cf, uint64_t base, uint64_t stack)
 */
 static int empty_entry(uint64_t cf)
 {
-	return cpcall_above(cf, empty_top, empty_stack);
+	for (unsigned i = 0; i < nempty_cf; i++)
+		if (empty_cf[i] == cf)
+			return 1;
+	return empty_top && cpcall_above(cf, empty_top, empty_stack);
 }
 
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
@@ -1142,7 +1186,7 @@ size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 
 int agent_vm_expects_empty(void)
 {
-	for (unsigned i = 0; empty_top && i < ncframes; i++)
+	for (unsigned i = 0; (empty_top || nempty_cf) && i < ncframes; i++)
 		if (empty_entry(cframes[i]))
 			return 1;
 	return 0;
@@ -1158,7 +1202,8 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
 		note_hop(sp);
-		if (empty_top && nempty < MAX_EMPTY && is_cframe(sp) && empty_entry(sp)) {
+		if ((empty_top || nempty_cf) && nempty < MAX_EMPTY && is_cframe(sp) &&
+		    empty_entry(sp)) {
 			empty_ip[nempty] = ip;
 			empty_rank[nempty++] = vm_frames_met;
 		}

@@ -1,10 +1,10 @@
 -- Workload for vm_calls_lua.sh: Lua code that C code with no frame on the Lua stack runs
 -- on top of a Lua function: finalizers run by collector steps (from a compiled loop's
--- trace and from the interpreter's ffi.new) and a debug hook (lib_debug's C hook calls the
--- Lua one) in interpreted code.
+-- trace and from the interpreter's ffi.new), a jit.attach handler (run by the compiler)
+-- and a debug hook (lib_debug's C hook calls the Lua one) in interpreted code.
 --
 -- Usage: luajit vm_calls_lua.lua [ROUNDS [alloc]]   (default 10, ~1.5 s; alloc: the
--- finalizer allocates too, and the hook is left out)
+-- finalizer allocates too, and the handler and the hook are left out)
 local ffi = require("ffi")
 local rounds = tonumber(arg[1]) or 10
 local alloc = arg[2] == "alloc"
@@ -41,6 +41,21 @@ end
 
 for _ = 1, rounds do make(10000) end --@main_fin
 if alloc then return end
+
+-- A jit.attach handler, run by the compiler (its protected call of C) for the traces of
+-- fresh chunks called from one line.
+local function handler()
+  local s = 0
+  for i = 1, 300000 do s = s + i % 7 end --@attach
+end
+local gens = {}
+for k = 1, 20 * rounds do
+  gens[k] = assert(load("local s = 0 for i = 1, 100 do s = s + i end return s",
+                        "=gen" .. (k % 4)))
+end
+jit.attach(handler, "trace")
+for k = 1, #gens do gens[k]() end --@main_attach
+jit.attach(handler)
 
 jit.off() -- count hooks run in the interpreter only
 debug.sethook(hook, "", 200)

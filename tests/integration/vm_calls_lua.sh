@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Lua code that C code with no frame on the Lua stack runs, in CPU profiles (C mode) and
 # sampled memory profiles: vm_calls_lua.lua runs Lua finalizers from collector steps (a
-# compiled loop's trace runs the step; the interpreter's ffi.new does) and a Lua debug
-# hook (called by lib_debug's C hook), profiled by `luaprof record` under Debian's luajit
-# and OpenResty's luajit2. The agent gives such C code a C frame in the Lua stack (its
-# return address), so that the report splits the Lua frames there: before, the
-# finalizer's callers went after the collector's C frames together with the finalizer,
-# and the hook's callers after the hook's C frames.
+# compiled loop's trace runs the step; the interpreter's ffi.new does), a jit.attach
+# handler (run by the compiler) and a Lua debug hook (called by lib_debug's C hook),
+# profiled by `luaprof record` under Debian's luajit and OpenResty's luajit2. The agent
+# gives such C code a C frame in the Lua stack (its return address), so that the report
+# splits the Lua frames there, and leaves protected calls of C that entered none of the
+# sample's Lua frames out of the host stack (the compiler's, below the handler): before,
+# the finalizer's callers went after the collector's C frames together with the
+# finalizer, the hook's after the hook's C frames and the handler's after the compiler's.
 #
 # Checked per runner, on `luaprof report -f collapsed` of the raw stream, for the samples
-# whose innermost Lua frame is the finalizer's or the hook's marked line (at least 40 of
-# each), and for the allocations of a sampled memory profile (`record --memory --sample`)
-# made in the finalizer (at least 1 MB of them): at least 90 % of them have the shape
+# whose innermost Lua frame is the finalizer's, the handler's or the hook's marked line
+# (at least 40 of each), and for the allocations of a sampled memory profile (`record
+# --memory --sample`) made in the finalizer (at least 1 MB of them): at least 90 % of them
+# have the shape
 #   <host frames>;lua_pcall;@...:<main line>;<caller>;<C frames>;@...:<leaf line>
 # (the callers' Lua frames in one run right after the script's entry, then non-Lua frames,
 # then the leaf). Exit 0 pass, 1 fail, 2 skip.
@@ -37,15 +40,17 @@ read_markers $src
 f="@$PWD/$src"
 
 # classify FOLDED: "KIND<TAB>VERDICT<TAB>COUNT<TAB>STACK" for the stacks whose innermost Lua
-# frame is the finalizer's (fin, finalloc) or the hook's (hook) line. VERDICT: good (the
-# shape above: two Lua callers, the main chunk's line and the caller's), root (no Lua
-# caller: a finalizer run by lua_close), other (Lua callers before C frames, but not those:
-# a finalizer run by load's collector step) or bad (the Lua frames not right after
-# lua_pcall, which runs the script, or no C frame between the callers and the leaf).
+# frame is the finalizer's (fin, finalloc), the handler's (attach) or the hook's (hook)
+# line. VERDICT: good (the shape above: two Lua callers, the main chunk's line and the
+# caller's), root (no Lua caller: a finalizer run by lua_close), other (Lua callers before
+# C frames, but not those: a finalizer run by load's collector step, the handler run for
+# the main chunk's own loop) or bad (the Lua frames not right after lua_pcall, which runs
+# the script, or no C frame between the callers and the leaf).
 classify() {
 	awk -v f="$f" -v fin="${at[fin]}" -v finalloc="${at[finalloc]}" -v hook="${at[hook]}" \
-	    -v mfin="${at[main_fin]}" -v loop="${at[loop]}" -v alloc="${at[alloc]}" \
-	    -v mhook="${at[main_hook]}" -v hooked="${at[hooked]}" '{
+	    -v attach="${at[attach]}" -v mfin="${at[main_fin]}" -v loop="${at[loop]}" \
+	    -v alloc="${at[alloc]}" -v mhook="${at[main_hook]}" -v hooked="${at[hooked]}" \
+	    -v mattach="${at[main_attach]}" '{
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
 		k = split(stack, fr, ";")
 		leaf = 0
@@ -54,6 +59,8 @@ classify() {
 		if (fr[leaf] == f ":" fin || fr[leaf] == f ":" finalloc) {
 			kind = fr[leaf] == f ":" fin ? "fin" : "finalloc"
 			m = f ":" mfin; c1 = f ":" loop; c2 = f ":" alloc
+		} else if (fr[leaf] == f ":" attach) {
+			kind = "attach"; m = f ":" mattach; c1 = c2 = "=gen"
 		} else if (fr[leaf] == f ":" hook) {
 			kind = "hook"; m = f ":" mhook; c1 = c2 = f ":" hooked
 		} else next
@@ -66,7 +73,7 @@ classify() {
 		if (!lua) v = "root"
 		else if (first == 1 || fr[first - 1] != "lua_pcall" || leaf == last + 1) v = "bad"
 		else if (lua == 2 && fr[first] == m && last == first + 1 &&
-			 (fr[last] == c1 || fr[last] == c2))
+			 (fr[last] == c1 || fr[last] == c2 || (c1 == "=gen" && fr[last] ~ /^=gen[0-9]:1$/)))
 			v = "good"
 		else v = "other"
 		print kind "\t" v "\t" n "\t" stack
@@ -106,6 +113,7 @@ run() {
 	classify "$dir/report.folded" >"$dir/cls"
 	[ -z "${VM_CALLS_LUA_VERBOSE:-}" ] || { echo "--- $runner"; cut -f1-4 "$dir/cls" | sort | uniq -c; }
 	check $runner "$dir/cls" fin 40
+	check $runner "$dir/cls" attach 40
 	check $runner "$dir/cls" hook 40
 	# Sampled memory profile (allocated bytes): the stacks go through the same merge.
 	if ! (cd "$dir" && "$OLDPWD/build/luaprof" record --memory --sample 16K -o mem.folded \
