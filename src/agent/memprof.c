@@ -835,7 +835,9 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 				need_cfunc(f->addr);
 			}
 			/* C code with no frame of its own that ran Lua here (a finalizer's
-			 * collector step): a C frame, as the CPU profiler's samples have it. */
+			 * collector step): a C frame, as the CPU profiler's samples have it. It
+			 * takes a place of the AGENT_MAX_LUA, so that a stack that deep loses one
+			 * more outer frame (memory stacks carry no mark of a cut). */
 			uint64_t ra = i + 1 < k ? lp_lj_entry_caller(&mp.vm, &direct, f, f + 1) : 0;
 			if (ra && n < AGENT_MAX_LUA) {
 				s_lua[n].type = LP_FRAME_CFUNC;

@@ -401,9 +401,13 @@ static unsigned helper_rank;
 #define MAX_EMPTY 4
 static uint64_t empty_top, empty_stack, empty_ip[MAX_EMPTY];
 static unsigned vm_frames_met, empty_rank[MAX_EMPTY], nempty;
-/* Such entries found by the sampled thread's walk (note_empty_cframes): their C frames. */
-static uint64_t empty_cf[MAX_EMPTY];
-static unsigned nempty_cf;
+/* Such entries found by the walks of the sample's threads (note_empty_cframes): their C
+ * frames; and the VM frames the host walk met at C frames, innermost first (their return
+ * address, stack pointer and rank among the VM frames), to find those entries in the host
+ * stack once every walk is done (agent_vm_omit_empty). */
+#define MAX_VMF 16
+static uint64_t empty_cf[MAX_EMPTY], vmf_ip[MAX_VMF], vmf_sp[MAX_VMF];
+static unsigned nempty_cf, vmf_rank[MAX_VMF], nvmf;
 /* A GC sample whose step a trace ran (g->jit_base set), and the first trace whose machine
  * code the host walk met; whether the walk met a VM frame at one of the C frames of the
  * thread whose Lua frames were taken. */
@@ -429,6 +433,7 @@ static void walk_reset(void)
 	empty_top = 0;
 	nempty = 0;
 	nempty_cf = 0;
+	nvmf = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
 	ncres = nhops = cres_met = 0;
@@ -572,9 +577,10 @@ static int entered(uint64_t cf, const struct lp_lj_frame *f, unsigned n)
 ** none of its walked frames f[0, n), inside the outermost C frame that entered one: the
 ** JIT compiler's below a jit.attach handler it runs, a builtin's C type parser. Such an
 ** entry runs C code only; left in the host stack, it read as the entry of a Lua segment
-** (the handler's callers went after the compiler's C frames). agent_vm_frame leaves them
-** out, as it does the entries empty_entry tells by the sample's state. Not with the C
-** frame chain broken (flags): the frames' entries are not known then.
+** (the handler's callers went after the compiler's C frames). agent_vm_omit_empty leaves
+** them out with the entries empty_entry tells by the sample's state. Not with the C frame
+** chain broken (flags): the frames' entries are not known then. Called for each thread
+** walked (a handler that resumes a coroutine has the compiler's entry on the resumer's).
 */
 static void note_empty_cframes(const struct lp_lj_thread *t, const struct lp_lj_frame *f,
 			       unsigned n, unsigned flags)
@@ -608,7 +614,7 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
 		if (flags & WALK_ERR)
 			return -1;
-		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level == 0)
+		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			note_empty_cframes(&t, frames, n, flags);
 		if (put_frames(s, frames, n) != 0)
 			flags |= LP_LJ_WALK_TRUNC;
@@ -1161,15 +1167,34 @@ static int cpcall_above(uint64_t cf, uint64_t base, uint64_t stack)
 */
 static int empty_entry(uint64_t cf)
 {
-	for (unsigned i = 0; i < nempty_cf; i++)
-		if (empty_cf[i] == cf)
-			return 1;
-	return empty_top && cpcall_above(cf, empty_top, empty_stack);
+	return cpcall_above(cf, empty_top, empty_stack);
+}
+
+/* The entry at a VM frame of the host walk (its return address ip, its rank among the VM
+ * frames) is left out: kept in rank order, once. */
+static void add_empty(uint64_t ip, unsigned rank)
+{
+	unsigned k = 0;
+	while (k < nempty && empty_rank[k] < rank)
+		k++;
+	if (nempty == MAX_EMPTY || (k < nempty && empty_rank[k] == rank))
+		return;
+	memmove(empty_ip + k + 1, empty_ip + k, (nempty - k) * sizeof(*empty_ip));
+	memmove(empty_rank + k + 1, empty_rank + k, (nempty - k) * sizeof(*empty_rank));
+	empty_ip[k] = ip;
+	empty_rank[k] = rank;
+	nempty++;
 }
 
 size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 {
 	unsigned seen = 0, k = 0;
+	/* The entries the Lua walks found (note_empty_cframes), which may come after the host
+	 * walk (C code the interpreter called: agent_vm_sample_helper). */
+	for (unsigned i = 0; i < nvmf; i++)
+		for (unsigned j = 0; j < nempty_cf; j++)
+			if (vmf_sp[i] == empty_cf[j])
+				add_empty(vmf_ip[i], vmf_rank[i]);
 	for (size_t i = 0; i < n && k < nempty;) {
 		if (!lp_lj_in_vm(&vm, pcs[i]) || ++seen != empty_rank[k]) {
 			i++;
@@ -1186,7 +1211,7 @@ size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 
 int agent_vm_expects_empty(void)
 {
-	for (unsigned i = 0; (empty_top || nempty_cf) && i < ncframes; i++)
+	for (unsigned i = 0; empty_top && i < ncframes; i++)
 		if (empty_entry(cframes[i]))
 			return 1;
 	return 0;
@@ -1202,10 +1227,14 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		if (is_cframe(sp) || is_cframe(sp + 8))
 			own_vm_met = 1;
 		note_hop(sp);
-		if ((empty_top || nempty_cf) && nempty < MAX_EMPTY && is_cframe(sp) &&
-		    empty_entry(sp)) {
+		if (empty_top && nempty < MAX_EMPTY && is_cframe(sp) && empty_entry(sp)) {
 			empty_ip[nempty] = ip;
 			empty_rank[nempty++] = vm_frames_met;
+		}
+		if (nvmf < MAX_VMF && is_cframe(sp)) {
+			vmf_ip[nvmf] = ip;
+			vmf_sp[nvmf] = sp;
+			vmf_rank[nvmf++] = vm_frames_met;
 		}
 		if (helper_pending && !helper_pc_known) {
 			helper_pc = regs[AGENT_RBX];

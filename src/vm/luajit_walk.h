@@ -71,12 +71,13 @@ unsigned lp_lj_walk(const struct lp_lj_vm *vm, const struct lp_mem *m,
 
 /*
 ** The C code that entered the VM at frame f (out[i] of a walk; below, out[i + 1]) when that
-** code is no function of the Lua stack: f is right below a VM entry that is no FFI
-** callback's, and the frame below it is a Lua function's. Such code is the VM's own (a
-** finalizer run by a collector step, a jit.attach handler run by the compiler, an error
-** handler) or a host's (a C debug hook). Returns the return address into it (the last word
-** of the entry's C frame, as a host walk has it), or 0: no such code, or f's C frame is not
-** known or not readable.
+** code is no function of the Lua stack: C called f (LP_LJ_FR_CENTRY) by an entry that is no
+** FFI callback's, and the frame below f is a Lua function's, not the C function or builtin
+** that would have made that call. f may be of any kind (a finalizer set by ffi.gc may be a
+** C function). Such code is the VM's own (a finalizer run by a collector step, a
+** jit.attach handler run by the compiler, an error handler) or a host's (a C debug hook).
+** Returns the return address into it (the last word of the entry's C frame, as a host walk
+** has it), or 0: no such code, or f's C frame is not known or not readable.
 */
 uint64_t lp_lj_entry_caller(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			    const struct lp_lj_frame *f, const struct lp_lj_frame *below);

@@ -43,10 +43,16 @@ for _ = 1, rounds do make(10000) end --@main_fin
 if alloc then return end
 
 -- A jit.attach handler, run by the compiler (its protected call of C) for the traces of
--- fresh chunks called from one line.
+-- fresh chunks called from one line. It runs its work in a coroutine (the compiler's
+-- entry is then on the resumer's C frames), and the work spends time in the C code the
+-- interpreter calls (tostring, string interning), whose Lua frames are taken after the
+-- host walk.
+local function work()
+  local t = {}
+  for i = 1, 20000 do t[i % 64] = tostring(i) .. "x" end --@attach
+end
 local function handler()
-  local s = 0
-  for i = 1, 300000 do s = s + i % 7 end --@attach
+  coroutine.wrap(work)() --@attach_wrap
 end
 local gens = {}
 for k = 1, 20 * rounds do

@@ -42,7 +42,7 @@ f="@$PWD/$src"
 # classify FOLDED: "KIND<TAB>VERDICT<TAB>COUNT<TAB>STACK" for the stacks whose innermost Lua
 # frame is the finalizer's (fin, finalloc), the handler's (attach) or the hook's (hook)
 # line. VERDICT: good (the shape above: two Lua callers, the main chunk's line and the
-# caller's), root (no Lua caller: a finalizer run by lua_close), other (Lua callers before
+# caller's; for the handler's work, a third after C frames, the handler's resume), root (no Lua caller: a finalizer run by lua_close), other (Lua callers before
 # C frames, but not those: a finalizer run by load's collector step, the handler run for
 # the main chunk's own loop) or bad (the Lua frames not right after lua_pcall, which runs
 # the script, or no C frame between the callers and the leaf).
@@ -50,30 +50,34 @@ classify() {
 	awk -v f="$f" -v fin="${at[fin]}" -v finalloc="${at[finalloc]}" -v hook="${at[hook]}" \
 	    -v attach="${at[attach]}" -v mfin="${at[main_fin]}" -v loop="${at[loop]}" \
 	    -v alloc="${at[alloc]}" -v mhook="${at[main_hook]}" -v hooked="${at[hooked]}" \
-	    -v mattach="${at[main_attach]}" '{
+	    -v mattach="${at[main_attach]}" -v wrap="${at[attach_wrap]}" '{
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
 		k = split(stack, fr, ";")
 		leaf = 0
 		for (i = k; i > 0 && !leaf; i--) if (fr[i] ~ /^[@=]/) leaf = i
 		if (!leaf) next
+		c3 = ""
 		if (fr[leaf] == f ":" fin || fr[leaf] == f ":" finalloc) {
 			kind = fr[leaf] == f ":" fin ? "fin" : "finalloc"
 			m = f ":" mfin; c1 = f ":" loop; c2 = f ":" alloc
 		} else if (fr[leaf] == f ":" attach) {
-			kind = "attach"; m = f ":" mattach; c1 = c2 = "=gen"
+			kind = "attach"; m = f ":" mattach; c1 = c2 = "=gen"; c3 = f ":" wrap
 		} else if (fr[leaf] == f ":" hook) {
 			kind = "hook"; m = f ":" mhook; c1 = c2 = f ":" hooked
 		} else next
-		lua = 0; first = 0; last = 0
+		lua = 0; first = 0; last = 0; second = 0
 		for (i = 1; i < leaf; i++) {
 			if (fr[i] !~ /^[@=]/) continue
 			lua++; last = i
 			if (!first) first = i
+			else if (!second) second = i
 		}
 		if (!lua) v = "root"
 		else if (first == 1 || fr[first - 1] != "lua_pcall" || leaf == last + 1) v = "bad"
-		else if (lua == 2 && fr[first] == m && last == first + 1 &&
-			 (fr[last] == c1 || fr[last] == c2 || (c1 == "=gen" && fr[last] ~ /^=gen[0-9]:1$/)))
+		else if (lua == (c3 == "" ? 2 : 3) && fr[first] == m && second == first + 1 &&
+			 (fr[second] == c1 || fr[second] == c2 ||
+			  (c1 == "=gen" && fr[second] ~ /^=gen[0-9]:1$/)) &&
+			 (c3 == "" || (fr[last] == c3 && last > second + 1)))
 			v = "good"
 		else v = "other"
 		print kind "\t" v "\t" n "\t" stack
