@@ -354,6 +354,25 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 /* -- Merge -------------------------------------------------------------------------- */
 
 /*
+** host[k] is the recorder's copy of host[k - 1]: VM code run below its entry's C frame (a
+** trace's exit handler) stepped to that C frame at the same address, where that code
+** itself called C (lj_trace_exit and a collector step under it: a finalizer run from a
+** trace), not VM code of another entry. Coroutines resumed by coroutine.wrap inside one
+** that wrap resumed have the same return address twice too, each a resume running VM
+** code: those stay.
+*/
+static int step_copy_at(struct lp_sysprof *s, const uint64_t *host, size_t k)
+{
+	uint64_t ss;
+	if (k == 0 || host[k] != host[k - 1])
+		return 0;
+	if (k < 2)
+		return 1;
+	enum anchor in = classify(s, host[k - 2], &ss);
+	return in != ANCHOR_VM_BLOCK && in != ANCHOR_UNNAMED;
+}
+
+/*
 ** Builds the merged stack of a guest sample into s->out, root first.
 ** lua[] and host[] arrive innermost first, as in the stream. trace_leaf: host[0] is the
 ** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
@@ -482,7 +501,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 				    a == ANCHOR_VM_BLOCK &&
 				    (in == ANCHOR_VM_BLOCK || in == ANCHOR_UNNAMED) &&
 				    (out == ANCHOR_API_CALL || out == ANCHOR_API_RESUME ||
-				     out == ANCHOR_VM_BLOCK))
+				     out == ANCHOR_VM_BLOCK) && !step_copy_at(s, host, k))
 					call = 1;
 				if (out == ANCHOR_NONE && a == ANCHOR_UNNAMED) {
 					unnamed_seen = 1;

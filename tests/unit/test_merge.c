@@ -595,6 +595,51 @@ static void test_interpreter_in_coroutine(void)
 }
 
 /*
+** A finalizer run by a collector step in a trace's exit, inside a coroutine that
+** coroutine.wrap resumed, on a stripped VM: the exit handler is stepped to the coroutine's
+** C frame (so its code is there twice), called lj_trace_exit, whose collector step ran
+** the finalizer through lj_vm_pcall; the agent wrote a C frame at the return address into
+** the C code that made that call. The copy of the handler's code is no resume: counted as
+** one, it took the outer segment from lua_pcall ("lua_pcall;lj_vm_asm_begin;@app.lua:5").
+** Coroutines that wrap resumed inside one wrap resumed have the resume's return address
+** twice too, each a resume: both stay anchors.
+*/
+static const struct csym stripped_gc[] = {
+	{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
+	{ 0x9400, "gc_call_finalizer" }, { 0x9500, "lj_gc_step" }, { 0x9600, "lj_trace_exit" },
+	{ 0x20000, "__libc_start_main" },
+};
+
+static void test_finalizer_in_coroutine_exit(void)
+{
+	begin_with(stripped_gc, NSYMS(stripped_gc));
+	const struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), C(0x9410),
+					    L(P_G, 22) };
+	const uint64_t host[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3180, 0x3180,
+				  0x9610, 0x9510, 0x9410, 0x3040, 0x3190 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	trailer = resume_names_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.wrap_aux;lj_vm_asm_begin;@app.lua:14;lj_vm_asm_begin;"
+				  "lj_vm_asm_begin;lj_trace_exit;lj_gc_step;gc_call_finalizer;"
+				  "@app.lua:22 1\n");
+	/* Nested: the outer coroutine (P_F) resumed the inner one (P_G) by wrap too. Each
+	 * segment keeps its place and the root stays at lua_pcall; the two resumes' frames
+	 * both show after the inner builtin, as they did before the copy was told apart (a
+	 * reading of the stripped VM's block left as it is). */
+	begin_with(stripped_gc, NSYMS(stripped_gc));
+	const struct lp_lua_frame nested[] = { L(P_MAIN, 5), FF(3), L(P_F, 14), FF(3),
+					       L(P_G, 22) };
+	const uint64_t nhost[] = { 0x20008, A_MAIN + 9, A_LUA_PCALL + 4, 0x3100, 0x3100,
+				   0x3190 };
+	SAMPLE(LP_VMST_LFUNC, nested, nhost);
+	trailer = resume_names_trailer;
+	CHECK_STR(collapse(0, 0), "__libc_start_main;main;lua_pcall;@app.lua:5;"
+				  "coroutine.wrap_aux;@app.lua:14;coroutine.wrap_aux;"
+				  "lj_vm_asm_begin;lj_vm_asm_begin;@app.lua:22 1\n");
+}
+
+/*
 ** A trace in an FFI callback (a qsort comparator), sampled in its exit handler (VM code):
 ** the agent steps it to the entry's C frame, so the interpreter's block is there twice
 ** before qsort. The second is the same entry, not another anchor: the caller's frames
@@ -1269,6 +1314,7 @@ int main(void)
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
 	RUN(test_interpreter_in_coroutine);
+	RUN(test_finalizer_in_coroutine_exit);
 	RUN(test_trace_helper_in_callback);
 	RUN(test_extension_errors);
 	RUN(test_extension_ffnames);
