@@ -1211,6 +1211,8 @@ size_t agent_vm_omit_empty(uint64_t *pcs, size_t n)
 
 int agent_vm_expects_empty(void)
 {
+	if (nempty_cf)
+		return 1;
 	for (unsigned i = 0; empty_top && i < ncframes; i++)
 		if (empty_entry(cframes[i]))
 			return 1;
@@ -1313,6 +1315,27 @@ int agent_vm_attached_to(struct lua_State *L)
 	       g == vm.g;
 }
 
+/*
+** For memprof's capture, whose Lua frames are walked after the host walk: the protected
+** calls of C that entered none of the Lua frames of thread t and of the threads that
+** resumed it by builtins (note_empty_cframes), found before the host walk so that it
+** leaves them out (an allocation of a jit.attach handler went after the compiler's C
+** frames). A thread whose walk fails (the interpreter's helpers do not all sync L->base)
+** is passed over, its resumers still checked.
+*/
+static void note_thread_empties(struct lp_lj_thread t)
+{
+	for (int level = 0; level < MAX_RESUMES; level++) {
+		unsigned flags, n = lp_lj_walk(&vm, &mem, &t, 0, 0, frames, AGENT_MAX_LUA, &flags);
+		if (!(flags & WALK_ERR))
+			note_empty_cframes(&t, frames, n, flags);
+		struct lp_lj_thread r;
+		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
+			return;
+		t = r;
+	}
+}
+
 void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 {
 	cache_reset();
@@ -1327,10 +1350,20 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 		add_thread_cframes(t);
 		/* A C function allocates (ffi.cast's type parser, say): L->base is synced. */
 		uint32_t tn;
-		if (lp_lj_vmstate_map(vmstate, &tn) == LP_VMST_CFUNC) {
+		unsigned st = lp_lj_vmstate_map(vmstate, &tn);
+		if (st == LP_VMST_CFUNC) {
 			empty_top = t.base;
 			empty_stack = t.stack;
 		}
+		/* Lua code, C functions and the collector (L->base synced for each) running in
+		 * their entry: not in a protected call of C on top of the Lua frames (the
+		 * compiler's, cut at its entry by memprof's compiler_entry; a builtin's C type
+		 * parser: empty_top). */
+		int32_t nres;
+		uint64_t cf = t.cframe & LP_LJ_CFRAME_RAWMASK;
+		if ((st == LP_VMST_INTERP || st == LP_VMST_CFUNC || st == LP_VMST_GC) && cf &&
+		    lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 && nres >= 0)
+			note_thread_empties(t);
 	}
 	if (vmstate > 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
 		have_trace = 1;

@@ -4,7 +4,7 @@
 -- and a debug hook (lib_debug's C hook calls the Lua one) in interpreted code.
 --
 -- Usage: luajit vm_calls_lua.lua [ROUNDS [alloc]]   (default 10, ~1.5 s; alloc: the
--- finalizer allocates too, and the handler and the hook are left out)
+-- finalizer allocates too, and the hook is left out)
 local ffi = require("ffi")
 local rounds = tonumber(arg[1]) or 10
 local alloc = arg[2] == "alloc"
@@ -40,7 +40,6 @@ local function hooked(n)
 end
 
 for _ = 1, rounds do make(10000) end --@main_fin
-if alloc then return end
 
 -- A jit.attach handler, run by the compiler (its protected call of C) for the traces of
 -- fresh chunks called from one line. It runs its work in a coroutine (the compiler's
@@ -62,6 +61,7 @@ end
 jit.attach(handler, "trace")
 for k = 1, #gens do gens[k]() end --@main_attach
 jit.attach(handler)
+if alloc then return end
 
 jit.off() -- count hooks run in the interpreter only
 debug.sethook(hook, "", 200)

@@ -13,8 +13,8 @@
 # Checked per runner, on `luaprof report -f collapsed` of the raw stream, for the samples
 # whose innermost Lua frame is the finalizer's, the handler's or the hook's marked line
 # (at least 40 of each), and for the allocations of a sampled memory profile (`record
-# --memory --sample`) made in the finalizer (at least 1 MB of them): at least 90 % of them
-# have the shape
+# --memory --sample`) made in the finalizer and in the handler (at least 1 MB of each):
+# at least 90 % of them have the shape
 #   <host frames>;lua_pcall;@...:<main line>;<caller>;<C frames>;@...:<leaf line>
 # (the callers' Lua frames in one run right after the script's entry, then non-Lua frames,
 # then the leaf). Exit 0 pass, 1 fail, 2 skip.
@@ -130,6 +130,7 @@ run() {
 	classify "$dir/mreport.folded" >"$dir/mcls"
 	[ -z "${VM_CALLS_LUA_VERBOSE:-}" ] || cut -f1-4 "$dir/mcls" | sort | uniq -c
 	check $runner "$dir/mcls" finalloc 1000000
+	check $runner "$dir/mcls" attach 1000000
 }
 
 run luajit luajit
