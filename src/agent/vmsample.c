@@ -563,6 +563,15 @@ static int put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsig
 
 #define WALK_ERR (LP_LJ_WALK_EREAD | LP_LJ_WALK_EBASE | LP_LJ_WALK_ELINK | LP_LJ_WALK_EFUNC)
 
+/* Whether one of C frames cf[0, n) is a protected call of C (NRES < 0). */
+static int any_cpcall(const struct lp_lj_cframe *cf, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (cf[i].nres < 0)
+			return 1;
+	return 0;
+}
+
 /* Whether one of the walked frames f[0, n) was entered by C frame cf. */
 static int entered(uint64_t cf, const struct lp_lj_frame *f, unsigned n)
 {
@@ -591,6 +600,8 @@ static void note_empty_cframes(const struct lp_lj_thread *t, const struct lp_lj_
 	if (flags & LP_LJ_WALK_ECFRAME)
 		return;
 	ncf = lp_lj_cframes(&vm, &mem, t->cframe, cf, MAX_CFRAMES, &cfl);
+	if (!any_cpcall(cf, ncf))
+		return;
 	for (unsigned i = 0; i < ncf; i++)
 		if (entered(cf[i].addr, f, n))
 			outer = (int)i;
@@ -924,6 +935,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			/* Host stack only, as below. */
 			ncframes = 0;
 			empty_top = 0;
+			nempty_cf = 0;
 			add_thread_cframes(t);
 		}
 		return 0;
@@ -946,6 +958,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		if (!lua_stack_or_none(s, &t, 0, 0, mode)) {
 			ncframes = 0;
 			empty_top = 0;
+			nempty_cf = 0;
 			add_thread_cframes(t);
 		}
 		return 0;
@@ -1320,19 +1333,26 @@ int agent_vm_attached_to(struct lua_State *L)
 ** calls of C that entered none of the Lua frames of thread t and of the threads that
 ** resumed it by builtins (note_empty_cframes), found before the host walk so that it
 ** leaves them out (an allocation of a jit.attach handler went after the compiler's C
-** frames). A thread whose walk fails (the interpreter's helpers do not all sync L->base)
-** is passed over, its resumers still checked.
+** frames). t's frames start at base (0: L->base). A thread with no protected call among
+** its C frames is not walked (the usual case: the walk would double a capture's cost on a
+** deep stack); one whose walk fails (not every interpreter helper syncs L->base) is passed
+** over; their resumers are still checked.
 */
-static void note_thread_empties(struct lp_lj_thread t)
+static void note_thread_empties(struct lp_lj_thread t, uint64_t base)
 {
+	static struct lp_lj_cframe cf[MAX_CFRAMES];
 	for (int level = 0; level < MAX_RESUMES; level++) {
-		unsigned flags, n = lp_lj_walk(&vm, &mem, &t, 0, 0, frames, AGENT_MAX_LUA, &flags);
-		if (!(flags & WALK_ERR))
-			note_empty_cframes(&t, frames, n, flags);
+		unsigned flags, cfl, n;
+		if (any_cpcall(cf, lp_lj_cframes(&vm, &mem, t.cframe, cf, MAX_CFRAMES, &cfl))) {
+			n = lp_lj_walk(&vm, &mem, &t, base, 0, frames, AGENT_MAX_LUA, &flags);
+			if (!(flags & WALK_ERR))
+				note_empty_cframes(&t, frames, n, flags);
+		}
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
 			return;
 		t = r;
+		base = 0;
 	}
 }
 
@@ -1355,15 +1375,22 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate)
 			empty_top = t.base;
 			empty_stack = t.stack;
 		}
-		/* Lua code, C functions and the collector (L->base synced for each) running in
-		 * their entry: not in a protected call of C on top of the Lua frames (the
-		 * compiler's, cut at its entry by memprof's compiler_entry; a builtin's C type
-		 * parser: empty_top). */
-		int32_t nres;
-		uint64_t cf = t.cframe & LP_LJ_CFRAME_RAWMASK;
-		if ((st == LP_VMST_INTERP || st == LP_VMST_CFUNC || st == LP_VMST_GC) && cf &&
-		    lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres)) == 0 && nres >= 0)
-			note_thread_empties(t);
+		/* Lua code (from L->base, synced; a trace's from g->jit_base), C functions and
+		 * the collector. Not the interpreter in a protected call of C on top of its Lua
+		 * frames: the compiler starting a trace, whose allocations memprof's
+		 * compiler_entry cuts at that call (nor the compiler's states, for the same
+		 * reason). */
+		int32_t nres = 0;
+		uint64_t cf = t.cframe & LP_LJ_CFRAME_RAWMASK, jb = 0;
+		if (st == LP_VMST_INTERP && cf)
+			(void)lp_mem_read(&mem, cf + vm.lay->cf_nres, &nres, sizeof(nres));
+		if (vmstate > 0) {
+			if (lp_lj_jit_base(&vm, &mem, &jb) == LP_LJ_OK && jb)
+				note_thread_empties(t, jb);
+		} else if (cf && ((st == LP_VMST_INTERP && nres >= 0) || st == LP_VMST_CFUNC ||
+				  st == LP_VMST_GC)) {
+			note_thread_empties(t, 0);
+		}
 	}
 	if (vmstate > 0 && lp_lj_trace_read(&vm, &mem, (uint32_t)vmstate, &cur_trace) == LP_LJ_OK)
 		have_trace = 1;

@@ -45,13 +45,32 @@ for _ = 1, rounds do make(10000) end --@main_fin
 -- fresh chunks called from one line. It runs its work in a coroutine (the compiler's
 -- entry is then on the resumer's C frames), and the work spends time in the C code the
 -- interpreter calls (tostring, string interning), whose Lua frames are taken after the
--- host walk.
+-- host walk. With alloc, the handler also runs a loop compiled before (its allocations
+-- are a trace's; called directly: LuaJIT 2.1 crashes running a trace in a coroutine
+-- inside a handler) and parses C types (ffi.typeof allocates in the parser's protected
+-- call of C).
 local function work()
   local t = {}
   for i = 1, 20000 do t[i % 64] = tostring(i) .. "x" end --@attach
 end
+local function fill(n)
+  local t = {}
+  for i = 1, n do t[i % 64] = { i, i } end --@attach_trace
+  return t
+end
+local ntypes = 0
 local function handler()
   coroutine.wrap(work)() --@attach_wrap
+  if alloc then
+    fill(5000) --@attach_fill
+    for _ = 1, 20 do
+      ntypes = ntypes + 1
+      ffi.typeof("struct { int a" .. ntypes .. "; double b; char n[" .. ntypes % 50 + 1 .. "]; }") --@attach_ffi
+    end
+  end
+end
+if alloc then
+  for _ = 1, 50 do fill(2000) end
 end
 local gens = {}
 for k = 1, 20 * rounds do

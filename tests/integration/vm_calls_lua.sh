@@ -13,8 +13,9 @@
 # Checked per runner, on `luaprof report -f collapsed` of the raw stream, for the samples
 # whose innermost Lua frame is the finalizer's, the handler's or the hook's marked line
 # (at least 40 of each), and for the allocations of a sampled memory profile (`record
-# --memory --sample`) made in the finalizer and in the handler (at least 1 MB of each):
-# at least 90 % of them have the shape
+# --memory --sample`) made in the finalizer and in the handler (at least 1 MB of each,
+# in its interpreted and its compiled loop; of its C type parsing, 100 KB): at least 90 %
+# of them have the shape
 #   <host frames>;lua_pcall;@...:<main line>;<caller>;<C frames>;@...:<leaf line>
 # (the callers' Lua frames in one run right after the script's entry, then non-Lua frames,
 # then the leaf). Exit 0 pass, 1 fail, 2 skip.
@@ -40,9 +41,10 @@ read_markers $src
 f="@$PWD/$src"
 
 # classify FOLDED: "KIND<TAB>VERDICT<TAB>COUNT<TAB>STACK" for the stacks whose innermost Lua
-# frame is the finalizer's (fin, finalloc), the handler's (attach) or the hook's (hook)
-# line. VERDICT: good (the shape above: two Lua callers, the main chunk's line and the
-# caller's; for the handler's work, a third after C frames, the handler's resume), root (no Lua caller: a finalizer run by lua_close), other (Lua callers before
+# frame is the finalizer's (fin, finalloc), the handler's (attach, attach_trace,
+# attach_ffi) or the hook's (hook) line. VERDICT: good (the shape above: two Lua callers, the main chunk's line and the
+# caller's; for the handler's work, a third after C frames, the handler's line: the
+# resume, after which C frames again, or the call of the compiled loop), root (no Lua caller: a finalizer run by lua_close), other (Lua callers before
 # C frames, but not those: a finalizer run by load's collector step, the handler run for
 # the main chunk's own loop) or bad (the Lua frames not right after lua_pcall, which runs
 # the script, or no C frame between the callers and the leaf).
@@ -50,18 +52,25 @@ classify() {
 	awk -v f="$f" -v fin="${at[fin]}" -v finalloc="${at[finalloc]}" -v hook="${at[hook]}" \
 	    -v attach="${at[attach]}" -v mfin="${at[main_fin]}" -v loop="${at[loop]}" \
 	    -v alloc="${at[alloc]}" -v mhook="${at[main_hook]}" -v hooked="${at[hooked]}" \
-	    -v mattach="${at[main_attach]}" -v wrap="${at[attach_wrap]}" '{
+	    -v mattach="${at[main_attach]}" -v wrap="${at[attach_wrap]}" \
+	    -v attachffi="${at[attach_ffi]}" -v atrace="${at[attach_trace]}" \
+	    -v afill="${at[attach_fill]}" '{
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
 		k = split(stack, fr, ";")
 		leaf = 0
 		for (i = k; i > 0 && !leaf; i--) if (fr[i] ~ /^[@=]/) leaf = i
 		if (!leaf) next
-		c3 = ""
+		c3 = ""; adj = 0
 		if (fr[leaf] == f ":" fin || fr[leaf] == f ":" finalloc) {
 			kind = fr[leaf] == f ":" fin ? "fin" : "finalloc"
 			m = f ":" mfin; c1 = f ":" loop; c2 = f ":" alloc
 		} else if (fr[leaf] == f ":" attach) {
 			kind = "attach"; m = f ":" mattach; c1 = c2 = "=gen"; c3 = f ":" wrap
+		} else if (fr[leaf] == f ":" atrace) {
+			kind = "attach_trace"; m = f ":" mattach; c1 = c2 = "=gen"; c3 = f ":" afill
+			adj = 1
+		} else if (fr[leaf] == f ":" attachffi) {
+			kind = "attach_ffi"; m = f ":" mattach; c1 = c2 = "=gen"
 		} else if (fr[leaf] == f ":" hook) {
 			kind = "hook"; m = f ":" mhook; c1 = c2 = f ":" hooked
 		} else next
@@ -73,11 +82,13 @@ classify() {
 			else if (!second) second = i
 		}
 		if (!lua) v = "root"
-		else if (first == 1 || fr[first - 1] != "lua_pcall" || leaf == last + 1) v = "bad"
+		else if (first == 1 || fr[first - 1] != "lua_pcall" || (!adj && leaf == last + 1))
+			v = "bad"
 		else if (lua == (c3 == "" ? 2 : 3) && fr[first] == m && second == first + 1 &&
 			 (fr[second] == c1 || fr[second] == c2 ||
 			  (c1 == "=gen" && fr[second] ~ /^=gen[0-9]:1$/)) &&
-			 (c3 == "" || (fr[last] == c3 && last > second + 1)))
+			 (c3 == "" || (fr[last] == c3 && last > second + 1)) &&
+			 (!adj || leaf == last + 1))
 			v = "good"
 		else v = "other"
 		print kind "\t" v "\t" n "\t" stack
@@ -131,6 +142,8 @@ run() {
 	[ -z "${VM_CALLS_LUA_VERBOSE:-}" ] || cut -f1-4 "$dir/mcls" | sort | uniq -c
 	check $runner "$dir/mcls" finalloc 1000000
 	check $runner "$dir/mcls" attach 1000000
+	check $runner "$dir/mcls" attach_trace 1000000
+	check $runner "$dir/mcls" attach_ffi 100000
 }
 
 run luajit luajit
