@@ -25,6 +25,8 @@
 #
 # Workloads:
 #   bintrees  binary trees of small tables, depth 14, built, walked and dropped
+#   binarytrees  the whole binary-trees program (a stretch tree, a long-lived tree
+#             kept throughout, trees of each depth) at depth 14
 #   strings   concatenation, string.format, table.concat, string.upper
 #   tables    short-lived tables with array and hash parts, table.insert / table.remove
 #   life      Conway's life, 64x64, new rows and a rendered string every generation
@@ -34,7 +36,7 @@
 #   BENCH_REPEAT     rounds (default 21)
 #   BENCH_PROCS      processes the rounds are shared between (default 3)
 #   BENCH_SECS       unprofiled seconds per run, for calibration (default 0.25)
-#   BENCH_WORKLOADS  default "bintrees strings tables life fib"
+#   BENCH_WORKLOADS  default "bintrees binarytrees strings tables life fib"
 #   BENCH_JIT        default "on off"
 #   BENCH_OUT        output directory (default bench/out/, git-ignored); this script writes
 #                    memprof/ there: runs.tsv (every run), results.md
@@ -54,7 +56,7 @@ out=${BENCH_OUT:-$root/bench/out}/memprof
 repeat=${BENCH_REPEAT:-21}
 procs=${BENCH_PROCS:-3}
 secs=${BENCH_SECS:-0.25}
-workloads=${BENCH_WORKLOADS:-bintrees strings tables life fib}
+workloads=${BENCH_WORKLOADS:-bintrees binarytrees strings tables life fib}
 jits=${BENCH_JIT:-on off}
 mkdir -p "$out"
 sdir=${BENCH_STREAM_DIR:-}
