@@ -240,6 +240,23 @@ static struct proto_slot {
 /* The slots' pt, compact: frees look it up at random addresses (proto_freed). */
 static uint64_t proto_at[256];
 
+/*
+** Exact mode's interpreter path by frame PC: the key and line of a PC met before, so that
+** an event at a known PC reads neither the prototype nor its line info (five loads, two
+** depending on others). A PC lies in the bytecode of one prototype at a time, and the
+** cache holds only PCs of prototypes that proto_at holds: it is emptied whenever one
+** leaves proto_at (freed: proto_freed; its slot taken by another: proto_miss), both rare.
+*/
+static struct pc_slot {
+	uint64_t pc, key;
+	uint32_t line;
+} pc_cache[256];
+
+static void pc_cache_clear(void)
+{
+	memset(pc_cache, 0, sizeof(pc_cache));
+}
+
 /* The cache missed: the map, and the symbol when this function is new to the stream. */
 static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk,
 						     uint32_t first, uint32_t sizebc, uint32_t sid)
@@ -269,6 +286,8 @@ static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk
 		(void)lp_addrmap_put(&mp.protos, pt, fp, key);
 	}
 	struct proto_slot *c = &proto_cache[(pt >> 4) & 255];
+	if (proto_at[(pt >> 4) & 255] && proto_at[(pt >> 4) & 255] != pt)
+		pc_cache_clear(); /* the PCs of the prototype leaving the slot */
 	c->pt = pt;
 	c->chunk = chunk;
 	c->first = first;
@@ -323,6 +342,7 @@ static inline void proto_freed(uint64_t ptr)
 	if (__builtin_expect(proto_at[i] == ptr, 0)) {
 		proto_at[i] = 0;
 		proto_cache[i].pt = 0;
+		pc_cache_clear();
 	}
 }
 
@@ -1453,11 +1473,22 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	} else {
 		return wrapper_any(ud, ptr, osize, nsize);
 	}
-	uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size, key = cached_proto(pt);
-	if (!key || !in_bytecode(pt, pc))
-		return wrapper_any(ud, ptr, osize, nsize);
-	uint32_t line = pc_line_quick(pt, pc);
-	if (!line || line >= AGENT_RAWEV_NUM_LIMIT || nsize >= AGENT_RAWEV_SIZE_LIMIT)
+	struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
+	uint64_t key = ps->key;
+	uint32_t line = ps->line;
+	if (ps->pc != pc) {
+		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
+		key = cached_proto(pt);
+		if (!key || !in_bytecode(pt, pc))
+			return wrapper_any(ud, ptr, osize, nsize);
+		line = pc_line_quick(pt, pc);
+		if (!line || line >= AGENT_RAWEV_NUM_LIMIT)
+			return wrapper_any(ud, ptr, osize, nsize);
+		ps->pc = pc;
+		ps->key = key;
+		ps->line = line;
+	}
+	if (nsize >= AGENT_RAWEV_SIZE_LIMIT)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
 	if (raw)
@@ -1909,6 +1940,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	memset(proto_cache, 0, sizeof(proto_cache));
+	pc_cache_clear();
 	memset(proto_at, 0, sizeof(proto_at));
 	memset(trace_seen, 0, sizeof(trace_seen));
 	mp.trace_gen = 1;

@@ -291,6 +291,25 @@ cases.reload = function()
   return keep
 end
 
+-- The same, each chunk allocating three times at one PC on line k (k - 1 empty lines
+-- first): the same bytecode, often at the same addresses, so a line remembered for a PC of
+-- a freed prototype would name the last chunk's line (and function).
+cases.reload_lines = function()
+  collectgarbage("stop")
+  local keep = {}
+  start()
+  for k = 1, 4 do
+    local src = ("\n"):rep(k - 1) .. "local a = {} for i = 1, 3 do a[i] = {" .. k .. "} end\nreturn a"
+    local f = loadstring(src, "=relines" .. k)
+    keep[k] = f()
+    f = nil
+    collectgarbage()
+    collectgarbage("stop")
+  end
+  stop()
+  return keep
+end
+
 -- Stripped bytecode (string.dump(f, true), as `luajit -b` writes by default): no line
 -- info, so its allocations are the function's at line 0 (Tarantool's rule), also those
 -- of a builtin it calls, not INTERNAL or the builtin's C code.

@@ -48,6 +48,10 @@
 #  reload     a chunk loaded, run and collected four times ("=reloadK", same shape): each
 #             run's table on its own chunk's line (the prototype and name's string reuse
 #             the freed addresses);
+#  reload_lines  the same, each chunk allocating at one PC three times on line k of
+#             "=relinesK": each chunk's 4 allocations or more on its own line and none on
+#             another (a PC's line remembered past its prototype's free gave the last
+#             chunk's line);
 #  stripped   string.dump(f, true) loaded and run: its table {4, 5} (88 B) and
 #             string.rep's 1028-byte string on "=stripped:0", nothing INTERNAL or on the
 #             builtin's C code;
@@ -248,7 +252,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload stripped retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -322,6 +326,15 @@ cases() {
 				[ "$(sum "$e" A "=reload$k:1" | cut -d' ' -f1)" -ge 1 ] ||
 					fail "$what: nothing on =reload$k:1 (a reloaded chunk named after another): $(grep reload "$dir/$c.txt" | head -5)"
 			done ;;
+		reload_lines)
+			for k in 1 2 3 4; do
+				[ "$(sum "$e" A "=relines$k:$k" | cut -d' ' -f1)" -ge 4 ] ||
+					fail "$what: fewer than 4 allocations on =relines$k:$k: $(grep relines "$dir/$c.txt" | head -5)"
+			done
+			! grep -Eq '=relines([0-9]):([0-9])' "$dir/$c.txt" ||
+				! grep -E '=relines([0-9]):([0-9])' "$dir/$c.txt" | sed -E 's/.*=relines([0-9]):([0-9]).*/\1 \2/' |
+				awk '$1 != $2 { bad = 1 } END { exit !bad }' ||
+				fail "$what: a reloaded chunk's allocations on another chunk's line: $(grep relines "$dir/$c.txt" | head -8)" ;;
 		stripped)
 			expect_sum "$what" "$e" A "=stripped:0" "2 1116 0"
 			only_labels "$what" "$e" A "=stripped:0" ;;
