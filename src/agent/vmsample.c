@@ -563,12 +563,16 @@ static int put_frames(struct agent_sample *s, const struct lp_lj_frame *f, unsig
 
 #define WALK_ERR (LP_LJ_WALK_EREAD | LP_LJ_WALK_EBASE | LP_LJ_WALK_ELINK | LP_LJ_WALK_EFUNC)
 
-/* Whether one of C frames cf[0, n) is a protected call of C (NRES < 0). */
-static int any_cpcall(const struct lp_lj_cframe *cf, unsigned n)
+/* Thread t's C frames, read into tcf, when one of them is a protected call of C (NRES < 0):
+ * their count, else 0. */
+static struct lp_lj_cframe tcf[MAX_CFRAMES];
+
+static unsigned thread_cpcalls(const struct lp_lj_thread *t)
 {
+	unsigned flags, n = lp_lj_cframes(&vm, &mem, t->cframe, tcf, MAX_CFRAMES, &flags);
 	for (unsigned i = 0; i < n; i++)
-		if (cf[i].nres < 0)
-			return 1;
+		if (tcf[i].nres < 0)
+			return n;
 	return 0;
 }
 
@@ -582,8 +586,9 @@ static int entered(uint64_t cf, const struct lp_lj_frame *f, unsigned n)
 }
 
 /*
-** The protected calls of C (lj_vm_cpcall, NRES < 0) among thread t's C frames that entered
-** none of its walked frames f[0, n), inside the outermost C frame that entered one: the
+** The protected calls of C (lj_vm_cpcall, NRES < 0) among a thread's C frames tcf[0, ncf)
+** (thread_cpcalls) that entered none of its walked frames f[0, n), inside the outermost C
+** frame that entered one: the
 ** JIT compiler's below a jit.attach handler it runs, a builtin's C type parser. Such an
 ** entry runs C code only; left in the host stack, it read as the entry of a Lua segment
 ** (the handler's callers went after the compiler's C frames). agent_vm_omit_empty leaves
@@ -591,23 +596,18 @@ static int entered(uint64_t cf, const struct lp_lj_frame *f, unsigned n)
 ** chain broken (flags): the frames' entries are not known then. Called for each thread
 ** walked (a handler that resumes a coroutine has the compiler's entry on the resumer's).
 */
-static void note_empty_cframes(const struct lp_lj_thread *t, const struct lp_lj_frame *f,
-			       unsigned n, unsigned flags)
+static void note_empty_cframes(unsigned ncf, const struct lp_lj_frame *f, unsigned n,
+			       unsigned flags)
 {
-	static struct lp_lj_cframe cf[MAX_CFRAMES];
-	unsigned cfl, ncf;
 	int outer = -1;
 	if (flags & LP_LJ_WALK_ECFRAME)
 		return;
-	ncf = lp_lj_cframes(&vm, &mem, t->cframe, cf, MAX_CFRAMES, &cfl);
-	if (!any_cpcall(cf, ncf))
-		return;
 	for (unsigned i = 0; i < ncf; i++)
-		if (entered(cf[i].addr, f, n))
+		if (entered(tcf[i].addr, f, n))
 			outer = (int)i;
 	for (int i = 0; i < outer && nempty_cf < MAX_EMPTY; i++)
-		if (cf[i].nres < 0 && !entered(cf[i].addr, f, n))
-			empty_cf[nempty_cf++] = cf[i].addr;
+		if (tcf[i].nres < 0 && !entered(tcf[i].addr, f, n))
+			empty_cf[nempty_cf++] = tcf[i].addr;
 }
 
 /*
@@ -625,8 +625,9 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		unsigned n = lp_lj_walk(&vm, &mem, &t, base, leaf_pc, frames, room, &flags);
 		if (flags & WALK_ERR)
 			return -1;
-		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
-			note_empty_cframes(&t, frames, n, flags);
+		unsigned ncf = mode == LUAPROF_SYSPROF_CALLGRAPH ? thread_cpcalls(&t) : 0;
+		if (ncf)
+			note_empty_cframes(ncf, frames, n, flags);
 		if (put_frames(s, frames, n) != 0)
 			flags |= LP_LJ_WALK_TRUNC;
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH && level > 0 && !via_c)
@@ -1340,13 +1341,12 @@ int agent_vm_attached_to(struct lua_State *L)
 */
 static void note_thread_empties(struct lp_lj_thread t, uint64_t base)
 {
-	static struct lp_lj_cframe cf[MAX_CFRAMES];
 	for (int level = 0; level < MAX_RESUMES; level++) {
-		unsigned flags, cfl, n;
-		if (any_cpcall(cf, lp_lj_cframes(&vm, &mem, t.cframe, cf, MAX_CFRAMES, &cfl))) {
+		unsigned flags, n, ncf = thread_cpcalls(&t);
+		if (ncf) {
 			n = lp_lj_walk(&vm, &mem, &t, base, 0, frames, AGENT_MAX_LUA, &flags);
 			if (!(flags & WALK_ERR))
-				note_empty_cframes(&t, frames, n, flags);
+				note_empty_cframes(ncf, frames, n, flags);
 		}
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) != LP_LJ_OK)
