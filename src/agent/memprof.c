@@ -1476,7 +1476,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
 	uint64_t key = ps->key;
 	uint32_t line = ps->line;
-	if (ps->pc != pc) {
+	if (ps->pc != pc || !pc) { /* an empty slot's pc is 0, as VM entries' SAVE_PC may be */
 		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
 		key = cached_proto(pt);
 		if (!key || !in_bytecode(pt, pc))
