@@ -622,6 +622,10 @@ static void need_builtin(uint64_t addr, uint8_t ffid)
 
 /* -- Attribution --------------------------------------------------------------------- */
 
+/* Plain reads for the frame walker, inline (mem.h): the VM state is consistent at an
+ * allocation. */
+static const struct lp_mem direct = { NULL, NULL };
+
 #define VMST_INTERP (-1)
 #define VMST_C      (-2)
 #define VMST_GC     (-3)
@@ -672,22 +676,17 @@ struct origin {
 
 /*
 ** cur_L runs no Lua code: the host's own code allocates, between resumes. When that code
-** is a lua_CFunction on the main thread that resumed cur_L with lua_resume and goes on (a
-** C scheduler, cqueues' step), the function is on top of the main thread's frames: its
-** event is that function's, as every other of a C function. Anything else, INTERNAL.
+** is a lua_CFunction that resumed cur_L with lua_resume and goes on (a C scheduler,
+** cqueues' step), on the main thread or in a coroutine (lp_lj_c_running), its event is
+** that function's, as every other of a C function. Anything else, INTERNAL.
 */
 static struct origin main_cfunc(uint64_t L)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
 	struct origin o = { 0, 0, LP_ASOURCE_INT };
-	uint64_t m = mp.vm.mainL;
-	if (L == m || !(ld64(m + y->l_cframe) & LP_LJ_CFRAME_RAWMASK))
-		return o;
-	uint64_t base = ld64(m + y->l_base);
-	if (base < ld64(m + y->l_stack) + 16)
-		return o;
-	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
-	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC || ld8(fn + y->fn_ffid) != LP_LJ_FFID_C)
+	struct lp_lj_thread t;
+	uint64_t fn;
+	if (L == mp.vm.mainL || lp_lj_c_running(&mp.vm, &direct, L, &t, &fn) != LP_LJ_OK)
 		return o;
 	o.source = LP_ASOURCE_CFUNC;
 	o.addr = ld64(fn + y->fn_f);
@@ -767,9 +766,6 @@ static struct origin locate(void)
 
 /* -- Sampled mode ------------------------------------------------------------------------ */
 
-/* Plain reads for the frame walker, inline (mem.h): the VM state is consistent at an
- * allocation. */
-static const struct lp_mem direct = { NULL, NULL };
 
 /* Bytes to the next sample: exponential with mean sample_bytes, as Go's heap profiler
  * draws it, so that a periodic allocation pattern cannot alias with the sampling. */
@@ -967,6 +963,15 @@ static int64_t capture(void)
 	uint64_t L = ld64(mp.vm.g + mp.vm.lay->g_cur_L);
 	if (!L)
 		L = mp.vm.mainL;
+	/* cur_L runs nothing (it yielded to a C function's lua_resume, which goes on): the
+	 * thread running that function is the one to walk, as exact mode charges it
+	 * (main_cfunc). */
+	struct lp_lj_thread ct;
+	uint64_t cfn;
+	if (vmst <= 0 && L != mp.vm.mainL &&
+	    !(ld64(L + mp.vm.lay->l_cframe) & LP_LJ_CFRAME_RAWMASK) &&
+	    lp_lj_c_running(&mp.vm, &direct, L, &ct, &cfn) == LP_LJ_OK)
+		L = ct.L;
 	int cut = 0;
 	size_t nhost = host_frames(L, vmst, &cut);
 	/* Read while the CPU profiler's handler cannot run a walk of its own over it. */

@@ -848,6 +848,19 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	int stale = 0;
 	int have_t = lp_lj_cur_L(&vm, &mem, &L) == LP_LJ_OK && L &&
 		     running_thread(L, &t, &stale) == LP_LJ_OK;
+	/* cur_L runs nothing (no C frame): it yielded, or died, back into a C function that
+	 * resumed it with lua_resume and goes on, with vmstate still INTERP from the resume's
+	 * VM entry (C after a C function's lua_yield). When the chain of running coroutines
+	 * names that function's thread (lp_lj_c_running), the sample is that function's. */
+	if (have_t && !stale && !t.cframe && L != vm.mainL &&
+	    (st == LP_VMST_CFUNC || (st == LP_VMST_INTERP && !lp_lj_in_vm(&vm, ip)))) {
+		struct lp_lj_thread r;
+		uint64_t fn;
+		if (lp_lj_c_running(&vm, &mem, L, &r, &fn) == LP_LJ_OK) {
+			t = r;
+			st = LP_VMST_CFUNC;
+		}
+	}
 	s->vmstate = (uint8_t)st;
 
 	if (st == LP_VMST_TRACE) {

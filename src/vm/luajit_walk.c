@@ -461,6 +461,29 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return LP_LJ_OK;
 }
 
+int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
+		    struct lp_lj_thread *t, uint64_t *fn)
+{
+	uint64_t best = 0, L = vm->mainL, f;
+	uint8_t ffid;
+	for (int hop = 0; L && L != cur && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
+		struct lp_lj_thread u;
+		int rc = top_function(vm, m, L, &u, &f, &ffid);
+		if (rc == LP_LJ_EREAD)
+			return rc;
+		if (rc)
+			break;
+		uint64_t cf = u.cframe & LP_LJ_CFRAME_RAWMASK;
+		if (ffid == LP_LJ_FFID_C && cf && (!best || cf < best)) {
+			best = cf;
+			*t = u;
+			*fn = f;
+		}
+		L = running_coroutine(vm, m, &u, f, ffid);
+	}
+	return best ? LP_LJ_OK : LP_LJ_ENONE;
+}
+
 int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		  uint64_t *cframe_out)

@@ -10,7 +10,8 @@
 ** libraries that cache the allocator do, possibly after the profile stopped. For the CPU
 ** profiler (shapes_luajit.sh), spin(secs) burns CPU time in two nested C frames of the
 ** module, from the moment it is required: the walks through them need the unwind table
-** of an object loaded while sampling.
+** of an object loaded while sampling; resume_spin(co, secs) does so after lua_resume(co),
+** while the VM's current thread is still the coroutine, which has yielded.
 */
 #include <time.h>
 
@@ -23,6 +24,7 @@ int memprof_cmod_resume(lua_State *L);
 int memprof_cmod_resume_alloc(lua_State *L);
 int luaopen_memprof_cmod(lua_State *L);
 int memprof_cmod_spin(lua_State *L);
+int memprof_cmod_resume_spin(lua_State *L);
 double memprof_cmod_spin_mid(double x);
 double memprof_cmod_spin_leaf(double x);
 
@@ -114,9 +116,25 @@ int memprof_cmod_spin(lua_State *L)
 	return 1;
 }
 
+/* resume_spin(co, secs): lua_resume(co, 0), then spin(secs)'s work; returns the status. */
+int memprof_cmod_resume_spin(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+	luaL_argcheck(L, co != NULL, 1, "coroutine expected");
+	double secs = luaL_checknumber(L, 2), x = 0;
+	int st = lua_resume(co, 0);
+	clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
+	while (clock() < end)
+		x = memprof_cmod_spin_mid(x);
+	lua_pushinteger(L, x >= 0 ? st : -1);
+	return 1;
+}
+
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 7);
+	lua_createtable(L, 0, 8);
+	lua_pushcfunction(L, memprof_cmod_resume_spin);
+	lua_setfield(L, -2, "resume_spin");
 	lua_pushcfunction(L, memprof_cmod_spin);
 	lua_setfield(L, -2, "spin");
 	lua_pushcfunction(L, keepalloc);

@@ -156,14 +156,20 @@ cases.cresume = function()
   end
   local co = coroutine.create(body)
   local co2 = coroutine.create(function() coroutine.yield() end)
+  local co3 = coroutine.create(function() coroutine.yield() end)
+  -- The same C function run by a coroutine: after its lua_resume the VM's current thread
+  -- is co3, and the coroutine running the function is found through the main thread's
+  -- call of the wrapper.
+  local inner = coroutine.wrap(function() return cm.resume_alloc(co3) end)
   start()
   local st1 = cm.resume(co) --@crresume1
   local st2 = cm.resume(co) --@crresume2
   local t, st3 = cm.resume_alloc(co2) --@crresume3
+  local t2, st4 = inner() --@crresume4
   stop()
-  check(st1 == 1 and st2 == 0 and st3 == 1,
-        string.format("lua_resume statuses %s %s %s", st1, st2, st3))
-  return co, co2, t
+  check(st1 == 1 and st2 == 0 and st3 == 1 and st4 == 1,
+        string.format("lua_resume statuses %s %s %s %s", st1, st2, st3, st4))
+  return co, co2, co3, t, t2
 end
 
 -- The JIT compiler's work is INTERNAL: with every loop hot at once, traces are recorded

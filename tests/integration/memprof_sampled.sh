@@ -355,6 +355,37 @@ EOF
 $(sort -t' ' -k2 -nr "$t/csched.folded" | head -3)"
 		done
 	done
+	# A C function's own allocations after its lua_resume returned, the coroutine (yielded)
+	# still the VM's current thread: under the line calling the function, from the main
+	# chunk (line 8) and from a coroutine.wrap (6; the main chunk's call, 9), JIT on and
+	# off. They had no frame below the VM entry ("lj_vm_asm_begin;memprof_cmod_resume_alloc").
+	cat >"$t/cafter.lua" <<'EOF'
+package.cpath = "build/?.so;" .. arg[2] .. "/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local m = require "memprof_cmod"
+assert(mp.start(arg[1], { sample = 1024 }))
+local keep, co = {}, coroutine.create(function() while true do coroutine.yield() end end)
+local w = coroutine.wrap(function() while true do keep[2] = m.resume_alloc(co) coroutine.yield() end end)
+for _ = 1, 20000 do
+  keep[1] = m.resume_alloc(co)
+  w()
+end
+assert(mp.stop())
+EOF
+	R='(lj_vm[^;]*;)?memprof_cmod_resume_alloc [0-9]+$'
+	for jit in on off; do
+		LUA_CPATH= luajit -j$jit "$t/cafter.lua" "$t/cafter.bin" "$t/cmod" >"$t/cmod.out" 2>&1 ||
+			fail "C code after its lua_resume, JIT $jit: $(head -5 "$t/cmod.out")"
+		read -r whole top wrapped < <(build/luaprof report -q "$t/cafter.bin" -f collapsed 2>/dev/null |
+			awk -v r="$R" '/memprof_cmod_resume_alloc [0-9]+$/ { w += $NF
+				if ($0 ~ ("(^|;)main;.*lua_pcall;@[^;]*cafter\\.lua:8;" r)) t += $NF
+				if ($0 ~ ("(^|;)main;.*lua_pcall;@[^;]*cafter\\.lua:9;coroutine\\.wrap_aux;(lj_vm[^;]*;)?@[^;]*cafter\\.lua:6;" r)) c += $NF }
+			END { print w + 0, t + 0, c + 0 }')
+		[ "$whole" -gt 1000000 ] && [ $((top * 10)) -ge $((whole * 3)) ] &&
+			[ $((wrapped * 10)) -ge $((whole * 3)) ] && [ $(((top + wrapped) * 100)) -ge $((whole * 99)) ] ||
+			fail "C code after its lua_resume, JIT $jit: $top (main chunk) + $wrapped (coroutine) of $whole bytes under the calling line:
+$(build/luaprof report -q "$t/cafter.bin" -f collapsed | grep memprof_cmod_resume_alloc | sort -t' ' -k2 -nr | head -3)"
+	done
 	# Allocations of a trace's exit (sunk tables its snapshot restores, in lj_trace_exit
 	# under lj_vm_cpcall, an entry with no Lua frame) in such a coroutine: the exit
 	# handler made them (the cpcall's code was taken for the Lua frames' entry: the main

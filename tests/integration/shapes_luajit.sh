@@ -461,6 +461,38 @@ $(sort -t' ' -k2 -nr "$t/csched.$how.folded" | head -3)"
 	done
 done
 
+# The C function's own time after its lua_resume returned: the VM's current thread is
+# still the coroutine (yielded, no C frame) and vmstate still INTERP from the resume. The
+# function's thread is found as above and the samples are the function's (CFUNC), under
+# the line calling it, from the main chunk (line 5) and from a coroutine.wrap (7, the
+# main chunk's call 9). They were rooted at the VM entry, "lj_vm_asm_begin;...resume_spin".
+cat >"$t/cafter.lua" <<'EOF'
+package.cpath = arg[1] .. "/?.so;" .. package.cpath
+local m = require "memprof_cmod"
+local function idle() return coroutine.create(function() coroutine.yield() end) end
+for _ = 1, 50 do
+  m.resume_spin(idle(), 0.003)
+  local w = coroutine.wrap(function()
+    m.resume_spin(idle(), 0.003)
+  end)
+  w()
+end
+EOF
+R='lj_vm[^;]*;memprof_cmod_resume_spin(;[^;@]+)*'
+for jit in on off; do
+	build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/cafter.folded" -- \
+		luajit -j$jit "$t/cafter.lua" "$t/cmod" >/dev/null 2>"$t/err" ||
+		fail "record cafter.lua, JIT $jit: $(cat "$t/err")"
+	read -r all top wrapped < <(awk -v r="$R" '/memprof_cmod_resume_spin/ { a += $NF
+			if ($0 ~ ("(^|;)main;.*lua_pcall;@[^;]*cafter\\.lua:5;" r " [0-9]+$")) t += $NF
+			if ($0 ~ ("(^|;)main;.*lua_pcall;@[^;]*cafter\\.lua:9;coroutine\\.wrap_aux;lj_vm[^;]*;@[^;]*cafter\\.lua:7;" r " [0-9]+$")) w += $NF }
+		END { print a + 0, t + 0, w + 0 }' "$t/cafter.folded")
+	[ "$all" -ge 100 ] && [ "$top" -ge $((all * 3 / 10)) ] && [ "$wrapped" -ge $((all * 3 / 10)) ] &&
+		[ $(((top + wrapped) * 100)) -ge $((all * 95)) ] ||
+		fail "C code after its lua_resume, JIT $jit: $top (main chunk) + $wrapped (coroutine) of $all samples under the calling line:
+$(grep memprof_cmod_resume_spin "$t/cafter.folded" | sort -t' ' -k2 -nr | head -3)"
+done
+
 # A coroutine resumed by coroutine.resume that calls through pcall (no C frame) and
 # table.sort with a Lua comparator (a C frame, then the comparator's interpreter): the
 # resume's frame right after coroutine.resume in every sample, the coroutine's lines

@@ -1238,6 +1238,27 @@ static void test_resumer(void)
 		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
 		CHECK_EQ(r.L, A);
 		CHECK_EQ(got, rcf + 0x100);
+		/* co yielded back into A's C function, which goes on (cur_L still co, no C
+		** frame): the thread running C code whose C frame is lowest, A, and its function;
+		** the main thread's when A has left its C frame; the main thread's when the walk
+		** stops at A being the current thread; none when no thread has a C frame or the
+		** main thread runs a builtin and no coroutine is named. */
+		uint64_t rfn = 0;
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		CHECK_EQ(rfn, cfn);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, A, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+		w64(A + lay->l_cframe, 0);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+		w64(F.L + lay->l_cframe, 0);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		w64(A + lay->l_cframe, rcf + 0x100);
+		w64(F.L + lay->l_cframe, rcf + 0x200);
+		set_func(&F, bres, new_cfunc(&F, 20, VM_LO));
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		set_func(&F, bres, cfn);
 		uint64_t wrapfn = new_cfunc(&F, F.vm.ffid_wrap_aux, VM_LO + 0x980);
 		w64(wrapfn + lay->fn_f + 8, ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
 		set_func(&F, bres, wrapfn);
