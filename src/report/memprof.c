@@ -60,13 +60,31 @@ struct primary {
 	uint64_t allocated, freed, count;
 };
 
+/* A set of primaries, one per (entry, origin). */
+struct prims {
+	struct primary *v;
+	size_t n, cap;
+	struct lp_addrmap by;      /* (entry << 32 | origin) -> index in v */
+};
+
+/*
+** Reallocs and frees are linked to a block's sites twice. As Tarantool's parser does, to the
+** site that last allocated or reallocated it (prim: the Overrides lists). And to the site
+** that first allocated it in the profile (held: the HEAP SUMMARY). Tarantool's heap summary
+** uses the first kind too, which credits a realloc's new size to the block's last site but
+** charges its later free to the realloc's own site: a table grown by a trace and freed
+** stayed "held" by the line that grew it before (megabytes on a compiled fill loop), and
+** the trace went negative, unlisted. With one holder per block every credit meets its
+** debit; where a block's sites never change, the two sets are the same.
+*/
 struct section {
 	struct entry *entries;
 	size_t n, cap;
-	struct primary *prim;
-	size_t nprim, primcap;
-	struct lp_addrmap byprim;  /* (entry << 32 | origin) -> primary index */
+	struct prims prim, held;
 };
+
+/* A block's holder when it was allocated before the profile started: no site. */
+#define NO_HOLDER UINT32_MAX
 
 struct lp_memprof {
 	struct lp_symtab *st;
@@ -77,7 +95,7 @@ struct lp_memprof {
 	size_t nlabels, labelcap;
 	struct lp_iset labelset;
 	struct section sec[SEC__MAX];
-	struct lp_addrmap heap;    /* live block address -> (size, loc) */
+	struct lp_addrmap heap;    /* live block address -> (size, loc | holder << 32) */
 	uint64_t seq;
 	uint32_t last;             /* site of the previous event (loops repeat sites) */
 	int relabeled;
@@ -103,8 +121,10 @@ void lp_memprof_free(struct lp_memprof *m)
 	lp_iset_free(&m->labelset);
 	for (int s = 0; s < SEC__MAX; s++) {
 		free(m->sec[s].entries);
-		free(m->sec[s].prim);
-		lp_addrmap_free(&m->sec[s].byprim);
+		free(m->sec[s].prim.v);
+		lp_addrmap_free(&m->sec[s].prim.by);
+		free(m->sec[s].held.v);
+		lp_addrmap_free(&m->sec[s].held.by);
 	}
 	lp_addrmap_free(&m->heap);
 	free(m);
@@ -344,25 +364,20 @@ static struct entry *entry_for(struct lp_memprof *m, int sec, uint32_t loc, uint
 	return en;
 }
 
-/* Links a realloc / free to the site that allocated the block, if it was seen. */
-static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
-			 uint64_t oaddr, uint64_t nsize)
+/* Adds a realloc's or free's effect on a block of origin's to entry eidx's primaries. */
+static int add_primary(struct prims *ps, uint32_t eidx, uint32_t origin, uint64_t nsize,
+		       uint64_t osize)
 {
-	struct lp_addrmap_entry *blk = lp_addrmap_get(&m->heap, oaddr);
-	if (!blk)
-		return 0;
-	uint32_t origin = (uint32_t)blk->b;
-	uint64_t osize = blk->a;
 	uint64_t key = (uint64_t)eidx << 32 | origin;
-	struct lp_addrmap_entry *pe = lp_addrmap_get(&s->byprim, key);
+	struct lp_addrmap_entry *pe = lp_addrmap_get(&ps->by, key);
 	struct primary *p;
 	if (pe) {
-		p = &s->prim[pe->a];
+		p = &ps->v[pe->a];
 	} else {
-		if (lp_grow((void **)&s->prim, &s->primcap, s->nprim + 1, sizeof(*s->prim)) ||
-		    lp_addrmap_put(&s->byprim, key, s->nprim, 0))
+		if (lp_grow((void **)&ps->v, &ps->cap, ps->n + 1, sizeof(*ps->v)) ||
+		    lp_addrmap_put(&ps->by, key, ps->n, 0))
 			return -ENOMEM;
-		p = &s->prim[s->nprim++];
+		p = &ps->v[ps->n++];
 		memset(p, 0, sizeof(*p));
 		p->entry = eidx;
 		p->origin = origin;
@@ -370,8 +385,29 @@ static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
 	p->allocated += nsize;
 	p->freed += osize;
 	p->count++;
-	if (nsize > 0)
-		m->labels[m->locs[origin].label].last_alloc = m->locs[origin].last_alloc = m->seq;
+	return 0;
+}
+
+/* Links a realloc / free to the sites of the block, if it was seen; *holder gets the
+ * block's holder (NO_HOLDER if none). */
+static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
+			 uint64_t oaddr, uint64_t nsize, uint32_t *holder)
+{
+	struct lp_addrmap_entry *blk = lp_addrmap_get(&m->heap, oaddr);
+	*holder = NO_HOLDER;
+	if (!blk)
+		return 0;
+	uint32_t origin = (uint32_t)blk->b, h = (uint32_t)(blk->b >> 32);
+	uint64_t osize = blk->a;
+	if (add_primary(&s->prim, eidx, origin, nsize, osize))
+		return -ENOMEM;
+	if (h != NO_HOLDER) {
+		if (add_primary(&s->held, eidx, h, nsize, osize))
+			return -ENOMEM;
+		if (nsize > 0)
+			m->labels[m->locs[h].label].last_alloc = m->locs[h].last_alloc = m->seq;
+	}
+	*holder = h;
 	return 0;
 }
 
@@ -393,17 +429,19 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 	if (ev->event != LP_AEVENT_ALLOC)
 		en->free += ev->osize;
 
+	uint32_t holder = loc;
 	if (ev->event == LP_AEVENT_ALLOC) {
 		if (ev->nsize > 0)
 			m->labels[m->locs[loc].label].last_alloc = m->locs[loc].last_alloc = m->seq;
 	} else {
 		int rc = link_previous(m, s, eidx, ev->oaddr,
-				       ev->event == LP_AEVENT_REALLOC ? ev->nsize : 0);
+				       ev->event == LP_AEVENT_REALLOC ? ev->nsize : 0, &holder);
 		if (rc)
 			return rc;
 		lp_addrmap_remove(&m->heap, ev->oaddr);
 	}
-	if (ev->event != LP_AEVENT_FREE && lp_addrmap_put(&m->heap, ev->naddr, ev->nsize, loc))
+	if (ev->event != LP_AEVENT_FREE &&
+	    lp_addrmap_put(&m->heap, ev->naddr, ev->nsize, loc | (uint64_t)holder << 32))
 		return -ENOMEM;
 	return 0;
 }
@@ -445,8 +483,8 @@ static int entry_cmp(const void *a, const void *b)
 
 static int prim_cmp(const void *a, const void *b)
 {
-	const struct primary *x = &sort_s->prim[*(const uint32_t *)a];
-	const struct primary *y = &sort_s->prim[*(const uint32_t *)b];
+	const struct primary *x = &sort_s->prim.v[*(const uint32_t *)a];
+	const struct primary *y = &sort_s->prim.v[*(const uint32_t *)b];
 	if (x->entry != y->entry)
 		return x->entry < y->entry ? -1 : 1;
 	int c = strcmp(sort_m->labels[sort_m->locs[x->origin].label].text,
@@ -469,7 +507,7 @@ static int render_section(struct lp_memprof *m, const char *title, const struct 
 			  const struct lp_memprof_opts *o, FILE *out)
 {
 	uint32_t *order = malloc((s->n + 1) * sizeof(*order));
-	uint32_t *porder = malloc((s->nprim + 1) * sizeof(*porder));
+	uint32_t *porder = malloc((s->prim.n + 1) * sizeof(*porder));
 	size_t *pstart = malloc((s->n + 1) * sizeof(*pstart));
 	if (!order || !porder || !pstart) {
 		free(order);
@@ -479,15 +517,15 @@ static int render_section(struct lp_memprof *m, const char *title, const struct 
 	}
 	for (size_t i = 0; i < s->n; i++)
 		order[i] = (uint32_t)i;
-	for (size_t i = 0; i < s->nprim; i++)
+	for (size_t i = 0; i < s->prim.n; i++)
 		porder[i] = (uint32_t)i;
 	sort_m = m;
 	sort_s = s;
 	qsort(order, s->n, sizeof(*order), entry_cmp);
-	qsort(porder, s->nprim, sizeof(*porder), prim_cmp);
+	qsort(porder, s->prim.n, sizeof(*porder), prim_cmp);
 	/* porder is grouped by entry: find where each entry's group starts. */
 	for (size_t i = 0, j = 0; i <= s->n; i++) {
-		while (j < s->nprim && s->prim[porder[j]].entry < i)
+		while (j < s->prim.n && s->prim.v[porder[j]].entry < i)
 			j++;
 		pstart[i] = j;
 	}
@@ -504,7 +542,7 @@ static int render_section(struct lp_memprof *m, const char *title, const struct 
 			fprintf(out, "\tOverrides:\n");
 			for (size_t j = from; j < to; j++)
 				fprintf(out, "\t\t%s\n",
-					m->labels[m->locs[s->prim[porder[j]].origin].label].text);
+					m->labels[m->locs[s->prim.v[porder[j]].origin].label].text);
 			fprintf(out, "\n");
 		}
 	}
@@ -520,8 +558,9 @@ static int64_t clamp64(uint64_t v)
 	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-/* Net bytes per printed site, computed from the aggregates exactly as Tarantool's
- * process.form_heap_delta does (so zero-sized events count the same way). */
+/* Net bytes per printed site, computed from the aggregates as Tarantool's
+ * process.form_heap_delta does (so zero-sized events count the same way), with reallocs
+ * and frees charged to the block's holder (struct section). */
 static void heap_delta(struct lp_memprof *m)
 {
 	for (size_t i = 0; i < m->nlabels; i++) {
@@ -538,8 +577,8 @@ static void heap_delta(struct lp_memprof *m)
 	}
 	for (int sec = SEC_REALLOC; sec <= SEC_FREE; sec++) {
 		const struct section *s = &m->sec[sec];
-		for (size_t i = 0; i < s->nprim; i++) {
-			const struct primary *p = &s->prim[i];
+		for (size_t i = 0; i < s->held.n; i++) {
+			const struct primary *p = &s->held.v[i];
 			struct label *lb = &m->labels[m->locs[p->origin].label];
 			if (p->allocated > 0) {
 				lb->dbytes = lp_sat_add(lb->dbytes, clamp64(p->allocated));
@@ -638,7 +677,7 @@ struct lp_profile *lp_memprof_profile(struct lp_memprof *m)
 		if (!b->used)
 			continue;
 		int64_t v[4] = { 0, 0, clamp64(b->a), 1 };
-		if (lp_profile_add(p, &m->locs[b->b].frame, 1, v))
+		if (lp_profile_add(p, &m->locs[(uint32_t)b->b].frame, 1, v))
 			goto fail;
 	}
 	return p;

@@ -366,6 +366,29 @@ cases.leak = function()
   stop()
 end
 
+-- Tables made at one line with a separate array part (table.new(20, 0): 21 slots, not kept
+-- in the table's own block) and grown at another (reallocations on fill's line, or in its
+-- trace with the JIT on): the first dropped and collected, the second kept. The HEAP SUMMARY
+-- holds the kept one under the line that made it, at its final size, and nothing under
+-- the other lines (Tarantool's summary left the dropped table's growth "held").
+cases.grown = function()
+  local function fill(t, n)
+    for i = 1, n do t[i] = i end --@grownfill
+  end
+  collectgarbage()
+  collectgarbage()
+  start()
+  local a = table.new(20, 0) --@grownmake1
+  fill(a, 20000)
+  a = nil
+  local b = table.new(20, 0) --@grownmake2
+  fill(b, 20000)
+  collectgarbage() --@growncollect1
+  collectgarbage() --@growncollect2
+  stop()
+  return b
+end
+
 -- Misuse: Tarantool's messages and errno values.
 cases.misuse = function()
   local EINVAL, ENOENT = 22, 2

@@ -66,6 +66,11 @@
 #             traces) holding 300 allocs / 26400 B and not the dropping line; the dropping
 #             line allocated exactly 500 / 44000 B (JIT off; JIT on its trace sinks the
 #             unused tables) and all of it was freed; every free is INTERNAL;
+#  grown      two tables made by table.new(20, 0) and grown to 20000 slots by a loop at another
+#             line (JIT on: its trace), the first dropped, both collections done: the HEAP
+#             SUMMARY holds the kept one (64 + 262152 B, 2 more allocs than frees) under the
+#             line that made it and nothing under the other lines (Tarantool's way left the
+#             dropped table's growth held and split the kept one's between the lines);
 #  misuse     Tarantool's messages and errno (start twice, stop idle, bad path, start(nil)
 #             raises) checked in Lua; the profile around them is complete;
 #  close      start, allocate, exit without stop: exit 0 and a complete stream (report
@@ -253,7 +258,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak misuse close; do
+	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -400,6 +405,14 @@ cases() {
 			only_labels "$what" "$e" D "INTERNAL"
 			[ "$(sum "$e" D "INTERNAL" | cut -d' ' -f1)" -ge "$(sum "$e" A "$(L drop)" | cut -d' ' -f1)" ] ||
 				fail "$what: fewer INTERNAL frees than dropped tables: $(sum "$e" D INTERNAL)" ;;
+		grown)
+			# The kept table: its header (64 B) and its array (20000 slots: 32769 of 8 B)
+			# held by the line that made them; as many reallocations as allocations
+			# and frees beyond the two live blocks.
+			read -r ha hb hf < <(sum "$e" H "$(L grownmake2)")
+			[ "$hb" = $((64 + 32769 * 8)) ] && [ $((ha - hf)) = 2 ] ||
+				fail "$what: the kept table's line holds $hb B in $ha allocs, $hf frees; want $((64 + 32769 * 8)) B, 2 more allocs than frees"
+			only_labels "$what" "$e" H "$(L grownmake2)|INTERNAL" ;;
 		misuse)
 			expect_sum "$what" "$e" A "$(L misuse_alloc)" "1 64 0"
 			report "$runner" "$jit" "$dir" misuse-final &&

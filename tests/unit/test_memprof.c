@@ -122,6 +122,58 @@ static void test_sections_and_overrides(void)
 	}
 }
 
+/*
+** Blocks allocated at one line and grown at others: the Overrides name each realloc's and
+** free's previous site, as Tarantool's parser does, but the HEAP SUMMARY charges a block's
+** reallocs and its free to the line that first allocated it. Tarantool's summary here
+** reads ":5 holds 160B: 4 allocs, 2 frees" and ":9 holds 80B: 1 allocs, 1 frees", with
+** the freed block's growth still "held"; in use at the end is the kept block, 80 bytes.
+*/
+static void test_heap_summary_by_first_site(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x1000, 40);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_MAIN, 9, 0x1000, 40, 0x2000, 80);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_TRACE, 2, 0, 0x2000, 80, 0x3000, 160);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x3000, 160, 0, 0);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x4000, 40);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_MAIN, 9, 0x4000, 40, 0x5000, 80);
+	/* A block from before the profile, grown and freed: no site holds it. */
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_MAIN, 9, 0x8000, 8, 0x9000, 16);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x9000, 16, 0, 0);
+	struct lp_profile *p = NULL;
+	CHECK_STR(report(0, 0, &p),
+		  "ALLOCATIONS\n"
+		  "@m.lua:5: 2 events\t+80B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "@m.lua:9: 3 events\t+176B\t-88B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:5\n"
+		  "\n"
+		  "TRACE [2]: 1 events\t+160B\t-80B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:9\n"
+		  "\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "INTERNAL: 2 events\t+0B\t-176B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:9\n"
+		  "\t\tTRACE [2]\n"
+		  "\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "@m.lua:5 holds 80B: 5 allocs, 4 frees\n"
+		  "\n");
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ(lp_profile_total(p, 2), 80);
+		CHECK_EQ(lp_profile_total(p, 3), 1);
+		lp_profile_free(p);
+	}
+}
+
 static void test_human_readable_and_leak_only(void)
 {
 	begin();
@@ -338,6 +390,7 @@ static void test_format_doc_example(void)
 int main(void)
 {
 	RUN(test_sections_and_overrides);
+	RUN(test_heap_summary_by_first_site);
 	RUN(test_human_readable_and_leak_only);
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
