@@ -464,24 +464,45 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn)
 {
-	uint64_t best = 0, L = vm->mainL, f;
+	uint64_t L = vm->mainL, f, deepest = 0, main_f = 0;
+	struct lp_lj_thread u, main_t;
 	uint8_t ffid;
-	for (int hop = 0; L && L != cur && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
-		struct lp_lj_thread u;
+	int main_c = 0, others = 0;
+	for (int hop = 0; L && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
 		int rc = top_function(vm, m, L, &u, &f, &ffid);
 		if (rc == LP_LJ_EREAD)
 			return rc;
 		if (rc)
 			break;
 		uint64_t cf = u.cframe & LP_LJ_CFRAME_RAWMASK;
-		if (ffid == LP_LJ_FFID_C && cf && (!best || cf < best)) {
-			best = cf;
+		uint64_t next = running_coroutine(vm, m, &u, f, ffid);
+		if (next == cur) {
+			/* The thread whose top frame names cur: the runner, if it runs a C
+			 * function in a C frame of its own below every other one seen. */
+			if (ffid != LP_LJ_FFID_C || !cf || (deepest && cf > deepest))
+				return LP_LJ_ENONE;
 			*t = u;
 			*fn = f;
+			return LP_LJ_OK;
 		}
-		L = running_coroutine(vm, m, &u, f, ffid);
+		if (L == vm->mainL) {
+			main_t = u;
+			main_f = f;
+			main_c = ffid == LP_LJ_FFID_C && cf;
+		} else if (cf) {
+			others = 1;
+		}
+		if (cf && (!deepest || cf < deepest))
+			deepest = cf;
+		L = next;
 	}
-	return best ? LP_LJ_OK : LP_LJ_ENONE;
+	/* No frame names cur (a scheduler keeping its coroutines in a table): the main
+	 * thread's C function, unless a thread the chain names runs below it. */
+	if (!main_c || others)
+		return LP_LJ_ENONE;
+	*t = main_t;
+	*fn = main_f;
+	return LP_LJ_OK;
 }
 
 int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,

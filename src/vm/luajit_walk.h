@@ -142,13 +142,14 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 ** The thread whose C function runs while the VM's current thread, cur, runs nothing (a
 ** coroutine that yielded or died, with no C frame): a lua_CFunction that resumed cur with
 ** lua_resume goes on after the call, and LuaJIT leaves cur_L at cur until the VM is
-** entered again. From the main thread down the coroutines its top frames run (as
-** lp_lj_c_resumer follows them, stopping at cur), of those whose top frame is a C function
-** inside a C frame of their own, the innermost: the one whose C frame is lowest on the
-** native stack, which is where a thread runs now. The same guess as lp_lj_c_resumer's: a
-** C function resuming cur that none of the chain's frames names is not seen. Returns
-** LP_LJ_OK with the thread in *t and its top function (a GCfunc) in *fn, LP_LJ_ENONE, or
-** an error.
+** entered again. Found from the main thread down the coroutines its top frames run (as
+** lp_lj_c_resumer follows them): the thread whose top frame names cur (a C function's
+** first argument), if that frame is a C function's inside a C frame of the thread's own
+** and no thread met before runs below it. When no frame names cur (a scheduler taking its
+** coroutines from a table), the main thread's C function, if no other thread of the
+** chain runs in a C frame (one that does, below it, may have run the function that
+** resumed cur: unknown). Returns LP_LJ_OK with the thread in *t and its top function (a
+** GCfunc) in *fn, LP_LJ_ENONE, or an error.
 */
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn);

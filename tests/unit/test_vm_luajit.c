@@ -1239,25 +1239,33 @@ static void test_resumer(void)
 		CHECK_EQ(r.L, A);
 		CHECK_EQ(got, rcf + 0x100);
 		/* co yielded back into A's C function, which goes on (cur_L still co, no C
-		** frame): the thread running C code whose C frame is lowest, A, and its function;
-		** the main thread's when A has left its C frame; the main thread's when the walk
-		** stops at A being the current thread; none when no thread has a C frame or the
-		** main thread runs a builtin and no coroutine is named. */
+		** frame): A, whose top frame names co, and its function; the main thread's,
+		** whose top frame names A, when A is current. None when A has left its C frame,
+		** or when a frame names co but a thread met before runs below it. When no frame
+		** names cur: the main thread's C function, unless a thread of the chain runs in
+		** a C frame (below it); none when the main thread runs a builtin. */
 		uint64_t rfn = 0;
+		w64(coL + lay->l_cframe, 0); /* co yielded */
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_OK);
 		CHECK_EQ(r.L, A);
 		CHECK_EQ(rfn, cfn);
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, A, &r, &rfn), LP_LJ_OK);
 		CHECK_EQ(r.L, F.L);
 		w64(A + lay->l_cframe, 0);
-		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_OK);
-		CHECK_EQ(r.L, F.L);
-		w64(F.L + lay->l_cframe, 0);
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		uint64_t other = new_thread(&F);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
 		w64(A + lay->l_cframe, rcf + 0x100);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_ENONE);
+		w64(F.L + lay->l_cframe, rcf + 0x80); /* the main thread's below A's */
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		w64(F.L + lay->l_cframe, 0);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_ENONE);
 		w64(F.L + lay->l_cframe, rcf + 0x200);
 		set_func(&F, bres, new_cfunc(&F, 20, VM_LO));
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		w64(coL + lay->l_cframe, cfco | LP_LJ_CFRAME_RESUME);
 		set_func(&F, bres, cfn);
 		uint64_t wrapfn = new_cfunc(&F, F.vm.ffid_wrap_aux, VM_LO + 0x980);
 		w64(wrapfn + lay->fn_f + 8, ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
