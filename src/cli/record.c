@@ -83,7 +83,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
 	      "                      20, also for 0); --limit is the same\n"
-	      "  -q, --quiet         no summary\n"
+	      "  -q, --quiet         no summary, and no progress line (a long run on a\n"
+	      "                      terminal shows its time and the stream's size)\n"
 	      "  -h, --help          this help\n"
 	      "\n"
 	      "CPU-time timers tick with the kernel (250 Hz on many systems): a higher --rate\n"
@@ -400,6 +401,30 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
+/* Bytes as a short human figure, for progress and summaries. */
+static void fmt_size(char *buf, size_t len, double b)
+{
+	static const char *const unit[] = { "B", "KB", "MB", "GB", "TB" };
+	int u = 0;
+	while (b >= 1000 && u < 4) {
+		b /= 1000;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* While a long run goes on, on a terminal: its time and the raw stream's size so far, on
+ * one line of standard error rewritten in place (cleared when the program ends). */
+static void progress(const char *raw, uint64_t ns, int *shown)
+{
+	struct stat sb;
+	char size[32];
+	fmt_size(size, sizeof(size), stat(raw, &sb) == 0 ? (double)sb.st_size : 0);
+	fprintf(stderr, "\rluaprof record: %.0f s, %s recorded\033[K", (double)ns / 1e9, size);
+	fflush(stderr);
+	*shown = 1;
+}
+
 /* Runs the program; returns its wait status, or -1 if it could not be started. */
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns)
 {
@@ -469,8 +494,26 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGHUP, &fwd, &ohup);
 	sigprocmask(SIG_SETMASK, &omask, NULL);
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* Progress from the third second on, once a second, when standard error is a
+	 * terminal and a summary is wanted. */
+	int tty = !o->quiet && isatty(STDERR_FILENO), shown = 0;
+	uint64_t next = t0 + 2000000000ull;
+	for (;;) {
+		pid_t r = waitpid(pid, &status, tty ? WNOHANG : 0);
+		if (r == pid || (r < 0 && errno != EINTR))
+			break;
+		if (r == 0) {
+			struct timespec nap = { 0, 100000000 };
+			nanosleep(&nap, NULL);
+			uint64_t t = now_ns();
+			if (t >= next) {
+				progress(raw, t - t0, &shown);
+				next = t + 1000000000ull;
+			}
+		}
+	}
+	if (shown)
+		fputs("\r\033[K", stderr);
 	child_pid = 0;
 	sigaction(SIGCHLD, &ochld, NULL);
 	*ns = now_ns() - t0;
@@ -634,9 +677,17 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 						"smaller size, or drop --sample for every event)\n",
 					f.sample_bytes);
 		} else {
-			fprintf(stderr, "%" PRIu64 " allocation events (%.1f bytes each, the "
-					"symbol table aside)\n", f.events,
-				f.events ? (double)f.section_bytes / (double)f.events : 0.0);
+			char sz[32];
+			fmt_size(sz, sizeof(sz), (double)size);
+			fprintf(stderr, "%" PRIu64 " events (allocations, reallocations and frees; "
+					"%.1f bytes of stream each, the symbol table aside), %s "
+					"recorded\n", f.events,
+				f.events ? (double)f.section_bytes / (double)f.events : 0.0, sz);
+			/* Exact mode's stream grows with every event: say what keeps it small. */
+			if (size >= (256ll << 20))
+				fprintf(stderr, "luaprof record: exact mode records every event; for "
+						"long runs, --sample 512K records the stacks of a sample "
+						"of them at a fraction of the cost and size\n");
 		}
 		if (f.stopped_by_program)
 			fprintf(stderr, "luaprof record: the program stopped the profile itself "

@@ -248,7 +248,7 @@ grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
 	fail "record --memory: string.rep not at its line: $(grep mem.lua:3 "$t/mem.out")"
 [ -s "$t/luaprof.bin" ] || fail "record --memory: no raw stream luaprof.bin"
 # The summary: the events the profile holds (memprof.report() would say the same).
-grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* allocation events \([1-3]?[0-9]\.[0-9] bytes each, the symbol table aside\)$' \
+grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* events \(allocations, reallocations and frees; [1-3]?[0-9]\.[0-9] bytes of stream each, the symbol table aside\), [0-9.]+ [KM]?B recorded$' \
 	"$t/err" && grep -q '^luaprof record: wrote standard output (memprof) and .*luaprof.bin (raw stream' \
 	"$t/err" || fail "record --memory summary: $(cat "$t/err")"
 grep -q 'stopped the profile itself' "$t/err" &&
@@ -499,6 +499,34 @@ if command -v script >/dev/null 2>&1; then
 	(cd "$t" && script -qec "$lp record -q -f pprof -o - -- luajit mark.lua ran6" /dev/null) >"$t/tty.out" 2>&1
 	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" && [ ! -e "$t/ran6" ] ||
 		fail "record -f pprof to a terminal: $(head -c 200 "$t/tty.out" | od -c | head -2)"
+fi
+# A long run on a terminal: its time and the stream's size so far, once a second from the
+# third, on one line rewritten in place and cleared at the end (not with -q, nor when
+# standard error is no terminal, as everywhere above); a stream past 256 MiB in exact mode
+# is followed by the hint to sample. The program allocates for 0.7 s, then sleeps.
+if command -v script >/dev/null 2>&1; then
+	cat >"$t/long.lua" <<'EOF'
+local t0, keep = os.clock(), {}
+while os.clock() - t0 < 0.7 do for i = 1, 1000 do keep[i % 64 + 1] = { i } end end
+os.execute("sleep 2.6")
+EOF
+	(cd "$t" && script -qec "$lp record --memory -n 0 -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
+		>"$t/tty.out" 2>&1
+	size=$(stat -c %s "$t/long.bin" 2>/dev/null || echo 0)
+	grep -aEq "$(printf '\r')luaprof record: [23] s, [0-9.]+ [KMG]?B recorded$(printf '\033')\[K" "$t/tty.out" &&
+		grep -aq "$(printf '\r\033')\[Kluaprof record: [0-9.]* s profiled" "$t/tty.out" ||
+		fail "record on a terminal: no progress line: $(od -c "$t/tty.out" | head -5)"
+	if [ "$size" -ge $((256 << 20)) ]; then
+		grep -aq 'for long runs, --sample 512K records the stacks' "$t/tty.out" ||
+			fail "record: a $size-byte exact stream without the hint to sample"
+	else
+		echo "note: the 0.7 s loop wrote only $size bytes: the hint to sample not checked"
+	fi
+	rm -f "$t/long.bin"
+	(cd "$t" && script -qec "$lp record -q --memory -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
+		>"$t/tty.out" 2>&1
+	grep -aq 'recorded' "$t/tty.out" && fail "record -q on a terminal: $(od -c "$t/tty.out" | head -3)"
+	rm -f "$t/long.bin"
 fi
 # -f without -o: a file named for the format (it used to be luaprof.svg whatever the format).
 (cd "$t" && rm -f luaprof.pb.gz && "$lp" record -q --memory -f pprof -- luajit mem.lua) >/dev/null 2>"$t/err" ||
