@@ -65,15 +65,20 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      free by Lua line, C function or trace (Tarantool's memprof);\n"
 	      "                      rendered as the memprof text report on standard output\n"
 	      "                      unless -o/-f say otherwise (graphs and lists: allocated\n"
-	      "                      bytes; `luaprof report --value inuse_space RAW` for what\n"
-	      "                      is still held, --leak-only for the leak report)\n"
+	      "                      bytes; --value and --leak-only below for what is still\n"
+	      "                      held)\n"
 	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
 	      "                      and C stack of about one allocation per SIZE bytes (a\n"
 	      "                      number of bytes, or with K, M, G or T; 1 to 1T) and which are\n"
 	      "                      still live at exit; rendered as the top list; sampled\n"
 	      "                      mode writes its stacks when the program ends: a program\n"
 	      "                      killed by a signal leaves none\n"
-	      "CPU profiler only:\n"
+	      	      "      --value V       with --memory: what the graphs, pprof and top show -\n"
+	      "                      alloc_space (default), alloc_objects, inuse_space,\n"
+	      "                      inuse_objects (what is still allocated at the end)\n"
+	      "      --leak-only     with --memory: what is still held - the memprof report's\n"
+	      "                      HEAP SUMMARY alone, or graphs of inuse_space\n"
+"CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
@@ -103,7 +108,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n"
 	      "  luaprof record --memory -- luajit app.lua         (allocations by line)\n"
 	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n"
-	      "  luaprof record --memory --sample 512K -o alloc.svg -- luajit app.lua\n",
+	      "  luaprof record --memory --sample 512K -o alloc.svg -- luajit app.lua\n"
+	      "  luaprof record --memory --leak-only -- luajit app.lua   (what is still held)\n",
 	      out);
 }
 
@@ -118,6 +124,8 @@ struct opts {
 	int top_given;         /* -n given: with -f top, the list's length (else its default) */
 	int quiet;
 	int memory;
+	const char *value;     /* --value: the memory profile's value to render */
+	int leak_only;         /* --leak-only: what is still held */
 	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
 	unsigned long long sample;
 	char **cmd;
@@ -151,7 +159,7 @@ static const char *default_output(enum lp_fmt fmt)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE };
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
@@ -161,6 +169,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "clock", required_argument, NULL, O_CLOCK },
 		{ "memory", no_argument, NULL, O_MEMORY },
 		{ "sample", required_argument, NULL, O_SAMPLE },
+		{ "value", required_argument, NULL, O_VALUE },
+		{ "leak-only", no_argument, NULL, O_LEAK },
 		{ "top", required_argument, NULL, 'n' },
 		{ "limit", required_argument, NULL, 'n' }, /* report's name for it */
 		{ "quiet", no_argument, NULL, 'q' },
@@ -205,6 +215,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->sample = size;
 			break;
 		}
+		case O_VALUE:
+			if (strcmp(optarg, "alloc_space") && strcmp(optarg, "alloc_objects") &&
+			    strcmp(optarg, "inuse_space") && strcmp(optarg, "inuse_objects"))
+				return fail("unknown --value '%s' (alloc_space, alloc_objects, "
+					    "inuse_space, inuse_objects)", optarg);
+			o->value = optarg;
+			break;
+		case O_LEAK:
+			o->leak_only = 1;
+			break;
 		case O_RAW:
 			/* The raw stream is read back to render it: a file, never standard
 			 * output ('-' made a file named -). */
@@ -263,6 +283,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("-f memprof is the memory report: add --memory");
 	if (o->sample && !o->memory)
 		return fail("--sample applies to the memory profiler: add --memory");
+	if ((o->value || o->leak_only) && !o->memory)
+		return fail("%s applies to the memory profiler: add --memory",
+			    o->value ? "--value" : "--leak-only");
+	if (o->leak_only && o->value && strncmp(o->value, "inuse_", 6))
+		return fail("--leak-only shows what is still held: it goes with --value "
+			    "inuse_space or inuse_objects, not %s", o->value);
 	if (o->memory && o->cpu_flag)
 		return fail("%s applies to the CPU profiler, not to --memory%s", o->cpu_flag,
 			    strcmp(o->cpu_flag, "--rate") ? "" : " (whose rate is --sample)");
@@ -283,6 +309,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (o->fmt == LP_FMT_MEMPROF && o->value)
+		return fail("the memprof text report lists allocations, reallocations, frees and "
+			    "the heap summary: --value applies to the graphs, pprof and top "
+			    "(-f flamegraph, collapsed, pprof, speedscope, top)");
 	/* The memprof report lists every site and has no summary list: -n would do nothing. */
 	if (o->fmt == LP_FMT_MEMPROF && o->top_given && o->top > 0)
 		return fail("-n applies to -f top (its length) and to the summary's list of the "
@@ -629,10 +659,16 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
 			 uint64_t wall)
 {
-	char *args[10], limit[16];
+	char *args[14], limit[16];
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
+	if (o->value) {
+		args[n++] = "--value";
+		args[n++] = (char *)o->value;
+	}
+	if (o->leak_only)
+		args[n++] = "--leak-only";
 	if (o->fmt == LP_FMT_TOP && o->top_given && o->top > 0) {
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";

@@ -251,6 +251,19 @@ grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
 grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* events \(allocations, reallocations and frees; [1-3]?[0-9]\.[0-9] bytes of stream each, the symbol table aside\), [0-9.]+ [KM]?B recorded$' \
 	"$t/err" && grep -q '^luaprof record: wrote standard output (memprof) and .*luaprof.bin (raw stream' \
 	"$t/err" || fail "record --memory summary: $(cat "$t/err")"
+# What is still held, in one command: --leak-only prints the HEAP SUMMARY alone (the
+# hundred kept tables at line 2, or the trace started there, and string.rep's string at
+# 3); --value inuse_objects the graphs of it (line 2: the tables and keep's array).
+(cd "$t" && "$lp" record -q --memory --leak-only -- luajit mem.lua) >"$t/leak.out" 2>"$t/err" ||
+	fail "record --memory --leak-only: $(cat "$t/err")"
+[ "$(head -1 "$t/leak.out")" = "HEAP SUMMARY:" ] && ! grep -q '^ALLOCATIONS' "$t/leak.out" &&
+	grep -Eq '^(@mem.lua:2|TRACE \[[0-9]+\] started at @mem.lua:2) holds [0-9]+B: ' "$t/leak.out" &&
+	grep -q '^@mem.lua:3 holds 4028B: 1 allocs, 0 frees$' "$t/leak.out" ||
+	fail "record --memory --leak-only: $(head -5 "$t/leak.out")"
+(cd "$t" && "$lp" record -q --memory --value inuse_objects -f collapsed -o - -- luajit -joff mem.lua) \
+	>"$t/inuse.out" 2>"$t/err" || fail "record --memory --value inuse_objects: $(cat "$t/err")"
+grep -q '^@mem.lua:2 101$' "$t/inuse.out" ||
+	fail "record --memory --value inuse_objects: $(sort -t' ' -k2 -nr "$t/inuse.out" | head -3)"
 grep -q 'stopped the profile itself' "$t/err" &&
 	fail "record: a profile stopped at the program's end told as stopped by the program"
 # A program that stops the profile itself: record says the profile ends there.
@@ -327,6 +340,11 @@ expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
 expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
 expect '--sample expects a size' --memory --sample 2G5 -- luajit app.lua
+expect "unknown --value 'held'" --memory --value held -- luajit app.lua
+expect '--value applies to the memory profiler: add --memory' --value inuse_space -- luajit app.lua
+expect '--leak-only applies to the memory profiler' --leak-only -- luajit app.lua
+expect '--leak-only shows what is still held' --memory --leak-only --value alloc_objects -- luajit app.lua
+expect '--value applies to the graphs, pprof and top' --memory --value inuse_space -f memprof -- luajit app.lua
 # The agent's refusal of LUAPROF_ALLOCSTUB, made before the program runs unprofiled.
 cat >"$t/mark.lua" <<'EOF'
 io.open(arg[1], "w"):close()
