@@ -4,6 +4,7 @@
 #ifndef LP_CLI_H
 #define LP_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes shared by every subcommand (documented in each --help). */
@@ -22,6 +23,9 @@ struct lp_record_facts;
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
 			char **top_text);
 void lp_cmd_report_usage(FILE *out);
+/* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
+ * those are named by each trace's start, and where their lines are. */
+void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);
 

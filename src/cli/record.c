@@ -719,6 +719,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 					"%.1f bytes of stream each, the symbol table aside), %s "
 					"recorded\n", f.events,
 				f.events ? (double)f.section_bytes / (double)f.events : 0.0, sz);
+			lp_cli_trace_note("record", f.alloc_bytes, f.trace_alloc_bytes);
 			/* Exact mode's stream grows with every event: say what keeps it small. */
 			if (size >= (256ll << 20))
 				fprintf(stderr, "luaprof record: exact mode records every event; for "

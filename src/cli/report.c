@@ -248,6 +248,18 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 	return check_format(o);
 }
 
+void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
+{
+	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
+		return;
+	fprintf(stderr, "luaprof %s: note: %.0f%% of the bytes were allocated by JIT traces, "
+		"which exact mode names by where each trace starts (TRACE [n] started at "
+		"...): a run with luajit -joff charges them to their lines, and a sampled "
+		"profile (record --memory --sample 512K) shows the stacks that reach the "
+		"traces\n", cmd,
+		100.0 * (double)trace_bytes / (double)alloc_bytes);
+}
+
 static void summary(const struct opts *o, const struct lp_loaded *l, const char *fmtname)
 {
 	if (o->quiet)
@@ -277,6 +289,11 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	if (o->output && strcmp(o->output, "-"))
 		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
 	fputc('\n', stderr);
+	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
+		uint64_t all, traces;
+		lp_memprof_alloc_bytes(l->mem, &all, &traces);
+		lp_cli_trace_note("report", all, traces);
+	}
 }
 
 /* The top list of p's first top frames in value column ro->value, as text (malloc'd), or
@@ -478,6 +495,9 @@ out:
 		if (!facts->events && l.kind == LP_STREAM_MEMPROF && !l.sampled)
 			facts->events = l.stats.events;
 		facts->section_bytes = l.stats.section_bytes;
+		if (l.kind == LP_STREAM_MEMPROF && !l.sampled && l.mem)
+			lp_memprof_alloc_bytes(l.mem, &facts->alloc_bytes,
+					       &facts->trace_alloc_bytes);
 	}
 	lp_loaded_free(&l);
 	lp_input_close(&in);

@@ -646,6 +646,19 @@ int lp_memprof_report(struct lp_memprof *m, const struct lp_memprof_opts *o, FIL
 	return 0;
 }
 
+void lp_memprof_alloc_bytes(const struct lp_memprof *m, uint64_t *all, uint64_t *traces)
+{
+	*all = *traces = 0;
+	for (int sec = SEC_ALLOC; sec <= SEC_REALLOC; sec++) {
+		const struct section *s = &m->sec[sec];
+		for (size_t i = 0; i < s->n; i++) {
+			*all += s->entries[i].alloc;
+			if (m->locs[s->entries[i].loc].source == LP_ASOURCE_TRACE)
+				*traces += s->entries[i].alloc;
+		}
+	}
+}
+
 /* -- Profile --------------------------------------------------------------------- */
 
 struct lp_profile *lp_memprof_profile(struct lp_memprof *m)

@@ -31,6 +31,8 @@ void lp_memprof_free(struct lp_memprof *m);
 int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev);
 /* Writes the text report; returns 0 or -errno on a write error. */
 int lp_memprof_report(struct lp_memprof *m, const struct lp_memprof_opts *o, FILE *out);
+/* Bytes allocated (new blocks and reallocations' new sizes), all and in JIT traces. */
+void lp_memprof_alloc_bytes(const struct lp_memprof *m, uint64_t *all, uint64_t *traces);
 /*
 ** Returns a profile with one single-frame stack per allocation site and the columns
 ** alloc_space, alloc_objects, inuse_space, inuse_objects (in-use = blocks still live at

@@ -251,6 +251,17 @@ grep -q '^@mem.lua:3: 1 events	+4028B' "$t/mem.out" ||
 grep -Eq '^luaprof record: [0-9.]+ s profiled, [1-9][0-9]* events \(allocations, reallocations and frees; [1-3]?[0-9]\.[0-9] bytes of stream each, the symbol table aside\), [0-9.]+ [KM]?B recorded$' \
 	"$t/err" && grep -q '^luaprof record: wrote standard output (memprof) and .*luaprof.bin (raw stream' \
 	"$t/err" || fail "record --memory summary: $(cat "$t/err")"
+# Most bytes from JIT traces: record and report say that exact mode names them by each
+# trace's start, and where their lines are; not with the JIT off.
+printf 'local keep = {}\nfor i = 1, 200000 do keep[i %% 100 + 1] = { i } end\n' >"$t/hot.lua"
+for j in on off; do
+	(cd "$t" && "$lp" record --memory -o hot.txt -- luajit -j$j hot.lua) >/dev/null 2>"$t/err" ||
+		fail "record --memory hot.lua (JIT $j): $(cat "$t/err")"
+	"$lp" report -f top "$t/hot.bin" >/dev/null 2>"$t/err2"
+	n=$(cat "$t/err" "$t/err2" | grep -c '% of the bytes were allocated by JIT traces, which exact mode names by where each trace starts')
+	[ $j = on ] && [ "$n" != 2 ] && fail "JIT on: $n notes on trace allocations, want 2: $(cat "$t/err" "$t/err2")"
+	[ $j = off ] && [ "$n" != 0 ] && fail "JIT off: a note on trace allocations: $(cat "$t/err")"
+done
 # What is still held, in one command: --leak-only prints the HEAP SUMMARY alone (the
 # hundred kept tables at line 2, or the trace started there, and string.rep's string at
 # 3); --value inuse_objects the graphs of it (line 2: the tables and keep's array).
