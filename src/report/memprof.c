@@ -162,6 +162,17 @@ static int intern_label(struct lp_memprof *m, const char *s, uint32_t *idx)
 	return 0;
 }
 
+/* A C site's label: "name:0xstart", as Tarantool's parser prints a symbol; a stand-in name
+ * the agent gave a function with no symbol ("object+0xoffset") says where it is already,
+ * and its absolute address would differ from run to run: the name alone. */
+static void c_label(char *buf, size_t len, const char *name, uint64_t start)
+{
+	if (strstr(name, "+0x"))
+		snprintf(buf, len, "%s", name);
+	else
+		snprintf(buf, len, "%s:0x%" PRIx64, name, start);
+}
+
 /* Names a site the way Tarantool's memprof parser does, and describes it as a frame. */
 static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 {
@@ -190,7 +201,7 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		const struct lp_sym_c *s = lp_symtab_c(m->st, l->addr);
 		l->f.kind = LP_FK_C;
 		if (s) {
-			snprintf(buf, len, "%s:0x%" PRIx64, s->name, s->start);
+			c_label(buf, len, s->name, s->start);
 			l->f.name = s->name;
 			l->f.addr = s->start;
 		} else {
@@ -326,7 +337,7 @@ static int relabel(struct lp_memprof *m)
 		const struct lp_sym_c *sym = lp_symtab_c(m->st, l->addr);
 		int by_symbol = sym && sym->start == start && strcmp(sym->name, name) == 0;
 		if (by_symbol)
-			snprintf(label, sizeof(label), "%s:0x%" PRIx64, name, start);
+			c_label(label, sizeof(label), name, start);
 		else
 			snprintf(label, sizeof(label), "%s", name);
 		if (intern_label(m, label, &l->label))

@@ -267,6 +267,22 @@ static void test_builtin_over_stand_in(void)
 		  "\n");
 }
 
+/* A function with no symbol, which the agent names "object+0xoffset": labelled by that
+ * name alone (its absolute address would change from run to run), where a symbol's label
+ * is "name:0xstart" as in Tarantool's parser. */
+static void test_stand_in_label(void)
+{
+	begin();
+	lp_write_mem_sym_cfunc(&wb, 0x55550000a280ull, "luajit+0xa280", 13);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0x55550000a280ull, 0, 0, 0, 0x1000, 8);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, C_FN, 0, 0, 0, 0x2000, 16);
+	CHECK_STR(report(1, 0, NULL),
+		  "HEAP SUMMARY:\n"
+		  "str_rep:0x7000 holds 16B: 1 allocs, 0 frees\n"
+		  "luajit+0xa280 holds 8B: 1 allocs, 0 frees\n"
+		  "\n");
+}
+
 /* A trace number the VM reuses for another trace during the profile (after a flush, or
  * once the trace was collected). A site is the stream's (source, address, line, trace) and
  * the version of the symbol its number had at the event, so the sections list the two
@@ -395,6 +411,7 @@ int main(void)
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
 	RUN(test_builtin_over_stand_in);
+	RUN(test_stand_in_label);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);
