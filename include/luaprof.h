@@ -238,12 +238,14 @@ struct luaprof_memprof_options {
 
 /* Exact mode counts every event; sampled mode counts samples only (its hot path does
  * nothing but a countdown), the other fields staying 0. */
+/* Exact mode counts every event; sampled mode counts only its samples (the rest stay 0:
+ * counting each allocation would cost what sampling saves). */
 struct luaprof_memprof_counters {
 	uint64_t events;      /* events written (exact mode) */
 	uint64_t samples;     /* allocations sampled (sampled mode) */
-	uint64_t allocs, frees, reallocs;
-	uint64_t alloc_bytes; /* bytes allocated (reallocations count their new size) */
-	uint64_t free_bytes;  /* bytes freed (reallocations count their old size) */
+	uint64_t allocs, frees, reallocs;  /* exact mode */
+	uint64_t alloc_bytes; /* exact mode: bytes allocated (reallocations: their new size) */
+	uint64_t free_bytes;  /* exact mode: bytes freed (reallocations: their old size) */
 };
 
 /*

@@ -375,8 +375,8 @@ static int l_mem_stop(lua_State *L)
 	return push_stop_rc(L, rc, errno, mem_path, luaprof_memprof_error());
 }
 
-/* memprof.report() -> {events, allocs, frees, reallocs, alloc_bytes, free_bytes}
- * (luaprof extension) */
+/* memprof.report() -> {events, samples, allocs, frees, reallocs, alloc_bytes, free_bytes}
+ * (luaprof extension; sampled mode counts its samples only: luaprof.h) */
 static int l_mem_report(lua_State *L)
 {
 	struct luaprof_memprof_counters c;
