@@ -75,7 +75,9 @@ struct prims {
 ** charges its later free to the realloc's own site: a table grown by a trace and freed
 ** stayed "held" by the line that grew it before (megabytes on a compiled fill loop), and
 ** the trace went negative, unlisted. With one holder per block every credit meets its
-** debit; where a block's sites never change, the two sets are the same.
+** debit; where a block's sites never change and no block predates the profile, the two
+** sets are the same. A block from before the profile is held by the site that first
+** reallocates it (Tarantool's rules credit its growth from the second realloc on).
 */
 struct section {
 	struct entry *entries;
@@ -83,8 +85,11 @@ struct section {
 	struct prims prim, held;
 };
 
-/* A block's holder when it was allocated before the profile started: no site. */
-#define NO_HOLDER UINT32_MAX
+/* held's key for a realloc of a block the profile never saw (allocated before it began):
+ * the reallocating site becomes the block's holder, credited its new size as if it had
+ * allocated it, apart from the site's reallocs of blocks it holds (whose counts are an
+ * allocation and a free each). */
+#define HELD_ADOPTED (1u << 31)
 
 struct lp_memprof {
 	struct lp_symtab *st;
@@ -375,11 +380,12 @@ static struct entry *entry_for(struct lp_memprof *m, int sec, uint32_t loc, uint
 	return en;
 }
 
-/* Adds a realloc's or free's effect on a block of origin's to entry eidx's primaries. */
-static int add_primary(struct prims *ps, uint32_t eidx, uint32_t origin, uint64_t nsize,
-		       uint64_t osize)
+/* Adds a realloc's or free's effect on a block of origin's to entry eidx's primaries
+ * (flag: HELD_ADOPTED or 0, kept apart in the key). */
+static int add_primary(struct prims *ps, uint32_t eidx, uint32_t origin, uint32_t flag,
+		       uint64_t nsize, uint64_t osize)
 {
-	uint64_t key = (uint64_t)eidx << 32 | origin;
+	uint64_t key = (uint64_t)eidx << 32 | origin | flag;
 	struct lp_addrmap_entry *pe = lp_addrmap_get(&ps->by, key);
 	struct primary *p;
 	if (pe) {
@@ -399,25 +405,28 @@ static int add_primary(struct prims *ps, uint32_t eidx, uint32_t origin, uint64_
 	return 0;
 }
 
-/* Links a realloc / free to the sites of the block, if it was seen; *holder gets the
- * block's holder (NO_HOLDER if none). */
-static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx,
+/* Links a realloc / free at site loc to the sites of the block; *holder gets the block's
+ * holder from now on. A realloc of a block never seen adopts it (HELD_ADOPTED). */
+static int link_previous(struct lp_memprof *m, struct section *s, uint32_t eidx, uint32_t loc,
 			 uint64_t oaddr, uint64_t nsize, uint32_t *holder)
 {
 	struct lp_addrmap_entry *blk = lp_addrmap_get(&m->heap, oaddr);
-	*holder = NO_HOLDER;
-	if (!blk)
+	*holder = loc;
+	if (!blk) {
+		if (!nsize)
+			return 0; /* a free of a block never seen: no site had it */
+		if (add_primary(&s->held, eidx, loc, HELD_ADOPTED, nsize, 0))
+			return -ENOMEM;
+		m->labels[m->locs[loc].label].last_alloc = m->locs[loc].last_alloc = m->seq;
 		return 0;
+	}
 	uint32_t origin = (uint32_t)blk->b, h = (uint32_t)(blk->b >> 32);
 	uint64_t osize = blk->a;
-	if (add_primary(&s->prim, eidx, origin, nsize, osize))
+	if (add_primary(&s->prim, eidx, origin, 0, nsize, osize) ||
+	    add_primary(&s->held, eidx, h, 0, nsize, osize))
 		return -ENOMEM;
-	if (h != NO_HOLDER) {
-		if (add_primary(&s->held, eidx, h, nsize, osize))
-			return -ENOMEM;
-		if (nsize > 0)
-			m->labels[m->locs[h].label].last_alloc = m->locs[h].last_alloc = m->seq;
-	}
+	if (nsize > 0)
+		m->labels[m->locs[h].label].last_alloc = m->locs[h].last_alloc = m->seq;
 	*holder = h;
 	return 0;
 }
@@ -445,7 +454,7 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 		if (ev->nsize > 0)
 			m->labels[m->locs[loc].label].last_alloc = m->locs[loc].last_alloc = m->seq;
 	} else {
-		int rc = link_previous(m, s, eidx, ev->oaddr,
+		int rc = link_previous(m, s, eidx, loc, ev->oaddr,
 				       ev->event == LP_AEVENT_REALLOC ? ev->nsize : 0, &holder);
 		if (rc)
 			return rc;

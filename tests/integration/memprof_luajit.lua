@@ -370,11 +370,13 @@ end
 -- in the table's own block) and grown at another (reallocations on fill's line, or in its
 -- trace with the JIT on): the first dropped and collected, the second kept. The HEAP SUMMARY
 -- holds the kept one under the line that made it, at its final size, and nothing under
--- the other lines (Tarantool's summary left the dropped table's growth "held").
+-- the other lines (Tarantool's summary left the dropped table's growth "held"). A third,
+-- made before the profile and grown in it, is held by the growing line (or its trace).
 cases.grown = function()
   local function fill(t, n)
     for i = 1, n do t[i] = i end --@grownfill
   end
+  local c = table.new(20, 0)
   collectgarbage()
   collectgarbage()
   start()
@@ -383,10 +385,11 @@ cases.grown = function()
   a = nil
   local b = table.new(20, 0) --@grownmake2
   fill(b, 20000)
+  fill(c, 20000)
   collectgarbage() --@growncollect1
   collectgarbage() --@growncollect2
   stop()
-  return b
+  return b, c
 end
 
 -- Misuse: Tarantool's messages and errno values.
