@@ -88,8 +88,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
 	      "                      20, also for 0); --limit is the same\n"
-	      "  -q, --quiet         no summary, and no progress line (a long run on a\n"
-	      "                      terminal shows its time and the stream's size)\n"
+	      "  -q, --quiet         no summary (nor, on a terminal, the line saying what is\n"
+	      "                      being recorded)\n"
 	      "  -h, --help          this help\n"
 	      "\n"
 	      "CPU-time timers tick with the kernel (250 Hz on many systems): a higher --rate\n"
@@ -431,28 +431,38 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
-/* Bytes as a short human figure, for progress and summaries. */
+/* Bytes as a short human figure, for summaries (KiB, MiB, as the reports print them). */
 static void fmt_size(char *buf, size_t len, double b)
 {
-	static const char *const unit[] = { "B", "KB", "MB", "GB", "TB" };
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
 	int u = 0;
-	while (b >= 1000 && u < 4) {
-		b /= 1000;
+	while (b >= 1024 && u < 4) {
+		b /= 1024;
 		u++;
 	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	snprintf(buf, len, u && b != (double)(long long)b ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }
 
-/* While a long run goes on, on a terminal: its time and the raw stream's size so far, on
- * one line of standard error rewritten in place (cleared when the program ends). */
-static void progress(const char *raw, uint64_t ns, int *shown)
+/* On a terminal, before the program starts: what is being recorded, and when the result
+ * comes (nothing is printed while the program runs, which owns the terminal then). */
+static void banner(const struct opts *o)
 {
-	struct stat sb;
-	char size[32];
-	fmt_size(size, sizeof(size), stat(raw, &sb) == 0 ? (double)sb.st_size : 0);
-	fprintf(stderr, "\rluaprof record: %.0f s, %s recorded\033[K", (double)ns / 1e9, size);
-	fflush(stderr);
-	*shown = 1;
+	if (o->quiet || !isatty(STDERR_FILENO))
+		return;
+	const char *name = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+	if (!o->memory) {
+		fprintf(stderr, "luaprof record: sampling %s at %u Hz (%s time, mode %c); the "
+			"profile follows when it exits\n", name, o->rate,
+			strcmp(o->clock, "wall") ? "CPU" : "wall-clock", o->mode);
+	} else if (o->sample) {
+		char sz[32];
+		fmt_size(sz, sizeof(sz), (double)o->sample);
+		fprintf(stderr, "luaprof record: sampling the allocations of %s, one per %s on "
+			"average; the profile follows when it exits\n", name, sz);
+	} else {
+		fprintf(stderr, "luaprof record: recording every allocation, reallocation and "
+			"free of %s (exact mode); the report follows when it exits\n", name);
+	}
 }
 
 /* Runs the program; returns its wait status, or -1 if it could not be started. */
@@ -492,6 +502,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	dfl.sa_handler = SIG_DFL;
 	sigaction(SIGCHLD, &dfl, &ochld);
 	int profile_on_stdout = lp_output_fd(o->output) == STDOUT_FILENO; /* -, /dev/stdout */
+	banner(o);
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -524,26 +535,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGHUP, &fwd, &ohup);
 	sigprocmask(SIG_SETMASK, &omask, NULL);
 	int status = 0;
-	/* Progress from the third second on, once a second, when standard error is a
-	 * terminal and a summary is wanted. */
-	int tty = !o->quiet && isatty(STDERR_FILENO), shown = 0;
-	uint64_t next = t0 + 2000000000ull;
-	for (;;) {
-		pid_t r = waitpid(pid, &status, tty ? WNOHANG : 0);
-		if (r == pid || (r < 0 && errno != EINTR))
-			break;
-		if (r == 0) {
-			struct timespec nap = { 0, 100000000 };
-			nanosleep(&nap, NULL);
-			uint64_t t = now_ns();
-			if (t >= next) {
-				progress(raw, t - t0, &shown);
-				next = t + 1000000000ull;
-			}
-		}
-	}
-	if (shown)
-		fputs("\r\033[K", stderr);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
 	child_pid = 0;
 	sigaction(SIGCHLD, &ochld, NULL);
 	*ns = now_ns() - t0;
