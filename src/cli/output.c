@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -59,6 +60,17 @@ int lp_fmt_of_path(const char *path, enum lp_fmt *fmt)
 			return 0;
 		}
 	return -1;
+}
+
+void lp_fmt_note_mismatch(const char *cmd, enum lp_fmt fmt, const char *path)
+{
+	enum lp_fmt ext;
+	if (fmt == LP_FMT_NONE || !path || !strcmp(path, "-") || lp_output_is_special(path) ||
+	    lp_fmt_of_path(path, &ext) || ext == LP_FMT_NONE || ext == fmt)
+		return;
+	fprintf(stderr, "luaprof %s: note: %s gets -f %s output, though its extension (%s) is "
+		"that of -f %s\n", cmd, path, lp_fmt_name(fmt), lp_path_ext(path),
+		lp_fmt_name(ext));
 }
 
 const char *lp_path_ext(const char *path)

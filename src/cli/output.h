@@ -19,6 +19,9 @@ enum lp_fmt {
 enum lp_fmt lp_fmt_named(const char *name);
 /* The format a path's extension asks for; returns -1 when it says nothing. */
 int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);
+/* Warns (as "luaprof CMD: note: ...") when path's extension names another format than
+ * fmt, which -f chose: the file gets fmt all the same. */
+void lp_fmt_note_mismatch(const char *cmd, enum lp_fmt fmt, const char *path);
 const char *lp_fmt_name(enum lp_fmt f);
 /* The extension of path's last component: a format's (".pb.gz", ".speedscope.json") when it
  * has one, else from its last dot (not a leading one); NULL when it has none. */

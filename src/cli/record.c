@@ -300,6 +300,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("%s", stub_err);
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
 		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
+	if (!o->quiet)
+		lp_fmt_note_mismatch("record", o->fmt, o->output);
 	if (!o->output)
 		o->output = default_output(o->fmt);
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */

@@ -168,6 +168,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->output && lp_output_same(o->output, o->input))
 		return fail("-o %s is the input file: the report would replace the profile",
 			    o->output);
+	if (!o->quiet)
+		lp_fmt_note_mismatch("report", o->fmt, o->output);
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && o->output && strcmp(o->output, "-") &&
 	    !lp_output_is_special(o->output) && lp_fmt_of_path(o->output, &o->fmt))

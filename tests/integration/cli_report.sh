@@ -61,6 +61,12 @@ $lp report -q $mp -o "$t/mem.txt" && grep -q '^HEAP SUMMARY:' "$t/mem.txt" || fa
 $lp report -q $mp -o "$t/mem.folded" && grep -q '^@mp_leak.lua:8 168000$' "$t/mem.folded" || fail "memory collapsed alloc_space"
 $lp report -q $mp --value inuse_objects -f collapsed | grep -q '^@mp_leak.lua:5 301$' || fail "inuse_objects"
 cat $sp | $lp report -q - -f collapsed >/dev/null || fail "reading standard input"
+# -f wins over the extension, with a note when they disagree (none with -q).
+$lp report $mp -f collapsed -o "$t/odd.svg" 2>"$t/err" && grep -q '^@mp_leak.lua:8 168000$' "$t/odd.svg" &&
+	grep -q "note: $t/odd.svg gets -f collapsed output, though its extension (.svg) is that of -f flamegraph" "$t/err" ||
+	fail "-f collapsed -o x.svg: $(cat "$t/err")"
+$lp report -q $mp -f collapsed -o "$t/odd.svg" 2>"$t/err" && [ ! -s "$t/err" ] || fail "-q: $(cat "$t/err")"
+$lp report $mp -f collapsed -o "$t/ok.folded" 2>"$t/err" && ! grep -q note "$t/err" || fail "a note for .folded: $(cat "$t/err")"
 
 # -- -f info: what a file holds, a "key: value" line per fact. Tarantool's streams carry
 # no luaprof meta; the truncated case still describes what was read.
