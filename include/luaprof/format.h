@@ -71,5 +71,7 @@ enum lp_vmstate {
 #define LP_EXT_TCODE   0x08 /* traceno addr size: machine code of a trace of the symtab */
 #define LP_EXT_JSAMPLE 0x09 /* (gap id)*: Lua + host stacks of JIT compiler samples (RECORD,
 			     * OPT, ASM), by their ordinal among those */
+#define LP_EXT_ASTATE  0x0a /* (stack vmstate)*: stacks of sampled allocations made by the
+			     * collector (GC) or the JIT compiler (RECORD, OPT, ASM) */
 
 #endif

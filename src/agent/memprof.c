@@ -116,6 +116,9 @@ static struct {
 	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
 	size_t nsmp, smpcap;
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
+	uint8_t *sstate;                /* by stack id: the VM state (enum lp_vmstate) of the
+					 * collector's or compiler's stacks, 0 for the program's */
+	size_t nsstate;
 	uint64_t nlost;                 /* samples not kept (no memory) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
@@ -987,7 +990,7 @@ static int64_t capture(void)
 	size_t entry = compiler_entry(L, vmst, skip, nhost);
 	if (entry)
 		skip = entry;
-	else
+	else if (vmst != VMST_GC) /* the collector's code is kept, as a CPU sample has it */
 		while (skip + 1 < nhost && vm_c_code(s_host[skip]))
 			skip++;
 	/* A trace's exit restoring its snapshot (lj_trace_exit runs it under lj_vm_cpcall, an
@@ -1010,6 +1013,20 @@ static int64_t capture(void)
 	uint32_t id;
 	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), SIZE_MAX, &id))
 		return -1;
+	/* The collector's and the compiler's allocations: their state goes on top in the
+	 * report (astate record), as a CPU sample's does. A stack without its state (no
+	 * memory for the table) reads as the program's. */
+	uint8_t st = vmst == VMST_GC ? LP_VMST_GC
+		   : !entry ? 0
+		   : vmst == VMST_RECORD ? LP_VMST_RECORD
+		   : vmst == VMST_OPT ? LP_VMST_OPT
+		   : vmst == VMST_ASM ? LP_VMST_ASM : 0;
+	size_t had = mp.nsstate;
+	if (st && (id < had || lp_grow((void **)&mp.sstate, &mp.nsstate, (size_t)id + 1, 1) == 0)) {
+		if (mp.nsstate > had)
+			memset(mp.sstate + had, 0, mp.nsstate - had);
+		mp.sstate[id] = st;
+	}
 	return id;
 }
 
@@ -1164,11 +1181,25 @@ static void write_ext_records(struct lp_wbuf *w)
 			len = 0;
 		}
 	}
+	/* astate records: (stack state)* for the stacks of the collector and the compiler. */
+	for (size_t i = 0; i < mp.nsstate; i++) {
+		if (mp.sstate[i]) {
+			len += lp_uleb_encode(i, rec + len);
+			len += lp_uleb_encode(mp.sstate[i], rec + len);
+		}
+		if (len && (len >= 61440 || i + 1 == mp.nsstate)) {
+			lp_write_ext_record(w, LP_EXT_ASTATE, rec, len);
+			len = 0;
+		}
+	}
 }
 
 static void free_samples(void)
 {
 	agent_stackdict_free(&mp.dict);
+	free(mp.sstate);
+	mp.sstate = NULL;
+	mp.nsstate = 0;
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
 	memset(live_mark, 0, sizeof(live_mark));

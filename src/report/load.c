@@ -127,6 +127,17 @@ static int on_ext_asample(void *p, uint64_t id, uint64_t size, int live)
 	return 0;
 }
 
+static int on_ext_astate(void *p, uint64_t id, unsigned vmstate)
+{
+	struct ctx *c = p;
+	if (!c->l->mem)
+		return 0;
+	struct lp_sysprof *s = stacks_of(c);
+	if (!s || lp_sysprof_astate(s, id, vmstate))
+		return nomem(c);
+	return 0;
+}
+
 static int on_ext_tsample(void *p, uint64_t ordinal, uint64_t id)
 {
 	struct ctx *c = p;
@@ -260,6 +271,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_jsample = on_ext_jsample,
 		.ext_tcode = on_ext_tcode,
 		.ext_asample = on_ext_asample,
+		.ext_astate = on_ext_astate,
 	};
 	return lp_parse_stream(in, &h, &out->stats);
 }

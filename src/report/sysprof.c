@@ -107,6 +107,8 @@ struct lp_sysprof {
 	size_t ngsmp, gsmpcap;
 	struct pairs gpairs, jpairs;  /* GC samples' ordinals, compiler samples' */
 	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for them */
+	struct lp_addrmap astate;     /* memory: stack id -> vmstate of the collector's or
+				       * compiler's allocations (astate records) */
 	struct lp_addrmap dkeys;      /* hash of a dsample's key -> index in dsmp */
 	int finished;                 /* the deferred samples (TRACE, CPU or memory) were added */
 	/* Memory samples. */
@@ -165,6 +167,7 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->gpairs.p);
 	free(s->jpairs.p);
 	lp_addrmap_free(&s->gside);
+	lp_addrmap_free(&s->astate);
 	free(s->dsmp);
 	lp_addrmap_free(&s->dedup);
 	lp_addrmap_free(&s->dkeys);
@@ -1228,6 +1231,11 @@ int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int liv
 	return 0;
 }
 
+int lp_sysprof_astate(struct lp_sysprof *s, uint64_t id, unsigned vmstate)
+{
+	return lp_addrmap_put(&s->astate, id, vmstate, 0) ? -ENOMEM : 0;
+}
+
 static int64_t sat64(double v)
 {
 	return v >= 9.2e18 ? INT64_MAX : (int64_t)(v + 0.5);
@@ -1263,11 +1271,12 @@ static int add_memory(struct lp_sysprof *s)
 		for (size_t k = 0; k < r->nmerged; k++)
 			if (push(s, &n, s->mpool[r->merged + k]))
 				return -ENOMEM;
-		if (n == 0) {
-			uint32_t id;
-			if (vm_frame(s, LP_VMST_INTERP, &id) || push(s, &n, id))
-				return -ENOMEM;
-		}
+		uint32_t id;
+		const struct lp_addrmap_entry *st = lp_addrmap_get(&s->astate, m->id);
+		if (st && (vm_frame(s, (unsigned)st->a, &id) || push(s, &n, id)))
+			return -ENOMEM;
+		if (n == 0 && (vm_frame(s, LP_VMST_INTERP, &id) || push(s, &n, id)))
+			return -ENOMEM;
 		if (lp_profile_add(s->raw, s->out, n, v))
 			return -ENOMEM;
 	}

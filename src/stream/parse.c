@@ -401,6 +401,19 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 				rc = lp_input_fail(in, LP_ERR_ABORT, at,
 						   "stopped by the consumer");
 		}
+	} else if (type == LP_EXT_ASTATE) {
+		while (rc == LP_OK && lp_input_offset(in) - start < len) {
+			uint64_t id, st;
+			TRY(lp_input_uleb(in, &id));
+			TRY(lp_input_uleb(in, &st));
+			if (st != LP_VMST_GC && !LP_VMST_IS_COMPILER(st))
+				return lp_input_fail(in, LP_ERR_FORMAT, at,
+						     "sampled allocations' stack state %llu",
+						     (unsigned long long)st);
+			if (h->ext_astate && h->ext_astate(h->ctx, id, (unsigned)st))
+				rc = lp_input_fail(in, LP_ERR_ABORT, at,
+						   "stopped by the consumer");
+		}
 	} else {
 		/* A record type from a newer writer: skip it whole. */
 		for (uint64_t left = len; left > 0 && rc == LP_OK;) {

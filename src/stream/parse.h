@@ -86,6 +86,10 @@ struct lp_parse_handlers {
 	/* One sampled allocation of an asample record: its stack id, its size, and whether
 	 * it was still allocated when the profile stopped. */
 	int (*ext_asample)(void *ctx, uint64_t id, uint64_t size, int live);
+	/* One pair of an astate record: the sampled allocations of stack id were made by the
+	 * collector or the JIT compiler, in VM state vmstate (enum lp_vmstate: GC, RECORD,
+	 * OPT, ASM). */
+	int (*ext_astate)(void *ctx, uint64_t id, unsigned vmstate);
 };
 
 /* Counters of what was read; valid whatever the status. */

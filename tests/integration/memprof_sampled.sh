@@ -386,6 +386,32 @@ EOF
 			fail "C code after its lua_resume, JIT $jit: $top (main chunk) + $wrapped (coroutine) of $whole bytes under the calling line:
 $(build/luaprof report -q "$t/cafter.bin" -f collapsed | grep memprof_cmod_resume_alloc | sort -t' ' -k2 -nr | head -3)"
 	done
+	# The collector's own allocations (it shrinks the VM's 2 MiB string buffer, resizes
+	# the string table) in a step that tostring's allocation (line 3) or a table's (4)
+	# ran: under that line with the collector's C frames and a GC frame on top, as a CPU
+	# sample has it. They were tostring's and the line's own bytes (18 MiB of tostring's
+	# 40 small strings, 8 MiB more on line 4).
+	cat >"$t/gcshrink.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 65536 }))
+local sink
+local function huge() for i = 1, 40 do sink = string.rep("x", 2 * 1024 * 1024 - 30, tostring(i)) end end
+local function tiny() for i = 1, 2000000 do sink = {} end end
+huge() sink = nil tiny()
+assert(mp.stop())
+EOF
+	for jit in on off; do
+		LUA_CPATH= luajit -j$jit "$t/gcshrink.lua" "$t/gcs.bin" >"$t/gcs.out" 2>&1 ||
+			fail "collector allocations workload (JIT $jit): $(head -5 "$t/gcs.out")"
+		read -r gc rooted tostr < <(build/luaprof report -q "$t/gcs.bin" -f collapsed 2>/dev/null |
+			awk '/;GC [0-9]+$/ { g += $NF; if ($0 ~ /(^|;)main;.*lua_pcall;@[^;]*gcshrink\.lua:7;/) r += $NF }
+			     /;tostring [0-9]+$/ { t += $NF }
+			     END { print g + 0, r + 0, t + 0 }')
+		[ "$gc" -gt $((4 << 20)) ] && [ "$rooted" = "$gc" ] && [ "$tostr" -lt $((1 << 20)) ] ||
+			fail "collector allocations (JIT $jit): $gc bytes under GC ($rooted rooted at main), $tostr as tostring's own:
+$(build/luaprof report -q "$t/gcs.bin" -f collapsed | sort -t' ' -k2 -nr | head -4)"
+	done
 	# Allocations of a trace's exit (sunk tables its snapshot restores, in lj_trace_exit
 	# under lj_vm_cpcall, an entry with no Lua frame) in such a coroutine: the exit
 	# handler made them (the cpcall's code was taken for the Lua frames' entry: the main

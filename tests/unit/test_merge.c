@@ -1235,6 +1235,43 @@ static void test_memory_trace(void)
 	CHECK_STR(memory_trace_case(1, 1), "main;lua_pcall;@app.lua:5;@app.lua:14 100\n");
 }
 
+/*
+** The collector's allocations (a string table resized, a buffer shrunk in a step that an
+** allocation of a C function ran): the agent keeps the collector's C frames and names the
+** stack's state in an astate record; the report shows the state on top, as a CPU sample's
+** GC frame. Without the record (an older agent) the stack reads as before.
+*/
+static const char *memory_gc_case(int astate)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
+		{ A_CFUNC, "my_cfunc" }, { A_SORT, "gc_step" }, { A_LAST, "lj_str_resize" },
+	};
+	memory_begin(syms, NSYMS(syms));
+	lp_write_mem_sym_lua(&wb, P_MAIN, "@app.lua", 8, 0);
+	memory_extension();
+	const struct lp_lua_frame lua[] = { C(A_CFUNC), L(P_MAIN, 5) };
+	const uint64_t host[] = { A_LAST + 4, A_SORT + 4, A_CFUNC + 4, A_BC + 8, A_LUA_PCALL + 4,
+				  A_MAIN + 9 };
+	ext_stack(0, lua, 2, host, 6);
+	const uint8_t recs[] = { 0, 100, 1 };
+	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	if (astate) {
+		const uint8_t st[] = { 0, LP_VMST_GC };
+		lp_write_ext_record(&wb, LP_EXT_ASTATE, st, sizeof(st));
+	}
+	uint64_t samples, dropped;
+	return memory_text(0, &samples, &dropped);
+}
+
+static void test_memory_gc(void)
+{
+	CHECK_STR(memory_gc_case(1), "main;lua_pcall;@app.lua:5;lj_vm_asm_begin;my_cfunc;gc_step;"
+				     "lj_str_resize;GC 100\n");
+	CHECK_STR(memory_gc_case(0), "main;lua_pcall;@app.lua:5;lj_vm_asm_begin;my_cfunc;gc_step;"
+				     "lj_str_resize 100\n");
+}
+
 static void test_memory_samples(void)
 {
 	/* Unweighted (no sample_bytes): one allocation per sample. Columns: alloc_space,
@@ -1332,6 +1369,7 @@ int main(void)
 	RUN(test_memory_samples);
 	RUN(test_memory_nested);
 	RUN(test_memory_trace);
+	RUN(test_memory_gc);
 	free(stream.data);
 	return UNIT_RESULT();
 }
