@@ -13,6 +13,9 @@
 ** through the writer callback; a sample that cannot be taken safely or that finds both
 ** halves full is counted as dropped.
 **
+** The API is exported by the agent, luaprof.so: link with -l:luaprof.so (libluaprof.a holds
+** the stream reader and reports only).
+**
 ** Stream written in LUAPROF_SYSPROF_LEAF / _CALLGRAPH modes: symtab "ljs" v3, sysprof
 ** "ljp" v2 (both byte-compatible with Tarantool's), then the luaprof extension "lpx" v1
 ** (mapped objects, command line, interval) - docs/FORMAT.md.
@@ -236,8 +239,6 @@ struct luaprof_memprof_options {
 */
 #define LUAPROF_MEMPROF_SAMPLE_DEFAULT (512 * 1024)
 
-/* Exact mode counts every event; sampled mode counts samples only (its hot path does
- * nothing but a countdown), the other fields staying 0. */
 /* Exact mode counts every event; sampled mode counts only its samples (the rest stay 0:
  * counting each allocation would cost what sampling saves). */
 struct luaprof_memprof_counters {
