@@ -2105,6 +2105,9 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 		snprintf(events, sizeof(events), "%llu", (unsigned long long)(mp.allocs + mp.frees + mp.reallocs));
 		snprintf(dur, sizeof(dur), "%llu",
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
+		char start[32];
+		snprintf(start, sizeof(start), "%llu",
+			 (unsigned long long)agent_unix_ns_at(mp.started_ns));
 		char cmdline[4096];
 		agent_cmdline(cmdline, sizeof(cmdline));
 #ifdef LP_MEMPROF_SELFCHECK
@@ -2133,6 +2136,7 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 			"stopped_by", cause,
 			"ffnames", ffnames,
 			"duration_ns", dur,
+			"start_unix_ns", start,
 			"agent", "luaprof " AGENT_VERSION " in-process",
 			"vm", mp.vm.lay->name,
 #ifdef LP_MEMPROF_SELFCHECK

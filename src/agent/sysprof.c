@@ -688,6 +688,8 @@ static void finish_stream(const char *cause)
 	snprintf(tlost, sizeof(tlost), "%llu", (unsigned long long)agent_tstacks_lost());
 	snprintf(duration, sizeof(duration), "%llu",
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
+	char start[32];
+	snprintf(start, sizeof(start), "%llu", (unsigned long long)agent_unix_ns_at(sp.started_ns));
 	snprintf(cpu, sizeof(cpu), "%llu", (unsigned long long)sp.cpu_ns);
 	snprintf(taken, sizeof(taken), "%llu", (unsigned long long)atomic_load(&sp.sig_taken_ns));
 	snprintf(signo, sizeof(signo), "%d", sp.signo);
@@ -701,6 +703,7 @@ static void finish_stream(const char *cause)
 		"clock", sp.clock == LUAPROF_CLOCK_WALL ? "wall" : "cpu",
 		"mode", mode_name(sp.mode),
 		"duration_ns", duration,
+		"start_unix_ns", start,
 		"dropped", dropped,
 		"overruns", overruns,
 		"paced", paced,

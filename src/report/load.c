@@ -223,11 +223,13 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 	}
 	if (!strcmp(key, "cmdline")) {
 		c->l->cmdline = mp->value;
-	} else if (!strcmp(key, "interval_ns") || !strcmp(key, "dropped")) {
+	} else if (!strcmp(key, "interval_ns") || !strcmp(key, "dropped") ||
+		   !strcmp(key, "start_unix_ns")) {
 		char *end;
 		unsigned long long v = strtoull(value, &end, 10);
 		if (*value && !*end)
-			*(key[0] == 'i' ? &c->l->interval_ns : &c->l->dropped) = v;
+			*(key[0] == 'i' ? &c->l->interval_ns
+			  : key[0] == 'd' ? &c->l->dropped : &c->l->start_unix_ns) = v;
 	} else if (!strcmp(key, "ffnames") && (c->l->sys || c->l->mem)) {
 		struct lp_sysprof *s = stacks_of(c);
 		if (!s || lp_sysprof_set_ffnames(s, value))
@@ -308,6 +310,8 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
+	m->start_unix_ns = l->start_unix_ns;
+	m->duration_ns = l->facts.duration_ns;
 	if (l->mem)
 		m->period_bytes = l->sampled ? l->facts.sample_bytes : 1;
 	m->dropped += l->dropped;

@@ -41,6 +41,7 @@ struct lp_loaded {
 	struct lp_parse_stats stats;
 	const char *cmdline;          /* the last meta "cmdline" (in meta[]), or NULL */
 	uint64_t interval_ns;         /* extension meta "interval_ns", or 0 */
+	uint64_t start_unix_ns;       /* extension meta "start_unix_ns", or 0 */
 	uint64_t dropped;             /* extension meta "dropped": samples the producer lost */
 	int sampled;                  /* a memprof stream with sampled allocations */
 	struct lp_record_facts facts;

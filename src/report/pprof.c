@@ -525,10 +525,12 @@ static int render(struct pp *w, unsigned value)
 			return fail(w, rc, "pprof: cannot format frame %zu", i);
 	}
 
-	/* The scalars go last; the profile model has no start time or duration yet, so
-	 * time_nanos and duration_nanos stay 0 (absent). */
+	/* The scalars go last: time_nanos and duration_nanos from the agent's meta (0, so
+	 * absent, for streams without them: Tarantool's). */
 	PbValueType period_type = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
 	PbProfile tail = PERFTOOLS__PROFILES__PROFILE__INIT;
+	tail.time_nanos = m->start_unix_ns > INT64_MAX ? INT64_MAX : (int64_t)m->start_unix_ns;
+	tail.duration_nanos = m->duration_ns > INT64_MAX ? INT64_MAX : (int64_t)m->duration_ns;
 	int64_t comment = 0;
 	int cpu = m->event ? strcmp(m->event, "cpu") == 0 : m->period_ns != 0;
 	if (cpu) {

@@ -60,6 +60,12 @@ grep -q '^format: ljp v[0-9]*, luaprof extension$' "$t/info.txt" &&
 	grep -q '^meta\.cmdline: luajit app\.lua 0\.6$' "$t/info.txt" &&
 	grep -Eq '^samples: [1-9][0-9]*$' "$t/info.txt" ||
 	fail "report -f info: $(head -12 "$t/info.txt")"
+# The start time (Unix ns, for pprof's time_nanos): within the minute of this run.
+started=$(sed -n 's/^meta\.start_unix_ns: //p' "$t/info.txt")
+now=$(date +%s)
+[ -n "$started" ] && [ $((started / 1000000000)) -le "$now" ] &&
+	[ $((started / 1000000000)) -ge $((now - 60)) ] ||
+	fail "meta.start_unix_ns '$started', now $now"
 
 # -n with -f top is the list's length (it was ignored for CPU profiles: 20 rows), 20 by
 # default and for -n 0 (no list in the summary); --limit is the same option. A list shows

@@ -392,9 +392,14 @@ static void test_cpu_profile(void)
 	struct lp_profile_meta *m = lp_profile_meta(p);
 	m->event = "cpu";
 	m->period_ns = 1000000;
+	m->start_unix_ns = 1795000000123456789ull;
+	m->duration_ns = 2500000000ull;
 	PbProfile *pb = render_decode(p, 0);
 	if (pb) {
 		check_common(pb, p);
+		/* The agent's start time and duration, as Go's profiles carry them. */
+		CHECK_EQ(pb->time_nanos, 1795000000123456789ll);
+		CHECK_EQ(pb->duration_nanos, 2500000000ll);
 		CHECK(pb->period_type != NULL);
 		if (pb->period_type) {
 			CHECK_STR(str(pb, pb->period_type->type), "cpu");
