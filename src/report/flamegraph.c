@@ -751,6 +751,14 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 			fmt_value(val, sizeof(val), (int64_t)m->period_ns, &ns);
 			ADD(", every %s", val);
 		}
+	} else if (m->event && strcmp(m->event, "memory (sampled)") == 0) {
+		ADD(" | %" PRIu64 " sampled allocations, %" PRIu64 " dropped", m->samples,
+		    m->dropped);
+		if (m->period_bytes > 1) {
+			struct lp_value_type b = { "", "bytes" };
+			fmt_value(val, sizeof(val), (int64_t)m->period_bytes, &b);
+			ADD(", one per %s allocated", val);
+		}
 	} else if (m->samples || m->dropped) {
 		ADD(" | %" PRIu64 " events, %" PRIu64 " dropped", m->samples, m->dropped);
 	}
@@ -795,10 +803,14 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 	if (o && o->title) {
 		title = clean_utf8(o->title);
 	} else {
+		/* The file, and what it profiles: "luaprof: app.bin (memory, sampled)". */
 		const char *src = m->source ? m->source : "";
-		char *raw = malloc(strlen(src) + 16);
+		const char *ev = !m->event ? "" : !strcmp(m->event, "cpu") ? " (CPU)"
+			       : !strcmp(m->event, "memory") ? " (memory, every event)"
+			       : !strcmp(m->event, "memory (sampled)") ? " (memory, sampled)" : "";
+		char *raw = malloc(strlen(src) + strlen(ev) + 16);
 		if (raw) {
-			sprintf(raw, "luaprof%s%s", *src ? ": " : "", src);
+			sprintf(raw, "luaprof%s%s%s", *src ? ": " : "", src, ev);
 			title = clean_utf8(raw);
 			free(raw);
 		}

@@ -261,7 +261,7 @@ static void test_boxes_values_nesting(void)
 	CHECK_EQ(s.nboxes, 12);  /* all + 11 tree nodes (fib:3 appears twice) */
 	/* depth 5 frames + root = 6 rows */
 	CHECK_EQ(s.height, 76 + 6 * 16 + 30);
-	CHECK(s.head && strstr(s.head, "luaprof: demo.lpf"));
+	CHECK(s.head && strstr(s.head, "luaprof: demo.lpf (CPU)"));
 	CHECK(s.head && strstr(s.head, "Total: 100 samples"));
 	CHECK(s.head && strstr(s.head, "102 samples, 2 dropped"));
 	CHECK(s.head && !strstr(s.head, "elided"));
@@ -536,7 +536,19 @@ static void test_bytes_and_options(void)
 	svg_parse(&s, doc ? doc : "", doc ? len : 0);
 	CHECK(s.ok);
 	CHECK(find(&s, "@alloc.lua:4 (3 alloc_objects, 75.00%)", 0));
-	CHECK(s.head && strstr(s.head, "luaprof: mem.lpf"));
+	CHECK(s.head && strstr(s.head, "luaprof: mem.lpf (memory, every event)"));
+	svg_free(&s);
+	free(doc);
+
+	/* A sampled profile says so, with its interval, and counts samples, not events. */
+	m->event = "memory (sampled)";
+	m->period_bytes = 524288;
+	doc = render(p, &o, &len);
+	svg_parse(&s, doc ? doc : "", doc ? len : 0);
+	CHECK(s.ok);
+	CHECK(s.head && strstr(s.head, "luaprof: mem.lpf (memory, sampled)"));
+	CHECK(s.head && strstr(s.head, "4 sampled allocations, 0 dropped, one per 512.0 KiB allocated"));
+	CHECK(s.head && !strstr(s.head, "events"));
 	svg_free(&s);
 	free(doc);
 
