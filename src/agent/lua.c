@@ -307,12 +307,13 @@ static int parse_size(lua_State *L, int idx, uint64_t *out)
 /* local ok, err, errno = memprof.start(path [, {sample = true | bytes | "512K"}]) */
 static int l_mem_start(lua_State *L)
 {
-	/* Named here: luaL_checkstring's message names the function from the call site, '?'
-	 * when it was reached through a local. */
-	if (!lua_isstring(L, 1))
+	/* No file name: "memprof.bin", as Tarantool's since 2025. Named here: luaL_checkstring's
+	 * message names the function from the call site, '?' when it was reached through a
+	 * local. */
+	if (!lua_isnoneornil(L, 1) && !lua_isstring(L, 1))
 		return luaL_error(L, "bad argument #1 to 'memprof.start' (file name expected, got %s)",
 				  luaL_typename(L, 1));
-	const char *path = lua_tostring(L, 1);
+	const char *path = lua_isnoneornil(L, 1) ? "memprof.bin" : lua_tostring(L, 1);
 	uint64_t sample = 0;
 	if (!lua_isnoneornil(L, 2)) {
 		if (!lua_istable(L, 2))
@@ -615,11 +616,16 @@ LUAPROF_API int luaopen_luaprof(lua_State *L)
 	lua_createtable(L, 0, 2);
 	lua_pushliteral(L, "luaprof 0.1.0");
 	lua_setfield(L, -2, "_VERSION");
-	lua_createtable(L, 0, 4);
+	/* available: true, as Tarantool's (2026) says whether the profiler was built in. */
+	lua_createtable(L, 0, 5);
 	luaL_register(L, NULL, sysprof_funcs);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, "available");
 	lua_setfield(L, -2, "sysprof");
-	lua_createtable(L, 0, 3);
+	lua_createtable(L, 0, 4);
 	luaL_register(L, NULL, memprof_funcs);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, "available");
 	lua_setfield(L, -2, "memprof");
 
 	/* misc.sysprof and misc.memprof for code written for Tarantool, unless the host has

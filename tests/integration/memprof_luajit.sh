@@ -74,8 +74,10 @@
 #             dropped table's growth held and split the kept one's between the lines); a
 #             third made before the profile and grown in it: its array (262152 B) held by
 #             the growing line or its trace (Tarantool's way: all but the first growth);
-#  misuse     Tarantool's messages and errno (start twice, stop idle, bad path, start(nil)
-#             raises) checked in Lua; the profile around them is complete;
+#  misuse     Tarantool's messages and errno (start twice, stop idle, bad path, start({})
+#             raises) checked in Lua; the profile around them is complete; start() with
+#             no file name writes memprof.bin in the current directory, and misc.memprof
+#             and misc.sysprof say available = true (Tarantool's final API);
 #  close      start, allocate, exit without stop: exit 0 and a complete stream (report
 #             exit 0) with exactly the allocation (table.new(50, 0): 472 B) and the 36-byte
 #             string the script makes after the case, before luajit closes the state;
@@ -423,6 +425,19 @@ cases() {
 				fail "$what: the table from before the profile: its growing line holds $hb B in $ha allocs, $hf frees; want $((32769 * 8)) B, 1 more alloc than frees"
 			only_labels "$what" "$e" H "$(L grownmake2)|$(L grownfill)|$(TR grownfill)|INTERNAL" ;;
 		misuse)
+			mkdir -p "$dir/cwd"
+			# The runner's paths made absolute: it runs in another directory.
+			local run=() a root=$PWD
+			for a in "$@"; do [ -e "$a" ] && a=$(realpath "$a"); run+=("$a"); done
+			(cd "$dir/cwd" && "${run[@]}" -e "package.cpath = '$root/build/?.so;' .. package.cpath
+				require 'luaprof' local tnew = require 'table.new'
+				assert(misc.memprof.available == true and misc.sysprof.available == true)
+				assert(misc.memprof.start() == true)
+				local t = tnew(20, 0)
+				assert(misc.memprof.stop() == true)") >"$dir/cwd.out" 2>&1 &&
+				report "$runner" "$jit" "$dir" default "$dir/cwd/memprof.bin" &&
+				grep -q '^=(command line):5: 2 events	+232B' "$dir/default.txt" ||
+				fail "$what: start() without a file name: $(head -3 "$dir/cwd.out" "$dir/default.txt" 2>/dev/null)"
 			expect_sum "$what" "$e" A "$(L misuse_alloc)" "1 64 0"
 			report "$runner" "$jit" "$dir" misuse-final &&
 				expect_section "$what (final)" "$dir/misuse-final.ent" A ;;
