@@ -10,7 +10,9 @@
 #   ...;@jit_compiler.lua:<call line>;=genN:1;<compiler's C frames>;STATE
 # (the Lua frames in one run ending in the call line and the chunk, the compiler's frames
 # on top of them, not the Lua frames spliced inside the compiler's); every one of them that
-# has Lua frames has them so; and each of the three states is seen with its Lua frames.
+# has Lua frames has them in one run below the compiler's (a sample now and then compiles
+# the workload's other loops: the calling loop, or the loading loop stitched at `load`);
+# and each of the three states is seen with its Lua frames.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -34,7 +36,8 @@ read_markers $src
 call="@$PWD/$src:${at[call]}"
 
 # classify FOLDED: "STATE<TAB>VERDICT<TAB>COUNT<TAB>STACK" per compiler stack, VERDICT being
-# good (the expected shape), host (no Lua frame) or bad (Lua frames out of place).
+# good (the expected shape), other (another loop of the workload being compiled, rightly
+# shaped), host (no Lua frame) or bad (Lua frames out of place).
 classify() {
 	awk -v call="$call" '{
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
@@ -52,6 +55,10 @@ classify() {
 		if (!lua) v = "host"
 		else if (chunk && chunk == last && f[chunk - 1] == call && lua == last - first + 1 &&
 			 k > chunk + 1) v = "good"
+		# other: another loop of the workload compiled (the calling loop itself, or the
+		# loop that loads the chunks, stitched at load), its Lua frames in one run with
+		# the compiler frames after them
+		else if (lua == last - first + 1 && k > last + 1) v = "other"
 		else v = "bad"
 		print f[k] "\t" v "\t" n "\t" stack
 	}' "$1"
