@@ -393,11 +393,22 @@ static int emit_samples(struct pp *w)
 ** One mapping for every location, flagged as already symbolized: without it pprof invents
 ** an anonymous mapping and tries (and fails) to symbolize it ("Main binary filename not
 ** available."). The model keeps no object ranges or build ids, so it covers no addresses.
+** Its file is the profiled program, the command line's first word when the stream has
+** one (go tool pprof prints it as "File:").
 */
 static int emit_mapping(struct pp *w)
 {
 	PbMapping m = PERFTOOLS__PROFILES__MAPPING__INIT;
 	PbMapping *mp = &m;
+	const char *title = lp_profile_cmeta(w->p)->title;
+	if (title && *title) {
+		char prog[256];
+		size_t n = strcspn(title, " \t");
+		snprintf(prog, sizeof(prog), "%.*s", (int)(n < sizeof(prog) ? n : sizeof(prog) - 1),
+			 title);
+		if (intern(w, prog, &m.filename))
+			return nomem(w);
+	}
 	m.id = 1;
 	m.has_functions = 1;
 	m.has_filenames = 1;

@@ -261,6 +261,8 @@ static void test_memory_profile(void)
 		CHECK(pb->mapping[0]->has_functions);
 		CHECK(pb->mapping[0]->has_filenames);
 		CHECK(pb->mapping[0]->has_line_numbers);
+		/* The program, the command line's first word (go tool pprof: "File:"). */
+		CHECK_STR(str(pb, pb->mapping[0]->filename), "luajit");
 	}
 
 	/* Samples: insertion order, values summed, leaf first. */
