@@ -259,15 +259,18 @@ void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 struct agent_stackdict {
 	uint8_t *body;                      /* the bodies, back to back */
 	size_t nbody, bodycap;
-	struct agent_stackent { size_t off, len; } *ent; /* by id */
+	struct agent_stackent { size_t off, len; unsigned tag; } *ent; /* by id */
 	size_t nent, entcap;
 	struct lp_iset index;
 };
 
-/* The id of body (an encoded "lua-stack host-stack"), added if new; -1 when it is new and
- * would take the dictionary past max_bytes, or without memory. Not for the handler. */
+/* The id of body (an encoded "lua-stack host-stack") with tag, added if new; -1 when it is
+ * new and would take the dictionary past max_bytes, or without memory. Not for the
+ * handler. The tag is part of the key, not of the record written: one body under two tags
+ * (a stack the compiler's RECORD and ASM phases both allocate at) gets two ids, which
+ * records of their own (astate) tell apart. */
 int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_t len,
-			   size_t max_bytes, uint32_t *id);
+			   unsigned tag, size_t max_bytes, uint32_t *id);
 /* One extension stack record (04) per entry, in id order. */
 void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
 /* Frees and empties the dictionary (a zeroed one is empty too). */

@@ -1010,17 +1010,18 @@ static int64_t capture(void)
 	lp_write_sys_stacks(&w, &smp);
 	if (!lp_wbuf_ok(&w))
 		return -1;
-	uint32_t id;
-	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), SIZE_MAX, &id))
-		return -1;
 	/* The collector's and the compiler's allocations: their state goes on top in the
-	 * report (astate record), as a CPU sample's does. A stack without its state (no
-	 * memory for the table) reads as the program's. */
+	 * report (astate record), as a CPU sample's does. The state is part of the stack's
+	 * key: the compiler's phases allocate at the same frames. A stack without its state
+	 * (no memory for the table) reads as the program's. */
 	uint8_t st = vmst == VMST_GC ? LP_VMST_GC
 		   : !entry ? 0
 		   : vmst == VMST_RECORD ? LP_VMST_RECORD
 		   : vmst == VMST_OPT ? LP_VMST_OPT
 		   : vmst == VMST_ASM ? LP_VMST_ASM : 0;
+	uint32_t id;
+	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), st, SIZE_MAX, &id))
+		return -1;
 	size_t had = mp.nsstate;
 	if (st && (id < had || lp_grow((void **)&mp.sstate, &mp.nsstate, (size_t)id + 1, 1) == 0)) {
 		if (mp.nsstate > had)

@@ -15,20 +15,22 @@ struct eqctx {
 	const struct agent_stackdict *d;
 	const uint8_t *p;
 	size_t len;
+	unsigned tag;
 };
 
 static int eq(const void *ctx, uint32_t idx)
 {
 	const struct eqctx *c = ctx;
 	const struct agent_stackdict *d = c->d;
-	return d->ent[idx].len == c->len && memcmp(d->body + d->ent[idx].off, c->p, c->len) == 0;
+	return d->ent[idx].len == c->len && d->ent[idx].tag == c->tag &&
+	       memcmp(d->body + d->ent[idx].off, c->p, c->len) == 0;
 }
 
 int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_t len,
-			   size_t max_bytes, uint32_t *id)
+			   unsigned tag, size_t max_bytes, uint32_t *id)
 {
-	struct eqctx c = { d, body, len };
-	uint64_t h = lp_hash_bytes(body, len, 0x5eed);
+	struct eqctx c = { d, body, len, tag };
+	uint64_t h = lp_hash_bytes(body, len, 0x5eed + tag);
 	if (lp_iset_find(&d->index, h, eq, &c, id))
 		return 0;
 	if (d->nbody + len > max_bytes || d->nent >= UINT32_MAX - 1 ||
@@ -39,6 +41,7 @@ int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_
 	memcpy(d->body + d->nbody, body, len);
 	d->ent[d->nent].off = d->nbody;
 	d->ent[d->nent].len = len;
+	d->ent[d->nent].tag = tag;
 	d->nbody += len;
 	*id = (uint32_t)d->nent++;
 	return 0;

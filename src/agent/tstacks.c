@@ -135,7 +135,7 @@ static void take(const uint8_t *rec, size_t len)
 			break;
 	}
 	uint32_t id;
-	if (agent_stackdict_intern(&tsq.dict, rec + i, len - i, DICT_MAX, &id) != 0) {
+	if (agent_stackdict_intern(&tsq.dict, rec + i, len - i, 0, DICT_MAX, &id) != 0) {
 		atomic_fetch_add(&tsq.lost, 1);
 		return;
 	}

@@ -518,6 +518,31 @@ else
 	echo "skipped the C module check: $why"
 fi
 
+# The compiler's allocations: its phases allocate under the same frames (the entry
+# into the compiler, the loop's Lua frames), and each sample's state goes on top. The
+# state is part of the stack's key: when it was not, a stack's last state (ASM) named
+# the OPT and RECORD allocations made at it too (0 OPT samples of ~90). Line 6 runs the
+# chunks' loops; the loading loop itself compiles too, stitched at load (line 5).
+cat >"$t/compiler.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 64 }))
+for k = 1, 300 do
+  local f = load("local s = 0 for i = 1, 300 do s = s + i * " .. k .. " + (i % 7) end return s")
+  f()
+end
+assert(mp.stop())
+EOF
+LUA_CPATH= luajit -jon "$t/compiler.lua" "$t/comp.bin" >"$t/comp.out" 2>&1 ||
+	fail "compiler allocations workload: $(head -5 "$t/comp.out")"
+read -r asm opt rooted < <(build/luaprof report -q "$t/comp.bin" -f collapsed 2>/dev/null |
+	awk '/;ASM [0-9]+$/ { a++ } /;OPT [0-9]+$/ { o++ }
+	     /;(ASM|OPT) [0-9]+$/ && /(^|;)main;.*;@[^;]*compiler\.lua:[56];/ { r++ }
+	     END { print a + 0, o + 0, r + 0 }')
+[ "$asm" -ge 100 ] && [ "$opt" -ge 20 ] && [ "$rooted" = $((asm + opt)) ] ||
+	fail "compiler allocations: $asm ASM and $opt OPT stacks ($rooted under the loading line):
+$(build/luaprof report -q "$t/comp.bin" -f collapsed | grep -cE ';(RECORD|OPT|ASM) [0-9]+$') compiler stacks"
+
 # -- Compact unwind steps against libunwind's: an agent built with -DLP_UNWIND_SELFCHECK
 # steps every frame that has a compact rule both ways and counts the differences, in
 # memprof captures (the VM thread) and in the CPU profiler's handler, JIT off and on.

@@ -533,8 +533,48 @@ static void test_foreign_signal_ignored(void)
 	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
 }
 
+/*
+** The stack dictionary: one id per distinct (body, tag); the tag is part of the key only
+** (the compiler's RECORD and ASM phases allocating at the same frames get an id each, but
+** the records written carry the body alone), and bodies differing in one byte differ.
+*/
+static void test_stackdict_tags(void)
+{
+	struct agent_stackdict d;
+	memset(&d, 0, sizeof(d));
+	static const uint8_t a[] = { 1, 2, 3 }, b[] = { 1, 2, 4 };
+	uint32_t id[5];
+	CHECK_EQ(agent_stackdict_intern(&d, a, 3, 0, SIZE_MAX, &id[0]), 0);
+	CHECK_EQ(agent_stackdict_intern(&d, a, 3, 4, SIZE_MAX, &id[1]), 0);
+	CHECK_EQ(agent_stackdict_intern(&d, a, 3, 6, SIZE_MAX, &id[2]), 0);
+	CHECK_EQ(agent_stackdict_intern(&d, b, 3, 4, SIZE_MAX, &id[3]), 0);
+	CHECK_EQ(agent_stackdict_intern(&d, a, 3, 4, SIZE_MAX, &id[4]), 0);
+	CHECK_EQ(id[0], 0);
+	CHECK_EQ(id[1], 1);
+	CHECK_EQ(id[2], 2);
+	CHECK_EQ(id[3], 3);
+	CHECK_EQ(id[4], 1);
+	/* A new entry past max_bytes is refused; a known one is still found. */
+	uint32_t x;
+	CHECK_EQ(agent_stackdict_intern(&d, b, 3, 9, 12, &x), -1);
+	CHECK_EQ(agent_stackdict_intern(&d, b, 3, 4, 12, &x), 0);
+	CHECK_EQ(x, 3);
+	uint8_t out[64];
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, out, sizeof(out), NULL, NULL);
+	agent_stackdict_write(&d, &w);
+	CHECK(lp_wbuf_ok(&w));
+	/* Per entry: type, length, id, body. */
+	static const uint8_t want[] = { LP_EXT_STACK, 4, 0, 1, 2, 3, LP_EXT_STACK, 4, 1, 1, 2, 3,
+					LP_EXT_STACK, 4, 2, 1, 2, 3, LP_EXT_STACK, 4, 3, 1, 2, 4 };
+	CHECK_EQ((size_t)(w.pos - w.buf), sizeof(want));
+	CHECK(memcmp(out, want, sizeof(want)) == 0);
+	agent_stackdict_free(&d);
+}
+
 int main(void)
 {
+	RUN(test_stackdict_tags);
 	RUN(test_validation);
 	RUN(test_double_buffer_order_and_drops);
 	RUN(test_pacing);
