@@ -308,6 +308,19 @@ struct ext_state {
 	uint64_t next_ordinal, next_gordinal, next_jordinal;
 };
 
+/* Fields read so far run past the record's length (the last ones were read from the next
+ * record): named as such before any check of their values, which are not the record's. */
+static int overrun(struct lp_input *in, uint8_t type, uint64_t start, uint64_t len, uint64_t at)
+{
+	uint64_t used = lp_input_offset(in) - start;
+	if (used <= len)
+		return LP_OK;
+	return lp_input_fail(in, LP_ERR_FORMAT, at,
+			     "extension record 0x%02x ends inside its fields (length %llu, the "
+			     "fields take at least %llu)", type, (unsigned long long)len,
+			     (unsigned long long)used);
+}
+
 static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, uint8_t type,
 		      uint64_t len, uint64_t at, struct ext_state *es)
 {
@@ -327,6 +340,8 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		if (!(first = strndup(s, n)))
 			return lp_input_fail(in, LP_ERR_NOMEM, at, "out of memory");
 		rc = lp_input_string(in, &s, &n);
+		if (rc == LP_OK)
+			rc = overrun(in, type, start, len, at);
 		if (rc == LP_OK && hi <= lo)
 			rc = lp_input_fail(in, LP_ERR_FORMAT, at,
 					   "mapping record with end 0x%llx not above start 0x%llx",
@@ -348,6 +363,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(lp_input_uleb(in, &traceno));
 		TRY(lp_input_uleb(in, &addr));
 		TRY(lp_input_uleb(in, &size));
+		TRY(overrun(in, type, start, len, at));
 		if (size == 0 || size > UINT32_MAX || addr + size < addr)
 			return lp_input_fail(in, LP_ERR_FORMAT, at,
 					     "trace code record with size 0x%llx at 0x%llx",
@@ -378,6 +394,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 			uint64_t gap, id;
 			TRY(lp_input_uleb(in, &gap));
 			TRY(lp_input_uleb(in, &id));
+			TRY(overrun(in, type, start, len, at));
 			if (gap >= UINT64_MAX - *next)
 				return lp_input_fail(in, LP_ERR_FORMAT, at,
 						     "sample ordinal overflows 64 bits");
@@ -393,6 +410,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 			TRY(lp_input_uleb(in, &id));
 			TRY(lp_input_uleb(in, &size));
 			TRY(lp_input_uleb(in, &live));
+			TRY(overrun(in, type, start, len, at));
 			if (live > 1)
 				return lp_input_fail(in, LP_ERR_FORMAT, at,
 						     "sampled allocation with live flag %llu",
@@ -406,6 +424,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 			uint64_t id, st;
 			TRY(lp_input_uleb(in, &id));
 			TRY(lp_input_uleb(in, &st));
+			TRY(overrun(in, type, start, len, at));
 			if (st != LP_VMST_GC && !LP_VMST_IS_COMPILER(st))
 				return lp_input_fail(in, LP_ERR_FORMAT, at,
 						     "sampled allocations' stack state %llu",

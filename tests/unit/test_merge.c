@@ -1326,6 +1326,24 @@ static void test_extension_errors(void)
 	static const uint8_t tcode0[] = { 'l', 'p', 'x', 1, 0, 0, 0, 8, 3, 1, 0x40, 0, 0 };
 	CHECK_EQ(parse_status(tcode0, sizeof(tcode0), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "trace code record with size 0x0 at 0x40") != NULL);
+	/* An astate pair with a state that is neither the collector's nor the compiler's. */
+	static const uint8_t badst[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASTATE, 2, 0, 0x7f, 0 };
+	CHECK_EQ(parse_status(badst, sizeof(badst), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "sampled allocations' stack state 127") != NULL);
+	/* A pair cut by its record's end: its state would be read from the end marker (0).
+	 * Named as an overrun, not as state 0; so for asample and tsample records. */
+	static const uint8_t astcut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASTATE, 3, 0,
+					  LP_VMST_GC, 1, 0 };
+	CHECK_EQ(parse_status(astcut, sizeof(astcut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "extension record 0x0a ends inside its fields (length 3, the fields take at least 4)") !=
+	      NULL);
+	static const uint8_t ascut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASAMPLE, 2, 0, 9, 7, 0 };
+	CHECK_EQ(parse_status(ascut, sizeof(ascut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "extension record 0x06 ends inside its fields (length 2, the fields take at least 3)") !=
+	      NULL);
+	static const uint8_t tscut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_TSAMPLE, 1, 0, 1, 0 };
+	CHECK_EQ(parse_status(tscut, sizeof(tscut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "record 0x05 ends inside its fields (length 1, the fields take at least 2)") != NULL);
 	static const uint8_t after[] = { 'l', 'p', 'x', 1, 0, 0, 0, 0, 1 };
 	CHECK_EQ(parse_status(after, sizeof(after), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "after the extension") != NULL);
