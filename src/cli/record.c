@@ -433,6 +433,44 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
+/*
+** 0 when execvp could run cmd as far as can be told before it does (found in PATH, an
+** executable file), else the errno it would fail with: the program is checked before the
+** output files are touched and the banner printed. A program that goes away meanwhile
+** still fails in the child, which says why.
+*/
+static int program_check(const char *cmd)
+{
+	struct stat st;
+	if (strchr(cmd, '/')) {
+		if (stat(cmd, &st) != 0)
+			return errno;
+		if (S_ISDIR(st.st_mode))
+			return EISDIR;
+		return access(cmd, X_OK) == 0 ? 0 : errno;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/bin:/usr/bin";
+	int found = ENOENT;
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		char file[PATH_MAX];
+		/* An empty entry is the current directory, as execvp takes it. */
+		if ((size_t)snprintf(file, sizeof(file), "%.*s%s%s", (int)n, p, n ? "/" : "",
+				     cmd) < sizeof(file) &&
+		    stat(file, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (access(file, X_OK) == 0)
+				return 0;
+			found = EACCES;
+		}
+		if (!end)
+			return found;
+		p = end;
+	}
+}
+
 /* Bytes as a short human figure, for summaries (KiB, MiB, as the reports print them). */
 static void fmt_size(char *buf, size_t len, double b)
 {
@@ -451,7 +489,14 @@ static void banner(const struct opts *o)
 {
 	if (o->quiet || !isatty(STDERR_FILENO))
 		return;
-	const char *name = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+	/* The command as typed, its program without a directory: "luajit app.lua". */
+	char name[72];
+	const char *prog = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+	size_t n = (size_t)snprintf(name, sizeof(name), "%s", prog);
+	for (char *const *a = o->cmd + 1; *a && n < sizeof(name); a++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, " %s", *a);
+	if (n >= sizeof(name))
+		memcpy(name + sizeof(name) - 4, "...", 4);
 	if (!o->memory) {
 		fprintf(stderr, "luaprof record: sampling %s at %u Hz (%s time, mode %c); the "
 			"profile follows when it exits\n", name, o->rate,
@@ -758,6 +803,11 @@ int lp_cmd_record(int argc, char **argv)
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
 			    agent);
+	int perr = program_check(o.cmd[0]);
+	if (perr)
+		return fail("cannot run %s: %s", o.cmd[0],
+			    perr == ENOENT && !strchr(o.cmd[0], '/') ? "no such program in PATH"
+								   : strerror(perr));
 	/* Both destinations are checked before the program runs: a long job must not be lost
 	 * to a typo in a path. A new stream goes straight to its file (a record killed
 	 * meanwhile leaves it where it is looked for); one that replaces an earlier profile

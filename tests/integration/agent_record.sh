@@ -352,8 +352,22 @@ expect '--mode must be L or C' --mode X -- luajit app.lua
 expect '--clock must be' --clock sun -- luajit app.lua
 expect "cannot tell the format" -o x.png -- luajit app.lua
 expect "unknown format" -f png -- luajit app.lua
+# A program that cannot be run is refused before anything is written (the raw stream was
+# created, then removed, and on a terminal the line announcing the run came first).
 (cd "$t" && "$lp" record -q -o n.svg -- no-such-program-xyz) >/dev/null 2>"$t/err"
-[ $? = 1 ] && grep -q 'cannot run no-such-program-xyz' "$t/err" || fail "missing program: $(cat "$t/err")"
+[ $? = 1 ] && grep -q '^luaprof record: cannot run no-such-program-xyz: no such program in PATH$' "$t/err" &&
+	[ ! -e "$t/n.svg" ] && [ ! -e "$t/n.bin" ] || fail "missing program: $(cat "$t/err")"
+(cd "$t" && "$lp" record -q -o n.svg -- "$t") >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q "^luaprof record: cannot run $t: Is a directory$" "$t/err" ||
+	fail "a directory as the program: $(cat "$t/err")"
+(cd "$t" && "$lp" record -q -o n.svg -- ./app.lua) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q "^luaprof record: cannot run ./app.lua: Permission denied$" "$t/err" ||
+	fail "a script that is not executable: $(cat "$t/err")"
+if command -v script >/dev/null 2>&1; then
+	(cd "$t" && script -qec "$lp record -o n.svg -- no-such-program-xyz" /dev/null) >"$t/tty.out" 2>&1
+	[ "$(tr -d '\r' <"$t/tty.out")" = "luaprof record: cannot run no-such-program-xyz: no such program in PATH" ] ||
+		fail "missing program on a terminal: $(cat "$t/tty.out")"
+fi
 expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 -- luajit app.lua
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
 expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
@@ -551,7 +565,7 @@ EOF
 		>"$t/tty.out" 2>&1
 	size=$(stat -c %s "$t/long.bin" 2>/dev/null || echo 0)
 	first=$(head -1 "$t/tty.out" | tr -d '\r')
-	[ "$first" = "luaprof record: recording every allocation, reallocation and free of luajit (exact mode); the report follows when it exits" ] &&
+	[ "$first" = "luaprof record: recording every allocation, reallocation and free of luajit long.lua (exact mode); the report follows when it exits" ] &&
 		[ "$(sed -n 2p "$t/tty.out" | tr -d '\r')" = "program output" ] ||
 		fail "record on a terminal: no line before the program's output: $(head -3 "$t/tty.out")"
 	if [ "$size" -ge $((256 << 20)) ]; then
@@ -563,7 +577,7 @@ EOF
 	rm -f "$t/long.bin"
 	(cd "$t" && script -qec "$lp record -n 0 --memory --sample 1M -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
 		>"$t/tty.out" 2>&1
-	grep -aq '^luaprof record: sampling the allocations of luajit, one per 1 MiB on average' "$t/tty.out" ||
+	grep -aq '^luaprof record: sampling the allocations of luajit long.lua, one per 1 MiB on average' "$t/tty.out" ||
 		fail "record --sample on a terminal: $(head -2 "$t/tty.out")"
 	(cd "$t" && script -qec "$lp record -q --memory -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
 		>"$t/tty.out" 2>&1
