@@ -471,18 +471,6 @@ static int program_check(const char *cmd)
 	}
 }
 
-/* Bytes as a short human figure, for summaries (KiB, MiB, as the reports print them). */
-static void fmt_size(char *buf, size_t len, double b)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int u = 0;
-	while (b >= 1024 && u < 4) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u && b != (double)(long long)b ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
 /* On a terminal, before the program starts: what is being recorded, and when the result
  * comes (nothing is printed while the program runs, which owns the terminal then). */
 static void banner(const struct opts *o)
@@ -503,7 +491,7 @@ static void banner(const struct opts *o)
 			strcmp(o->clock, "wall") ? "CPU" : "wall-clock", o->mode);
 	} else if (o->sample) {
 		char sz[32];
-		fmt_size(sz, sizeof(sz), (double)o->sample);
+		lp_size_format(sz, sizeof(sz), (int64_t)o->sample, LP_SIZE_TRIM);
 		fprintf(stderr, "luaprof record: sampling the allocations of %s, one per %s on "
 			"average; the profile follows when it exits\n", name, sz);
 	} else {
@@ -754,7 +742,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 					f.sample_bytes);
 		} else {
 			char sz[32];
-			fmt_size(sz, sizeof(sz), (double)size);
+			lp_size_format(sz, sizeof(sz), (int64_t)size, LP_SIZE_TRIM);
 			fprintf(stderr, "%" PRIu64 " events (allocations, reallocations and frees; "
 					"%.1f bytes of stream each, the symbol table aside), %s "
 					"recorded\n", f.events,

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "util/iset.h"
+#include "util/size.h"
 #include "util/utf8.h"
 
 /* -- Geometry --------------------------------------------------------------- */
@@ -150,18 +151,7 @@ static void fmt_value(char *buf, size_t len, int64_t v, const struct lp_value_ty
 {
 	const char *unit = t && t->unit ? t->unit : "count";
 	if (strcmp(unit, "bytes") == 0) {
-		static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-		double d = (double)v;
-		unsigned i = 0;
-		if (v < 1024) {
-			snprintf(buf, len, "%" PRId64 " B", v);
-			return;
-		}
-		while (d >= 1024 && i < 6) {
-			d /= 1024;
-			i++;
-		}
-		snprintf(buf, len, "%.1f %s", d, u[i]);
+		lp_size_format(buf, len, v, 0);
 	} else if (strcmp(unit, "nanoseconds") == 0) {
 		if (v < 1000)
 			snprintf(buf, len, "%" PRId64 " ns", v);
@@ -755,8 +745,7 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 		ADD(" | %" PRIu64 " sampled allocations, %" PRIu64 " dropped", m->samples,
 		    m->dropped);
 		if (m->period_bytes > 1) {
-			struct lp_value_type b = { "", "bytes" };
-			fmt_value(val, sizeof(val), (int64_t)m->period_bytes, &b);
+			lp_size_format(val, sizeof(val), (int64_t)m->period_bytes, LP_SIZE_TRIM);
 			ADD(", one per %s allocated", val);
 		}
 	} else if (m->samples || m->dropped) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "luaprof/format.h"
+#include "util/size.h"
 
 #define DEFAULT_LIMIT 20
 
@@ -40,21 +41,11 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 /* Bytes and nanoseconds are scaled for reading; other units print as plain integers. */
 static void fmt_value(char *buf, size_t len, int64_t v, const char *unit)
 {
-	static const char *const bytes[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 	static const char *const times[] = { "ns", "us", "ms", "s" };
 	double x = (double)v, ax = x < 0 ? -x : x;
 	unsigned i = 0;
 	if (unit && strcmp(unit, "bytes") == 0) {
-		if (ax < 1024) {
-			snprintf(buf, len, "%" PRId64 " B", v);
-			return;
-		}
-		while (ax >= 1024 && i + 1 < sizeof(bytes) / sizeof(bytes[0])) {
-			ax /= 1024;
-			x /= 1024;
-			i++;
-		}
-		snprintf(buf, len, "%.1f %s", x, bytes[i]);
+		lp_size_format(buf, len, v, 0);
 	} else if (unit && strcmp(unit, "nanoseconds") == 0) {
 		if (ax < 1000) {
 			snprintf(buf, len, "%" PRId64 " ns", v);

@@ -4,7 +4,10 @@
 #include "util/size.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int lp_size_parse(const char *s, uint64_t max, uint64_t *out)
 {
@@ -21,4 +24,25 @@ int lp_size_parse(const char *s, uint64_t max, uint64_t *out)
 		return -1;
 	*out = (uint64_t)n << shift;
 	return 0;
+}
+
+void lp_size_format(char *buf, size_t len, int64_t bytes, unsigned flags)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double x = (double)bytes, ax = x < 0 ? -x : x;
+	unsigned i = 0;
+	if (ax < 1024) {
+		snprintf(buf, len, "%" PRId64 " B", bytes);
+		return;
+	}
+	while (ax >= 1024 && i + 1 < sizeof(unit) / sizeof(unit[0])) {
+		ax /= 1024;
+		x /= 1024;
+		i++;
+	}
+	int n = snprintf(buf, len, "%.1f %s", x, unit[i]);
+	/* Whole as printed ("1024.0 KiB" for 1023.96 KiB too): its ".0" goes. */
+	char *dot = n > 0 && (size_t)n < len ? strstr(buf, ".0 ") : NULL;
+	if ((flags & LP_SIZE_TRIM) && dot)
+		memmove(dot, dot + 2, strlen(dot + 2) + 1);
 }

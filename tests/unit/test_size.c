@@ -35,9 +35,41 @@ static void test_refused(void)
 	CHECK_EQ(v, 7); /* untouched on failure */
 }
 
+static const char *formatted(int64_t v, unsigned flags)
+{
+	static char buf[32];
+	lp_size_format(buf, sizeof(buf), v, flags);
+	return buf;
+}
+
+/* Reports' columns keep one decimal; prose (LP_SIZE_TRIM) drops a ".0" as printed. */
+static void test_format(void)
+{
+	CHECK_STR(formatted(0, 0), "0 B");
+	CHECK_STR(formatted(1023, LP_SIZE_TRIM), "1023 B");
+	CHECK_STR(formatted(-1023, 0), "-1023 B");
+	CHECK_STR(formatted(1024, 0), "1.0 KiB");
+	CHECK_STR(formatted(1024, LP_SIZE_TRIM), "1 KiB");
+	CHECK_STR(formatted(1536, LP_SIZE_TRIM), "1.5 KiB");
+	CHECK_STR(formatted(-2048, 0), "-2.0 KiB");
+	CHECK_STR(formatted(512 << 10, LP_SIZE_TRIM), "512 KiB");
+	/* 1023.96 KiB rounds to a whole figure as printed. */
+	CHECK_STR(formatted(1048535, 0), "1024.0 KiB");
+	CHECK_STR(formatted(1048535, LP_SIZE_TRIM), "1024 KiB");
+	CHECK_STR(formatted(10 << 20, LP_SIZE_TRIM), "10 MiB");
+	CHECK_STR(formatted(1ll << 40, LP_SIZE_TRIM), "1 TiB");
+	CHECK_STR(formatted(INT64_MAX, 0), "8.0 EiB");
+	CHECK_STR(formatted(INT64_MIN, LP_SIZE_TRIM), "-8 EiB");
+	/* Cut to the buffer, terminated. */
+	char small[4];
+	lp_size_format(small, sizeof(small), 3 << 20, LP_SIZE_TRIM);
+	CHECK_STR(small, "3.0");
+}
+
 int main(void)
 {
 	RUN(test_suffixes);
 	RUN(test_refused);
+	RUN(test_format);
 	return UNIT_RESULT();
 }
