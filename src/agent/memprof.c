@@ -1016,7 +1016,9 @@ static int64_t capture(void)
 	 * (no memory for the table) reads as the program's. */
 	uint8_t st = vmst == VMST_GC ? LP_VMST_GC
 		   : !entry ? 0
-		   : vmst == VMST_RECORD ? LP_VMST_RECORD
+		   /* INTERP: a trace starting (trace_start, J->trace grown), the compiler's
+		    * state machine already in RECORD */
+		   : vmst == VMST_RECORD || vmst == VMST_INTERP ? LP_VMST_RECORD
 		   : vmst == VMST_OPT ? LP_VMST_OPT
 		   : vmst == VMST_ASM ? LP_VMST_ASM : 0;
 	uint32_t id;

@@ -521,8 +521,10 @@ fi
 # The compiler's allocations: its phases allocate under the same frames (the entry
 # into the compiler, the loop's Lua frames), and each sample's state goes on top. The
 # state is part of the stack's key: when it was not, a stack's last state (ASM) named
-# the OPT and RECORD allocations made at it too (0 OPT samples of ~90). Line 6 runs the
-# chunks' loops; the loading loop itself compiles too, stitched at load (line 5).
+# the OPT and RECORD allocations made at it too (0 OPT samples of ~90). A trace starting
+# (its number's array grown, still in state INTERP) is RECORD: the chunks run by line 6
+# allocate nothing of their own, so all their stacks end in a state (before: ~2.4 KB
+# showed as the loop line's own). The loading loop compiles too, stitched at load (line 5).
 cat >"$t/compiler.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
 local mp = require("luaprof").memprof
@@ -535,13 +537,15 @@ assert(mp.stop())
 EOF
 LUA_CPATH= luajit -jon "$t/compiler.lua" "$t/comp.bin" >"$t/comp.out" 2>&1 ||
 	fail "compiler allocations workload: $(head -5 "$t/comp.out")"
-read -r asm opt rooted < <(build/luaprof report -q "$t/comp.bin" -f collapsed 2>/dev/null |
-	awk '/;ASM [0-9]+$/ { a++ } /;OPT [0-9]+$/ { o++ }
-	     /;(ASM|OPT) [0-9]+$/ && /(^|;)main;.*;@[^;]*compiler\.lua:[56];/ { r++ }
-	     END { print a + 0, o + 0, r + 0 }')
-[ "$asm" -ge 100 ] && [ "$opt" -ge 20 ] && [ "$rooted" = $((asm + opt)) ] ||
-	fail "compiler allocations: $asm ASM and $opt OPT stacks ($rooted under the loading line):
-$(build/luaprof report -q "$t/comp.bin" -f collapsed | grep -cE ';(RECORD|OPT|ASM) [0-9]+$') compiler stacks"
+read -r asm opt rec rooted stateless < <(build/luaprof report -q "$t/comp.bin" -f collapsed 2>/dev/null |
+	awk '/;ASM [0-9]+$/ { a++ } /;OPT [0-9]+$/ { o++ } /;RECORD [0-9]+$/ { r++ }
+	     /;(ASM|OPT|RECORD) [0-9]+$/ && /(^|;)main;.*;@[^;]*compiler\.lua:[56];/ { in56++ }
+	     /compiler\.lua:6;\[string "local s = 0/ && !/;(ASM|OPT|RECORD|GC) [0-9]+$/ { n++ }
+	     END { print a + 0, o + 0, r + 0, in56 + 0, n + 0 }')
+[ "$asm" -ge 100 ] && [ "$opt" -ge 20 ] && [ "$rec" -ge 1 ] && [ "$rooted" = $((asm + opt + rec)) ] &&
+	[ "$stateless" = 0 ] ||
+	fail "compiler allocations: $asm ASM, $opt OPT and $rec RECORD stacks ($rooted under the loading line), $stateless in the loaded chunks without a state:
+$(build/luaprof report -q "$t/comp.bin" -f collapsed | grep 'compiler\.lua:6;\[string' | grep -vE ';(ASM|OPT|RECORD|GC) [0-9]+$' | head -3)"
 
 # -- Compact unwind steps against libunwind's: an agent built with -DLP_UNWIND_SELFCHECK
 # steps every frame that has a compact rule both ways and counts the differences, in
