@@ -309,7 +309,9 @@ struct ext_state {
 };
 
 /* Fields read so far run past the record's length (the last ones were read from the next
- * record): named as such before any check of their values, which are not the record's. */
+ * record): named as such before the consumer gets them, and before any check of their
+ * values where a record's fields are fixed (a stack's frames are checked as they are
+ * read). */
 static int overrun(struct lp_input *in, uint8_t type, uint64_t start, uint64_t len, uint64_t at)
 {
 	uint64_t used = lp_input_offset(in) - start;
@@ -356,6 +358,8 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		if (!(first = strndup(s, n)))
 			return lp_input_fail(in, LP_ERR_NOMEM, at, "out of memory");
 		rc = lp_input_string(in, &s, &n);
+		if (rc == LP_OK)
+			rc = overrun(in, type, start, len, at);
 		if (rc == LP_OK && h->ext_meta && h->ext_meta(h->ctx, first, s))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_TCODE) {
@@ -374,6 +378,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		uint64_t addr, size;
 		TRY(lp_input_uleb(in, &addr));
 		TRY(lp_input_uleb(in, &size));
+		TRY(overrun(in, type, start, len, at));
 		if (h->ext_csize && h->ext_csize(h->ctx, addr, size))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_STACK) {
@@ -382,6 +387,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(lp_input_uleb(in, &id));
 		TRY(lua_stack(in, es->sc, &nlua, at));
 		TRY(host_stack(in, es->sc, &nhost, at));
+		TRY(overrun(in, type, start, len, at));
 		if (h->ext_stack && h->ext_stack(h->ctx, id, es->sc->lua, nlua, es->sc->host, nhost))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_TSAMPLE || type == LP_EXT_GSAMPLE || type == LP_EXT_JSAMPLE) {

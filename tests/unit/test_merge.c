@@ -1341,6 +1341,20 @@ static void test_extension_errors(void)
 	CHECK_EQ(parse_status(ascut, sizeof(ascut), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "extension record 0x06 ends inside its fields (length 2, the fields take at least 3)") !=
 	      NULL);
+	/* csize, stack and meta records cut the same way: refused before the consumer sees
+	 * values from the next record. */
+	static const uint8_t cscut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_CSIZE, 1, 5, 0x7f, 0 };
+	CHECK_EQ(parse_status(cscut, sizeof(cscut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "record 0x03 ends inside its fields (length 1, the fields take at least 2)") !=
+	      NULL);
+	static const uint8_t stcut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_STACK, 1, 3, 0x80, 0, 0 };
+	CHECK_EQ(parse_status(stcut, sizeof(stcut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "record 0x04 ends inside its fields (length 1") != NULL);
+	static const uint8_t mtcut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_META, 2, 1, 'a', 1, 'b',
+					 0 };
+	CHECK_EQ(parse_status(mtcut, sizeof(mtcut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "record 0x02 ends inside its fields (length 2, the fields take at least 4)") !=
+	      NULL);
 	static const uint8_t tscut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_TSAMPLE, 1, 0, 1, 0 };
 	CHECK_EQ(parse_status(tscut, sizeof(tscut), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "record 0x05 ends inside its fields (length 1, the fields take at least 2)") != NULL);
