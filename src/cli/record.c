@@ -433,37 +433,53 @@ static void forward(int sig)
 		kill(child_pid, sig);
 }
 
+/* 0 when file is a regular file we may execute, else why not (EISDIR for a directory,
+ * where execve says EACCES). */
+static int runnable(const char *file)
+{
+	struct stat st;
+	if (stat(file, &st) != 0)
+		return errno;
+	if (S_ISDIR(st.st_mode))
+		return EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return EACCES;
+	return access(file, X_OK) == 0 ? 0 : errno;
+}
+
 /*
-** 0 when execvp could run cmd as far as can be told before it does (found in PATH, an
-** executable file), else the errno it would fail with: the program is checked before the
-** output files are touched and the banner printed. A program that goes away meanwhile
-** still fails in the child, which says why.
+** 0 when execvp could run cmd as far as can be told before it does (found in PATH as
+** execvp searches it, a regular executable file), else an errno saying why not: the
+** program is checked before the output files are touched and the banner printed. A
+** program that goes away meanwhile still fails in the child, which says why.
 */
 static int program_check(const char *cmd)
 {
-	struct stat st;
-	if (strchr(cmd, '/')) {
-		if (stat(cmd, &st) != 0)
-			return errno;
-		if (S_ISDIR(st.st_mode))
-			return EISDIR;
-		return access(cmd, X_OK) == 0 ? 0 : errno;
-	}
+	if (strchr(cmd, '/'))
+		return runnable(cmd);
+	/* Without PATH, execvp searches the system's default path (confstr's). */
+	char defpath[256] = "/bin:/usr/bin";
 	const char *path = getenv("PATH");
-	if (!path)
-		path = "/usr/local/bin:/bin:/usr/bin";
+	if (!path) {
+		size_t n = confstr(_CS_PATH, defpath, sizeof(defpath));
+		if (n == 0 || n > sizeof(defpath))
+			snprintf(defpath, sizeof(defpath), "/bin:/usr/bin");
+		path = defpath;
+	}
 	int found = ENOENT;
 	for (const char *p = path;; p++) {
 		const char *end = strchr(p, ':');
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 		char file[PATH_MAX];
-		/* An empty entry is the current directory, as execvp takes it. */
+		/* An empty entry is the current directory, as execvp takes it. A file there
+		 * that cannot run is passed over, as execvp does, and named if nothing runs. */
 		if ((size_t)snprintf(file, sizeof(file), "%.*s%s%s", (int)n, p, n ? "/" : "",
-				     cmd) < sizeof(file) &&
-		    stat(file, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(file, X_OK) == 0)
+				     cmd) < sizeof(file)) {
+			int e = runnable(file);
+			if (e == 0)
 				return 0;
-			found = EACCES;
+			if (e != ENOENT && e != ENOTDIR)
+				found = EACCES;
 		}
 		if (!end)
 			return found;
@@ -477,12 +493,13 @@ static void banner(const struct opts *o)
 {
 	if (o->quiet || !isatty(STDERR_FILENO))
 		return;
-	/* The command as typed, its program without a directory: "luajit app.lua". */
+	/* The command as typed, its program without a directory: "luajit app.lua 'a b'". */
 	char name[72];
 	const char *prog = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
 	size_t n = (size_t)snprintf(name, sizeof(name), "%s", prog);
-	for (char *const *a = o->cmd + 1; *a && n < sizeof(name); a++)
-		n += (size_t)snprintf(name + n, sizeof(name) - n, " %s", *a);
+	for (char *const *a = o->cmd + 1; *a && n < sizeof(name); a++) /* 'a b' as one */
+		n += (size_t)snprintf(name + n, sizeof(name) - n, **a && !strpbrk(*a, " \t") ?
+				      " %s" : " '%s'", *a);
 	if (n >= sizeof(name))
 		memcpy(name + sizeof(name) - 4, "...", 4);
 	if (!o->memory) {

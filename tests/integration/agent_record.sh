@@ -352,11 +352,20 @@ expect '--mode must be L or C' --mode X -- luajit app.lua
 expect '--clock must be' --clock sun -- luajit app.lua
 expect "cannot tell the format" -o x.png -- luajit app.lua
 expect "unknown format" -f png -- luajit app.lua
-# A program that cannot be run is refused before anything is written (the raw stream was
-# created, then removed, and on a terminal the line announcing the run came first).
+# A program that cannot be run is refused before it is started: record says so itself (the
+# child's execvp did, after the output was made and removed, and on a terminal after the
+# line announcing the run). Without PATH, execvp's default path is searched.
 (cd "$t" && "$lp" record -q -o n.svg -- no-such-program-xyz) >/dev/null 2>"$t/err"
-[ $? = 1 ] && grep -q '^luaprof record: cannot run no-such-program-xyz: no such program in PATH$' "$t/err" &&
-	[ ! -e "$t/n.svg" ] && [ ! -e "$t/n.bin" ] || fail "missing program: $(cat "$t/err")"
+[ $? = 1 ] && grep -q '^luaprof record: cannot run no-such-program-xyz: no such program in PATH$' "$t/err" ||
+	fail "missing program: $(cat "$t/err")"
+mkdir -p "$t/pbin/no-such-program-xyz"
+(cd "$t" && PATH="$t/pbin:/bin" "$lp" record -q -o n.svg -- no-such-program-xyz) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q '^luaprof record: cannot run no-such-program-xyz: Permission denied$' "$t/err" ||
+	fail "a directory in PATH named as the program: $(cat "$t/err")"
+mkdir -p "$t/pbin2" && printf '#!/bin/sh\nexit 0\n' >"$t/pbin2/only-in-path" && chmod +x "$t/pbin2/only-in-path"
+(cd "$t" && env -u PATH "$lp" record -q -o n.svg -- only-in-path) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q '^luaprof record: cannot run only-in-path: no such program in PATH$' "$t/err" ||
+	fail "PATH unset: $(cat "$t/err")"
 (cd "$t" && "$lp" record -q -o n.svg -- "$t") >/dev/null 2>"$t/err"
 [ $? = 1 ] && grep -q "^luaprof record: cannot run $t: Is a directory$" "$t/err" ||
 	fail "a directory as the program: $(cat "$t/err")"
@@ -367,6 +376,8 @@ if command -v script >/dev/null 2>&1; then
 	(cd "$t" && script -qec "$lp record -o n.svg -- no-such-program-xyz" /dev/null) >"$t/tty.out" 2>&1
 	[ "$(tr -d '\r' <"$t/tty.out")" = "luaprof record: cannot run no-such-program-xyz: no such program in PATH" ] ||
 		fail "missing program on a terminal: $(cat "$t/tty.out")"
+else
+	echo "skipped the terminal checks: no script(1) (apt-get install bsdutils)"
 fi
 expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 -- luajit app.lua
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
