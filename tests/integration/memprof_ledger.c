@@ -1,11 +1,13 @@
 /*
 ** memprof_ledger: checks that an exact-mode memory stream is a complete ledger of the heap
 ** (memprof_ledger.sh). Every block the stream allocates is tracked; a free or reallocation
-** must name it with the size it was given, and a new block must not start where a live one
-** does. A missed free shows as a new block over a live one; a missed allocation or a wrong
-** size, as a free whose size disagrees, or as a second free of a block made before the
-** profile. Prints the counts (and the first few faults) and exits 1 on any fault, 2 when the
-** stream cannot be read.
+** must name it with the size it was given, a new block must not start where a live one
+** does, and an address freed must not be freed again before a block is made there. A
+** missed free shows as a new block over a live one; a missed allocation, as a second free
+** of its address (or a size that disagrees, when a block of the stream's was there); frees
+** of blocks made before the profile are counted (of-older) for the caller to bound. Prints
+** the counts (and the first few faults) and exits 1 on any fault, 2 when the stream cannot
+** be read.
 **
 ** usage: memprof_ledger STREAM
 */
@@ -23,7 +25,8 @@
 
 struct ledger {
 	struct lp_addrmap live;  /* address -> size (a), 1 (b): blocks the stream made */
-	struct lp_addrmap older; /* addresses of blocks made before the profile, freed since */
+	struct lp_addrmap dead;  /* addresses freed since (blocks of the stream's and older
+				  * ones), until a block is made there again */
 	uint64_t allocs, reallocs, frees, events;
 	uint64_t before;         /* frees and reallocations of blocks made before the profile */
 	uint64_t faults;
@@ -49,13 +52,13 @@ static int gone(struct ledger *l, const struct lp_mem_event *ev)
 			      e->a, ev->osize);
 		l->live_bytes -= e->a;
 		lp_addrmap_remove(&l->live, ev->oaddr);
-		return 0;
-	}
-	/* Not made in the stream: made before the profile, and freed once. */
-	if (lp_addrmap_get(&l->older, ev->oaddr))
+	} else if (lp_addrmap_get(&l->dead, ev->oaddr)) {
+		/* Freed before and not made since: its allocation was missed. */
 		fault(l, ev, "freed twice with no allocation between", ev->oaddr, 0, ev->osize);
-	l->before++;
-	return lp_addrmap_put(&l->older, ev->oaddr, 0, 0);
+	} else {
+		l->before++; /* made before the profile */
+	}
+	return lp_addrmap_put(&l->dead, ev->oaddr, 0, 0);
 }
 
 static int made(struct ledger *l, const struct lp_mem_event *ev)
@@ -64,7 +67,7 @@ static int made(struct ledger *l, const struct lp_mem_event *ev)
 	if (e)
 		fault(l, ev, "made over a live block (a free was missed)", ev->naddr, e->a,
 		      ev->nsize);
-	lp_addrmap_remove(&l->older, ev->naddr);
+	lp_addrmap_remove(&l->dead, ev->naddr);
 	l->live_bytes += ev->nsize - (e ? e->a : 0);
 	return lp_addrmap_put(&l->live, ev->naddr, ev->nsize, 1);
 }
@@ -127,6 +130,6 @@ int main(int argc, char **argv)
 	       l.events, l.allocs, l.reallocs, l.frees, l.before, l.live.count, l.live_bytes,
 	       l.faults);
 	lp_addrmap_free(&l.live);
-	lp_addrmap_free(&l.older);
+	lp_addrmap_free(&l.dead);
 	return l.faults ? 1 : 0;
 }
