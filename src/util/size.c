@@ -35,14 +35,17 @@ void lp_size_format(char *buf, size_t len, int64_t bytes, unsigned flags)
 		snprintf(buf, len, "%" PRId64 " B", bytes);
 		return;
 	}
-	while (ax >= 1024 && i + 1 < sizeof(unit) / sizeof(unit[0])) {
+	/* A figure that prints as 1024.0 goes on to the next unit ("1.0 MiB"). */
+	while (ax >= 1023.95 && i + 1 < sizeof(unit) / sizeof(unit[0])) {
 		ax /= 1024;
 		x /= 1024;
 		i++;
 	}
-	int n = snprintf(buf, len, "%.1f %s", x, unit[i]);
-	/* Whole as printed ("1024.0 KiB" for 1023.96 KiB too): its ".0" goes. */
-	char *dot = n > 0 && (size_t)n < len ? strstr(buf, ".0 ") : NULL;
+	char tmp[32];
+	snprintf(tmp, sizeof(tmp), "%.1f %s", x, unit[i]);
+	/* Whole as printed: its ".0" goes. Trimmed before any cut to len. */
+	char *dot = strstr(tmp, ".0 ");
 	if ((flags & LP_SIZE_TRIM) && dot)
 		memmove(dot, dot + 2, strlen(dot + 2) + 1);
+	snprintf(buf, len, "%s", tmp);
 }

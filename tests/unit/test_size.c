@@ -53,17 +53,22 @@ static void test_format(void)
 	CHECK_STR(formatted(1536, LP_SIZE_TRIM), "1.5 KiB");
 	CHECK_STR(formatted(-2048, 0), "-2.0 KiB");
 	CHECK_STR(formatted(512 << 10, LP_SIZE_TRIM), "512 KiB");
-	/* 1023.96 KiB rounds to a whole figure as printed. */
-	CHECK_STR(formatted(1048535, 0), "1024.0 KiB");
-	CHECK_STR(formatted(1048535, LP_SIZE_TRIM), "1024 KiB");
+	/* 1023.96 KiB would print as 1024.0 KiB: the next unit. 1023.94 stays. */
+	CHECK_STR(formatted(1048535, 0), "1.0 MiB");
+	CHECK_STR(formatted(1048575, LP_SIZE_TRIM), "1 MiB");
+	CHECK_STR(formatted(1073741823, LP_SIZE_TRIM), "1 GiB");
+	CHECK_STR(formatted(1048514, 0), "1023.9 KiB");
+	CHECK_STR(formatted(-1048575, 0), "-1.0 MiB");
 	CHECK_STR(formatted(10 << 20, LP_SIZE_TRIM), "10 MiB");
 	CHECK_STR(formatted(1ll << 40, LP_SIZE_TRIM), "1 TiB");
 	CHECK_STR(formatted(INT64_MAX, 0), "8.0 EiB");
 	CHECK_STR(formatted(INT64_MIN, LP_SIZE_TRIM), "-8 EiB");
-	/* Cut to the buffer, terminated. */
-	char small[4];
-	lp_size_format(small, sizeof(small), 3 << 20, LP_SIZE_TRIM);
-	CHECK_STR(small, "3.0");
+	/* Trimmed, then cut to the buffer, terminated. */
+	char small[8];
+	lp_size_format(small, sizeof(small), -1075, LP_SIZE_TRIM);
+	CHECK_STR(small, "-1 KiB");
+	lp_size_format(small, 4, 3 << 20, LP_SIZE_TRIM);
+	CHECK_STR(small, "3 M");
 }
 
 int main(void)
