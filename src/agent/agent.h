@@ -29,14 +29,13 @@ static inline uint64_t agent_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The Unix time (ns) at which agent_now_ns() read mono: for the streams' start time. */
-static inline uint64_t agent_unix_ns_at(uint64_t mono)
+/* The Unix time in ns, read at start for the streams' start time (not derived from the
+ * monotonic clock at stop: that one stops while the machine is suspended). */
+static inline uint64_t agent_unix_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	uint64_t ago = agent_now_ns() - mono;
-	return now > ago ? now - ago : 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Depth limits of one sample: deeper stacks keep their innermost frames and are counted

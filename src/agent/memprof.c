@@ -105,6 +105,7 @@ static struct {
 	/* Counters. */
 	uint64_t allocs, frees, reallocs, alloc_bytes, free_bytes; /* events: their sum */
 	uint64_t started_ns;
+	uint64_t started_unix_ns;       /* the Unix time at start (meta start_unix_ns) */
 	/* Sampled mode (sample_bytes > 0): stacks of about one allocation per sample_bytes. */
 	uint64_t sample_bytes;
 	uint64_t rng;
@@ -2042,6 +2043,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.installed_ud = ud;
 	mp.state = MP_RUNNING;
 	mp.started_ns = agent_now_ns();
+	mp.started_unix_ns = agent_unix_now_ns();
 	lua_setallocf(L, f, ud);
 	return LUAPROF_PROFILE_SUCCESS;
 }
@@ -2110,7 +2112,7 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 			 (unsigned long long)(agent_now_ns() - mp.started_ns));
 		char start[32];
 		snprintf(start, sizeof(start), "%llu",
-			 (unsigned long long)agent_unix_ns_at(mp.started_ns));
+			 (unsigned long long)mp.started_unix_ns);
 		char cmdline[4096];
 		agent_cmdline(cmdline, sizeof(cmdline));
 #ifdef LP_MEMPROF_SELFCHECK

@@ -96,6 +96,7 @@ static struct {
 	_Atomic uint64_t dropped, overruns, truncated, bytes, paced;
 	_Atomic uint64_t handler_ns;     /* time spent in the handler (CLOCK_MONOTONIC) */
 	uint64_t started_ns, stopped_ns;
+	uint64_t started_unix_ns;       /* the Unix time at start (meta start_unix_ns) */
 
 	/* Stream. */
 	struct half half[2];
@@ -689,7 +690,7 @@ static void finish_stream(const char *cause)
 	snprintf(duration, sizeof(duration), "%llu",
 		 (unsigned long long)(sp.stopped_ns - sp.started_ns));
 	char start[32];
-	snprintf(start, sizeof(start), "%llu", (unsigned long long)agent_unix_ns_at(sp.started_ns));
+	snprintf(start, sizeof(start), "%llu", (unsigned long long)sp.started_unix_ns);
 	snprintf(cpu, sizeof(cpu), "%llu", (unsigned long long)sp.cpu_ns);
 	snprintf(taken, sizeof(taken), "%llu", (unsigned long long)atomic_load(&sp.sig_taken_ns));
 	snprintf(signo, sizeof(signo), "%d", sp.signo);
@@ -1045,6 +1046,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		goto fail_unwind;
 	}
 	sp.started_ns = agent_now_ns();
+	sp.started_unix_ns = agent_unix_now_ns();
 	/* From the timer on: the stream's header and the writer's start are not samples'. */
 	sp.cpu0_ns = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
 	atomic_store(&sp.state, ST_RUNNING);
