@@ -45,6 +45,10 @@ static void fault(struct ledger *l, const struct lp_mem_event *ev, const char *w
 /* The old block of a free or reallocation goes. */
 static int gone(struct ledger *l, const struct lp_mem_event *ev)
 {
+	/* LuaJIT frees what it never allocated as (NULL, 0): the lexer's buffers after
+	 * loading bytecode. Recorded as is (so does Tarantool's memprof). */
+	if (!ev->oaddr && !ev->osize)
+		return 0;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&l->live, ev->oaddr);
 	if (e) {
 		if (e->a != ev->osize)

@@ -58,10 +58,13 @@ local gen = coroutine.wrap(function()
   for i = 1, 10000 do coroutine.yield({ i }) end
 end)
 for _ = 1, 10000 do sink = gen() end
--- Chunks compiled while profiling, and errors with their messages.
+-- Chunks compiled while profiling (from source and from bytecode), and errors with their
+-- messages.
 for i = 1, 300 do
   local f = assert(load("local a = ... return { a, '" .. i .. "' }"))
   sink = f(i)
+  -- Bytecode loaded: the lexer frees buffers it never allocated, as (NULL, 0).
+  sink = assert(load(string.dump(f)))(i)
   local ok, err = pcall(error, { code = i })
   ok, err = pcall(function() return nil .. i end)
   sink = err
