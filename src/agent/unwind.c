@@ -656,7 +656,6 @@ static void regs_from_cursor(unw_cursor_t *c, uint64_t *r)
 static struct suffix {
 	uint64_t ip[SUFFIX_MAX], sp[SUFFIX_MAX];
 	size_t n, usable;  /* frames; frames [usable, n) have their return address checked */
-	int truncated;
 	unsigned gen;
 } suffixes[SUFFIX_WALKS];
 static unsigned suffix_next;
@@ -669,8 +668,7 @@ static int ra_holds(uint64_t sp, uint64_t ip)
 
 /* Copies the rest of a cached walk that continues the frame (ip, sp) into pcs[n..], when
  * its return addresses are still on the stack: the new count, or 0. */
-static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, size_t max,
-			  int *truncated)
+static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, size_t max)
 {
 	unsigned gen = agent_objects_gen();
 	for (unsigned w = 0; w < SUFFIX_WALKS; w++) {
@@ -699,14 +697,14 @@ static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, siz
 			pcs[n++] = x->ip[k];
 		/* Frame lo too: the walk matched it before agent_vm_frame saw it. */
 		agent_vm_frames_copied(&x->ip[lo], &x->sp[lo], x->n - lo);
-		*truncated = x->truncated;
 		return n;
 	}
 	return 0;
 }
 
-/* Keeps a finished walk (its frames' addresses and stack pointers) for suffix_take. */
-static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n, int truncated)
+/* Keeps a finished walk, whole to the outermost frame (its frames' addresses and stack
+ * pointers), for suffix_take. */
+static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n)
 {
 	if (n < 2 || n > SUFFIX_MAX)
 		return;
@@ -714,7 +712,6 @@ static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n, int 
 	memcpy(x->ip, pcs, n * sizeof(*pcs));
 	memcpy(x->sp, sps, n * sizeof(*sps));
 	x->n = n;
-	x->truncated = truncated;
 	x->gen = agent_objects_gen();
 	/* The return address of frame k (k >= 1) is at sp[k] - 8: from the last frame that
 	 * breaks this on, nothing before it can be reused. */
@@ -775,6 +772,7 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 		   size_t max, int *truncated)
 {
 	int exact = 1; /* the frame's address is not a return address (the first one) */
+	int ended = 0; /* the walk reached the outermost frame */
 	size_t n = 0;
 	wc.tab = agent_objects_enter();
 	/* The frame's registers, as libunwind would have them: in r, or in the cursor c
@@ -802,7 +800,7 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	sps[0] = sp;
 	while (n < max) {
 		if (cached == 1 && n > 1) {
-			size_t m = suffix_take(ip, sp, pcs, n, max, truncated);
+			size_t m = suffix_take(ip, sp, pcs, n, max);
 			if (m) {
 				n = m;
 				goto out;
@@ -841,13 +839,14 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				 * woken now for it (once a snapshot: code that is in no object,
 				 * such as an FFI callback's entry, stays so). The stack is cut
 				 * here, and said to be. */
-				if (!in_object) {
-					*truncated = 1;
-					if (!cached && woken_gen != agent_objects_gen()) {
-						woken_gen = agent_objects_gen();
-						agent_writer_wake();
-					}
+				if (!in_object && !cached && woken_gen != agent_objects_gen()) {
+					woken_gen = agent_objects_gen();
+					agent_writer_wake();
 				}
+				/* Or the VM's code at a C frame of the interpreter the
+				 * sample's threads did not list (coroutines nested deeper than
+				 * they are followed): cut, and said to be, too. */
+				*truncated = 1;
 				break;
 			}
 			if (t > 0) {
@@ -899,8 +898,10 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				}
 				st = x ? rule_apply(&c, x) : U.step(&c);
 			}
-			if (st <= 0)
+			if (st <= 0) {
+				ended = st == 0;
 				break;
+			}
 			exact = 0;
 		}
 		uint64_t v = r[UNW_X86_64_RIP], s = r[UNW_X86_64_RSP];
@@ -912,8 +913,10 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 			U.get_reg(&c, UNW_REG_SP, &w);
 			s = w;
 		}
-		if (v == 0 || s < sp)
+		if (v == 0 || s < sp) {
+			ended = v == 0;
 			break;
+		}
 		ip = v;
 		sp = s;
 		if (n < SUFFIX_MAX)
@@ -922,8 +925,10 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	}
 	if (n == max)
 		*truncated = 1;
-	if (cached)
-		suffix_keep(pcs, sps, n, *truncated);
+	/* Only a walk that reached the stack's outermost frame is reused: the rest of one
+	 * that stopped early would cut every later walk through the same frames. */
+	if (cached && ended && !*truncated)
+		suffix_keep(pcs, sps, n);
 out:
 	agent_objects_leave();
 	return n;
