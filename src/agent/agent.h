@@ -42,6 +42,9 @@ static inline uint64_t agent_unix_now_ns(void)
  * as truncated. They bound the size of an encoded sample (AGENT_SAMPLE_MAX). */
 #define AGENT_MAX_LUA   512
 #define AGENT_MAX_HOST  256
+/* Coroutines followed from the sampled one out to the main thread (resumed by builtins:
+ * recursive generators nest one per level); a sample nested deeper is cut there. */
+#define AGENT_MAX_RESUMES 128
 /* Symbols a sample may introduce (functions first seen by the sampler), and the bytes of
  * their names; a chunk name longer than AGENT_NAME_MAX is cut there. */
 #define AGENT_MAX_NEWSYMS 32

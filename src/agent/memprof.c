@@ -836,7 +836,7 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			break;
 		}
 	}
-	for (int level = 0; level < 16 && n < AGENT_MAX_LUA; level++) {
+	for (int level = 0; level < AGENT_MAX_RESUMES && n < AGENT_MAX_LUA; level++) {
 		unsigned flags;
 		unsigned k = lp_lj_walk(&mp.vm, &direct, &t, base, leaf, s_frames,
 					(unsigned)(AGENT_MAX_LUA - n), &flags);

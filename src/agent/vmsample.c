@@ -378,8 +378,10 @@ static int running_thread(uint64_t L, struct lp_lj_thread *t, int *stale)
 
 /* -- The sample --------------------------------------------------------------------------- */
 
-#define MAX_CFRAMES 64
-#define MAX_RESUMES 16
+/* The interpreter's C frames of a sample's threads: about two for each coroutine it runs
+ * in (its resume frame, the interpreter's). */
+#define MAX_CFRAMES (2 * AGENT_MAX_RESUMES + 32)
+#define MAX_RESUMES AGENT_MAX_RESUMES
 
 static struct lp_lj_frame frames[AGENT_MAX_LUA];
 /* Interpreter C frames on the native stack, for agent_vm_frame. */

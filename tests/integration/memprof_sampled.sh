@@ -547,6 +547,47 @@ read -r asm opt rec rooted stateless < <(build/luaprof report -q "$t/comp.bin" -
 	fail "compiler allocations: $asm ASM, $opt OPT and $rec RECORD stacks ($rooted under the loading line), $stateless in the loaded chunks without a state:
 $(build/luaprof report -q "$t/comp.bin" -f collapsed | grep 'compiler\.lua:6;\[string' | grep -vE ';(ASM|OPT|RECORD|GC) [0-9]+$' | head -3)"
 
+# Coroutines nested deep (a recursive generator: one coroutine.wrap per level), every
+# allocation sampled: 60 deep, every stack is whole (rooted at the calling line, none
+# cut); 200 deep, past what the walks follow (128 resumers), the deepest are cut and
+# counted in meta truncated, and the allocations after them (line 13: one level) are
+# rooted still. The walks followed 16 resumers: past that the stacks lost their root, and
+# a host walk that stopped there was reused by every later one (all 50 of line 13's
+# rootless).
+cat >"$t/deepco.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local function walk(t)
+  return coroutine.wrap(function()
+    coroutine.yield({})
+    if t.l then for v in walk(t.l) do coroutine.yield(v) end end
+  end)
+end
+local tree = {}
+for i = 1, tonumber(arg[2]) do tree = {l = tree} end
+assert(mp.start(arg[1], {sample = 1}))
+for _ in walk(tree) do end
+for i = 1, 50 do coroutine.wrap(function() local t = {} end)() end
+assert(mp.stop())
+EOF
+for depth in 60 200; do
+	LUA_CPATH= luajit -joff "$t/deepco.lua" "$t/deepco.bin" $depth >"$t/deepco.out" 2>&1 ||
+		{ fail "deep coroutines ($depth): $(head -5 "$t/deepco.out")"; continue; }
+	cut=$(build/luaprof report -q -f info "$t/deepco.bin" | sed -n 's/^meta\.truncated: //p')
+	read -r all rooted after < <(build/luaprof report -q -f collapsed --value alloc_objects \
+		"$t/deepco.bin" 2>/dev/null | awk '{ a += $NF }
+			/(^|;)main;.*lua_pcall;@[^;]*deepco\.lua:1[23](;| )/ { r += $NF }
+			/(^|;)main;.*lua_pcall;@[^;]*deepco\.lua:13;coroutine\.wrap_aux;/ { w += $NF }
+			END { print a + 0, r + 0, w + 0 }')
+	if [ $depth = 60 ]; then
+		[ "$all" -ge 400 ] && [ "$rooted" = "$all" ] && [ "$cut" = 0 ] ||
+			fail "coroutines 60 deep: $rooted of $all sampled allocations rooted, $cut cut"
+	else
+		[ "$cut" -gt 0 ] && [ "$after" = 50 ] ||
+			fail "coroutines 200 deep: $cut stacks cut, $after of line 13's 50 rooted after them"
+	fi
+done
+
 # -- Compact unwind steps against libunwind's: an agent built with -DLP_UNWIND_SELFCHECK
 # steps every frame that has a compact rule both ways and counts the differences, in
 # memprof captures (the VM thread) and in the CPU profiler's handler, JIT off and on.

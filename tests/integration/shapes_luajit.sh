@@ -493,6 +493,37 @@ for jit in on off; do
 $(grep memprof_cmod_resume_spin "$t/cafter.folded" | sort -t' ' -k2 -nr | head -3)"
 done
 
+# Coroutines nested 30 deep (a recursive generator: one coroutine.wrap per level), work
+# at every level: every sample is rooted at the calling line (line 11). The walks
+# followed 16 resumers and knew 64 of the interpreter's C frames: samples deeper than
+# that lost their root (half of them), and a memory walk cut there was reused by later
+# ones.
+cat >"$t/deepco.lua" <<'EOF'
+local function walk(t)
+  return coroutine.wrap(function()
+    local s = 0
+    for i = 1, 4e6 do s = s + i % 7 end
+    coroutine.yield(s)
+    if t.l then for v in walk(t.l) do coroutine.yield(v) end end
+  end)
+end
+local tree = {}
+for i = 1, 30 do tree = {l = tree} end
+for _ in walk(tree) do end
+EOF
+for jit in on off; do
+	build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/deepco.folded" \
+		--raw "$t/deepco.bin" -- luajit -j$jit "$t/deepco.lua" >/dev/null 2>"$t/err" ||
+		fail "record deepco.lua, JIT $jit: $(cat "$t/err")"
+	read -r all rooted deep < <(awk '{ a += $NF }
+			/(^|;)main;.*lua_pcall;@[^;]*deepco\.lua:11;/ { r += $NF
+				if (gsub(/coroutine\.wrap_aux/, "&") >= 20) d += $NF }
+		END { print a + 0, r + 0, d + 0 }' "$t/deepco.folded")
+	[ "$all" -ge 100 ] && [ $((rooted * 100)) -ge $((all * 99)) ] && [ "$deep" -ge $((all / 5)) ] ||
+		fail "coroutines 30 deep, JIT $jit: $rooted of $all samples rooted at the calling line, $deep more than 20 deep:
+$(sort -t' ' -k2 -nr "$t/deepco.folded" | grep -v 'deepco\.lua:11;' | head -3 | cut -c1-300)"
+done
+
 # A coroutine resumed by coroutine.resume that calls through pcall (no C frame) and
 # table.sort with a Lua comparator (a C frame, then the comparator's interpreter): the
 # resume's frame right after coroutine.resume in every sample, the coroutine's lines
