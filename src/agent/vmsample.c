@@ -773,6 +773,7 @@ static int builtin_runs_pc(const struct lp_lj_frame *f, uint64_t base, uint64_t 
 
 static int is_ctstate(uint64_t p);
 static int ffi_callback_glue(struct agent_sample *s, int mode);
+static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st);
 
 /*
 ** The interpreter returning from the frame at base to Lua: PC already holds the frame's
@@ -811,7 +812,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	/* Only when the thread runs on that stack (not a host's own fiber stack). */
 	stack_floor = agent_objects_on_stack(sp) && sp >= 128 ? (sp - 128) & ~7ull : 0;
 	uint64_t ip = (uint64_t)gr[REG_RIP], rdx = (uint64_t)gr[REG_RDX];
-	uint64_t rbx = (uint64_t)gr[REG_RBX];
+	uint64_t rbx = (uint64_t)gr[REG_RBX], rbp = (uint64_t)gr[REG_RBP];
 	s->nlua = 0;
 	s->nsyms = 0;
 	s->lua_truncated = 0;
@@ -896,12 +897,19 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			 * first VM frame of the host walk. */
 			if (mode != LUAPROF_SYSPROF_DEFAULT && !stale) {
 				helper_t = t;
+				uint8_t bst;
 				if (is_ctstate(rbx)) {
 					helper_ip = ip;
 					helper_rank = 1;
 					(void)ffi_callback_glue(s, mode);
-				} else {
-					(void)returning(s, &t, rdx, rbx, mode);
+				} else if (!returning(s, &t, rdx, rbx, mode) &&
+					   runs_pc(rbp, rbx, &bst)) {
+					/* Back from a C call that clobbered BASE (lj_tab_len
+					 * for `#t`), before BASE is restored from rbp, where
+					 * the interpreter saved it ("Save BASE"). */
+					if (lua_stack_or_none(s, &t, rbp,
+							      bst == LP_VMST_LFUNC ? rbx : 0, mode))
+						s->vmstate = bst;
 				}
 			}
 			return 0;
