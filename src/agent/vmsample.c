@@ -775,6 +775,19 @@ static int is_ctstate(uint64_t p);
 static int ffi_callback_glue(struct agent_sample *s, int mode);
 static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st);
 
+/* Thread t's frame at its L->base is a coroutine builtin that switches threads
+ * (coroutine.resume, coroutine.wrap_aux, coroutine.yield): the switch stores L->base, and
+ * the VM's code in between keeps no base in a register. */
+static int switching(const struct lp_lj_thread *t)
+{
+	unsigned flags;
+	if (lp_lj_walk(&vm, &mem, t, 0, 0, frames, 1, &flags) != 1 ||
+	    frames[0].kind != LP_FRAME_FFUNC)
+		return 0;
+	uint8_t id = frames[0].ffid;
+	return id && (id == vm.ffid_resume || id == vm.ffid_wrap_aux || id == vm.ffid_yield);
+}
+
 /*
 ** The interpreter returning from the frame at base to Lua: PC already holds the frame's
 ** link, and an assembler builtin has stored its result over its function slot (math.sqrt,
@@ -902,14 +915,21 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					helper_ip = ip;
 					helper_rank = 1;
 					(void)ffi_callback_glue(s, mode);
-				} else if (!returning(s, &t, rdx, rbx, mode) &&
-					   runs_pc(rbp, rbx, &bst)) {
+				} else if (returning(s, &t, rdx, rbx, mode)) {
+					/* taken */
+				} else if (runs_pc(rbp, rbx, &bst)) {
 					/* Back from a C call that clobbered BASE (lj_tab_len
 					 * for `#t`), before BASE is restored from rbp, where
 					 * the interpreter saved it ("Save BASE"). */
 					if (lua_stack_or_none(s, &t, rbp,
 							      bst == LP_VMST_LFUNC ? rbx : 0, mode))
 						s->vmstate = bst;
+				} else if (switching(&t)) {
+					/* A coroutine switch (lj_vm_resume's entry and exit, the
+					 * resuming builtin before and after it): cur_L's frames
+					 * start at its L->base, which the builtin stored. */
+					if (lua_stack_or_none(s, &t, 0, 0, mode))
+						s->vmstate = LP_VMST_FFUNC;
 				}
 			}
 			return 0;

@@ -235,6 +235,7 @@ static int check_layout(const struct lp_lj_layout *lay, const struct lp_mem *m, 
 	vm->vm_hi = lo + lay->vm_size;
 	vm->ffid_resume = ffid_by_name(lay, "coroutine.resume");
 	vm->ffid_wrap_aux = ffid_by_name(lay, "coroutine.wrap_aux");
+	vm->ffid_yield = ffid_by_name(lay, "coroutine.yield");
 	return 0;
 }
 

@@ -121,6 +121,7 @@ struct lp_lj_vm {
 	uint64_t vm_lo;  /* interpreter block [vm_lo, vm_hi): lj_vm_asm_begin = static BC_ISLT */
 	uint64_t vm_hi;  /* end of the block's .eh_frame FDE = start of lj_vm_ffi_call */
 	uint8_t ffid_resume, ffid_wrap_aux; /* coroutine.resume / coroutine.wrap_aux, 0 if absent */
+	uint8_t ffid_yield;                 /* coroutine.yield, 0 if absent */
 };
 
 /*
