@@ -650,6 +650,11 @@ static int lua_stack(struct agent_sample *s, const struct lp_lj_thread *t0, uint
 		struct lp_lj_thread r;
 		if (lp_lj_resumer(&vm, &mem, &t, &r, NULL) == LP_LJ_OK) {
 			t = r;
+		} else if (!t.cframe && t.L != vm.mainL &&
+			   lp_lj_chain_resumer(&vm, &mem, t.L, &r) == LP_LJ_OK) {
+			/* Yielding: coroutine.yield cleared its C frame; the builtin that
+			 * resumed it still names it. */
+			t = r;
 		} else if ((hop = c_resumer(&t, &r)) >= 0 && cres_nlua[hop] == UINT_MAX) {
 			cres_nlua[hop] = (unsigned)s->nlua;
 			cres_trunc[hop] = s->lua_truncated;

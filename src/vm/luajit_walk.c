@@ -505,6 +505,24 @@ int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t 
 	return LP_LJ_OK;
 }
 
+int lp_lj_chain_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t co,
+			struct lp_lj_thread *r)
+{
+	uint64_t L = vm->mainL, fn;
+	uint8_t ffid;
+	for (int hop = 0; L && L != co && hop < LP_LJ_CHAIN_HOPS; hop++) {
+		int rc = top_function(vm, m, L, r, &fn, &ffid);
+		if (rc)
+			return rc;
+		uint64_t next = running_coroutine(vm, m, r, fn, ffid);
+		if (next == co)
+			return ffid && (ffid == vm->ffid_resume || ffid == vm->ffid_wrap_aux)
+			       ? LP_LJ_OK : LP_LJ_ENONE;
+		L = next;
+	}
+	return LP_LJ_ENONE;
+}
+
 int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		  uint64_t *cframe_out)

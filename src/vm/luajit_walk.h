@@ -154,4 +154,16 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn);
 
+/*
+** The thread whose builtin (coroutine.resume, coroutine.wrap_aux) runs coroutine co while co
+** has no C frame to find it by (lp_lj_resumer): co yielding, after coroutine.yield cleared
+** its cframe and before the VM is back in the resumer. Found from the main thread down the
+** coroutines its top frames run (at most LP_LJ_CHAIN_HOPS): the thread whose top frame is
+** such a builtin naming co.
+** LP_LJ_OK with the thread in *r, LP_LJ_ENONE, or an error.
+*/
+#define LP_LJ_CHAIN_HOPS 128
+int lp_lj_chain_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t co,
+			struct lp_lj_thread *r);
+
 #endif

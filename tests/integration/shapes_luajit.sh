@@ -514,9 +514,10 @@ $(grep -v 'len\.lua:1[ ;]' "$t/len.folded" | sort -t' ' -k2 -nr | head -3 | cut 
 # A generator loop that does little but switch coroutines: samples in the VM's switch
 # code (lj_vm_resume's entry and exit, the resuming builtin around it) keep the frames of
 # the thread the switch stored (coroutine.wrap_aux under the calling line, or the
-# coroutine's yield). They had none: 12-15 % of the samples were INTERP with no Lua frame
-# (now about 1 %). Some are still rootless (a coroutine yielding, its C frame gone:
-# 2-3 %, README).
+# coroutine's yield); they had none (12-15 % of the samples INTERP with no Lua frame, now
+# 0-2 %). A coroutine yielding, its C frame already cleared, is found under the builtin
+# that resumed it (2-3 % were rootless; now none with the JIT on, 1-2 % of the
+# interpreter's switch code still are with it off, README).
 cat >"$t/gen.lua" <<'EOF'
 local function gen(n) return coroutine.wrap(function() for i=1,n do coroutine.yield(i) end end) end
 local s = 0
@@ -528,7 +529,8 @@ for jit in on off; do
 		luajit -j$jit "$t/gen.lua" >/dev/null 2>"$t/err" || fail "record gen.lua, JIT $jit: $(cat "$t/err")"
 	read -r all nolua rootless < <(awk '{ a += $NF } !/@/ { n += $NF } !/(^|;)main;/ { r += $NF }
 		END { print a + 0, n + 0, r + 0 }' "$t/gen.folded")
-	[ "$all" -ge 300 ] && [ $((nolua * 25)) -le "$all" ] && [ $((rootless * 100)) -le $((all * 6)) ] ||
+	[ $jit = on ] && most=1 || most=4
+	[ "$all" -ge 300 ] && [ $((nolua * 25)) -le "$all" ] && [ $((rootless * 100)) -le $((all * most)) ] ||
 		fail "generator loop, JIT $jit: $nolua of $all samples with no Lua frame, $rootless rootless:
 $(grep -v '@' "$t/gen.folded" | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
 done
