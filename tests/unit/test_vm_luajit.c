@@ -1277,6 +1277,19 @@ static void test_resumer(void)
 		w64(slot(&F, bres), ((uint64_t)LP_LJ_ITYPE_THREAD << 47) | A);
 		CHECK_EQ(lp_lj_c_resumer(&F.vm, &F.m, &co, &r, &got), LP_LJ_OK);
 		CHECK_EQ(r.L, A);
+		/* A yielding coroutine (no C frame) under the builtin that resumed it, down
+		** the chain from the main thread: the main thread's coroutine.resume names A;
+		** A's C function names co (not a builtin: none); then A's coroutine.resume
+		** does. Not for a thread no frame names. */
+		CHECK_EQ(lp_lj_chain_resumer(&F.vm, &F.m, A, &r), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
+		CHECK_EQ(lp_lj_chain_resumer(&F.vm, &F.m, coL, &r), LP_LJ_ENONE);
+		uint64_t ares = new_cfunc(&F, F.vm.ffid_resume, VM_LO + 0x900);
+		w64(ast + 8 * 2, ((uint64_t)LP_LJ_ITYPE_FUNC << 47) | ares);
+		CHECK_EQ(lp_lj_chain_resumer(&F.vm, &F.m, coL, &r), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		CHECK_EQ(lp_lj_chain_resumer(&F.vm, &F.m, new_thread(&F), &r), LP_LJ_ENONE);
+		w64(ast + 8 * 2, ((uint64_t)LP_LJ_ITYPE_FUNC << 47) | cfn);
 		/* A's C frame farther than the main thread's: the main thread's is nearer. */
 		set_func(&F, bres, cfn);
 		w64(A + lay->l_cframe, rcf + 0x300);
