@@ -951,8 +951,20 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		 * code, vmstate still naming that C function. No Lua code runs: host stack
 		 * only (its frames were put under the coroutine's Lua frames). Not its status:
 		 * xpcall's handler runs with LUA_ERRERR, on a C frame. */
-		if (!t.cframe)
+		struct lp_lj_thread r;
+		if (!t.cframe) {
+			/* Unless the coroutine is dying by an error inside the builtin that
+			 * resumed it (LuaJIT's unwinder cleared its C frame before the C++
+			 * unwinder is done): its frames, then that builtin's thread's. */
+			if (L == vm.mainL || lp_lj_chain_resumer(&vm, &mem, L, &r) != LP_LJ_OK)
+				return 0;
+			if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+				add_thread_cframes(r);
+			if (mode == LUAPROF_SYSPROF_DEFAULT)
+				return 0;
+			(void)lua_stack_or_none(s, &t, 0, 0, mode);
 			return 0;
+		}
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
 		/* L->base is synced: the innermost Lua frame, for agent_vm_frame. */
