@@ -117,9 +117,6 @@ static struct {
 	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
 	size_t nsmp, smpcap;
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
-	uint8_t *sstate;                /* by stack id: the VM state (enum lp_vmstate) of the
-					 * collector's or compiler's stacks, 0 for the program's */
-	size_t nsstate;
 	uint64_t nlost;                 /* samples not kept (no memory) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
@@ -1012,9 +1009,9 @@ static int64_t capture(void)
 	if (!lp_wbuf_ok(&w))
 		return -1;
 	/* The collector's and the compiler's allocations: their state goes on top in the
-	 * report (astate record), as a CPU sample's does. The state is part of the stack's
-	 * key: the compiler's phases allocate at the same frames. A stack without its state
-	 * (no memory for the table) reads as the program's. */
+	 * report (astate record, from the dictionary's tags), as a CPU sample's does. The
+	 * state is part of the stack's key: the compiler's phases allocate at the same
+	 * frames. */
 	uint8_t st = vmst == VMST_GC ? LP_VMST_GC
 		   : !entry ? 0
 		   /* INTERP: a trace starting (trace_start, J->trace grown), the compiler's
@@ -1025,12 +1022,6 @@ static int64_t capture(void)
 	uint32_t id;
 	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), st, SIZE_MAX, &id))
 		return -1;
-	size_t had = mp.nsstate;
-	if (st && (id < had || lp_grow((void **)&mp.sstate, &mp.nsstate, (size_t)id + 1, 1) == 0)) {
-		if (mp.nsstate > had)
-			memset(mp.sstate + had, 0, mp.nsstate - had);
-		mp.sstate[id] = st;
-	}
 	return id;
 }
 
@@ -1185,13 +1176,14 @@ static void write_ext_records(struct lp_wbuf *w)
 			len = 0;
 		}
 	}
-	/* astate records: (stack state)* for the stacks of the collector and the compiler. */
-	for (size_t i = 0; i < mp.nsstate; i++) {
-		if (mp.sstate[i]) {
+	/* astate records: (stack state)* for the stacks of the collector and the compiler,
+	 * whose state is their tag in the dictionary. */
+	for (size_t i = 0; i < mp.dict.nent; i++) {
+		if (mp.dict.ent[i].tag) {
 			len += lp_uleb_encode(i, rec + len);
-			len += lp_uleb_encode(mp.sstate[i], rec + len);
+			len += lp_uleb_encode(mp.dict.ent[i].tag, rec + len);
 		}
-		if (len && (len >= 61440 || i + 1 == mp.nsstate)) {
+		if (len && (len >= 61440 || i + 1 == mp.dict.nent)) {
 			lp_write_ext_record(w, LP_EXT_ASTATE, rec, len);
 			len = 0;
 		}
@@ -1201,9 +1193,6 @@ static void write_ext_records(struct lp_wbuf *w)
 static void free_samples(void)
 {
 	agent_stackdict_free(&mp.dict);
-	free(mp.sstate);
-	mp.sstate = NULL;
-	mp.nsstate = 0;
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
 	memset(live_mark, 0, sizeof(live_mark));

@@ -921,7 +921,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					helper_rank = 1;
 					(void)ffi_callback_glue(s, mode);
 				} else if (returning(s, &t, rdx, rbx, mode)) {
-					/* taken */
+					; /* the caller's frames, taken */
 				} else if (runs_pc(rbp, rbx, &bst)) {
 					/* Back from a C call that clobbered BASE (lj_tab_len
 					 * for `#t`), before BASE is restored from rbp, where
@@ -951,11 +951,12 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		 * code, vmstate still naming that C function. No Lua code runs: host stack
 		 * only (its frames were put under the coroutine's Lua frames). Not its status:
 		 * xpcall's handler runs with LUA_ERRERR, on a C frame. */
-		struct lp_lj_thread r;
 		if (!t.cframe) {
 			/* Unless the coroutine is dying by an error inside the builtin that
 			 * resumed it (LuaJIT's unwinder cleared its C frame before the C++
-			 * unwinder is done): its frames, then that builtin's thread's. */
+			 * unwinder is done): its frames, then that builtin's thread's (its C
+			 * frames now, for the host walk; lua_stack takes its Lua frames). */
+			struct lp_lj_thread r;
 			if (L == vm.mainL || lp_lj_chain_resumer(&vm, &mem, L, &r) != LP_LJ_OK)
 				return 0;
 			if (mode == LUAPROF_SYSPROF_CALLGRAPH)
