@@ -1560,6 +1560,51 @@ static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t
 	return lua_event(0, ud, ptr, osize, nsize);
 }
 
+/*
+** A new or grown block made in the interpreter (state INTERP) at a PC met before: its C
+** frame's saved PC is the running Lua function's, or the return PC into the caller of a
+** builtin (the builtins' entries to C save the frame's link there, fff_fallback's
+** included; a lua_CFunction runs in state C): the PC lua_event reads frame by frame, so a
+** PC in the cache names the same function and line without the frame's reads. Anything
+** else goes on to lua_event, in a function of its own so that this path saves no
+** registers.
+*/
+static inline __attribute__((always_inline)) void *interp_event(int raw, void *ud, void *ptr,
+								  size_t osize, size_t nsize)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t L = ld64(mp.vm.g + y->g_cur_L);
+	if (!L)
+		L = mp.vm.mainL;
+	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
+	uint64_t pc = cf ? ld64(cf + y->cf_pc) : 0;
+	const struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
+	if (ps->pc != pc || !pc || nsize >= AGENT_RAWEV_SIZE_LIMIT ||
+	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
+		return raw ? lua_event_raw(ud, ptr, osize, nsize)
+			   : lua_event_enc(ud, ptr, osize, nsize);
+	uint8_t *h = mp.w.pos;
+	if (raw)
+		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, ps->line, nsize),
+				  agent_rawev_word_nt(h + 8, ps->key), ptr, osize, nsize);
+	*h = LP_ASOURCE_LFUNC;
+	return event_call(0, h, 0,
+			  lp_uleb_put_small(lp_uleb_put_addr(h + 1, ps->key), ps->line), ptr,
+			  osize, nsize);
+}
+
+static __attribute__((noinline)) void *interp_event_raw(void *ud, void *ptr, size_t osize,
+							size_t nsize)
+{
+	return interp_event(1, ud, ptr, osize, nsize);
+}
+
+static __attribute__((noinline)) void *interp_event_enc(void *ud, void *ptr, size_t osize,
+							size_t nsize)
+{
+	return interp_event(0, ud, ptr, osize, nsize);
+}
+
 static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, void *ptr,
 							     size_t osize, size_t nsize)
 {
@@ -1592,7 +1637,10 @@ static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, vo
 		if (vmst > 0)
 			return raw ? trace_event_raw(ud, ptr, osize, nsize)
 				   : trace_event_enc(ud, ptr, osize, nsize);
-		if (vmst == VMST_INTERP || vmst == VMST_C)
+		if (vmst == VMST_INTERP)
+			return raw ? interp_event_raw(ud, ptr, osize, nsize)
+				   : interp_event_enc(ud, ptr, osize, nsize);
+		if (vmst == VMST_C)
 			return raw ? lua_event_raw(ud, ptr, osize, nsize)
 				   : lua_event_enc(ud, ptr, osize, nsize);
 	}
