@@ -1439,6 +1439,37 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 }
 
 /*
+** event_call for a new block (no old one) as a raw record of hdr bytes before the address
+** (w0, and the prototype's word for LFUNC; stored at h): the record is stored past mp.w.pos
+** before the call and taken into the buffer after it, so that a failed call has nothing
+** to undo and the call keeps only nsize across it (one saved register, not three). The
+** original allocator does not write the buffer: nothing is stored there meanwhile.
+*/
+static inline __attribute__((always_inline)) void *alloc_call_raw(uint8_t *h, unsigned hdr,
+								    size_t nsize)
+{
+	SELFCHECK_ORIGIN();
+	void *np = mp.orig_f(mp.orig_ud, NULL, 0, nsize);
+	if (!np)
+		return np;
+	uint8_t *p = mp.w.pos;
+	mp.w.pos = agent_rawev_word_nt(p + hdr, (uintptr_t)np);
+	mp.allocs++;
+	mp.alloc_bytes += nsize;
+	SELFCHECK(p, mp.w.pos, NULL, 0, np, nsize);
+	(void)h;
+	return np;
+}
+
+/* event_call for a grown block as a raw record (rare next to new blocks): apart, so that
+ * the paths calling it for a new block's keep one register across their call. */
+static __attribute__((noinline)) void *realloc_call_raw(uint8_t *h, uint64_t w0, uint8_t *p,
+							void *ptr, size_t osize, size_t nsize)
+{
+	return event_call(1, h, w0, p, ptr, osize, nsize);
+}
+
+/*
 ** A new or grown block in a trace whose number the stream has named in this generation:
 ** most events of JIT-compiled allocation loops besides the collector's frees (in-process
 ** A/B, JIT on, against the build without the light paths: binary trees 1.226 against
@@ -1454,9 +1485,13 @@ static inline __attribute__((always_inline)) void *trace_event(int raw, void *ud
 	    nsize >= AGENT_RAWEV_SIZE_LIMIT || mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
+	if (raw && !(ptr && osize)) {
+		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_TRACE | LP_AEVENT_ALLOC, no, nsize));
+		return alloc_call_raw(h, 8, nsize);
+	}
 	if (raw)
-		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_TRACE, no, nsize), h + 8, ptr,
-				  osize, nsize);
+		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_TRACE, no, nsize), h + 8, ptr,
+					osize, nsize);
 	*h = LP_ASOURCE_TRACE;
 	return event_call(0, h, 0, lp_uleb_put_small(h + 1, no), ptr, osize, nsize);
 }
@@ -1584,9 +1619,15 @@ static inline __attribute__((always_inline)) void *interp_event(int raw, void *u
 		return raw ? lua_event_raw(ud, ptr, osize, nsize)
 			   : lua_event_enc(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
+	if (raw && !(ptr && osize)) {
+		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_LFUNC | LP_AEVENT_ALLOC, ps->line,
+						      nsize));
+		agent_rawev_word_nt(h + 8, ps->key);
+		return alloc_call_raw(h, 16, nsize);
+	}
 	if (raw)
-		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, ps->line, nsize),
-				  agent_rawev_word_nt(h + 8, ps->key), ptr, osize, nsize);
+		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_LFUNC, ps->line, nsize),
+					agent_rawev_word_nt(h + 8, ps->key), ptr, osize, nsize);
 	*h = LP_ASOURCE_LFUNC;
 	return event_call(0, h, 0,
 			  lp_uleb_put_small(lp_uleb_put_addr(h + 1, ps->key), ps->line), ptr,
