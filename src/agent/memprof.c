@@ -1439,14 +1439,13 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 }
 
 /*
-** event_call for a new block (no old one) as a raw record of hdr bytes before the address
-** (w0, and the prototype's word for LFUNC; stored at h): the record is stored past mp.w.pos
-** before the call and taken into the buffer after it, so that a failed call has nothing
-** to undo and the call keeps only nsize across it (one saved register, not three). The
-** original allocator does not write the buffer: nothing is stored there meanwhile.
+** event_call for a new block (no old one) as a raw record whose first hdr bytes (w0, and
+** the prototype's word for LFUNC) the caller stored at mp.w.pos without moving it: the
+** record is taken into the buffer after the call, so that a failed call has nothing to
+** undo and only nsize lives across the call (one saved register, not three). The original
+** allocator does not write the buffer: nothing is stored there meanwhile.
 */
-static inline __attribute__((always_inline)) void *alloc_call_raw(uint8_t *h, unsigned hdr,
-								    size_t nsize)
+static inline __attribute__((always_inline)) void *alloc_call_raw(unsigned hdr, size_t nsize)
 {
 	SELFCHECK_ORIGIN();
 	void *np = mp.orig_f(mp.orig_ud, NULL, 0, nsize);
@@ -1457,7 +1456,6 @@ static inline __attribute__((always_inline)) void *alloc_call_raw(uint8_t *h, un
 	mp.allocs++;
 	mp.alloc_bytes += nsize;
 	SELFCHECK(p, mp.w.pos, NULL, 0, np, nsize);
-	(void)h;
 	return np;
 }
 
@@ -1487,7 +1485,7 @@ static inline __attribute__((always_inline)) void *trace_event(int raw, void *ud
 	uint8_t *h = mp.w.pos;
 	if (raw && !(ptr && osize)) {
 		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_TRACE | LP_AEVENT_ALLOC, no, nsize));
-		return alloc_call_raw(h, 8, nsize);
+		return alloc_call_raw(8, nsize);
 	}
 	if (raw)
 		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_TRACE, no, nsize), h + 8, ptr,
@@ -1623,7 +1621,7 @@ static inline __attribute__((always_inline)) void *interp_event(int raw, void *u
 		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_LFUNC | LP_AEVENT_ALLOC, ps->line,
 						      nsize));
 		agent_rawev_word_nt(h + 8, ps->key);
-		return alloc_call_raw(h, 16, nsize);
+		return alloc_call_raw(16, nsize);
 	}
 	if (raw)
 		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_LFUNC, ps->line, nsize),
