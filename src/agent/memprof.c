@@ -1594,13 +1594,16 @@ static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t
 }
 
 /*
-** A new or grown block made in the interpreter (state INTERP) at a PC met before: its C
-** frame's saved PC is the running Lua function's, or the return PC into the caller of a
-** builtin (the builtins' entries to C save the frame's link there, fff_fallback's
-** included; a lua_CFunction runs in state C): the PC lua_event reads frame by frame, so a
-** PC in the cache names the same function and line without the frame's reads. Anything
-** else goes on to lua_event, in a function of its own so that this path saves no
-** registers.
+** A new or grown block made in the interpreter (state INTERP) at a PC met before, when the
+** C frame's saved PC is the PC lua_event reads frame by frame: the top frame is a Lua
+** function's (the interpreter saves its PC before every call that may allocate) or a
+** builtin's whose saved PC is its link, the return PC into its caller (the builtins'
+** entries to C save it there, fff_fallback's included). Not otherwise: a C function or a
+** builtin written in C has its frame on top, still in state INTERP, while the interpreter
+** grows the stack for it (vm_growstack_c, and a stack overflow's error message), with the
+** saved PC of whatever Lua code ran last. The PC cache then gives the key and line
+** without the prototype's reads and the caller's frame. Anything else goes on to
+** lua_event, in a function of its own so that this path saves fewer registers.
 */
 static inline __attribute__((always_inline)) void *interp_event(int raw, void *ud, void *ptr,
 								  size_t osize, size_t nsize)
@@ -1612,8 +1615,13 @@ static inline __attribute__((always_inline)) void *interp_event(int raw, void *u
 	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 	uint64_t pc = cf ? ld64(cf + y->cf_pc) : 0;
 	const struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
+	uint64_t base = ld64(L + y->l_base);
+	uint64_t fv = ld64(base - 16); /* base >= stack + 16: stack[0] holds the thread */
+	uint64_t fn = fv & LP_LJ_GCVMASK;
+	uint8_t ffid = (fv >> 47) == LP_LJ_ITYPE_FUNC ? ld8(fn + y->fn_ffid) : LP_LJ_FFID_C;
 	if (ps->pc != pc || !pc || nsize >= AGENT_RAWEV_SIZE_LIMIT ||
-	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags)
+	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags ||
+	    (ffid != LP_LJ_FFID_LUA && (ffid == LP_LJ_FFID_C || ld64(base - 8) != pc)))
 		return raw ? lua_event_raw(ud, ptr, osize, nsize)
 			   : lua_event_enc(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;

@@ -8,8 +8,8 @@
 -- concatenation, arrays and hash parts grown by table.insert and by stores, a coroutine
 -- allocating between yields, and full collections (the collector's frees); then errors
 -- through pcall, yields across pcall, finalizers, __index and __concat metamethods, a
--- table.sort comparator, an FFI callback under qsort, loadstring and string.dump, and
--- varargs, all allocating.
+-- table.sort comparator, an FFI callback under qsort, loadstring and string.dump,
+-- varargs, and C functions and builtins entered where the stack grows, all allocating.
 local dir, out, jitmode = arg[1], arg[2], arg[3]
 assert(dir and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_selfcheck.lua AGENT_DIR OUT on|off")
@@ -86,6 +86,16 @@ for _ = 1, 10 do
   s = s + f(1, 2, 3) + #string.dump(f)
   local function va(...) local t = { ... } return select("#", ...) + #t end
   for i = 1, 100 do s = s + va(unpack({ i, i + 1, i + 2 })) end
+  -- C functions and builtins written in C entered where the stack must grow (in a fresh
+  -- coroutine, in a recursion): the interpreter grows it with their frame on top, in
+  -- state INTERP, the C frame's saved PC left by other Lua code.
+  local function deep(n, ...)
+    local t = { ... }
+    if n > 0 then deep(n - 1, n, unpack(t)) end
+    local ok, fs = pcall(string.format, "%d-%s", n, "x")
+    return #fs + #require("string").rep("y", n % 5) + os.time() % 2 + select(2, 1, n, 3)
+  end
+  for i = 1, 40 do s = s + coroutine.wrap(deep)(i) + deep(i % 20) end
   collectgarbage()
 end
 assert(mp.stop())
