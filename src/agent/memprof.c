@@ -249,7 +249,7 @@ static uint64_t proto_at[256];
 ** leaves proto_at (freed: proto_freed; its slot taken by another: proto_miss), both rare.
 */
 static struct pc_slot {
-	uint64_t pc, key;
+	uint64_t pc, key, bc; /* bc: the prototype's bytecode as its closures point to it */
 	uint32_t line;
 } pc_cache[256];
 
@@ -1545,11 +1545,15 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	} else {
 		return wrapper_any(ud, ptr, osize, nsize);
 	}
+	/* A saved PC in the cache may still be another function's: a trace exit that fails
+	 * (a stack overflow found restoring its frames) leaves the C frame's PC as it was
+	 * while L->base is the restored frame's. The PC must be in fn's bytecode. */
 	struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
-	uint64_t key = ps->key;
+	uint64_t key = ps->key, bc = ld64(fn + y->fn_pc);
 	uint32_t line = ps->line;
-	if (ps->pc != pc || !pc) { /* an empty slot's pc is 0, as VM entries' SAVE_PC may be */
-		uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
+	if (ps->pc != pc || !pc || ps->bc != bc) { /* an empty slot's pc is 0, as VM entries'
+						     * SAVE_PC may be */
+		uint64_t pt = bc - y->pt_size;
 		key = cached_proto(pt);
 		if (!key || !in_bytecode(pt, pc))
 			return wrapper_any(ud, ptr, osize, nsize);
@@ -1558,6 +1562,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 			return wrapper_any(ud, ptr, osize, nsize);
 		ps->pc = pc;
 		ps->key = key;
+		ps->bc = bc;
 		ps->line = line;
 	}
 	if (nsize >= AGENT_RAWEV_SIZE_LIMIT)
@@ -1606,8 +1611,8 @@ static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t
 /*
 ** A new or grown block made in the interpreter (state INTERP) at a PC met before, when the
 ** C frame's saved PC is the PC lua_event reads frame by frame: the top frame is a Lua
-** function's (the interpreter saves its PC before every call that may allocate) or a
-** builtin's whose saved PC is its link, the return PC into its caller (the builtins'
+** function's and the PC is in its bytecode (the interpreter saves its PC before every call
+** that may allocate; not a trace exit that failed, see lua_event) or a builtin's whose saved PC is its link, the return PC into its caller (the builtins'
 ** entries to C save it there, fff_fallback's included). Not otherwise: a C function or a
 ** builtin written in C has its frame on top, still in state INTERP, while the interpreter
 ** grows the stack for it (vm_growstack_c, and a stack overflow's error message), with the
@@ -1631,7 +1636,8 @@ static inline __attribute__((always_inline)) void *interp_event(int raw, void *u
 	uint8_t ffid = (fv >> 47) == LP_LJ_ITYPE_FUNC ? ld8(fn + y->fn_ffid) : LP_LJ_FFID_C;
 	if (ps->pc != pc || !pc || nsize >= AGENT_RAWEV_SIZE_LIMIT ||
 	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags ||
-	    (ffid != LP_LJ_FFID_LUA && (ffid == LP_LJ_FFID_C || ld64(base - 8) != pc)))
+	    (ffid == LP_LJ_FFID_LUA ? ld64(fn + y->fn_pc) != ps->bc
+				    : ffid == LP_LJ_FFID_C || ld64(base - 8) != pc))
 		return raw ? lua_event_raw(ud, ptr, osize, nsize)
 			   : lua_event_enc(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;

@@ -9,7 +9,8 @@
 -- allocating between yields, and full collections (the collector's frees); then errors
 -- through pcall, yields across pcall, finalizers, __index and __concat metamethods, a
 -- table.sort comparator, an FFI callback under qsort, loadstring and string.dump,
--- varargs, and C functions and builtins entered where the stack grows, all allocating.
+-- varargs, and C functions and builtins entered where the stack grows, all allocating;
+-- last, a stack overflow caught by xpcall.
 local dir, out, jitmode = arg[1], arg[2], arg[3]
 assert(dir and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_selfcheck.lua AGENT_DIR OUT on|off")
@@ -97,6 +98,14 @@ for _ = 1, 10 do
   end
   for i = 1, 40 do s = s + coroutine.wrap(deep)(i) + deep(i % 20) end
   collectgarbage()
+end
+-- A stack overflow found as a trace exits (JIT on), caught by xpcall with a handler: the
+-- exit fails before the C frame's saved PC is set, with L->base at a restored frame.
+local function rec(n) return 1 + rec(n + 1) end
+for _ = 1, 2 do
+  local t = { s }
+  xpcall(rec, debug.traceback, 1)
+  s = s + #t
 end
 assert(mp.stop())
 print("ran " .. s)
