@@ -1568,9 +1568,15 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	if (nsize >= AGENT_RAWEV_SIZE_LIMIT)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t *h = mp.w.pos;
+	if (raw && !(ptr && osize)) {
+		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_LFUNC | LP_AEVENT_ALLOC, line,
+						      nsize));
+		agent_rawev_word_nt(h + 8, key);
+		return alloc_call_raw(16, nsize);
+	}
 	if (raw)
-		return event_call(1, h, agent_rawev_w0(LP_ASOURCE_LFUNC, line, nsize),
-				  agent_rawev_word_nt(h + 8, key), ptr, osize, nsize);
+		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_LFUNC, line, nsize),
+					agent_rawev_word_nt(h + 8, key), ptr, osize, nsize);
 	*h = LP_ASOURCE_LFUNC;
 	return event_call(0, h, 0, lp_uleb_put_small(lp_uleb_put_addr(h + 1, key), line), ptr,
 			  osize, nsize);
@@ -1608,66 +1614,6 @@ static __attribute__((noinline)) void *lua_event_enc(void *ud, void *ptr, size_t
 	return lua_event(0, ud, ptr, osize, nsize);
 }
 
-/*
-** A new or grown block made in the interpreter (state INTERP) at a PC met before, when the
-** C frame's saved PC is the PC lua_event reads frame by frame: the top frame is a Lua
-** function's and the PC is in its bytecode (the interpreter saves its PC before every call
-** that may allocate; not a trace exit that failed, see lua_event) or a builtin's whose saved PC is its link, the return PC into its caller (the builtins'
-** entries to C save it there, fff_fallback's included). Not otherwise: a C function or a
-** builtin written in C has its frame on top, still in state INTERP, while the interpreter
-** grows the stack for it (vm_growstack_c, and a stack overflow's error message), with the
-** saved PC of whatever Lua code ran last. The PC cache then gives the key and line
-** without the prototype's reads and the caller's frame. Anything else goes on to
-** lua_event, in a function of its own so that this path saves fewer registers.
-*/
-static inline __attribute__((always_inline)) void *interp_event(int raw, void *ud, void *ptr,
-								  size_t osize, size_t nsize)
-{
-	const struct lp_lj_layout *y = mp.vm.lay;
-	uint64_t L = ld64(mp.vm.g + y->g_cur_L);
-	if (!L)
-		L = mp.vm.mainL;
-	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
-	uint64_t pc = cf ? ld64(cf + y->cf_pc) : 0;
-	const struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
-	uint64_t base = ld64(L + y->l_base);
-	uint64_t fv = ld64(base - 16); /* base >= stack + 16: stack[0] holds the thread */
-	uint64_t fn = fv & LP_LJ_GCVMASK;
-	uint8_t ffid = (fv >> 47) == LP_LJ_ITYPE_FUNC ? ld8(fn + y->fn_ffid) : LP_LJ_FFID_C;
-	if (ps->pc != pc || !pc || nsize >= AGENT_RAWEV_SIZE_LIMIT ||
-	    mp.w.end - mp.w.pos < EVENT_MAX || mp.w.flags ||
-	    (ffid == LP_LJ_FFID_LUA ? ld64(fn + y->fn_pc) != ps->bc
-				    : ffid == LP_LJ_FFID_C || ld64(base - 8) != pc))
-		return raw ? lua_event_raw(ud, ptr, osize, nsize)
-			   : lua_event_enc(ud, ptr, osize, nsize);
-	uint8_t *h = mp.w.pos;
-	if (raw && !(ptr && osize)) {
-		agent_rawev_word_nt(h, agent_rawev_w0(LP_ASOURCE_LFUNC | LP_AEVENT_ALLOC, ps->line,
-						      nsize));
-		agent_rawev_word_nt(h + 8, ps->key);
-		return alloc_call_raw(16, nsize);
-	}
-	if (raw)
-		return realloc_call_raw(h, agent_rawev_w0(LP_ASOURCE_LFUNC, ps->line, nsize),
-					agent_rawev_word_nt(h + 8, ps->key), ptr, osize, nsize);
-	*h = LP_ASOURCE_LFUNC;
-	return event_call(0, h, 0,
-			  lp_uleb_put_small(lp_uleb_put_addr(h + 1, ps->key), ps->line), ptr,
-			  osize, nsize);
-}
-
-static __attribute__((noinline)) void *interp_event_raw(void *ud, void *ptr, size_t osize,
-							size_t nsize)
-{
-	return interp_event(1, ud, ptr, osize, nsize);
-}
-
-static __attribute__((noinline)) void *interp_event_enc(void *ud, void *ptr, size_t osize,
-							size_t nsize)
-{
-	return interp_event(0, ud, ptr, osize, nsize);
-}
-
 static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, void *ptr,
 							     size_t osize, size_t nsize)
 {
@@ -1700,10 +1646,7 @@ static inline __attribute__((always_inline)) void *wrapper(int raw, void *ud, vo
 		if (vmst > 0)
 			return raw ? trace_event_raw(ud, ptr, osize, nsize)
 				   : trace_event_enc(ud, ptr, osize, nsize);
-		if (vmst == VMST_INTERP)
-			return raw ? interp_event_raw(ud, ptr, osize, nsize)
-				   : interp_event_enc(ud, ptr, osize, nsize);
-		if (vmst == VMST_C)
+		if (vmst == VMST_INTERP || vmst == VMST_C)
 			return raw ? lua_event_raw(ud, ptr, osize, nsize)
 				   : lua_event_enc(ud, ptr, osize, nsize);
 	}
