@@ -21,21 +21,27 @@
 
 #define AGENT_VERSION "0.1.0"
 
+/* A clock's reading in ns, 0 when it cannot be read (a CPU-time clock of a thread that has
+ * exited). Async-signal-safe. */
+static inline uint64_t agent_clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	if (clock_gettime(c, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* CLOCK_MONOTONIC in ns (async-signal-safe). */
 static inline uint64_t agent_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return agent_clock_ns(CLOCK_MONOTONIC);
 }
 
 /* The Unix time in ns, read at start for the streams' start time (not derived from the
  * monotonic clock at stop: that one stops while the machine is suspended). */
 static inline uint64_t agent_unix_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return agent_clock_ns(CLOCK_REALTIME);
 }
 
 /* Depth limits of one sample: deeper stacks keep their innermost frames and are counted

@@ -225,15 +225,6 @@ static void new_objects(void)
 
 static int signal_ours(void);
 
-/* A clock's reading in ns, 0 when it cannot be read (a thread's that has exited). */
-static uint64_t clock_ns(clockid_t c)
-{
-	struct timespec ts;
-	if (clock_gettime(c, &ts) != 0)
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /*
 ** The program changed the sampling signal's disposition (a handler of its own, SIG_IGN,
 ** SIG_DFL: it used that signal too, or set every signal): the timer's ticks would go to
@@ -756,7 +747,7 @@ static int stop_locked(int from_state, const char *cause)
 	}
 	sp.stopped_ns = agent_now_ns();
 	/* The sampled thread's clock, from any thread; gone with a thread that exited. */
-	uint64_t cpu = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
+	uint64_t cpu = sp.cpuclock_ok ? agent_clock_ns(sp.cpuclock) : 0;
 	sp.cpu_ns = cpu > sp.cpu0_ns ? cpu - sp.cpu0_ns : 0;
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
@@ -1048,7 +1039,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.started_ns = agent_now_ns();
 	sp.started_unix_ns = agent_unix_now_ns();
 	/* From the timer on: the stream's header and the writer's start are not samples'. */
-	sp.cpu0_ns = sp.cpuclock_ok ? clock_ns(sp.cpuclock) : 0;
+	sp.cpu0_ns = sp.cpuclock_ok ? agent_clock_ns(sp.cpuclock) : 0;
 	atomic_store(&sp.state, ST_RUNNING);
 	if (arm_timer() != 0) {
 		e = errno;
