@@ -1547,12 +1547,12 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	}
 	/* A saved PC in the cache may still be another function's: a trace exit that fails
 	 * (a stack overflow found restoring its frames) leaves the C frame's PC as it was
-	 * while L->base is the restored frame's. The PC must be in fn's bytecode. */
+	 * while L->base is the restored frame's. The PC must be in fn's bytecode. An empty
+	 * slot's pc is 0, as VM entries' SAVE_PC may be. */
 	struct pc_slot *ps = &pc_cache[(pc >> 2) & 255];
 	uint64_t key = ps->key, bc = ld64(fn + y->fn_pc);
 	uint32_t line = ps->line;
-	if (ps->pc != pc || !pc || ps->bc != bc) { /* an empty slot's pc is 0, as VM entries'
-						     * SAVE_PC may be */
+	if (ps->pc != pc || !pc || ps->bc != bc) {
 		uint64_t pt = bc - y->pt_size;
 		key = cached_proto(pt);
 		if (!key || !in_bytecode(pt, pc))
