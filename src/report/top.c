@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "luaprof/format.h"
-#include "util/size.h"
+#include "report/text.h"
 
 #define DEFAULT_LIMIT 20
 
@@ -34,53 +33,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-}
-
-/* -- Formatting ------------------------------------------------------------- */
-
-/* Bytes and nanoseconds are scaled for reading; other units print as plain integers. */
-static void fmt_value(char *buf, size_t len, int64_t v, const char *unit)
-{
-	static const char *const times[] = { "ns", "us", "ms", "s" };
-	double x = (double)v, ax = x < 0 ? -x : x;
-	unsigned i = 0;
-	if (unit && strcmp(unit, "bytes") == 0) {
-		lp_size_format(buf, len, v, 0);
-	} else if (unit && strcmp(unit, "nanoseconds") == 0) {
-		if (ax < 1000) {
-			snprintf(buf, len, "%" PRId64 " ns", v);
-			return;
-		}
-		while (ax >= 1000 && i + 1 < sizeof(times) / sizeof(times[0])) {
-			ax /= 1000;
-			x /= 1000;
-			i++;
-		}
-		snprintf(buf, len, "%.2f %s", x, times[i]);
-	} else {
-		snprintf(buf, len, "%" PRId64, v);
-	}
-}
-
-static double pct(int64_t part, int64_t whole)
-{
-	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
-}
-
-/* Label with terminal control bytes replaced by '?'; NULL on ENOMEM. */
-static char *make_label(const struct lp_frame *f)
-{
-	int n = lp_frame_label(f, NULL, 0);
-	if (n < 0)
-		n = 0;
-	char *s = malloc((size_t)n + 1);
-	if (!s)
-		return NULL;
-	lp_frame_label(f, s, (size_t)n + 1);
-	for (char *c = s; *c; c++)
-		if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
-			*c = '?';
-	return s;
 }
 
 static int label_cmp(const void *a, const void *b)
@@ -117,9 +69,7 @@ static int tell_apart(const struct lp_profile *q, struct row *rows, size_t nrows
 				break;
 			}
 			snprintf(l, n, "%s (%s)", by[k]->label, obj);
-			for (char *c = l; *c; c++)
-				if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
-					*c = '?';
+			lp_text_clean(l);
 			free(by[k]->label);
 			by[k]->label = l;
 		}
@@ -143,34 +93,6 @@ static int row_cmp(const void *a, const void *b)
 
 /* -- Output ----------------------------------------------------------------- */
 
-static void write_header(FILE *out, const struct lp_profile_meta *m,
-			 const struct lp_value_type *t, int64_t grand)
-{
-	char tot[64];
-	fmt_value(tot, sizeof(tot), grand, t->unit);
-	int cpu = m->event && strcmp(m->event, "cpu") == 0;
-	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s\n",
-		m->source ? m->source : "-", t->type, tot,
-		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
-		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
-	if (!cpu)
-		return;
-	static const char *const names[LP_VMST__MAX] = {
-		"INTERP", "LFUNC", "FFUNC", "CFUNC", "GC", "EXIT", "RECORD", "OPT", "ASM", "TRACE"
-	};
-	uint64_t sum = 0;
-	for (unsigned i = 0; i < LP_VMST__MAX; i++)
-		sum += m->vmstate[i];
-	if (!sum)
-		return;
-	fputs("VM states:", out);
-	for (unsigned i = 0; i < LP_VMST__MAX; i++)
-		if (m->vmstate[i])
-			fprintf(out, " %s %.1f%%", names[i],
-				100.0 * (double)m->vmstate[i] / (double)sum);
-	putc('\n', out);
-}
-
 static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t limit,
 		       const struct lp_value_type *t, int64_t grand, int lines)
 {
@@ -184,10 +106,11 @@ static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t l
 	for (size_t i = 0; i < shown; i++) {
 		const struct row *r = &rows[i];
 		char self[64], total[64];
-		fmt_value(self, sizeof(self), r->self, t->unit);
-		fmt_value(total, sizeof(total), r->total, t->unit);
-		fprintf(out, "%6.2f%% %10s %6.2f%% %10s  %-8s %s\n", pct(r->self, grand), self,
-			pct(r->total, grand), total, lp_frame_kind_name(r->kind), r->label);
+		lp_text_value(self, sizeof(self), r->self, t->unit);
+		lp_text_value(total, sizeof(total), r->total, t->unit);
+		fprintf(out, "%6.2f%% %10s %6.2f%% %10s  %-8s %s\n", lp_text_pct(r->self, grand),
+			self, lp_text_pct(r->total, grand), total, lp_frame_kind_name(r->kind),
+			r->label);
 	}
 	if (nrows > shown)
 		fprintf(out, "... %zu more frame%s omitted\n", nrows - shown,
@@ -222,7 +145,7 @@ static int line_keys(const struct lp_profile *q, uint32_t *key)
 		key[id] = (uint32_t)id;
 		if (lp_profile_frame(q, (uint32_t)id)->kind != LP_FK_LUA)
 			continue;
-		if (!(labels[id] = make_label(lp_profile_frame(q, (uint32_t)id))))
+		if (!(labels[id] = lp_text_label(lp_profile_frame(q, (uint32_t)id))))
 			goto out;
 		lua[nlua++] = (uint32_t)id;
 	}
@@ -287,7 +210,7 @@ static int rank(const struct lp_profile *q, unsigned v, int by_line, struct row 
 		r->self = self[id];
 		r->total = total[id];
 		r->kind = f->kind;
-		if (!(r->label = make_label(f)))
+		if (!(r->label = lp_text_label(f)))
 			goto out;
 		nrows++;
 	}
@@ -340,7 +263,7 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 	}
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
 	int64_t grand = lp_profile_total(p, v);
-	write_header(out, lp_profile_cmeta(p), t, grand);
+	lp_text_header(out, lp_profile_cmeta(p), t, grand);
 	write_rows(out, rows, nrows, limit, t, grand, o && o->lines);
 	for (size_t i = 0; i < nrows; i++)
 		free(rows[i].label);

@@ -1,0 +1,87 @@
+/*
+** What the plain-text reports share: value formatting, the header, terminal-safe labels.
+*/
+#include "report/text.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "luaprof/format.h"
+#include "util/size.h"
+
+void lp_text_value(char *buf, size_t len, int64_t v, const char *unit)
+{
+	static const char *const times[] = { "ns", "us", "ms", "s" };
+	double x = (double)v, ax = x < 0 ? -x : x;
+	unsigned i = 0;
+	if (unit && strcmp(unit, "bytes") == 0) {
+		lp_size_format(buf, len, v, 0);
+	} else if (unit && strcmp(unit, "nanoseconds") == 0) {
+		if (ax < 1000) {
+			snprintf(buf, len, "%" PRId64 " ns", v);
+			return;
+		}
+		while (ax >= 1000 && i + 1 < sizeof(times) / sizeof(times[0])) {
+			ax /= 1000;
+			x /= 1000;
+			i++;
+		}
+		snprintf(buf, len, "%.2f %s", x, times[i]);
+	} else {
+		snprintf(buf, len, "%" PRId64, v);
+	}
+}
+
+double lp_text_pct(int64_t part, int64_t whole)
+{
+	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,
+		    int64_t grand)
+{
+	char tot[64];
+	lp_text_value(tot, sizeof(tot), grand, t->unit);
+	int cpu = m->event && strcmp(m->event, "cpu") == 0;
+	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s\n",
+		m->source ? m->source : "-", t->type, tot,
+		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
+		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
+	if (!cpu)
+		return;
+	static const char *const names[LP_VMST__MAX] = {
+		"INTERP", "LFUNC", "FFUNC", "CFUNC", "GC", "EXIT", "RECORD", "OPT", "ASM", "TRACE"
+	};
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < LP_VMST__MAX; i++)
+		sum += m->vmstate[i];
+	if (!sum)
+		return;
+	fputs("VM states:", out);
+	for (unsigned i = 0; i < LP_VMST__MAX; i++)
+		if (m->vmstate[i])
+			fprintf(out, " %s %.1f%%", names[i],
+				100.0 * (double)m->vmstate[i] / (double)sum);
+	putc('\n', out);
+}
+
+void lp_text_clean(char *s)
+{
+	for (char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
+			*c = '?';
+}
+
+char *lp_text_label(const struct lp_frame *f)
+{
+	int n = lp_frame_label(f, NULL, 0);
+	if (n < 0)
+		n = 0;
+	char *s = malloc((size_t)n + 1);
+	if (!s)
+		return NULL;
+	lp_frame_label(f, s, (size_t)n + 1);
+	lp_text_clean(s);
+	return s;
+}

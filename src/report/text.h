@@ -1,0 +1,31 @@
+/*
+** What the plain-text reports (top, annotate) share: values scaled for reading, shares of
+** a total, the header naming the profile, and labels made safe for a terminal.
+*/
+#ifndef LP_REPORT_TEXT_H
+#define LP_REPORT_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "report/profile.h"
+
+/* v for reading: bytes as KiB, MiB..., nanoseconds as us, ms, s; other units as integers. */
+void lp_text_value(char *buf, size_t len, int64_t v, const char *unit);
+
+/* part as a percentage of whole; 0 when whole is not positive. */
+double lp_text_pct(int64_t part, int64_t whole);
+
+/* "Source: ...  Total <type>: ...  Samples|Events: N  Dropped: N", and for a CPU profile
+ * its share of samples by VM state. */
+void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,
+		    int64_t grand);
+
+/* Replaces terminal control bytes (below 0x20, and 0x7f) in s by '?'. */
+void lp_text_clean(char *s);
+
+/* f's display label (lp_frame_label), cleaned; NULL on ENOMEM. */
+char *lp_text_label(const struct lp_frame *f);
+
+#endif
