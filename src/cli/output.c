@@ -24,7 +24,7 @@ static const struct {
 	{ "collapsed", LP_FMT_COLLAPSED },   { "folded", LP_FMT_COLLAPSED },
 	{ "pprof", LP_FMT_PPROF },           { "speedscope", LP_FMT_SPEEDSCOPE },
 	{ "top", LP_FMT_TOP },               { "memprof", LP_FMT_MEMPROF },
-	{ "info", LP_FMT_INFO },
+	{ "info", LP_FMT_INFO },             { "annotate", LP_FMT_ANNOTATE },
 };
 
 static const struct {
@@ -102,6 +102,7 @@ lp_render_fn lp_fmt_renderer(enum lp_fmt f)
 	case LP_FMT_PPROF: return lp_render_pprof;
 	case LP_FMT_SPEEDSCOPE: return lp_render_speedscope;
 	case LP_FMT_TOP: return lp_render_top;
+	case LP_FMT_ANNOTATE: return lp_render_annotate;
 	default: return NULL;
 	}
 }

@@ -12,7 +12,7 @@
 enum lp_fmt {
 	LP_FMT_NONE,        /* not chosen; from a ".txt" path: the stream's own text report */
 	LP_FMT_COLLAPSED, LP_FMT_FLAMEGRAPH, LP_FMT_PPROF, LP_FMT_SPEEDSCOPE, LP_FMT_TOP,
-	LP_FMT_MEMPROF, LP_FMT_INFO
+	LP_FMT_MEMPROF, LP_FMT_INFO, LP_FMT_ANNOTATE
 };
 
 /* The format called `name` (aliases: svg, folded), or LP_FMT_NONE. */

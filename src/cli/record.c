@@ -50,11 +50,12 @@ void lp_cmd_record_usage(FILE *out)
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output PATH   rendered profile (default luaprof.svg, or for -f collapsed,\n"
-	      "                      pprof, speedscope luaprof.folded, .pb.gz, .json; -f top and\n"
-	      "                      memprof: standard output); '-' = standard output (the\n"
-	      "                      program's own standard output then goes to standard\n"
-	      "                      error); checked before the program starts\n"
-	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope, top, or with\n"
+	      "                      pprof, speedscope luaprof.folded, .pb.gz, .json; -f top,\n"
+	      "                      annotate and memprof: standard output); '-' = standard\n"
+	      "                      output (the program's own standard output then goes to\n"
+	      "                      standard error); checked before the program starts\n"
+	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope, top, annotate\n"
+	      "                      (the Lua source with each line's share), or with\n"
 	      "                      --memory (exact) memprof; default from the -o extension\n"
 	      "                      (.svg .folded .collapsed .pb.gz .pprof .json .txt)\n"
 	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
@@ -153,7 +154,7 @@ static const char *default_output(enum lp_fmt fmt)
 	case LP_FMT_COLLAPSED: return "luaprof.folded";
 	case LP_FMT_PPROF: return "luaprof.pb.gz";
 	case LP_FMT_SPEEDSCOPE: return "luaprof.json";
-	case LP_FMT_TOP: case LP_FMT_MEMPROF: return "-";
+	case LP_FMT_TOP: case LP_FMT_ANNOTATE: case LP_FMT_MEMPROF: return "-";
 	default: return "luaprof.svg";
 	}
 }
@@ -198,7 +199,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->fmt = lp_fmt_named(optarg);
 			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
-					    "speedscope, top, memprof)", optarg);
+					    "speedscope, top, annotate, memprof)", optarg);
 			if (o->fmt == LP_FMT_INFO)
 				return fail("-f info describes a profile file: record keeps the raw "
 					    "stream (PATH.bin beside -o PATH); run luaprof report "

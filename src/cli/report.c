@@ -38,6 +38,10 @@ void lp_cmd_report_usage(FILE *out)
 	      "                       pprof       gzipped profile.proto (go tool pprof, Parca)\n"
 	      "                       speedscope  JSON for speedscope.app\n"
 	      "                       top         jit.p-style ranking by self and total\n"
+	      "                       annotate    the Lua source files with each profiled\n"
+	      "                                   line's self and total (read from the\n"
+	      "                                   chunks' @paths, relative to the current\n"
+	      "                                   directory as the program's were)\n"
 	      "                       memprof     ALLOCATIONS / REALLOCATIONS / DEALLOCATIONS /\n"
 	      "                                   HEAP SUMMARY, as Tarantool's `luajit -tm`\n"
 	      "                       info        what the file holds: kind, format, counts,\n"
@@ -50,9 +54,10 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --split          CPU: add one root frame per VM state (INTERP, LFUNC, GC...)\n"
 	      "      --functions      merge the lines of each Lua function into one frame\n"
 	      "      --lines          top: rank Lua lines instead of functions\n"
-	      "  -n, --limit N        top: print N rows (default 20; --top is the same)\n"
-	      "      --value TYPE     memory graphs, top and pprof: alloc_space (default),\n"
-	      "                       alloc_objects, inuse_space or inuse_objects\n"
+	      "  -n, --limit N        top: print N rows (default 20; --top is the same);\n"
+	      "                       annotate: N files (default 10)\n"
+	      "      --value TYPE     memory graphs, top, annotate and pprof: alloc_space\n"
+	      "                       (default), alloc_objects, inuse_space or inuse_objects\n"
 	      "      --leak-only      memory: only the HEAP SUMMARY; graphs show inuse_space\n"
 	      "      --human-readable memory, -f memprof: sizes in KiB / MiB / GiB (top and\n"
 	      "                       flame graphs always show them so)\n"
@@ -68,6 +73,7 @@ void lp_cmd_report_usage(FILE *out)
 	      "  luaprof report cpu.bin -o cpu.svg\n"
 	      "  luaprof report cpu.bin --split -f collapsed | flamegraph.pl > cpu.svg\n"
 	      "  luaprof report cpu.bin -f top --lines -n 40\n"
+	      "  luaprof report cpu.bin -f annotate | less\n"
 	      "  luaprof report mem.bin --leak-only --human-readable\n"
 	      "  luaprof report mem.bin --value inuse_space -o heap.svg\n"
 	      "  luaprof report mem.bin -f info\n"
@@ -124,7 +130,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->fmt = lp_fmt_named(optarg);
 			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
-					    "speedscope, top, memprof, info)", optarg);
+					    "speedscope, top, annotate, memprof, info)", optarg);
 			break;
 		case 'o':
 			o->output = optarg;
@@ -209,9 +215,15 @@ static int check_format(const struct opts *o)
 			    "%s", o->fmt == LP_FMT_TOP || o->fmt == LP_FMT_FLAMEGRAPH
 				  ? "top and flame graphs show KiB / MiB anyway"
 				  : "this format is read by tools and keeps bytes");
-	if (o->limit && o->fmt != LP_FMT_TOP)
-		return fail("%s applies to -f top (the number of rows), not to -f %s",
-			    o->limit_flag, fname);
+	if (o->limit && o->fmt != LP_FMT_TOP && o->fmt != LP_FMT_ANNOTATE)
+		return fail("%s applies to -f top (the number of rows) and -f annotate (of "
+			    "files), not to -f %s", o->limit_flag, fname);
+	if (o->fmt == LP_FMT_ANNOTATE && (o->lines || o->functions))
+		return fail("%s: -f annotate shows each source line already",
+			    o->lines ? "--lines" : "--functions");
+	if (o->fmt == LP_FMT_ANNOTATE && o->sys.split)
+		return fail("--split adds a root frame per VM state, which -f annotate (source "
+			    "lines) does not show");
 	if (o->lines && o->fmt != LP_FMT_TOP)
 		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
 			    fname, o->fmt == LP_FMT_MEMPROF ? ""

@@ -16,7 +16,7 @@ struct lp_render_opts {
 	unsigned value;        /* value column rendered by single-value formats */
 	const char *title;     /* heading (flame graph title); NULL for a default */
 	int lines;             /* top: rank Lua frames by line rather than by function */
-	unsigned limit;        /* top: rows to print, 0 = default */
+	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
 };
 
 typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_opts *o,
@@ -37,5 +37,10 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 /* jit.p-style ranking by self and total. */
 int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
 		  char *err, size_t errlen);
+
+/* The profile on the program's Lua source: each file's profiled lines with their self and
+ * total, and lines of context around them. */
+int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+		       char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,9 @@
 /*
 ** libFuzzer target for the whole report path: arbitrary bytes loaded as a stream, then
 ** aggregated and rendered in every format (memprof text, collapsed, flame graph, pprof,
-** speedscope, top, info), with and without --split and per-function merging.
+** speedscope, top, annotate, info), with and without --split and per-function merging.
+** (annotate reads the source files the stream's chunk names name: only regular files,
+** at most 64 MiB.)
 **
 ** Whatever the bytes, this must not crash, leak or hang; a stream that loads (even
 ** truncated) must render in every format without error.
@@ -19,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void render_all(struct lp_profile *p)
 {
 	static const lp_render_fn fns[] = { lp_render_collapsed, lp_render_flamegraph,
-					    lp_render_pprof, lp_render_speedscope, lp_render_top };
+					    lp_render_pprof, lp_render_speedscope, lp_render_top,
+					    lp_render_annotate };
 	for (unsigned v = 0; v < lp_profile_nvalues(p); v++) {
 		for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
 			char *buf = NULL, err[256];

@@ -1,0 +1,493 @@
+/*
+** annotate renderer: the profile on the program's source, as jit.p's annotation mode shows
+** it: each Lua source file's profiled lines, with a few lines of context, and what was spent
+** (or allocated) at each.
+**
+** A stack counts for a line's self when the line is the stack's innermost Lua location:
+** what the line itself costs, the builtins, C functions and VM work below it included. It
+** counts for the line's total when the line is anywhere on it (each stack once): with the
+** Lua functions the line calls. Lua frames name lines; a JIT trace frame (where the trace
+** starts) only in a stack with no Lua frame (an exact memory profile's trace events), as
+** the function frame under it has the line inside the trace. A chunk named
+** "@path" is read from path (relative to the working directory, as the program opened it);
+** only regular files are read, so that a profile naming a device or a FIFO cannot stall
+** the report. Other chunks (code loaded from a string, standard input) list their lines
+** without text.
+*/
+#include "report/render.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "report/text.h"
+#include "util/addrmap.h"
+#include "util/grow.h"
+
+#define DEFAULT_LIMIT 10
+#define CONTEXT 2                    /* lines shown around each profiled one */
+#define SOURCE_MAX (64u << 20)       /* larger files are not read */
+
+struct file {
+	const char *chunk; /* chunk name, as the profile has it (borrowed) */
+	int64_t self;      /* sum of its lines' self */
+	int64_t total;     /* most total of any of its lines */
+	size_t first, n;   /* its lines in the sorted array */
+};
+
+struct line {
+	uint32_t file, line;
+	int64_t self, total;
+	int traced; /* some of its value is JIT traces', charged where they start */
+};
+
+/* A source file read into memory, split into lines (without their ends). */
+struct source {
+	char *text;
+	char **lines;
+	size_t nlines;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* -- Aggregation ------------------------------------------------------------ */
+
+static int names_cmp(const void *a, const void *b, void *arg)
+{
+	const struct lp_profile *p = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(lp_profile_frame(p, x)->name, lp_profile_frame(p, y)->name);
+	return c ? c : (x > y) - (x < y);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static int line_cmp(const void *a, const void *b)
+{
+	const struct line *x = a, *y = b;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return (x->line > y->line) - (x->line < y->line);
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+	const struct file *x = a, *y = b;
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->chunk, y->chunk);
+}
+
+/*
+** Files and their lines with value in column v: *files sorted by self (then total, then
+** name), each naming its run of *lines (sorted by line). *outside: the value of the stacks
+** with no Lua line at all; *traced: whether a line took a trace frame's. 0 or -ENOMEM.
+*/
+static int aggregate(const struct lp_profile *p, unsigned v, struct file **filesp,
+		     size_t *nfilesp, struct line **linesp, int64_t *outside, int *traced)
+{
+	size_t nframes = lp_profile_nframes(p), nstacks = lp_profile_nstacks(p), nlua = 0;
+	uint32_t *fkey = calloc(nframes + 1, sizeof(*fkey)); /* file index + 1, 0: not Lua */
+	uint32_t *lua = malloc((nframes + 1) * sizeof(*lua));
+	uint64_t *keys = NULL;
+	size_t keycap = 0;
+	struct lp_addrmap acc = { 0 }, tacc = { 0 }; /* tacc: the lines traces' frames name */
+	struct file *files = NULL;
+	struct line *lines = NULL;
+	size_t nfiles = 0, nlines = 0;
+	int rc = -ENOMEM;
+	*outside = 0;
+	*traced = 0;
+	if (!fkey || !lua)
+		goto out;
+	for (size_t id = 0; id < nframes; id++) {
+		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)id);
+		if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE)
+			lua[nlua++] = (uint32_t)id;
+	}
+	/* One file per distinct chunk name. */
+	qsort_r(lua, nlua, sizeof(*lua), names_cmp, (void *)p);
+	files = calloc(nlua + 1, sizeof(*files));
+	if (!files)
+		goto out;
+	for (size_t i = 0; i < nlua; i++) {
+		const char *name = lp_profile_frame(p, lua[i])->name;
+		if (!nfiles || strcmp(files[nfiles - 1].chunk, name))
+			files[nfiles++].chunk = name;
+		fkey[lua[i]] = (uint32_t)nfiles;
+	}
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth, nkeys = 0;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		if (!depth || !val[v])
+			continue;
+		if (lp_grow((void **)&keys, &keycap, depth, sizeof(*keys)))
+			goto out;
+		int traces = 1; /* only when no Lua frame */
+		for (size_t d = 0; d < depth && traces; d++)
+			traces = !fkey[fr[d]] || lp_profile_frame(p, fr[d])->kind != LP_FK_LUA;
+		for (size_t d = 0; d < depth; d++) {
+			const struct lp_frame *f = lp_profile_frame(p, fr[d]);
+			if (!fkey[fr[d]] || (f->kind != LP_FK_LUA && !traces))
+				continue;
+			keys[nkeys++] = (uint64_t)(fkey[fr[d]] - 1) << 32 | f->line;
+			if (f->kind == LP_FK_TRACE && lp_addrmap_put(&tacc, keys[nkeys - 1], 1, 0))
+				goto out;
+		}
+		if (!nkeys) {
+			*outside = lp_sat_add(*outside, val[v]);
+			continue;
+		}
+		/* The innermost Lua line holds the stack's self; sorted, each line once. */
+		uint64_t self_key = keys[nkeys - 1];
+		qsort(keys, nkeys, sizeof(*keys), u64_cmp);
+		for (size_t k = 0; k < nkeys; k++) {
+			if (k && keys[k] == keys[k - 1])
+				continue;
+			struct lp_addrmap_entry *e = lp_addrmap_get(&acc, keys[k]);
+			int64_t self = e ? (int64_t)e->a : 0, total = e ? (int64_t)e->b : 0;
+			if (keys[k] == self_key)
+				self = lp_sat_add(self, val[v]);
+			total = lp_sat_add(total, val[v]);
+			if (lp_addrmap_put(&acc, keys[k], (uint64_t)self, (uint64_t)total))
+				goto out;
+		}
+	}
+	lines = calloc(acc.count + 1, sizeof(*lines));
+	if (!lines)
+		goto out;
+	for (size_t s = 0; s < acc.cap; s++) {
+		const struct lp_addrmap_entry *e = &acc.slots[s];
+		if (!e->used)
+			continue;
+		lines[nlines++] = (struct line){ .file = (uint32_t)(e->key >> 32),
+						 .line = (uint32_t)e->key,
+						 .self = (int64_t)e->a, .total = (int64_t)e->b,
+						 .traced = lp_addrmap_get(&tacc, e->key) != NULL };
+		*traced |= lines[nlines - 1].traced;
+	}
+	qsort(lines, nlines, sizeof(*lines), line_cmp);
+	for (size_t i = 0; i < nlines; i++) {
+		struct file *f = &files[lines[i].file];
+		if (!f->n)
+			f->first = i;
+		f->n++;
+		f->self = lp_sat_add(f->self, lines[i].self);
+		if (lines[i].total > f->total)
+			f->total = lines[i].total;
+	}
+	/* Files whose lines carry no value (only in stacks of another column) go. */
+	size_t kept = 0;
+	for (size_t i = 0; i < nfiles; i++)
+		if (files[i].n)
+			files[kept++] = files[i];
+	nfiles = kept;
+	qsort(files, nfiles, sizeof(*files), file_cmp);
+	rc = 0;
+out:
+	if (rc) {
+		free(files);
+		free(lines);
+		files = NULL;
+		lines = NULL;
+		nfiles = 0;
+	}
+	free(fkey);
+	free(lua);
+	free(keys);
+	lp_addrmap_free(&acc);
+	lp_addrmap_free(&tacc);
+	*filesp = files;
+	*nfilesp = nfiles;
+	*linesp = lines;
+	return rc;
+}
+
+/* -- Sources ---------------------------------------------------------------- */
+
+static void source_free(struct source *s)
+{
+	free(s->text);
+	free(s->lines);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Reads path, a regular file of at most SOURCE_MAX bytes, into s. 0, or an errno value
+ * (EINVAL: not a regular file; EFBIG: too large). */
+static int source_read(const char *path, struct source *s)
+{
+	memset(s, 0, sizeof(*s));
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno;
+	struct stat sb;
+	int e = 0;
+	if (fstat(fd, &sb) != 0)
+		e = errno;
+	else if (!S_ISREG(sb.st_mode))
+		e = EINVAL;
+	else if ((uint64_t)sb.st_size > SOURCE_MAX)
+		e = EFBIG;
+	size_t len = 0, cap = e ? 0 : (size_t)sb.st_size + 1;
+	if (!e && !(s->text = malloc(cap)))
+		e = ENOMEM;
+	while (!e) {
+		if (len + 1 >= cap) { /* grown since fstat */
+			if (cap > SOURCE_MAX) {
+				e = EFBIG;
+				break;
+			}
+			char *t = realloc(s->text, cap * 2);
+			if (!t) {
+				e = ENOMEM;
+				break;
+			}
+			s->text = t;
+			cap *= 2;
+		}
+		ssize_t n = read(fd, s->text + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			e = errno;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (e) {
+		source_free(s);
+		return e;
+	}
+	s->text[len] = '\0';
+	size_t n = 1;
+	for (size_t i = 0; i < len; i++)
+		n += s->text[i] == '\n';
+	if (!(s->lines = malloc(n * sizeof(*s->lines)))) {
+		source_free(s);
+		return ENOMEM;
+	}
+	char *c = s->text, *end = s->text + len;
+	while (c < end) {
+		char *nl = memchr(c, '\n', (size_t)(end - c));
+		char *stop = nl ? nl : end;
+		if (stop > c && stop[-1] == '\r')
+			stop[-1] = '\0';
+		*stop = '\0';
+		s->lines[s->nlines++] = c;
+		c = stop + 1;
+	}
+	return 0;
+}
+
+/* -- Output ----------------------------------------------------------------- */
+
+/* A source line for a terminal: tabs to the next multiple of 8 columns, other control
+ * bytes as '?'. */
+static void put_source(FILE *out, const char *text)
+{
+	size_t col = 0;
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		if (*c == '\t') {
+			do
+				putc(' ', out);
+			while (++col % 8);
+			continue;
+		}
+		putc(*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+		/* UTF-8 continuation bytes take no column of their own. */
+		col += (*c & 0xc0) != 0x80;
+	}
+}
+
+static void row(FILE *out, const struct line *l, const struct lp_value_type *t, int64_t grand,
+		const char *lineno, const char *text)
+{
+	if (l) {
+		char self[64], total[64];
+		lp_text_value(self, sizeof(self), l->self, t->unit);
+		lp_text_value(total, sizeof(total), l->total, t->unit);
+		if (l->self)
+			fprintf(out, "%6.2f%% %10s", lp_text_pct(l->self, grand), self);
+		else /* a caller's line: its total alone */
+			fprintf(out, "%7s %10s", "", "");
+		fprintf(out, " %6.2f%% %10s", lp_text_pct(l->total, grand), total);
+	} else {
+		fprintf(out, "%7s %10s %7s %10s", "", "", "", "");
+	}
+	fprintf(out, " %6s", lineno);
+	if (l && l->traced)
+		fputs(" T", out);
+	else if (*text)
+		fputs("  ", out);
+	if (*text) {
+		putc(' ', out);
+		put_source(out, text);
+	}
+	putc('\n', out);
+}
+
+/* Prints file f's lines: with their source text and CONTEXT lines around them when src
+ * has it, else alone (why: the note). */
+static void write_file(FILE *out, const struct file *f, const struct line *lines,
+		       const struct source *src, const char *note,
+		       const struct lp_value_type *t, int64_t grand)
+{
+	char *chunk = strdup(f->chunk), self[64], num[16];
+	if (chunk)
+		lp_text_clean(chunk);
+	lp_text_value(self, sizeof(self), f->self, t->unit);
+	fprintf(out, "\n== %s: self %.2f%% (%s)\n", chunk ? chunk : "?",
+		lp_text_pct(f->self, grand), self);
+	if (note)
+		fprintf(out, "(%s)\n", note);
+	fprintf(out, "%7s %10s %7s %10s %6s%s\n", "%self", "self", "%total", "total", "line",
+		src ? "   source" : "");
+	const struct line *l = lines + f->first, *end = l + f->n;
+	size_t past = 0;
+	if (l < end && l->line == 0)
+		row(out, l++, t, grand, "-", "(no line information: stripped bytecode)");
+	if (!src) {
+		for (; l < end; l++) {
+			snprintf(num, sizeof(num), "%" PRIu32, l->line);
+			row(out, l, t, grand, num, "");
+		}
+		free(chunk);
+		return;
+	}
+	/* Runs of lines within CONTEXT of a profiled one, "..." between runs. */
+	size_t shown = 0; /* the last line number printed */
+	for (; l < end; l++) {
+		if (l->line > src->nlines) {
+			snprintf(num, sizeof(num), "%" PRIu32, l->line);
+			row(out, l, t, grand, num, "(past the end of the file)");
+			past++;
+			continue;
+		}
+		size_t from = l->line > CONTEXT ? l->line - CONTEXT : 1;
+		if (from <= shown)
+			from = shown + 1;
+		else if (shown && from > shown + 1)
+			fprintf(out, "%*s\n", 7 + 1 + 10 + 1 + 7 + 1 + 10 + 1 + 6, "...");
+		for (size_t n = from; n < l->line; n++) {
+			snprintf(num, sizeof(num), "%zu", n);
+			row(out, NULL, t, grand, num, src->lines[n - 1]);
+		}
+		snprintf(num, sizeof(num), "%" PRIu32, l->line);
+		row(out, l, t, grand, num, src->lines[l->line - 1]);
+		shown = l->line;
+		/* The context after it, up to the next profiled line. */
+		size_t next = l + 1 < end ? l[1].line : SIZE_MAX;
+		for (size_t n = shown + 1; n <= l->line + CONTEXT && n < next && n <= src->nlines;
+		     n++) {
+			snprintf(num, sizeof(num), "%zu", n);
+			row(out, NULL, t, grand, num, src->lines[n - 1]);
+			shown = n;
+		}
+	}
+	if (past)
+		fprintf(out, "(%zu line%s past the end of %s: the file has changed since the "
+			"profile?)\n", past, past == 1 ? "" : "s", chunk ? chunk + 1 : "the file");
+	free(chunk);
+}
+
+int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
+		       char *err, size_t errlen)
+{
+	unsigned v = o ? o->value : 0;
+	if (v >= lp_profile_nvalues(p)) {
+		set_err(err, errlen, "value column %u out of range (the profile has %u)", v,
+			lp_profile_nvalues(p));
+		return -EINVAL;
+	}
+	size_t limit = o && o->limit ? o->limit : DEFAULT_LIMIT;
+	struct file *files;
+	struct line *lines;
+	size_t nfiles;
+	int64_t outside;
+	int traced;
+	if (aggregate(p, v, &files, &nfiles, &lines, &outside, &traced)) {
+		set_err(err, errlen, "annotate: out of memory");
+		return -ENOMEM;
+	}
+	const struct lp_value_type *t = lp_profile_value_type(p, v);
+	int64_t grand = lp_profile_total(p, v);
+	lp_text_header(out, lp_profile_cmeta(p), t, grand);
+	if (!nfiles)
+		fputs("\nNo Lua line in the profile.\n", out);
+	else
+		fputs("self: at the line itself, with the builtins and C code it calls; total: "
+		      "with the Lua functions it calls too\n", out);
+	if (traced)
+		fputs("T: JIT traces that start at the line, charged there wherever they ran "
+		      "(luajit -joff, or a sampled profile's stacks, place their lines)\n", out);
+	int rc = 0;
+	size_t shown = nfiles < limit ? nfiles : limit;
+	for (size_t i = 0; i < shown && !rc; i++) {
+		const struct file *f = &files[i];
+		struct source src;
+		char note[512];
+		int have = 0;
+		if (f->chunk[0] != '@') {
+			snprintf(note, sizeof(note), "no source shown: the chunk was not loaded "
+				 "from a file");
+		} else {
+			int e = source_read(f->chunk + 1, &src);
+			if (e == ENOMEM) {
+				rc = -ENOMEM;
+				set_err(err, errlen, "annotate: out of memory");
+				break;
+			}
+			if (e)
+				snprintf(note, sizeof(note), "no source shown: %s: %s", f->chunk + 1,
+					 e == EINVAL ? "not a regular file"
+					 : e == EFBIG ? "larger than 64 MiB" : strerror(e));
+			have = !e;
+		}
+		if (!have)
+			lp_text_clean(note);
+		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, t, grand);
+		if (have)
+			source_free(&src);
+	}
+	if (!rc && nfiles > shown)
+		fprintf(out, "\n... %zu more file%s omitted (-n to show more)\n", nfiles - shown,
+			nfiles - shown == 1 ? "" : "s");
+	if (!rc && outside) {
+		char ov[64];
+		lp_text_value(ov, sizeof(ov), outside, t->unit);
+		fprintf(out, "\n%.2f%% (%s) at no Lua line: C code or the VM with no Lua caller\n",
+			lp_text_pct(outside, grand), ov);
+	}
+	free(files);
+	free(lines);
+	if (rc)
+		return rc;
+	if (fflush(out) || ferror(out)) {
+		int e = errno ? errno : EIO;
+		set_err(err, errlen, "annotate: write error: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}

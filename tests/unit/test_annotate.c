@@ -1,0 +1,281 @@
+/*
+** Tests for the annotate renderer: each line's self and total, the context shown around
+** profiled lines, trace frames, files that cannot be shown, ordering and limits.
+*/
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report/render.h"
+#include "unit.h"
+
+static char dir[] = "/tmp/lp_annotate_XXXXXX";
+
+static char *render(const struct lp_profile *p, const struct lp_render_opts *o, int *rc)
+{
+	char *buf = NULL, err[128] = "";
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	*rc = lp_render_annotate(p, o, out, err, sizeof(err));
+	fclose(out);
+	return buf;
+}
+
+static uint32_t frame(struct lp_profile *p, enum lp_frame_kind kind, const char *name,
+		      uint32_t line)
+{
+	struct lp_frame f = { .kind = kind, .name = name, .line = line, .fline = 1 };
+	uint32_t id = UINT32_MAX;
+	CHECK_EQ(lp_profile_frame_id(p, &f, &id), 0);
+	return id;
+}
+
+static void add(struct lp_profile *p, const uint32_t *fr, size_t depth, int64_t v)
+{
+	CHECK_EQ(lp_profile_add(p, fr, depth, &v), 0);
+}
+
+/* Writes a source file into dir; returns its chunk name ("@" and the path), malloc'd. */
+static char *source(const char *name, const char *text)
+{
+	char path[256], *chunk = malloc(300);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL);
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+	snprintf(chunk, 300, "@%s", path);
+	return chunk;
+}
+
+static struct lp_profile *cpu_profile(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "cpu.bin";
+	m->event = "cpu";
+	m->samples = 20;
+	return p;
+}
+
+/*
+** fib.lua: main at line 12 calls fib, whose line 3 recurses through line 5; a C function
+** under line 5; lines 20-21 far below (a "..." between). Stacks:
+**   12 3 5 3      8  (recursion: 3 counts once in total)
+**   12 5 C        6  (the C leaf's value is line 5's self)
+**   12            2  (12's total: 16)
+**   20            3
+**   21 (trace)    1  (a trace frame over a Lua frame: the Lua frame's line counts)
+*/
+static void test_lines_and_context(void)
+{
+	char *chunk = source("fib.lua",
+			     "local function fib(n)\n"    /* 1 */
+			     "  if n < 2 then\n"          /* 2 */
+			     "    return fib(n - 1)\n"    /* 3 */
+			     "  end\n"                    /* 4 */
+			     "  return\tfib(n - 2)\n"     /* 5: a tab */
+			     "end\n"                      /* 6 */
+			     "\n"                         /* 7 */
+			     "--\n"                       /* 8 */
+			     "--\n"                       /* 9 */
+			     "--\n"                       /* 10 */
+			     "--\n"                       /* 11 */
+			     "print(fib(30))\n"           /* 12 */
+			     "--\n" "--\n" "--\n" "--\n" "--\n" "--\n" "--\n" /* 13-19 */
+			     "for i = 1, 10 do\n"         /* 20 */
+			     "  x = i\n"                  /* 21 */
+			     "end\n");                    /* 22 */
+	struct lp_profile *p = cpu_profile();
+	uint32_t m12 = frame(p, LP_FK_LUA, chunk, 12), f3 = frame(p, LP_FK_LUA, chunk, 3);
+	uint32_t f5 = frame(p, LP_FK_LUA, chunk, 5), c = frame(p, LP_FK_C, "lj_str_new", 0);
+	uint32_t m20 = frame(p, LP_FK_LUA, chunk, 20), m21 = frame(p, LP_FK_LUA, chunk, 21);
+	uint32_t tr = frame(p, LP_FK_TRACE, chunk, 20);
+	add(p, (uint32_t[]){ m12, f3, f5, f3 }, 4, 8);
+	add(p, (uint32_t[]){ m12, f5, c }, 3, 6);
+	add(p, (uint32_t[]){ m12 }, 1, 2);
+	add(p, (uint32_t[]){ m20 }, 1, 3);
+	add(p, (uint32_t[]){ m21, tr }, 2, 1);
+	int rc;
+	char *s = render(p, NULL, &rc), want[4096];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "Source: cpu.bin  Total samples: 20  Samples: 20  Dropped: 0\n"
+		 "self: at the line itself, with the builtins and C code it calls; total: with "
+		 "the Lua functions it calls too\n"
+		 "\n"
+		 "== %s: self 100.00%% (20)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 "                                           1   local function fib(n)\n"
+		 "                                           2     if n < 2 then\n"
+		 " 40.00%%          8  40.00%%          8      3       return fib(n - 1)\n"
+		 "                                           4     end\n"
+		 " 30.00%%          6  70.00%%         14      5     return        fib(n - 2)\n"
+		 "                                           6   end\n"
+		 "                                           7\n"
+		 "                                         ...\n"
+		 "                                          10   --\n"
+		 "                                          11   --\n"
+		 " 10.00%%          2  80.00%%         16     12   print(fib(30))\n"
+		 "                                          13   --\n"
+		 "                                          14   --\n"
+		 "                                         ...\n"
+		 "                                          18   --\n"
+		 "                                          19   --\n"
+		 " 15.00%%          3  15.00%%          3     20   for i = 1, 10 do\n"
+		 "  5.00%%          1   5.00%%          1     21     x = i\n"
+		 "                                          22   end\n",
+		 chunk);
+	CHECK_STR(s, want);
+	free(s);
+	lp_profile_free(p);
+	free(chunk);
+}
+
+/* An exact memory profile's trace events (a trace frame alone) are charged to the line
+ * where the trace starts, marked T; the legend says so. Bytes are scaled. */
+static void test_trace_events(void)
+{
+	char *chunk = source("loop.lua", "local t = {}\n"
+					 "for i = 1, 100 do\n"
+					 "  t[i] = {}\n"
+					 "end\n");
+	static const struct lp_value_type types[] = { { "alloc_space", "bytes" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	lp_profile_meta(p)->source = "mem.bin";
+	lp_profile_meta(p)->event = "memory";
+	lp_profile_meta(p)->samples = 3;
+	add(p, (uint32_t[]){ frame(p, LP_FK_TRACE, chunk, 2) }, 1, 3 << 20);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 3) }, 1, 1 << 20);
+	add(p, (uint32_t[]){ frame(p, LP_FK_INTERNAL, "INTERNAL", 0) }, 1, 1024);
+	int rc;
+	char *s = render(p, NULL, &rc), want[2048];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "Source: mem.bin  Total alloc_space: 4.0 MiB  Events: 3  Dropped: 0\n"
+		 "self: at the line itself, with the builtins and C code it calls; total: with "
+		 "the Lua functions it calls too\n"
+		 "T: JIT traces that start at the line, charged there wherever they ran (luajit "
+		 "-joff, or a sampled profile's stacks, place their lines)\n"
+		 "\n"
+		 "== %s: self 99.98%% (4.0 MiB)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 "                                           1   local t = {}\n"
+		 " 74.98%%    3.0 MiB  74.98%%    3.0 MiB      2 T for i = 1, 100 do\n"
+		 " 24.99%%    1.0 MiB  24.99%%    1.0 MiB      3     t[i] = {}\n"
+		 "                                           4   end\n"
+		 "\n"
+		 "0.02%% (1.0 KiB) at no Lua line: C code or the VM with no Lua caller\n",
+		 chunk);
+	CHECK_STR(s, want);
+	free(s);
+	lp_profile_free(p);
+	free(chunk);
+}
+
+/* Files that cannot be shown list their lines alone, saying why; line 0 and lines past
+ * the end of the file are named. */
+static void test_unshown(void)
+{
+	char *chunk = source("short.lua", "x = 1\n");
+	char missing[300], notfile[300];
+	snprintf(missing, sizeof(missing), "@%s/missing.lua", dir);
+	snprintf(notfile, sizeof(notfile), "@%s", dir);
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, missing, 7) }, 1, 5);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "=stdin", 2) }, 1, 4);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, notfile, 1) }, 1, 3);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 0) }, 1, 2);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 9) }, 1, 1);
+	int rc;
+	char *s = render(p, NULL, &rc), want[4096];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "Source: cpu.bin  Total samples: 15  Samples: 20  Dropped: 0\n"
+		 "self: at the line itself, with the builtins and C code it calls; total: with "
+		 "the Lua functions it calls too\n"
+		 "\n"
+		 "== %s: self 33.33%% (5)\n"
+		 "(no source shown: %s: No such file or directory)\n"
+		 "  %%self       self  %%total      total   line\n"
+		 " 33.33%%          5  33.33%%          5      7\n"
+		 "\n"
+		 "== =stdin: self 26.67%% (4)\n"
+		 "(no source shown: the chunk was not loaded from a file)\n"
+		 "  %%self       self  %%total      total   line\n"
+		 " 26.67%%          4  26.67%%          4      2\n"
+		 "\n"
+		 "== %s: self 20.00%% (3)\n"
+		 "(no source shown: %s: not a regular file)\n"
+		 "  %%self       self  %%total      total   line\n"
+		 " 20.00%%          3  20.00%%          3      1\n"
+		 "\n"
+		 "== %s: self 20.00%% (3)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 " 13.33%%          2  13.33%%          2      -   (no line information: "
+		 "stripped bytecode)\n"
+		 "  6.67%%          1   6.67%%          1      9   (past the end of the file)\n"
+		 "(1 line past the end of %s: the file has changed since the profile?)\n",
+		 missing, missing + 1, notfile, notfile + 1, chunk, chunk + 1);
+	CHECK_STR(s, want);
+	free(s);
+	lp_profile_free(p);
+	free(chunk);
+}
+
+/* Files by self; -n keeps the first N and says how many more there are; a column with no
+ * Lua line says so; a column out of range is refused. */
+static void test_limit_and_errors(void)
+{
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "=a", 1) }, 1, 1);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "=b", 1) }, 1, 3);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "=c", 1) }, 1, 2);
+	struct lp_render_opts o = { .limit = 2 };
+	int rc;
+	char *s = render(p, &o, &rc);
+	CHECK_EQ(rc, 0);
+	const char *b = strstr(s, "== =b:"), *c = strstr(s, "== =c:");
+	CHECK(b && c && b < c);
+	CHECK(!strstr(s, "== =a:"));
+	CHECK(strstr(s, "\n... 1 more file omitted (-n to show more)\n") != NULL);
+	free(s);
+	o.value = 1;
+	s = render(p, &o, &rc);
+	CHECK_EQ(rc, -EINVAL);
+	free(s);
+	lp_profile_free(p);
+
+	p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_C, "main", 0) }, 1, 4);
+	s = render(p, NULL, &rc);
+	CHECK_EQ(rc, 0);
+	CHECK_STR(s, "Source: cpu.bin  Total samples: 4  Samples: 20  Dropped: 0\n"
+		     "\n"
+		     "No Lua line in the profile.\n"
+		     "\n"
+		     "100.00% (4) at no Lua line: C code or the VM with no Lua caller\n");
+	free(s);
+	lp_profile_free(p);
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_lines_and_context);
+	RUN(test_trace_events);
+	RUN(test_unshown);
+	RUN(test_limit_and_errors);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	return UNIT_RESULT();
+}
