@@ -62,6 +62,9 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --human-readable memory, -f memprof: sizes in KiB / MiB / GiB (top and\n"
 	      "                       flame graphs always show them so)\n"
 	      "      --title TEXT     flame graph title\n"
+	      "      --source-dir DIR annotate: look for the source files under DIR first (a\n"
+	      "                       chunk's path, then that path without its leading\n"
+	      "                       directories: /app/src/x.lua finds DIR/src/x.lua)\n"
 	      "  -q, --quiet          no summary on standard error\n"
 	      "  -h, --help           this help\n"
 	      "\n"
@@ -87,6 +90,7 @@ struct opts {
 	const char *input;
 	const char *value;
 	const char *title;
+	const char *source_dir;
 	struct lp_sysprof_opts sys;
 	struct lp_memprof_opts mem;
 	int functions, lines, quiet;
@@ -102,7 +106,8 @@ static int check_format(const struct opts *o);
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_SPLIT = 256, O_FUNCTIONS, O_LINES, O_VALUE, O_LEAK, O_HUMAN, O_TITLE };
+	enum { O_SPLIT = 256, O_FUNCTIONS, O_LINES, O_VALUE, O_LEAK, O_HUMAN, O_TITLE,
+	       O_SOURCE_DIR };
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -115,6 +120,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "leak-only", no_argument, NULL, O_LEAK },
 		{ "human-readable", no_argument, NULL, O_HUMAN },
 		{ "title", required_argument, NULL, O_TITLE },
+		{ "source-dir", required_argument, NULL, O_SOURCE_DIR },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -154,6 +160,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_LEAK: o->mem.leak_only = 1; break;
 		case O_HUMAN: o->mem.human_readable = 1; break;
 		case O_TITLE: o->title = optarg; break;
+		case O_SOURCE_DIR: {
+			struct stat sb;
+			if (stat(optarg, &sb) != 0)
+				return fail("--source-dir %s: %s", optarg, strerror(errno));
+			if (!S_ISDIR(sb.st_mode))
+				return fail("--source-dir %s: not a directory", optarg);
+			o->source_dir = optarg;
+			break;
+		}
 		case 'q': o->quiet = 1; break;
 		case 'h':
 			lp_cmd_report_usage(stdout);
@@ -191,10 +206,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    "inuse_space or inuse_objects, not %s", o->value);
 	if (o->fmt == LP_FMT_INFO && (o->sys.split || o->functions || o->lines || o->limit ||
 				      o->value || o->mem.leak_only || o->mem.human_readable ||
-				      o->title))
+				      o->title || o->source_dir))
 		return fail("-f info describes the file and takes no rendering option (--split, "
 			    "--functions, --lines, --limit, --value, --leak-only, "
-			    "--human-readable, --title)");
+			    "--human-readable, --title, --source-dir)");
 	if (o->fmt != LP_FMT_NONE && o->fmt != LP_FMT_INFO)
 		return check_format(o);
 	return 0;
@@ -228,6 +243,9 @@ static int check_format(const struct opts *o)
 		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s%s",
 			    fname, o->fmt == LP_FMT_MEMPROF ? ""
 				   : ": the other formats keep lines unless --functions merges them");
+	if (o->source_dir && o->fmt != LP_FMT_ANNOTATE)
+		return fail("--source-dir applies to -f annotate (where to find the source "
+			    "files), not to -f %s", fname);
 	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
 		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
 	if (o->functions && o->fmt == LP_FMT_MEMPROF)
@@ -358,7 +376,8 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 			return -ENOMEM;
 		}
 	}
-	struct lp_render_opts ro = { .title = o->title, .lines = o->lines, .limit = o->limit };
+	struct lp_render_opts ro = { .title = o->title, .lines = o->lines, .limit = o->limit,
+				     .source_dir = o->source_dir };
 	const char *want = o->value ? o->value
 		: l->kind == LP_STREAM_MEMPROF && o->mem.leak_only ? "inuse_space" : NULL;
 	if (want) {

@@ -9,9 +9,11 @@
 ** Lua functions the line calls. Lua frames name lines; a JIT trace frame (where the trace
 ** starts) only in a stack with no Lua frame (an exact memory profile's trace events), as
 ** the function frame under it has the line inside the trace. A chunk named
-** "@path" is read from path (relative to the working directory, as the program opened it);
-** only regular files are read, so that a profile naming a device or a FIFO cannot stall
-** the report. Other chunks (code loaded from a string, standard input) list their lines
+** "@path" is read from path (relative to the working directory, as the program opened it),
+** or with a source directory first from there: the path under it, then the path without
+** its leading directories one at a time (a profile made in a container's /app/src/x.lua
+** finds src/x.lua in a checkout). Only regular files are read, so that a profile naming a
+** device or a FIFO cannot stall the report. Other chunks (code loaded from a string, standard input) list their lines
 ** without text.
 */
 #include "report/render.h"
@@ -301,6 +303,40 @@ static int source_read(const char *path, struct source *s)
 	return 0;
 }
 
+/*
+** Reads chunk path's source into s, from dir first when there is one (see the top);
+** *found: the path read, malloc'd (NULL when it is path itself). 0, or the errno value of
+** path itself (ENOMEM: out of memory).
+*/
+static int source_find(const char *path, const char *dir, struct source *s, char **found)
+{
+	*found = NULL;
+	if (dir) {
+		size_t dl = strlen(dir), pl = strlen(path);
+		char *cand = malloc(dl + pl + 2);
+		if (!cand)
+			return ENOMEM;
+		for (const char *rest = path; rest; rest = strchr(rest, '/')) {
+			while (*rest == '/')
+				rest++;
+			if (!*rest)
+				break;
+			snprintf(cand, dl + pl + 2, "%s/%s", dir, rest);
+			int e = source_read(cand, s);
+			if (e == ENOMEM) {
+				free(cand);
+				return e;
+			}
+			if (!e) {
+				*found = cand;
+				return 0;
+			}
+		}
+		free(cand);
+	}
+	return source_read(path, s);
+}
+
 /* -- Output ----------------------------------------------------------------- */
 
 /* A source line for a terminal: tabs to the next multiple of 8 columns, other control
@@ -351,7 +387,7 @@ static void row(FILE *out, const struct line *l, const struct lp_value_type *t, 
 /* Prints file f's lines: with their source text and CONTEXT lines around them when src
  * has it, else alone (why: the note). */
 static void write_file(FILE *out, const struct file *f, const struct line *lines,
-		       const struct source *src, const char *note,
+		       const struct source *src, const char *note, const char *found,
 		       const struct lp_value_type *t, int64_t grand)
 {
 	char *chunk = strdup(f->chunk), self[64], num[16];
@@ -362,6 +398,11 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		lp_text_pct(f->self, grand), self);
 	if (note)
 		fprintf(out, "(%s)\n", note);
+	if (found) {
+		fputs("(source: ", out);
+		put_source(out, found);
+		fputs(")\n", out);
+	}
 	fprintf(out, "%7s %10s %7s %10s %6s%s\n", "%self", "self", "%total", "total", "line",
 		src ? "   source" : "");
 	const struct line *l = lines + f->first, *end = l + f->n;
@@ -447,29 +488,33 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	for (size_t i = 0; i < shown && !rc; i++) {
 		const struct file *f = &files[i];
 		struct source src;
-		char note[512];
+		char note[512], *found = NULL;
 		int have = 0;
 		if (f->chunk[0] != '@') {
 			snprintf(note, sizeof(note), "no source shown: the chunk was not loaded "
 				 "from a file");
 		} else {
-			int e = source_read(f->chunk + 1, &src);
+			int e = source_find(f->chunk + 1, o ? o->source_dir : NULL, &src, &found);
 			if (e == ENOMEM) {
 				rc = -ENOMEM;
 				set_err(err, errlen, "annotate: out of memory");
 				break;
 			}
 			if (e)
-				snprintf(note, sizeof(note), "no source shown: %s: %s", f->chunk + 1,
-					 e == EINVAL ? "not a regular file"
-					 : e == EFBIG ? "larger than 64 MiB" : strerror(e));
+				snprintf(note, sizeof(note), "no source shown: %s: %s%s%s%s",
+					 f->chunk + 1, e == EINVAL ? "not a regular file"
+					 : e == EFBIG ? "larger than 64 MiB" : strerror(e),
+					 o && o->source_dir ? " (nor under " : "",
+					 o && o->source_dir ? o->source_dir : "",
+					 o && o->source_dir ? ")" : "");
 			have = !e;
 		}
 		if (!have)
 			lp_text_clean(note);
-		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, t, grand);
+		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found, t, grand);
 		if (have)
 			source_free(&src);
+		free(found);
 	}
 	if (!rc && nfiles > shown)
 		fprintf(out, "\n... %zu more file%s omitted (-n to show more)\n", nfiles - shown,

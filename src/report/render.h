@@ -17,6 +17,7 @@ struct lp_render_opts {
 	const char *title;     /* heading (flame graph title); NULL for a default */
 	int lines;             /* top: rank Lua frames by line rather than by function */
 	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
+	const char *source_dir; /* annotate: where to look for the source files first */
 };
 
 typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_opts *o,

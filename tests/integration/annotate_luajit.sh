@@ -92,6 +92,16 @@ $lp report -q -f annotate -n 1 two.bin >n1.txt || fail "-f annotate -n 1"
 [ "$(grep -c '^== ' n1.txt)" = 1 ] || fail "-n 1 shows $(grep -c '^== ' n1.txt) files"
 grep -q '^== @w.lua: self' n1.txt || fail "-n 1 does not show the file with the most bytes first: $(cat n1.txt)"
 grep -q '^\.\.\. 1 more file omitted' n1.txt || fail "-n 1 does not say a file was left out"
-cd - >/dev/null || exit 1
+# -- From elsewhere, --source-dir finds the sources; without it they are named as missing.
+mkdir -p elsewhere && cd elsewhere || exit 1
+$lp report -q -f annotate ../cpu.bin >nodir.txt || fail "report -f annotate from another directory"
+grep -q '^(no source shown: w.lua: No such file or directory)$' nodir.txt || fail "a missing source is not named: $(cat nodir.txt)"
+$lp report -q -f annotate --source-dir .. ../cpu.bin >dir.txt || fail "report -f annotate --source-dir"
+grep -q '^(source: \.\./w.lua)$' dir.txt && grep -q -- '--@spin_body$' dir.txt || fail "--source-dir: $(cat dir.txt)"
+$lp report -q -f top --source-dir .. ../cpu.bin >/dev/null 2>err && fail "--source-dir with -f top was accepted"
+grep -q 'source-dir applies to -f annotate' err || fail "--source-dir with -f top: $(cat err)"
+$lp report -q -f annotate --source-dir ../nothing ../cpu.bin >/dev/null 2>err && fail "a missing --source-dir was accepted"
+grep -q 'source-dir ../nothing: No such file or directory' err || fail "missing --source-dir: $(cat err)"
+cd / || exit 1
 [ "$fails" -eq 0 ] && echo "PASS $name" && exit 0
 exit 1

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "report/render.h"
@@ -263,6 +264,44 @@ static void test_limit_and_errors(void)
 	lp_profile_free(p);
 }
 
+/* With a source directory, a chunk's path is looked for under it, whole and then without
+ * its leading directories; the file read is named. One found nowhere says where it was
+ * looked for. */
+static void test_source_dir(void)
+{
+	char sub[300];
+	snprintf(sub, sizeof(sub), "%s/src", dir);
+	CHECK_EQ(mkdir(sub, 0700), 0);
+	free(source("src/app.lua", "local a = 1\nlocal b = 2\n"));
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "@/srv/app/src/app.lua", 2) }, 1, 3);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "@/srv/app/src/gone.lua", 1) }, 1, 1);
+	struct lp_render_opts o = { .source_dir = dir };
+	int rc;
+	char *s = render(p, &o, &rc), want[2048];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "== @/srv/app/src/app.lua: self 75.00%% (3)\n"
+		 "(source: %s/src/app.lua)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 "                                           1   local a = 1\n"
+		 " 75.00%%          3  75.00%%          3      2   local b = 2\n"
+		 "\n"
+		 "== @/srv/app/src/gone.lua: self 25.00%% (1)\n"
+		 "(no source shown: /srv/app/src/gone.lua: No such file or directory (nor under "
+		 "%s))\n", dir, dir);
+	CHECK(s && strstr(s, want) != NULL);
+	if (s && !strstr(s, want))
+		fprintf(stderr, "%s\nwant:\n%s", s, want);
+	free(s);
+	/* Without it, the path alone. */
+	s = render(p, NULL, &rc);
+	CHECK(s && strstr(s, "(no source shown: /srv/app/src/app.lua: No such file or "
+			     "directory)\n"));
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -273,6 +312,7 @@ int main(void)
 	RUN(test_trace_events);
 	RUN(test_unshown);
 	RUN(test_limit_and_errors);
+	RUN(test_source_dir);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
