@@ -10,6 +10,7 @@ scripts/setup.sh
 out=build/demo
 mkdir -p "$out"
 build/luaprof record -o "$out/app-cpu.svg" -- luajit examples/app.lua 3
+build/luaprof report -q "$out/app-cpu.bin" -f annotate -o "$out/app-cpu-source.txt"
 build/luaprof record -q --memory --sample 64K -o "$out/app-mem.svg" -- luajit examples/app.lua 1
 # Tarantool code as is: require "luaprof" provides misc.memprof on the stock VM.
 root=$PWD
@@ -21,6 +22,7 @@ cat "$out/leak-mem.txt"
 echo
 echo "Flame graph:    $out/app-cpu.svg  (open it in a browser: hover, click to zoom, Ctrl-F to search)"
 echo "Raw CPU stream: $out/app-cpu.bin  (luaprof report $out/app-cpu.bin -f top --lines)"
+echo "Source view:    $out/app-cpu-source.txt  (examples/app.lua, each line's share of the CPU time)"
 echo "Allocations:    $out/app-mem.svg  (sampled: bytes allocated by Lua + C stack)"
 echo "Memory report:  $out/leak-mem.txt  (examples/leak.lua, every allocation: the leaking line)"
 echo "Live heap:      $out/leak-mem.svg"
