@@ -225,9 +225,14 @@ void agent_writer_wake(void);
 
 /* The loaded objects already named in one stream. */
 #define AGENT_MAX_OBJS 1024
+/* The objects a stream has named: those loaded at the last walk (key), and the walk's own
+ * (now). An object is keyed by its program headers' address and its name, so that one
+ * loaded where an unloaded one was is named anew, and one unloaded and loaded again too. */
 struct agent_objseen {
-	uintptr_t key[AGENT_MAX_OBJS];
+	uint64_t key[AGENT_MAX_OBJS];
 	size_t n;
+	uint64_t now[AGENT_MAX_OBJS];
+	size_t nnow;
 };
 
 enum { AGENT_SYMS_SYMTAB, AGENT_SYMS_SYSPROF, AGENT_SYMS_MEMPROF, AGENT_SYMS_SIZES };

@@ -31,6 +31,7 @@
 #include "agent/objects.h"
 #include "stream/writer.h"
 #include "util/grow.h"
+#include "util/iset.h"
 
 /* Address ranges of one object's function symbols (load addresses). */
 struct covers {
@@ -354,14 +355,17 @@ static void emit_unnamed(struct lp_wbuf *w, int kind, const struct dl_phdr_info 
 	}
 }
 
-/* Objects named so far (by program-header address, unique among loaded objects). */
-static int seen_before(struct agent_objseen *seen, uintptr_t key)
+/* Whether the object was loaded at the last walk (struct agent_objseen); notes it as
+ * loaded at this one. */
+static int seen_before(struct agent_objseen *seen, const struct dl_phdr_info *info)
 {
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	uint64_t key = (uint64_t)(uintptr_t)info->dlpi_phdr ^ lp_hash_bytes(name, strlen(name), 0);
+	if (seen->nnow < AGENT_MAX_OBJS)
+		seen->now[seen->nnow++] = key;
 	for (size_t i = 0; i < seen->n; i++)
 		if (seen->key[i] == key)
 			return 1;
-	if (seen->n < AGENT_MAX_OBJS)
-		seen->key[seen->n++] = key;
 	return 0;
 }
 
@@ -376,7 +380,7 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct walk *wk = data;
 	uint64_t base = info->dlpi_addr;
-	if (seen_before(wk->seen, (uintptr_t)info->dlpi_phdr))
+	if (seen_before(wk->seen, info))
 		return 0;
 	if (wk->vdso && (uint64_t)(uintptr_t)info->dlpi_phdr - wk->vdso < 4096) {
 		/* The vDSO has no file: its whole image, section headers included, is mapped. */
@@ -413,13 +417,16 @@ void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind
 	struct walk wk = { w, seen, kind, getauxval(AT_SYSINFO_EHDR) };
 	if (kind == AGENT_SYMS_SYMTAB)
 		seen->n = 0;
+	seen->nnow = 0;
 	dl_iterate_phdr(each_object, &wk);
+	memcpy(seen->key, seen->now, seen->nnow * sizeof(seen->now[0]));
+	seen->n = seen->nnow;
 }
 
 void agent_symtab_csizes(struct lp_wbuf *w)
 {
 	static struct agent_objseen seen; /* callers are serialised by their stop paths */
-	seen.n = 0;
+	seen.n = seen.nnow = 0;
 	struct walk wk = { w, &seen, AGENT_SYMS_SIZES, getauxval(AT_SYSINFO_EHDR) };
 	dl_iterate_phdr(each_object, &wk);
 }

@@ -16,8 +16,9 @@
 enum { SEC_ALLOC, SEC_REALLOC, SEC_FREE, SEC__MAX };
 
 /* What a Lua or trace location resolves to in the symbol table at an event: its chunk and
- * first line, and a trace's start (prototype and line). Zero for other sources and for
- * what the table does not know. */
+ * first line, and a trace's start (prototype and line); a C location, its symbol's name
+ * (chunk: names are owned by the table, one pointer each) and start (proto). Zero for
+ * INTERNAL and for what the table does not know. */
 struct sym_content {
 	const char *chunk;
 	uint64_t proto;
@@ -259,10 +260,18 @@ static int loc_eq(const void *ctx, uint32_t idx)
 
 /* The symbols an event's location resolves to now (chunk names are interned: equal names,
  * equal pointers). */
-static struct sym_content sym_content(const struct lp_memprof *m, const struct lp_mem_event *ev)
+static struct sym_content sym_content(struct lp_memprof *m, const struct lp_mem_event *ev)
 {
 	struct sym_content c = { NULL, 0, 0, 0 };
 	uint64_t proto = ev->loc_addr;
+	if (ev->source == LP_ASOURCE_CFUNC) {
+		const struct lp_sym_c *s = lp_symtab_c(m->st, ev->loc_addr);
+		if (s) {
+			c.chunk = s->name;
+			c.proto = s->start;
+		}
+		return c;
+	}
 	if (ev->source == LP_ASOURCE_TRACE) {
 		const struct lp_sym_trace *t = lp_symtab_trace(m->st, ev->traceno);
 		if (!t)
@@ -339,6 +348,11 @@ static int relabel(struct lp_memprof *m)
 		uint64_t start;
 		const char *object;
 		lp_symtab_name_c(m->st, l->addr, name, sizeof(name), &start, &object);
+		/* Named by a symbol a later run replaced (a library unloaded and another loaded
+		 * at its address): as it was when its events were read. */
+		const struct lp_sym_c *was = l->sym.chunk ? lp_symtab_c(m->st, l->sym.proto) : NULL;
+		if (was && was->name != l->sym.chunk)
+			continue;
 		const struct lp_sym_c *sym = lp_symtab_c(m->st, l->addr);
 		int by_symbol = sym && sym->start == start && strcmp(sym->name, name) == 0;
 		if (by_symbol)
@@ -435,6 +449,7 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 {
 	uint32_t loc, eidx;
 	m->seq++;
+	lp_symtab_c_event(m->st);
 	if (site(m, ev, &loc))
 		return -ENOMEM;
 	int sec = ev->event == LP_AEVENT_ALLOC ? SEC_ALLOC

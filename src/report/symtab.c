@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/addrmap.h"
 #include "util/grow.h"
 #include "util/iset.h"
 
@@ -56,6 +57,10 @@ struct lp_symtab {
 	int cdirty;
 	char **cnames;              /* owned names, in insertion order */
 	size_t ncnames, cnamecap;
+	uint64_t crun;              /* the current run of C symbols (lp_symtab_c_event) */
+	int cadded;                 /* a C symbol was added in it */
+	struct lp_addrmap clive;    /* C symbol address -> its latest run + 1 */
+	uint64_t credefs;           /* symbols at an address an earlier run named */
 
 	struct alias *aliases;
 	size_t naliases, aliascap;
@@ -97,6 +102,7 @@ void lp_symtab_free(struct lp_symtab *st)
 		free(st->cnames[i]);
 	free(st->cnames);
 	free(st->csyms);
+	lp_addrmap_free(&st->clive);
 	for (size_t i = 0; i < st->naliases; i++)
 		free(st->aliases[i].alias);
 	free(st->aliases);
@@ -330,9 +336,24 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->csyms[st->ncsyms].name = copy;
 	st->csyms[st->ncsyms].start = addr;
 	st->csyms[st->ncsyms].size = 0;
+	st->csyms[st->ncsyms].run = st->crun;
 	st->ncsyms++;
 	st->cdirty = 1;
-	return 0;
+	st->cadded = 1;
+	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
+	if (e && e->a - 1 == st->crun)
+		return 0;
+	if (e)
+		st->credefs++;
+	return lp_addrmap_put(&st->clive, addr, st->crun + 1, 0);
+}
+
+void lp_symtab_c_event(struct lp_symtab *st)
+{
+	if (st->cadded) {
+		st->crun++;
+		st->cadded = 0;
+	}
 }
 
 static int csym_cmp(const void *a, const void *b)
@@ -388,9 +409,15 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 	/* With the mapped objects known, only a symbol of addr's own object names it. */
 	if (st->nmaps && (!m || s->start < m->start))
 		return NULL;
-	/* With sizes known, an address past the end of every alias is in unnamed code. */
+	/* Only the latest run's names (lp_symtab_c_event). With sizes known, an address past
+	 * the end of every alias is in unnamed code. */
+	uint64_t live = 0;
+	if (st->credefs) {
+		const struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, s->start);
+		live = e ? e->a - 1 : 0;
+	}
 	for (const struct lp_sym_c *a = s; a < st->csyms + st->ncsyms && a->start == s->start; a++)
-		if (!a->size || addr - a->start < a->size)
+		if (a->run >= live && (!a->size || addr - a->start < a->size))
 			return a;
 	return NULL;
 }
@@ -422,7 +449,7 @@ uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)
 
 uint64_t lp_symtab_redefinitions(const struct lp_symtab *st)
 {
-	return st->redefs;
+	return st->redefs + st->credefs;
 }
 
 int lp_symtab_has_extents(const struct lp_symtab *st)

@@ -39,6 +39,7 @@ struct lp_sym_c {
 	const char *name;
 	uint64_t start;      /* symbol address */
 	uint64_t size;       /* extent when the stream gives it, else 0 */
+	uint64_t run;        /* the run of symbols it came in (lp_symtab_c_event) */
 };
 
 struct lp_symtab *lp_symtab_new(void);
@@ -49,6 +50,15 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 		      uint64_t firstline);
 int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len);
 int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, uint64_t line);
+
+/*
+** A memory event was read: C symbols added after it are a new run. A C symbol at an
+** address that an earlier run named replaces that run's there (a library unloaded and
+** another loaded at its address, named anew mid-stream), for what is resolved after it;
+** the symbols of one run at one address are aliases. CPU streams, resolved at the end,
+** do not mark runs: their symbols at one address are all aliases.
+*/
+void lp_symtab_c_event(struct lp_symtab *st);
 
 /* Lookups return NULL when unknown; results stay valid until the next add. */
 const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t proto);
@@ -85,8 +95,8 @@ int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
-/* How many Lua or trace symbols replaced one of another content so far: while 0, a key
- * has always named the same thing. */
+/* How many Lua or trace symbols replaced one of another content, and C symbols an earlier
+ * run's (lp_symtab_c_event), so far: while 0, a key has always named the same thing. */
 uint64_t lp_symtab_redefinitions(const struct lp_symtab *st);
 /* 1 once the luaprof extension gave symbol extents or mapped objects, which let
  * lp_symtab_name_c tell an address outside every known function. */

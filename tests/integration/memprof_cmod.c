@@ -11,8 +11,11 @@
 ** profiler (shapes_luajit.sh), spin(secs) burns CPU time in two nested C frames of the
 ** module, from the moment it is required: the walks through them need the unwind table
 ** of an object loaded while sampling; resume_spin(co, secs) does so after lua_resume(co),
-** while the VM's current thread is still the coroutine, which has yielded.
+** while the VM's current thread is still the coroutine, which has yielded. dlcall(path,
+** name) loads a library, calls its lua_CFunction name and unloads it again (a plugin
+** reloaded): it returns what the function returned and the function's address.
 */
+#include <dlfcn.h>
 #include <time.h>
 
 #include <lua.h>
@@ -68,6 +71,24 @@ static int resume_in(lua_State *L)
 	luaL_argcheck(L, co != NULL, 1, "t[1]: coroutine expected");
 	lua_pushinteger(L, lua_resume(co, 0));
 	return 1;
+}
+
+static int dlcall(lua_State *L)
+{
+	const char *path = luaL_checkstring(L, 1), *name = luaL_checkstring(L, 2);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return luaL_error(L, "dlopen %s: %s", path, dlerror());
+	lua_CFunction f = (lua_CFunction)dlsym(h, name);
+	if (!f) {
+		dlclose(h);
+		return luaL_error(L, "%s: no %s", path, name);
+	}
+	lua_pushcfunction(L, f);
+	lua_call(L, 0, 1);
+	dlclose(h);
+	lua_pushnumber(L, (lua_Number)(size_t)f);
+	return 2;
 }
 
 static int keepalloc(lua_State *L)
@@ -132,13 +153,15 @@ int memprof_cmod_resume_spin(lua_State *L)
 
 int luaopen_memprof_cmod(lua_State *L)
 {
-	lua_createtable(L, 0, 8);
+	lua_createtable(L, 0, 16);
 	lua_pushcfunction(L, memprof_cmod_resume_spin);
 	lua_setfield(L, -2, "resume_spin");
 	lua_pushcfunction(L, memprof_cmod_spin);
 	lua_setfield(L, -2, "spin");
 	lua_pushcfunction(L, keepalloc);
 	lua_setfield(L, -2, "keepalloc");
+	lua_pushcfunction(L, dlcall);
+	lua_setfield(L, -2, "dlcall");
 	lua_pushcfunction(L, resume_in);
 	lua_setfield(L, -2, "resume_in");
 	lua_pushcfunction(L, usealloc);

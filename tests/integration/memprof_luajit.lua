@@ -19,7 +19,7 @@
 local case, out, jitmode, extra = arg[1], arg[2], arg[3], arg[4]
 assert(case and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_luajit.lua CASE OUT on|off [ARG]")
-local cmod_cases = { cmod = true, cresume = true, crecord = true }
+local cmod_cases = { cmod = true, cresume = true, crecord = true, dlreuse = true }
 package.cpath = "build/?.so;" .. (cmod_cases[case] and extra .. "/?.so;" or "") .. package.cpath
 local lp = require "luaprof"
 local mp = lp.memprof
@@ -170,6 +170,21 @@ cases.cresume = function()
   check(st1 == 1 and st2 == 0 and st3 == 1 and st4 == 1,
         string.format("lua_resume statuses %s %s %s %s", st1, st2, st3, st4))
   return co, co2, co3, t, t2
+end
+
+-- A library loaded, called and unloaded, then another loaded where it was (a plugin
+-- reloaded): each function's userdata under its own name, the second library's symbols
+-- written before its event (they were not: its address had been seen). "fact dlsame 1":
+-- the second function was at the first's address, as the case needs.
+cases.dlreuse = function()
+  collectgarbage("stop")
+  local cm = require "memprof_cmod"
+  start()
+  local ua, fa = cm.dlcall(extra .. "/memprof_reuse_a.so", "memprof_reuse_alpha")
+  local ub, fb = cm.dlcall(extra .. "/memprof_reuse_b.so", "memprof_reuse_beta")
+  stop()
+  print("fact dlsame " .. (fa == fb and 1 or 0))
+  return ua, ub
 end
 
 -- The JIT compiler's work is INTERNAL: with every loop hot at once, traces are recorded

@@ -20,6 +20,9 @@
 #  cmod       a C module required after start: its lua_CFunction's 100-byte userdata is
 #             one allocation of 148 B named memprof_cmod_newud; nothing on the calling line
 #             (require's own allocations are charged to its C functions, not checked here);
+#  dlreuse    a library loaded, its lua_CFunction called and the library unloaded, then a
+#             second one loaded at its address: each function's userdata (1 / 148 B) under
+#             its own name (the second library was not named: its address had been seen);
 #  cresume    a coroutine resumed twice by lua_resume from C (memprof_cmod.c), yielding in
 #             between: its {} (64 B) and {1, 2} (88 B) on their own lines (JIT on: or its
 #             traces), nothing on the resuming lines; a C function that makes a table of
@@ -141,6 +144,10 @@ luajit_dev "$t/apt.log" || skip "$why"
 mkdir -p "$t/cmod"
 cc_test "$t/cmod/memprof_cmod.so" tests/integration/memprof_cmod.c -O2 -fPIC -shared -I$inc ||
 	exit 1
+for r in a:alpha b:beta; do
+	cc_test "$t/cmod/memprof_reuse_${r%%:*}.so" tests/integration/memprof_reuse.c -O2 -fPIC \
+		-shared -I$inc -DREUSE_FN=memprof_reuse_${r#*:} || exit 1
+done
 cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 -ldl || exit 1
 
 # -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
@@ -263,7 +270,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -307,6 +314,11 @@ cases() {
 			expect_sum "$what" "$e" A "memprof_cmod_resume_alloc:0x[0-9a-f]+" "4 624 0"
 			only_labels "$what" "$e" A "$(L crbody1)|$(L crbody2)|$(TR crbody2)|memprof_cmod_resume_alloc:0x[0-9a-f]+"
 			expect_section "$what" "$e" R ;;
+		dlreuse)
+			[ "$(sed -n 's/^fact dlsame //p' "$dir/$c.out")" = 1 ] ||
+				fail "$what: the second library's function was not at the first's address: the case tests nothing"
+			expect_sum "$what" "$e" A "memprof_reuse_alpha:0x[0-9a-f]+" "1 148 0"
+			expect_sum "$what" "$e" A "memprof_reuse_beta:0x[0-9a-f]+" "1 148 0" ;;
 		crecord)
 			expect_sum "$what" "$e" A "keepalloc:0x[0-9a-f]+" "0 0 0" ;;
 		ffi_cb)

@@ -274,6 +274,41 @@ static void test_builtin_over_stand_in(void)
 		  "\n");
 }
 
+/* A library unloaded and another loaded at its address while profiling: the agent names the
+ * second's functions mid-stream, after events of the first. Each event is named as its
+ * address was named when it was read (as Tarantool's parser does): the second library's
+ * name replaces the first's from then on, and both sites are listed. Symbols of one run
+ * (no event between them) at one address stay aliases: the preferred one names events. */
+static void test_c_symbol_replaced(void)
+{
+	begin();
+	lp_write_mem_sym_cfunc(&wb, 0xa000, "alpha_fn", 8);
+	lp_write_mem_sym_cfunc(&wb, 0xa000, "alpha_fn_alias_longer", 21);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x1000, 8);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x1100, 8);
+	lp_write_mem_sym_cfunc(&wb, 0xa000, "beta_fn_longer_name", 19);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x2000, 16);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x2100, 16);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x1000, 8, 0, 0);
+	CHECK_STR(report(0, 0, NULL),
+		  "ALLOCATIONS\n"
+		  "alpha_fn:0xa000: 2 events\t+16B\t-0B\n"
+		  "beta_fn_longer_name:0xa000: 2 events\t+32B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "INTERNAL: 1 events\t+0B\t-8B\n"
+		  "\tOverrides:\n"
+		  "\t\talpha_fn:0xa000\n"
+		  "\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "beta_fn_longer_name:0xa000 holds 32B: 2 allocs, 0 frees\n"
+		  "alpha_fn:0xa000 holds 8B: 2 allocs, 1 frees\n"
+		  "\n");
+}
+
 /* A function with no symbol, which the agent names "object+0xoffset": labelled by that
  * name alone (its absolute address would change from run to run), where a symbol's label
  * is "name:0xstart" as in Tarantool's parser. */
@@ -418,6 +453,7 @@ int main(void)
 	RUN(test_aliases_and_late_symbols);
 	RUN(test_unknown_locations);
 	RUN(test_builtin_over_stand_in);
+	RUN(test_c_symbol_replaced);
 	RUN(test_stand_in_label);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
