@@ -464,10 +464,10 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn)
 {
-	uint64_t L = vm->mainL, f, deepest = 0, main_f = 0;
-	struct lp_lj_thread u, main_t;
+	uint64_t L = vm->mainL, f, deepest = 0, deep_f = 0;
+	struct lp_lj_thread u, deep_t;
 	uint8_t ffid;
-	int main_c = 0, others = 0;
+	int deep_c = 0;
 	for (int hop = 0; L && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
 		int rc = top_function(vm, m, L, &u, &f, &ffid);
 		if (rc == LP_LJ_EREAD)
@@ -485,23 +485,21 @@ int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t 
 			*fn = f;
 			return LP_LJ_OK;
 		}
-		if (L == vm->mainL) {
-			main_t = u;
-			main_f = f;
-			main_c = ffid == LP_LJ_FFID_C && cf;
-		} else if (cf) {
-			others = 1;
-		}
-		if (cf && (!deepest || cf < deepest))
+		if (cf && (!deepest || cf < deepest)) {
 			deepest = cf;
+			deep_t = u;
+			deep_f = f;
+			deep_c = ffid == LP_LJ_FFID_C;
+		}
 		L = next;
 	}
-	/* No frame names cur (a scheduler keeping its coroutines in a table): the main
-	 * thread's C function, unless a thread the chain names runs below it. */
-	if (!main_c || others)
+	/* No frame names cur (a scheduler keeping its coroutines in a table, or running a
+	 * thread it made with lua_newthread): the chain's thread in the deepest C frame, if
+	 * its top is a C function; every other thread of the chain waits in a resume above. */
+	if (!deep_c)
 		return LP_LJ_ENONE;
-	*t = main_t;
-	*fn = main_f;
+	*t = deep_t;
+	*fn = deep_f;
 	return LP_LJ_OK;
 }
 

@@ -146,10 +146,10 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 ** lp_lj_c_resumer follows them): the thread whose top frame names cur (a C function's
 ** first argument), if that frame is a C function's inside a C frame of the thread's own
 ** and no thread met before runs below it. When no frame names cur (a scheduler taking its
-** coroutines from a table), the main thread's C function, if no other thread of the
-** chain runs in a C frame (one that does, below it, may have run the function that
-** resumed cur: unknown). Returns LP_LJ_OK with the thread in *t and its top function (a
-** GCfunc) in *fn, LP_LJ_ENONE, or an error.
+** coroutines from a table, or running a thread it made with lua_newthread), the chain's
+** thread in the deepest C frame, if its top frame is a C function's: every other thread
+** of the chain waits in a resume above it. Returns LP_LJ_OK with the thread in *t and its
+** top function (a GCfunc) in *fn, LP_LJ_ENONE, or an error.
 */
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn);

@@ -25,6 +25,8 @@
 int memprof_cmod_newud(lua_State *L);
 int memprof_cmod_resume(lua_State *L);
 int memprof_cmod_resume_alloc(lua_State *L);
+int memprof_cmod_resume_in_alloc(lua_State *L);
+int memprof_cmod_newthread_resume(lua_State *L);
 int luaopen_memprof_cmod(lua_State *L);
 int memprof_cmod_spin(lua_State *L);
 int memprof_cmod_resume_spin(lua_State *L);
@@ -88,6 +90,33 @@ static int dlcall(lua_State *L)
 	lua_call(L, 0, 1);
 	dlclose(h);
 	lua_pushnumber(L, (lua_Number)(size_t)f);
+	return 2;
+}
+
+/* resume_in_alloc(t): lua_resume(t[1], 0), then a table of its own (lua_createtable(L,
+ * 30, 0)): no argument names the thread it resumed. */
+int memprof_cmod_resume_in_alloc(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_rawgeti(L, 1, 1);
+	lua_State *co = lua_tothread(L, -1);
+	luaL_argcheck(L, co != NULL, 1, "t[1]: coroutine expected");
+	int st = lua_resume(co, 0);
+	lua_createtable(L, 30, 0);
+	lua_pushinteger(L, st);
+	return 2;
+}
+
+/* newthread_resume(f): f run in a thread of its own (lua_newthread) by lua_resume, then a
+ * table of its own (lua_createtable(L, 30, 0)); returns the table and the status. */
+int memprof_cmod_newthread_resume(lua_State *L)
+{
+	lua_State *co = lua_newthread(L);
+	lua_pushvalue(L, 1);
+	lua_xmove(L, co, 1);
+	int st = lua_resume(co, 0);
+	lua_createtable(L, 30, 0);
+	lua_pushinteger(L, st);
 	return 2;
 }
 
@@ -162,6 +191,10 @@ int luaopen_memprof_cmod(lua_State *L)
 	lua_setfield(L, -2, "keepalloc");
 	lua_pushcfunction(L, dlcall);
 	lua_setfield(L, -2, "dlcall");
+	lua_pushcfunction(L, memprof_cmod_resume_in_alloc);
+	lua_setfield(L, -2, "resume_in_alloc");
+	lua_pushcfunction(L, memprof_cmod_newthread_resume);
+	lua_setfield(L, -2, "newthread_resume");
 	lua_pushcfunction(L, resume_in);
 	lua_setfield(L, -2, "resume_in");
 	lua_pushcfunction(L, usealloc);

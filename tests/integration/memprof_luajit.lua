@@ -161,15 +161,30 @@ cases.cresume = function()
   -- is co3, and the coroutine running the function is found through the main thread's
   -- call of the wrapper.
   local inner = coroutine.wrap(function() return cm.resume_alloc(co3) end)
+  -- Schedulers whose arguments name no thread they resume (one taken from a table, one
+  -- made with lua_newthread), on the main thread and in a coroutine: the chain's thread
+  -- in the deepest C frame runs them (their tables were INTERNAL in a coroutine).
+  local function yielder() coroutine.yield() end
+  local in1 = { coroutine.create(yielder) }
+  local in2 = { coroutine.create(yielder) }
+  local inner2 = coroutine.wrap(function()
+    local a, s1 = cm.resume_in_alloc(in2)
+    local b, s2 = cm.newthread_resume(yielder)
+    return a, b, s1 + s2
+  end)
   start()
   local st1 = cm.resume(co) --@crresume1
   local st2 = cm.resume(co) --@crresume2
   local t, st3 = cm.resume_alloc(co2) --@crresume3
   local t2, st4 = inner() --@crresume4
+  local t3, st5 = cm.resume_in_alloc(in1) --@crresume5
+  local t4, st6 = cm.newthread_resume(yielder) --@crresume6
+  local t5, t6, st7 = inner2() --@crresume7
   stop()
-  check(st1 == 1 and st2 == 0 and st3 == 1 and st4 == 1,
-        string.format("lua_resume statuses %s %s %s %s", st1, st2, st3, st4))
-  return co, co2, co3, t, t2
+  check(st1 == 1 and st2 == 0 and st3 == 1 and st4 == 1 and st5 == 1 and st6 == 1 and
+        st7 == 2, string.format("lua_resume statuses %s %s %s %s %s %s %s", st1, st2, st3,
+                                st4, st5, st6, st7))
+  return co, co2, co3, t, t2, t3, t4, t5, t6
 end
 
 -- A library loaded, called and unloaded, then another loaded where it was (a plugin

@@ -29,6 +29,10 @@
 #             its own after lua_resume returned (the coroutine, yielded, still the VM's
 #             current thread): 2 allocations, 312 B, charged to it (they were INTERNAL),
 #             and as many again when a coroutine runs that function (were INTERNAL);
+#             schedulers whose arguments name no thread they resume (taken from a table,
+#             made with lua_newthread) on the main thread and in a coroutine: each of
+#             their tables (and lua_newthread's thread and stack) charged to them
+#             (2 x 312 B; 2 x (lua_State + 376 + 312 B): in a coroutine they were INTERNAL);
 #  crecord    loops recorded by the JIT (hotloop=1) through calls of a C function that
 #             allocates nothing: no allocation charged to it (the recorder's were; its
 #             abort path's frees, run with vmstate C, still can be: not checked);
@@ -312,7 +316,10 @@ cases() {
 			expect_sum "$what" "$e" A "$(L crbody1)" "1 64 0"
 			expect_sum "$what" "$e" A "$(L crbody2)|$(TR crbody2)" "1 88 0"
 			expect_sum "$what" "$e" A "memprof_cmod_resume_alloc:0x[0-9a-f]+" "4 624 0"
-			only_labels "$what" "$e" A "$(L crbody1)|$(L crbody2)|$(TR crbody2)|memprof_cmod_resume_alloc:0x[0-9a-f]+"
+			expect_sum "$what" "$e" A "memprof_cmod_resume_in_alloc:0x[0-9a-f]+" "4 624 0"
+			expect_sum "$what" "$e" A "memprof_cmod_newthread_resume:0x[0-9a-f]+" \
+				"8 $((2 * (lstate + 376 + 312))) 0"
+			only_labels "$what" "$e" A "$(L crbody1)|$(L crbody2)|$(TR crbody2)|memprof_cmod_(resume|resume_in|newthread)_(alloc|resume):0x[0-9a-f]+"
 			expect_section "$what" "$e" R ;;
 		dlreuse)
 			[ "$(sed -n 's/^fact dlsame //p' "$dir/$c.out")" = 1 ] ||

@@ -1242,8 +1242,10 @@ static void test_resumer(void)
 		** frame): A, whose top frame names co, and its function; the main thread's,
 		** whose top frame names A, when A is current. None when A has left its C frame,
 		** or when a frame names co but a thread met before runs below it. When no frame
-		** names cur: the main thread's C function, unless a thread of the chain runs in
-		** a C frame (below it); none when the main thread runs a builtin. */
+		** names cur: the chain's thread in the deepest C frame, when its top is a C
+		** function (the main thread's, or A's when A runs below it: a scheduler in a
+		** coroutine resuming a thread no argument names); none when that thread runs a
+		** builtin. */
 		uint64_t rfn = 0;
 		w64(coL + lay->l_cframe, 0); /* co yielded */
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_OK);
@@ -1257,11 +1259,20 @@ static void test_resumer(void)
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_OK);
 		CHECK_EQ(r.L, F.L);
 		w64(A + lay->l_cframe, rcf + 0x100);
-		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_ENONE);
+		rfn = 0;
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		CHECK_EQ(rfn, cfn);
 		w64(F.L + lay->l_cframe, rcf + 0x80); /* the main thread's below A's */
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, F.L);
 		w64(F.L + lay->l_cframe, 0);
+		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_OK);
+		CHECK_EQ(r.L, A);
+		w64(A + lay->l_cframe, 0);
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, other, &r, &rfn), LP_LJ_ENONE);
+		w64(A + lay->l_cframe, rcf + 0x100);
 		w64(F.L + lay->l_cframe, rcf + 0x200);
 		set_func(&F, bres, new_cfunc(&F, 20, VM_LO));
 		CHECK_EQ(lp_lj_c_running(&F.vm, &F.m, coL, &r, &rfn), LP_LJ_ENONE);
