@@ -337,6 +337,11 @@ void agent_memprof_stop_at_close(struct lua_State *L);
 /* memprof's sampled mode holds the VM sampler and the objects table (shared with sysprof). */
 int agent_memprof_uses_native(void);
 uint64_t agent_memprof_run_id(void);
+/* A stop at exit or at lua_close of profile run_id (memory: of the memory profiler) ended
+ * with rc and errno e: if that is the profile `luaprof record` asked for (LUAPROF_RECORD)
+ * and it could not be written, says so on standard error (nobody else sees the result;
+ * record names the file). */
+void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
  * heap (0, -1 without memory, or AGENT_LUA_CLOSING). */
 int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);

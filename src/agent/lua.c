@@ -408,8 +408,10 @@ static int anchor_gc(lua_State *L)
 	struct anchor *a = lua_touserdata(L, 1);
 	if (a)
 		a->finalized = 1;
-	if (a && a->run_id == agent_run_id() && agent_running())
-		agent_stop_any("close");
+	if (a && a->run_id == agent_run_id() && agent_running()) {
+		int rc = agent_stop_any("close");
+		agent_record_stopped(0, a->run_id, rc, errno);
+	}
 	return 0;
 }
 
@@ -504,6 +506,22 @@ static void pin_self(void)
 ** removed so that child processes are not profiled into the same file, and LUA_INIT is
 ** given back its original value (LUAPROF_LUA_INIT) for them.
 */
+/* The profile autostart began: which profiler and its run (its file is record's to name:
+ * it may be a temporary name). */
+static struct {
+	int memory, started;
+	uint64_t run_id;
+} recorded;
+
+void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
+{
+	if (rc != LUAPROF_PROFILE_ERRIO || !recorded.started || recorded.memory != memory ||
+	    recorded.run_id != run_id)
+		return;
+	fprintf(stderr, "luaprof: cannot write the profile: %s (it is cut short there)\n",
+		strerror(e ? e : EIO));
+}
+
 static void autostart(lua_State *L)
 {
 	const char *env = getenv("LUAPROF_RECORD");
@@ -586,12 +604,19 @@ static void autostart(lua_State *L)
 		lua_call(L, 2, 2);
 		if (!lua_toboolean(L, top + 1))
 			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
-		lua_settop(L, top);
-		return;
+		else
+			recorded.run_id = agent_memprof_run_id();
+	} else {
+		start_with(L, &a);
+		if (!lua_toboolean(L, top + 1))
+			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
+		else
+			recorded.run_id = agent_run_id();
 	}
-	start_with(L, &a);
-	if (!lua_toboolean(L, top + 1))
-		fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
+	if (lua_toboolean(L, top + 1)) {
+		recorded.memory = memory;
+		recorded.started = 1;
+	}
 	lua_settop(L, top);
 }
 

@@ -1880,20 +1880,24 @@ static size_t call_writer(const void **data, size_t len, void *ctx)
 static void at_exit(void)
 {
 	struct handback hb = { 0 };
+	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && api_enter() == 0) {
 		int rc = stop_profile(NULL, "exit", &hb);
 		api_leave();
-		hand_back(rc, &hb);
+		rc = hand_back(rc, &hb);
+		agent_record_stopped(1, run, rc, errno);
 	}
 }
 
 void agent_memprof_stop_at_close(lua_State *L)
 {
 	struct handback hb = { 0 };
+	uint64_t run = agent_memprof_run_id();
 	if (api_enter() == 0) {
 		int rc = stop_profile(L, "close", &hb);
 		api_leave();
-		hand_back(rc, &hb);
+		rc = hand_back(rc, &hb);
+		agent_record_stopped(1, run, rc, errno);
 	}
 }
 

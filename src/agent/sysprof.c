@@ -878,7 +878,9 @@ static int write_header(void)
  * so that the file is complete. */
 static void at_exit(void)
 {
-	agent_stop_any("exit");
+	uint64_t run = sp.run_id;
+	int rc = agent_stop_any("exit");
+	agent_record_stopped(0, run, rc, errno);
 }
 
 /* The timer's lock is held across fork(2), so that a child does not inherit it taken. */

@@ -33,6 +33,7 @@
 #include "cli/output.h"
 #include "report/load.h"
 #include "report/render.h"
+#include "stream/parse.h"
 #include "util/size.h"
 #include "util/stubenv.h"
 
@@ -787,6 +788,32 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	return rc == LP_EXIT_TRUNCATED && prog == 0 ? rc : prog;
 }
 
+static int section_found(void *ctx, enum lp_stream_kind kind, unsigned version)
+{
+	*(int *)ctx = 1;
+	return 1; /* enough read */
+}
+
+/* Whether the stream at path gets as far as its profile section (a stream cut in its
+ * symbol table, by a full disk say, holds no profile); 1 when that cannot be told. */
+static int has_section(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+	struct lp_input in;
+	if (fd < 0)
+		return 1;
+	if (lp_input_open_fd(&in, fd, path) != LP_OK) {
+		close(fd);
+		return 1;
+	}
+	struct lp_parse_handlers h = { .ctx = &found, .stream = section_found };
+	struct lp_parse_stats st;
+	int rc = lp_parse_stream(&in, &h, &st);
+	lp_input_close(&in);
+	close(fd);
+	return found || (rc != LP_ERR_TRUNCATED && rc != LP_OK);
+}
+
 /* Says how the program ended when that was not a success: its status is ours too. */
 static void tell_status(const struct opts *o, int status)
 {
@@ -871,6 +898,11 @@ int lp_cmd_record(int argc, char **argv)
 	if (!empty && replace && !renamed && sb.st_size == old.st_size &&
 	    sb.st_mtim.tv_sec == old.st_mtim.tv_sec && sb.st_mtim.tv_nsec == old.st_mtim.tv_nsec)
 		empty = 1;
+	/* A stream that ends before its profile section (its symbol table cut short: a full
+	 * disk) recorded nothing either: it does not replace an earlier profile. */
+	int cut = !empty && (renamed || created) && !has_section(tmp);
+	if (cut)
+		empty = 1;
 	if (empty && (renamed || created))
 		unlink(tmp);
 	else if (!empty && renamed && rename(tmp, dest) != 0) {
@@ -882,6 +914,10 @@ int lp_cmd_record(int argc, char **argv)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
 	if (empty) {
+		if (cut)
+			return fail("%s wrote no profile: its stream ended before the profile began "
+				    "(the profiler's message above says why)%s", o.cmd[0],
+				    renamed ? "; the earlier profile is kept" : "");
 		if (gone)
 			return fail("%s wrote no profile that is left: the raw stream %s was "
 				    "removed while it ran", o.cmd[0], renamed ? tmp : raw);
@@ -941,8 +977,9 @@ int lp_cmd_record(int argc, char **argv)
 		if (!o.quiet)
 			summary(&o, &l, p, wall, raw);
 		if (st == LP_ERR_TRUNCATED) {
-			fprintf(stderr, "luaprof record: warning: %s (the program ended before the "
-					"profiler could finish the stream)\n", msg);
+			fprintf(stderr, "luaprof record: warning: %s (the profiler did not finish the "
+					"stream: the program was killed, or the file could not be "
+					"written)\n", msg);
 			if (prog == 0)
 				exit_code = LP_EXIT_TRUNCATED;
 		}

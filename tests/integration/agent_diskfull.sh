@@ -6,6 +6,13 @@
 #    profiler stops sampling, the program keeps running, stop() returns nil, msg, 28, the
 #    profiler can be started again, and what reached the disk is a truncated stream that
 #    `luaprof report` still reads (exit 3).
+# And under `luaprof record --memory` (the agent stops the profile at exit, where no
+# caller sees the result):
+#  - a disk that fills while events are written: the agent says it could not write the
+#    profile (No space left on device), record renders what was read and exits 3;
+#  - a disk too full for the symbol table: no profile; record says so, claims no output,
+#    exits 1 and keeps an earlier profile at the raw path as it was (it was replaced by
+#    the cut stream).
 # Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -87,6 +94,41 @@ grep -q '^alive$' "$t/out2" || fail "the program did not keep running"
 build/luaprof report -q "$mnt/run.bin" -f collapsed >/dev/null 2>"$t/err"
 rc=$?
 [ $rc = 3 ] || fail "report of the cut stream exited $rc, want 3 (truncated): $(cat "$t/err")"
+umount "$mnt"
+
+# -- luaprof record --memory: the disk fills while events are written.
+cat >"$t/alloc.lua" <<'EOF'
+local keep = {}
+for i = 1, 300000 do keep[i % 1000 + 1] = { i, tostring(i) } end
+print("done")
+EOF
+mount -t tmpfs -o size=$((300 * 1024)) tmpfs "$mnt" || fail "mount 300k"
+build/luaprof record --memory -o "$t/mid.txt" --raw "$mnt/mid.bin" -- luajit -joff "$t/alloc.lua" \
+	>"$t/out3" 2>"$t/err3"
+rc=$?
+[ $rc = 3 ] || fail "record on a disk that fills exited $rc, want 3: $(cat "$t/err3")"
+grep -q '^done$' "$t/out3" || fail "the program did not run to its end: $(cat "$t/out3" "$t/err3")"
+grep -q '^luaprof: cannot write the profile: No space left on device (it is cut short there)$' "$t/err3" ||
+	fail "the agent did not say why the profile is cut: $(cat "$t/err3")"
+grep -q '^ALLOCATIONS$' "$t/mid.txt" || fail "what was read is not rendered: $(cat "$t/err3")"
+umount "$mnt"
+
+# -- No room for the symbol table: an earlier profile at the raw path is kept.
+build/luaprof record -q --memory -o "$t/old.txt" --raw "$t/old.bin" -- luajit -joff -e 'local t = {1}' ||
+	fail "record on a healthy disk"
+mount -t tmpfs -o size=1m tmpfs "$mnt" || fail "mount 1m"
+cp "$t/old.bin" "$mnt/old.bin"
+head -c $((1024 * 1024 - $(stat -c %s "$t/old.bin") - 40 * 1024)) /dev/zero >"$mnt/filler" 2>/dev/null
+build/luaprof record --memory -o "$t/new.txt" --raw "$mnt/old.bin" -- luajit -joff "$t/alloc.lua" \
+	>"$t/out4" 2>"$t/err4"
+rc=$?
+[ $rc = 1 ] || fail "record with no room for the symbol table exited $rc, want 1: $(cat "$t/err4")"
+cmp -s "$t/old.bin" "$mnt/old.bin" || fail "the earlier profile was replaced by a stream with no profile"
+grep -q 'wrote no profile: its stream ended before the profile began.*the earlier profile is kept' "$t/err4" ||
+	fail "record does not say the run left no profile: $(cat "$t/err4")"
+grep 'wrote ' "$t/err4" | grep -qv 'wrote no profile' && fail "record claims an output: $(cat "$t/err4")"
+[ -e "$t/new.txt" ] && fail "a report was written from no profile"
+[ "$(ls "$mnt" | tr '\n' ' ')" = "filler old.bin " ] || fail "files left on the disk: $(ls "$mnt")"
 
 [ $fails = 0 ] || exit 1
 echo "ok"
