@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -788,6 +789,18 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	return rc == LP_EXIT_TRUNCATED && prog == 0 ? rc : prog;
 }
 
+/* Whether a profile running in another process writes path (a second record into the same
+ * file): the agent holds a flock on the files it writes. */
+static int raw_busy(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return 0;
+	int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
 static int section_found(void *ctx, enum lp_stream_kind kind, unsigned version)
 {
 	*(int *)ctx = 1;
@@ -861,6 +874,9 @@ int lp_cmd_record(int argc, char **argv)
 	const char *why = raw_unsafe(raw);
 	if (why)
 		return fail("%s %s", raw, why);
+	if (raw_busy(dest))
+		return fail("%s is being written by a profile running in another process (another "
+			    "luaprof record?): give -o or --raw another name", raw);
 	struct stat old;
 	int replace = stat(dest, &old) == 0 && old.st_size > 0, probe = -1;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
@@ -926,9 +942,10 @@ int lp_cmd_record(int argc, char **argv)
 				    "anything%s", o.cmd[0],
 				    o.sample ? " (sampled mode writes its stacks when the program "
 					       "ends)" : "");
-		return fail("%s wrote no profile: the agent was not loaded (the program must be "
-			    "LuaJIT's standalone interpreter honouring LUA_INIT - not `luajit -E` - "
-			    "and a supported LuaJIT build; see its messages above)", o.cmd[0]);
+		return fail("%s wrote no profile: the profiler did not start (its message above "
+			    "says why), or the agent was not loaded (the program must be LuaJIT's "
+			    "standalone interpreter honouring LUA_INIT - not `luajit -E` - and a "
+			    "supported LuaJIT build)", o.cmd[0]);
 	}
 	if (o.memory)
 		return record_memory(&o, raw, sb.st_size, prog, wall);

@@ -694,5 +694,23 @@ grep -q 'luajit was killed by signal 9' "$t/err" &&
 	fail "sampled, killed: message $(cat "$t/err")"
 grep -q 'agent was not loaded' "$t/err" && fail "sampled, killed: blamed the agent: $(cat "$t/err")"
 
+# -- Two records into one new file: the second is refused before its program runs (it ran
+# unprofiled, and was told the agent was not loaded). (Into an earlier profile each writes
+# a file of its own beside it, renamed over it at its end.)
+cat >"$t/long.lua" <<'EOF'
+local t = os.clock() while os.clock() - t < 3 do local x = {} end
+EOF
+(cd "$t" && "$lp" record -q --memory -o twice.txt -- luajit long.lua) >/dev/null 2>"$t/err1" &
+first=$!
+# Until its agent holds the file (flock(1), util-linux).
+for _ in $(seq 100); do [ -e "$t/twice.bin" ] && ! flock -n -s "$t/twice.bin" true && break; sleep 0.05; done
+(cd "$t" && "$lp" record --memory -o twice.txt -- luajit -e 'print("ran")') >"$t/out2" 2>"$t/err2"
+rc=$?
+[ $rc = 1 ] && grep -q 'twice.bin is being written by a profile running in another process' "$t/err2" ||
+	fail "a second record into a file being written: exit $rc: $(cat "$t/err2")"
+grep -q "^ran$" "$t/out2" && fail "the second record ran its program; the first: $(cat "$t/err1")"
+wait $first || fail "the first record failed: $(cat "$t/err1")"
+"$lp" report -q "$t/twice.bin" >/dev/null || fail "the first record's profile does not read"
+
 [ $fails = 0 ] || exit 1
 echo "ok"
