@@ -446,15 +446,14 @@ static __attribute__((noinline)) void need_trace(uint32_t traceno)
 ** A C function address: objects loaded since the last look are named first. Looked at for
 ** every such event (a few nanoseconds, on events that take the general path), not only
 ** for an address not seen yet: a library unloaded and another loaded where it was (a
-** plugin reloaded, dlclose) put other functions at addresses seen before. mp.cfuncs then
-** forgets them (need_builtin's names too: they are written again).
+** plugin reloaded, dlclose) puts other functions at addresses seen before. (mp.cfuncs
+** keeps the addresses need_builtin named: entries in the VM, which stays.)
 */
 static void need_cfunc(uint64_t addr)
 {
 	unsigned long long adds = agent_objects_changes();
 	if (adds != mp.adds) {
 		mp.adds = adds;
-		lp_addrmap_clear(&mp.cfuncs);
 		agent_symtab_cfuncs(mp.symw, &mp.seen, AGENT_SYMS_MEMPROF);
 		sym_end();
 		/* The object's mapping too, for the extension: a stop made by lua_close comes

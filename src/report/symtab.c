@@ -59,7 +59,8 @@ struct lp_symtab {
 	size_t ncnames, cnamecap;
 	uint64_t crun;              /* the current run of C symbols (lp_symtab_c_event) */
 	int cadded;                 /* a C symbol was added in it */
-	struct lp_addrmap clive;    /* C symbol address -> its latest run + 1 */
+	struct lp_addrmap clive;    /* C symbol address -> its latest run + 1, and the hash
+				     * of the first name that run gave it */
 	uint64_t credefs;           /* symbols at an address an earlier run named */
 
 	struct alias *aliases;
@@ -340,12 +341,16 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->ncsyms++;
 	st->cdirty = 1;
 	st->cadded = 1;
+	/* A later run's name at an address replaces the earlier run's there; the same name
+	 * again (the agent names a builtin's entry again once it rescans the objects) is an
+	 * alias, as are the names of one run. */
+	uint64_t h = lp_hash_bytes(name, len, 3);
 	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
-	if (e && e->a - 1 == st->crun)
+	if (e && (e->a - 1 == st->crun || e->b == h))
 		return 0;
 	if (e)
 		st->credefs++;
-	return lp_addrmap_put(&st->clive, addr, st->crun + 1, 0);
+	return lp_addrmap_put(&st->clive, addr, st->crun + 1, h);
 }
 
 void lp_symtab_c_event(struct lp_symtab *st)

@@ -53,10 +53,11 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 
 /*
 ** A memory event was read: C symbols added after it are a new run. A C symbol at an
-** address that an earlier run named replaces that run's there (a library unloaded and
-** another loaded at its address, named anew mid-stream), for what is resolved after it;
-** the symbols of one run at one address are aliases. CPU streams, resolved at the end,
-** do not mark runs: their symbols at one address are all aliases.
+** address that an earlier run named otherwise replaces that run's there (a library
+** unloaded and another loaded at its address, named anew mid-stream), for what is
+** resolved after it; the symbols of one run at one address, and a name given again, are
+** aliases. CPU streams, resolved at the end, do not mark runs: their symbols at one
+** address are all aliases.
 */
 void lp_symtab_c_event(struct lp_symtab *st);
 

@@ -467,8 +467,8 @@ int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t 
 	uint64_t L = vm->mainL, f, deepest = 0, deep_f = 0;
 	struct lp_lj_thread u, deep_t;
 	uint8_t ffid;
-	int deep_c = 0;
-	for (int hop = 0; L && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
+	int deep_c = 0, hop;
+	for (hop = 0; L && hop < LP_LJ_C_RESUMER_HOPS; hop++) {
 		int rc = top_function(vm, m, L, &u, &f, &ffid);
 		if (rc == LP_LJ_EREAD)
 			return rc;
@@ -495,8 +495,9 @@ int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t 
 	}
 	/* No frame names cur (a scheduler keeping its coroutines in a table, or running a
 	 * thread it made with lua_newthread): the chain's thread in the deepest C frame, if
-	 * its top is a C function; every other thread of the chain waits in a resume above. */
-	if (!deep_c)
+	 * its top is a C function; every other thread of the chain waits in a resume above.
+	 * Not when the chain goes on past the hops followed: a deeper one may run there. */
+	if (!deep_c || (L && hop == LP_LJ_C_RESUMER_HOPS))
 		return LP_LJ_ENONE;
 	*t = deep_t;
 	*fn = deep_f;

@@ -148,8 +148,10 @@ int lp_lj_c_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 ** and no thread met before runs below it. When no frame names cur (a scheduler taking its
 ** coroutines from a table, or running a thread it made with lua_newthread), the chain's
 ** thread in the deepest C frame, if its top frame is a C function's: every other thread
-** of the chain waits in a resume above it. Returns LP_LJ_OK with the thread in *t and its
-** top function (a GCfunc) in *fn, LP_LJ_ENONE, or an error.
+** of the chain waits in a resume above it. (A guess where such a scheduler resumed a
+** thread that itself runs such a scheduler: the inner one, out of the chain's sight, runs
+** below, and the outer one is named.) Returns LP_LJ_OK with the thread in *t and its top
+** function (a GCfunc) in *fn, LP_LJ_ENONE, or an error.
 */
 int lp_lj_c_running(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t cur,
 		    struct lp_lj_thread *t, uint64_t *fn);

@@ -278,7 +278,8 @@ static void test_builtin_over_stand_in(void)
  * second's functions mid-stream, after events of the first. Each event is named as its
  * address was named when it was read (as Tarantool's parser does): the second library's
  * name replaces the first's from then on, and both sites are listed. Symbols of one run
- * (no event between them) at one address stay aliases: the preferred one names events. */
+ * (no event between them) at one address stay aliases: the preferred one names events;
+ * so does a name given again. */
 static void test_c_symbol_replaced(void)
 {
 	begin();
@@ -306,6 +307,24 @@ static void test_c_symbol_replaced(void)
 		  "HEAP SUMMARY:\n"
 		  "beta_fn_longer_name:0xa000 holds 32B: 2 allocs, 0 frees\n"
 		  "alpha_fn:0xa000 holds 8B: 2 allocs, 1 frees\n"
+		  "\n");
+	/* The same name given again (the agent names a builtin's entry again after it
+	 * rescanned the objects): one site. */
+	begin();
+	lp_write_mem_sym_cfunc(&wb, 0xa000, "string.rep", 10);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x1000, 8);
+	lp_write_mem_sym_cfunc(&wb, 0xa000, "string.rep", 10);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa000, 0, 0, 0, 0x2000, 16);
+	CHECK_STR(report(0, 0, NULL),
+		  "ALLOCATIONS\n"
+		  "string.rep:0xa000: 2 events\t+24B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "string.rep:0xa000 holds 24B: 2 allocs, 0 frees\n"
 		  "\n");
 }
 
