@@ -33,7 +33,7 @@
 
 #define DEFAULT_LIMIT 10
 #define CONTEXT 2                    /* lines shown around each profiled one */
-#define SOURCE_MAX (64u << 20)       /* larger files are not read */
+#define SOURCE_MAX (16u << 20)       /* larger files are not read */
 
 struct file {
 	const char *chunk; /* chunk name, as the profile has it (borrowed) */
@@ -48,12 +48,18 @@ struct line {
 	int traced; /* some of its value is JIT traces', charged where they start */
 };
 
-/* A source file read into memory, split into lines (without their ends). */
+/* A source file read into memory, split into lines: each at text + lines[i], without its
+ * end. */
 struct source {
 	char *text;
-	char **lines;
+	uint32_t *lines;
 	size_t nlines;
 };
+
+static const char *line_text(const struct source *s, size_t i)
+{
+	return s->text + s->lines[i];
+}
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -235,49 +241,56 @@ static void source_free(struct source *s)
 	memset(s, 0, sizeof(*s));
 }
 
-/* Reads path, a regular file of at most SOURCE_MAX bytes, into s. 0, or an errno value
- * (EINVAL: not a regular file; EFBIG: too large). */
+/* Reads path, a regular file of at most SOURCE_MAX bytes, into s, in lines as LuaJIT's
+ * lexer counts them (a line ends at \n, \r, \r\n or \n\r). 0, or an errno value (EINVAL:
+ * not a regular file, which is not even opened: opening a FIFO or a device can act on it;
+ * EFBIG: too large). */
 static int source_read(const char *path, struct source *s)
 {
 	memset(s, 0, sizeof(*s));
+	struct stat sb, fsb;
+	if (stat(path, &sb) != 0)
+		return errno;
+	if (!S_ISREG(sb.st_mode))
+		return EINVAL;
+	if ((uint64_t)sb.st_size > SOURCE_MAX)
+		return EFBIG;
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return errno;
-	struct stat sb;
 	int e = 0;
-	if (fstat(fd, &sb) != 0)
+	if (fstat(fd, &fsb) != 0)
 		e = errno;
-	else if (!S_ISREG(sb.st_mode))
-		e = EINVAL;
-	else if ((uint64_t)sb.st_size > SOURCE_MAX)
-		e = EFBIG;
-	size_t len = 0, cap = e ? 0 : (size_t)sb.st_size + 1;
+	else if (!S_ISREG(fsb.st_mode) || fsb.st_dev != sb.st_dev || fsb.st_ino != sb.st_ino)
+		e = EINVAL; /* replaced since the stat */
+	size_t len = 0, cap = (size_t)fsb.st_size + 1;
 	if (!e && !(s->text = malloc(cap)))
 		e = ENOMEM;
 	while (!e) {
-		if (len + 1 >= cap) { /* grown since fstat */
-			if (cap > SOURCE_MAX) {
-				e = EFBIG;
-				break;
-			}
-			char *t = realloc(s->text, cap * 2);
-			if (!t) {
-				e = ENOMEM;
-				break;
-			}
-			s->text = t;
-			cap *= 2;
-		}
-		ssize_t n = read(fd, s->text + len, cap - 1 - len);
+		char probe;
+		int full = len + 1 == cap;
+		ssize_t n = full ? read(fd, &probe, 1) : read(fd, s->text + len, cap - 1 - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			e = errno;
 		if (n <= 0)
 			break;
+		if (full) { /* grown since the stat */
+			char *t = cap > SOURCE_MAX ? NULL : realloc(s->text, cap * 2);
+			if (!t) {
+				e = cap > SOURCE_MAX ? EFBIG : ENOMEM;
+				break;
+			}
+			s->text = t;
+			cap *= 2;
+			s->text[len] = probe;
+		}
 		len += (size_t)n;
 	}
 	close(fd);
+	if (!e && len > SOURCE_MAX)
+		e = EFBIG;
 	if (e) {
 		source_free(s);
 		return e;
@@ -285,20 +298,31 @@ static int source_read(const char *path, struct source *s)
 	s->text[len] = '\0';
 	size_t n = 1;
 	for (size_t i = 0; i < len; i++)
-		n += s->text[i] == '\n';
+		if (s->text[i] == '\n' || s->text[i] == '\r') {
+			n++;
+			if (i + 1 < len && (s->text[i + 1] ^ s->text[i]) == ('\n' ^ '\r'))
+				i++;
+		}
 	if (!(s->lines = malloc(n * sizeof(*s->lines)))) {
 		source_free(s);
 		return ENOMEM;
 	}
-	char *c = s->text, *end = s->text + len;
-	while (c < end) {
-		char *nl = memchr(c, '\n', (size_t)(end - c));
-		char *stop = nl ? nl : end;
-		if (stop > c && stop[-1] == '\r')
-			stop[-1] = '\0';
-		*stop = '\0';
-		s->lines[s->nlines++] = c;
-		c = stop + 1;
+	/* Lines as offsets, each ended by a NUL written over its line end; a NUL inside a
+	 * line shows as '?', as other control bytes do. */
+	size_t start = 0;
+	for (size_t i = 0; i <= len; i++) {
+		char ch = s->text[i];
+		if (i < len && ch != '\n' && ch != '\r') {
+			if (!ch)
+				s->text[i] = '?';
+			continue;
+		}
+		s->text[i] = '\0';
+		if (i < len || start < len)
+			s->lines[s->nlines++] = (uint32_t)start;
+		if (i + 1 < len && (s->text[i + 1] ^ ch) == ('\n' ^ '\r'))
+			s->text[++i] = '\0';
+		start = i + 1;
 	}
 	return 0;
 }
@@ -433,23 +457,25 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 			fprintf(out, "%*s\n", 7 + 1 + 10 + 1 + 7 + 1 + 10 + 1 + 6, "...");
 		for (size_t n = from; n < l->line; n++) {
 			snprintf(num, sizeof(num), "%zu", n);
-			row(out, NULL, t, grand, num, src->lines[n - 1]);
+			row(out, NULL, t, grand, num, line_text(src, n - 1));
 		}
 		snprintf(num, sizeof(num), "%" PRIu32, l->line);
-		row(out, l, t, grand, num, src->lines[l->line - 1]);
+		row(out, l, t, grand, num, line_text(src, l->line - 1));
 		shown = l->line;
 		/* The context after it, up to the next profiled line. */
 		size_t next = l + 1 < end ? l[1].line : SIZE_MAX;
 		for (size_t n = shown + 1; n <= l->line + CONTEXT && n < next && n <= src->nlines;
 		     n++) {
 			snprintf(num, sizeof(num), "%zu", n);
-			row(out, NULL, t, grand, num, src->lines[n - 1]);
+			row(out, NULL, t, grand, num, line_text(src, n - 1));
 			shown = n;
 		}
 	}
-	if (past)
-		fprintf(out, "(%zu line%s past the end of %s: the file has changed since the "
-			"profile?)\n", past, past == 1 ? "" : "s", chunk ? chunk + 1 : "the file");
+	if (past) {
+		fprintf(out, "(%zu line%s past the end of ", past, past == 1 ? "" : "s");
+		put_source(out, found ? found : chunk ? chunk + 1 : "the file");
+		fputs(": the file has changed since the profile?)\n", out);
+	}
 	free(chunk);
 }
 
@@ -493,6 +519,8 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		if (f->chunk[0] != '@') {
 			snprintf(note, sizeof(note), "no source shown: the chunk was not loaded "
 				 "from a file");
+		} else if (!f->chunk[1]) {
+			snprintf(note, sizeof(note), "no source shown: the chunk names no file");
 		} else {
 			int e = source_find(f->chunk + 1, o ? o->source_dir : NULL, &src, &found);
 			if (e == ENOMEM) {
@@ -503,7 +531,7 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 			if (e)
 				snprintf(note, sizeof(note), "no source shown: %s: %s%s%s%s",
 					 f->chunk + 1, e == EINVAL ? "not a regular file"
-					 : e == EFBIG ? "larger than 64 MiB" : strerror(e),
+					 : e == EFBIG ? "larger than 16 MiB" : strerror(e),
 					 o && o->source_dir ? " (nor under " : "",
 					 o && o->source_dir ? o->source_dir : "",
 					 o && o->source_dir ? ")" : "");

@@ -3,9 +3,12 @@
 ** profiled lines, trace frames, files that cannot be shown, ordering and limits.
 */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "report/render.h"
@@ -302,6 +305,100 @@ static void test_source_dir(void)
 	lp_profile_free(p);
 }
 
+/* Lines as LuaJIT counts them: \r alone ends one, \r\n and \n\r are one end each; a NUL
+ * inside a line shows as '?'. A chunk "@" names no file. */
+static void test_line_ends(void)
+{
+	static const char text[] = "one\rtwo\r\nthree\n\rfo\0ur\n\nsix";
+	char path[300], chunk[310], row[64];
+	snprintf(path, sizeof(path), "%s/ends.lua", dir);
+	snprintf(chunk, sizeof(chunk), "@%s", path);
+	FILE *f = fopen(path, "wb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fwrite(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	struct lp_profile *p = cpu_profile();
+	for (uint32_t line = 1; line <= 6; line++)
+		add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, line) }, 1, 1);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "@", 1) }, 1, 1);
+	int rc;
+	char *s = render(p, NULL, &rc);
+	CHECK_EQ(rc, 0);
+	static const char *const want[] = { "1   one\n", "2   two\n", "3   three\n",
+					    "4   fo?ur\n", "5\n", "6   six\n" };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		snprintf(row, sizeof(row), "      %s", want[i]);
+		CHECK(s && strstr(s, row) != NULL);
+	}
+	CHECK(s && !strstr(s, "past the end"));
+	CHECK(s && strstr(s, "== @: self 14.29% (1)\n(no source shown: the chunk names no "
+			     "file)\n"));
+	free(s);
+	lp_profile_free(p);
+}
+
+/* Writes a file of `size` bytes into dir whose first line is "x = 1"; its path in buf. */
+static void sized(char *buf, size_t len, const char *name, long size)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+	FILE *f = fopen(buf, "w");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fputs("x = 1\n", f);
+	for (long n = 6; n < size; n++)
+		putc(n + 1 == size ? '\n' : '-', f);
+	fclose(f);
+}
+
+/* Files of up to 16 MiB are read, larger ones are refused; a FIFO is not even opened (a
+ * writer blocked opening it stays blocked: nothing it writes is taken). */
+static void test_sizes_and_fifo(void)
+{
+	char exact[300], big[300], fifo[300];
+	sized(exact, sizeof(exact), "16m.lua", 16l << 20);
+	sized(big, sizeof(big), "big.lua", (16l << 20) + 1);
+	snprintf(fifo, sizeof(fifo), "%s/fifo.lua", dir);
+	CHECK_EQ(mkfifo(fifo, 0600), 0);
+	pid_t w = fork();
+	if (w == 0) { /* the writer: blocks in open until a reader opens the FIFO */
+		int fd = open(fifo, O_WRONLY);
+		_exit(fd >= 0 && write(fd, "x\n", 2) == 2 ? 0 : 1);
+	}
+	char cexact[310], cbig[310], cfifo[310];
+	snprintf(cexact, sizeof(cexact), "@%s", exact);
+	snprintf(cbig, sizeof(cbig), "@%s", big);
+	snprintf(cfifo, sizeof(cfifo), "@%s", fifo);
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, cexact, 1) }, 1, 3);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, cbig, 1) }, 1, 2);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, cfifo, 1) }, 1, 1);
+	usleep(100000); /* the writer in its open */
+	int rc;
+	char *s = render(p, NULL, &rc), want[700];
+	CHECK_EQ(rc, 0);
+	CHECK(s && strstr(s, " 50.00%          3  50.00%          3      1   x = 1\n"));
+	snprintf(want, sizeof(want), "(no source shown: %s: larger than 16 MiB)\n", big);
+	CHECK(s && strstr(s, want));
+	snprintf(want, sizeof(want), "(no source shown: %s: not a regular file)\n", fifo);
+	CHECK(s && strstr(s, want));
+	int st;
+	CHECK_EQ(waitpid(w, &st, WNOHANG), 0); /* still blocked in its open */
+	/* Released (non-blocking: if annotate took its line, nobody writes any more). */
+	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	usleep(100000);
+	char buf[4];
+	CHECK_EQ(fd >= 0 && read(fd, buf, sizeof(buf)) == 2, 1);
+	if (fd >= 0)
+		close(fd);
+	kill(w, SIGKILL);
+	waitpid(w, &st, 0);
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -313,6 +410,8 @@ int main(void)
 	RUN(test_unshown);
 	RUN(test_limit_and_errors);
 	RUN(test_source_dir);
+	RUN(test_line_ends);
+	RUN(test_sizes_and_fifo);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
