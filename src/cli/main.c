@@ -16,8 +16,9 @@ static void usage(FILE *out)
 	      "\n"
 	      "Commands:\n"
 	      "  report FILE    render a sysprof (CPU) or memprof (memory) stream as a flame\n"
-	      "                 graph, collapsed stacks, pprof, speedscope, a top-N table or\n"
-	      "                 the memprof text report\n"
+	      "                 graph, collapsed stacks, pprof, speedscope, a top-N table,\n"
+	      "                 the Lua source annotated line by line, or the memprof text\n"
+	      "                 report\n"
 	      "  record -- CMD  run a LuaJIT program under the CPU profiler (--memory: the\n"
 	      "                 memory profiler) and render the profile\n"
 	      "  help [CMD]     show this help, or the help of a command\n"
@@ -31,6 +32,7 @@ static void usage(FILE *out)
 	      "  luaprof record --memory -- luajit app.lua     allocations by line, leaks\n"
 	      "  luaprof report cpu.bin -o cpu.svg       interactive flame graph\n"
 	      "  luaprof report mem.bin --leak-only      who still holds memory\n"
+	      "  luaprof report cpu.bin -f annotate      the source, each line's share\n"
 	      "  luaprof report cpu.bin -f pprof -o cpu.pb.gz && go tool pprof -top cpu.pb.gz\n",
 	      out);
 }
