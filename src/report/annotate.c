@@ -12,8 +12,9 @@
 ** "@path" is read from path (relative to the working directory, as the program opened it),
 ** or with a source directory first from there: the path under it, then the path without
 ** its leading directories one at a time (a profile made in a container's /app/src/x.lua
-** finds src/x.lua in a checkout). Only regular files are read, so that a profile naming a
-** device or a FIFO cannot stall the report. Other chunks (code loaded from a string, standard input) list their lines
+** finds src/x.lua in a checkout), passing over files too short for the lines profiled.
+** Only regular files are read, so that a profile naming a device or a FIFO cannot stall
+** the report. Other chunks (code loaded from a string, standard input) list their lines
 ** without text.
 */
 #include "report/render.h"
@@ -328,11 +329,14 @@ static int source_read(const char *path, struct source *s)
 }
 
 /*
-** Reads chunk path's source into s, from dir first when there is one (see the top);
-** *found: the path read, malloc'd (NULL when it is path itself). 0, or the errno value of
-** path itself (ENOMEM: out of memory).
+** Reads chunk path's source into s, from dir first when there is one (see the top): a
+** file there with fewer than lines lines (the highest the profile names) is another file
+** of that name (a shorter path's candidate, init.lua) and is passed over. *found: the
+** path read, malloc'd (NULL when it is path itself). 0, or the errno value of path itself
+** (ENOMEM: out of memory).
 */
-static int source_find(const char *path, const char *dir, struct source *s, char **found)
+static int source_find(const char *path, const char *dir, uint32_t lines, struct source *s,
+		       char **found)
 {
 	*found = NULL;
 	if (dir) {
@@ -351,10 +355,12 @@ static int source_find(const char *path, const char *dir, struct source *s, char
 				free(cand);
 				return e;
 			}
-			if (!e) {
+			if (!e && s->nlines >= lines) {
 				*found = cand;
 				return 0;
 			}
+			if (!e)
+				source_free(s);
 		}
 		free(cand);
 	}
@@ -522,7 +528,8 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		} else if (!f->chunk[1]) {
 			snprintf(note, sizeof(note), "no source shown: the chunk names no file");
 		} else {
-			int e = source_find(f->chunk + 1, o ? o->source_dir : NULL, &src, &found);
+			int e = source_find(f->chunk + 1, o ? o->source_dir : NULL,
+					    lines[f->first + f->n - 1].line, &src, &found);
 			if (e == ENOMEM) {
 				rc = -ENOMEM;
 				set_err(err, errlen, "annotate: out of memory");

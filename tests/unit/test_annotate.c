@@ -303,6 +303,22 @@ static void test_source_dir(void)
 			     "directory)\n"));
 	free(s);
 	lp_profile_free(p);
+
+	/* A file of the name too short for the lines profiled is another one: passed over. */
+	free(source("init.lua", "local a = 1\n"));
+	p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "@/usr/share/lua/5.1/mod/init.lua", 3) }, 1, 1);
+	s = render(p, &o, &rc);
+	CHECK(s && strstr(s, "(no source shown: /usr/share/lua/5.1/mod/init.lua: No such file or "
+			     "directory (nor under "));
+	free(s);
+	free(source("init.lua", "local a = 1\nlocal b = 2\nlocal c = 3\n"));
+	s = render(p, &o, &rc);
+	snprintf(want, sizeof(want), "(source: %s/init.lua)\n", dir);
+	CHECK(s && strstr(s, want));
+	CHECK(s && strstr(s, "      3   local c = 3\n"));
+	free(s);
+	lp_profile_free(p);
 }
 
 /* Lines as LuaJIT counts them: \r alone ends one, \r\n and \n\r are one end each; a NUL
