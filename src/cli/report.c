@@ -62,6 +62,8 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --human-readable memory, -f memprof: sizes in KiB / MiB / GiB (top and\n"
 	      "                       flame graphs always show them so)\n"
 	      "      --title TEXT     flame graph title\n"
+	      "      --context N      annotate: N lines around each profiled one (default 2;\n"
+	      "                       a large N shows the whole files)\n"
 	      "      --source-dir DIR annotate: look for the source files under DIR first (a\n"
 	      "                       chunk's path, then that path without its leading\n"
 	      "                       directories: /app/src/x.lua finds DIR/src/x.lua)\n"
@@ -91,6 +93,7 @@ struct opts {
 	const char *value;
 	const char *title;
 	const char *source_dir;
+	unsigned context;        /* --context N, as N + 1; 0: not given */
 	struct lp_sysprof_opts sys;
 	struct lp_memprof_opts mem;
 	int functions, lines, quiet;
@@ -107,7 +110,7 @@ static int check_format(const struct opts *o);
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	enum { O_SPLIT = 256, O_FUNCTIONS, O_LINES, O_VALUE, O_LEAK, O_HUMAN, O_TITLE,
-	       O_SOURCE_DIR };
+	       O_SOURCE_DIR, O_CONTEXT };
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -121,6 +124,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "human-readable", no_argument, NULL, O_HUMAN },
 		{ "title", required_argument, NULL, O_TITLE },
 		{ "source-dir", required_argument, NULL, O_SOURCE_DIR },
+		{ "context", required_argument, NULL, O_CONTEXT },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -160,6 +164,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_LEAK: o->mem.leak_only = 1; break;
 		case O_HUMAN: o->mem.human_readable = 1; break;
 		case O_TITLE: o->title = optarg; break;
+		case O_CONTEXT: {
+			char *end;
+			errno = 0;
+			long v = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || v < 0 || v > 1000000)
+				return fail("--context expects a number of lines from 0 to 1000000, "
+					    "not '%s'", optarg);
+			o->context = (unsigned)v + 1;
+			break;
+		}
 		case O_SOURCE_DIR: {
 			struct stat sb;
 			if (stat(optarg, &sb) != 0)
@@ -206,10 +220,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    "inuse_space or inuse_objects, not %s", o->value);
 	if (o->fmt == LP_FMT_INFO && (o->sys.split || o->functions || o->lines || o->limit ||
 				      o->value || o->mem.leak_only || o->mem.human_readable ||
-				      o->title || o->source_dir))
+				      o->title || o->source_dir || o->context))
 		return fail("-f info describes the file and takes no rendering option (--split, "
 			    "--functions, --lines, --limit, --value, --leak-only, "
-			    "--human-readable, --title, --source-dir)");
+			    "--human-readable, --title, --source-dir, --context)");
 	if (o->fmt != LP_FMT_NONE && o->fmt != LP_FMT_INFO)
 		return check_format(o);
 	return 0;
@@ -246,6 +260,9 @@ static int check_format(const struct opts *o)
 	if (o->source_dir && o->fmt != LP_FMT_ANNOTATE)
 		return fail("--source-dir applies to -f annotate (where to find the source "
 			    "files), not to -f %s", fname);
+	if (o->context && o->fmt != LP_FMT_ANNOTATE)
+		return fail("--context applies to -f annotate (the lines shown around each "
+			    "profiled one), not to -f %s", fname);
 	if (o->title && o->fmt != LP_FMT_FLAMEGRAPH && o->fmt != LP_FMT_SPEEDSCOPE)
 		return fail("--title applies to -f flamegraph and speedscope, not to -f %s", fname);
 	if (o->functions && o->fmt == LP_FMT_MEMPROF)
@@ -377,7 +394,7 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		}
 	}
 	struct lp_render_opts ro = { .title = o->title, .lines = o->lines, .limit = o->limit,
-				     .source_dir = o->source_dir };
+				     .source_dir = o->source_dir, .context = o->context };
 	const char *want = o->value ? o->value
 		: l->kind == LP_STREAM_MEMPROF && o->mem.leak_only ? "inuse_space" : NULL;
 	if (want) {

@@ -33,7 +33,7 @@
 #include "util/grow.h"
 
 #define DEFAULT_LIMIT 10
-#define CONTEXT 2                    /* lines shown around each profiled one */
+#define DEFAULT_CONTEXT 2            /* lines shown around each profiled one */
 #define SOURCE_MAX (16u << 20)       /* larger files are not read */
 
 struct file {
@@ -414,11 +414,11 @@ static void row(FILE *out, const struct line *l, const struct lp_value_type *t, 
 	putc('\n', out);
 }
 
-/* Prints file f's lines: with their source text and CONTEXT lines around them when src
- * has it, else alone (why: the note). */
+/* Prints file f's lines: with their source text and ctx lines around them when src has
+ * it, else alone (why: the note). */
 static void write_file(FILE *out, const struct file *f, const struct line *lines,
 		       const struct source *src, const char *note, const char *found,
-		       const struct lp_value_type *t, int64_t grand)
+		       size_t ctx, const struct lp_value_type *t, int64_t grand)
 {
 	char *chunk = strdup(f->chunk), self[64], num[16];
 	if (chunk)
@@ -447,7 +447,7 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		free(chunk);
 		return;
 	}
-	/* Runs of lines within CONTEXT of a profiled one, "..." between runs. */
+	/* Runs of lines within ctx of a profiled one, "..." between runs. */
 	size_t shown = 0; /* the last line number printed */
 	for (; l < end; l++) {
 		if (l->line > src->nlines) {
@@ -456,7 +456,7 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 			past++;
 			continue;
 		}
-		size_t from = l->line > CONTEXT ? l->line - CONTEXT : 1;
+		size_t from = l->line > ctx ? l->line - ctx : 1;
 		if (from <= shown)
 			from = shown + 1;
 		else if (shown && from > shown + 1)
@@ -470,7 +470,7 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		shown = l->line;
 		/* The context after it, up to the next profiled line. */
 		size_t next = l + 1 < end ? l[1].line : SIZE_MAX;
-		for (size_t n = shown + 1; n <= l->line + CONTEXT && n < next && n <= src->nlines;
+		for (size_t n = shown + 1; n <= l->line + ctx && n < next && n <= src->nlines;
 		     n++) {
 			snprintf(num, sizeof(num), "%zu", n);
 			row(out, NULL, t, grand, num, line_text(src, n - 1));
@@ -546,7 +546,8 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		}
 		if (!have)
 			lp_text_clean(note);
-		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found, t, grand);
+		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found,
+			   o && o->context ? (size_t)(o->context - 1) : DEFAULT_CONTEXT, t, grand);
 		if (have)
 			source_free(&src);
 		free(found);

@@ -18,6 +18,7 @@ struct lp_render_opts {
 	int lines;             /* top: rank Lua frames by line rather than by function */
 	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
 	const char *source_dir; /* annotate: where to look for the source files first */
+	unsigned context;      /* annotate: lines around each profiled one + 1; 0 = default */
 };
 
 typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_opts *o,

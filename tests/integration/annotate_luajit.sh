@@ -88,6 +88,12 @@ loadfile("w.lua")("mem")
 LUA
 $lp record -q --memory -f annotate -o two.txt -- luajit -joff two.lua >/dev/null || fail "record two.lua"
 [ "$(grep -c '^== ' two.txt)" = 2 ] || fail "two files allocate, annotate shows $(grep -c '^== ' two.txt): $(cat two.txt)"
+$lp report -q -f annotate --context 1000 cpu.bin >all.txt || fail "-f annotate --context 1000"
+# The line column is characters 38-44 of a row: every line of the file has one.
+[ "$(sed -n '/^  %self/,$p' all.txt | cut -c38-44 | grep -c '[0-9]')" = "$(wc -l <w.lua)" ] &&
+	! grep -q '^ *\.\.\.$' all.txt ||
+	fail "--context 1000 does not show the whole file: $(cat all.txt)"
+$lp report -q -f top --context 1 cpu.bin >/dev/null 2>err && fail "--context with -f top was accepted"
 $lp report -q -f annotate -n 1 two.bin >n1.txt || fail "-f annotate -n 1"
 [ "$(grep -c '^== ' n1.txt)" = 1 ] || fail "-n 1 shows $(grep -c '^== ' n1.txt) files"
 grep -q '^== @w.lua: self' n1.txt || fail "-n 1 does not show the file with the most bytes first: $(cat n1.txt)"

@@ -140,6 +140,34 @@ static void test_lines_and_context(void)
 	free(chunk);
 }
 
+/* --context: no lines around the profiled ones with 0 ("..." between runs that are not
+ * adjacent); the whole file with a number past its length. */
+static void test_context(void)
+{
+	char *chunk = source("ctx.lua", "a\nb\nc\nd\ne\n");
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 2) }, 1, 1);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 4) }, 1, 1);
+	struct lp_render_opts o = { .context = 0 + 1 };
+	int rc;
+	char *s = render(p, &o, &rc), want[1024];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "  %%self       self  %%total      total   line   source\n"
+		 " 50.00%%          1  50.00%%          1      2   b\n"
+		 "                                         ...\n"
+		 " 50.00%%          1  50.00%%          1      4   d\n");
+	CHECK(s && strstr(s, want) && !strstr(s, "   a\n") && !strstr(s, "   e\n"));
+	free(s);
+	o.context = 1000 + 1;
+	s = render(p, &o, &rc);
+	CHECK(s && strstr(s, "      1   a\n") && strstr(s, "      3   c\n") &&
+	      strstr(s, "      5   e\n") && !strstr(s, "..."));
+	free(s);
+	lp_profile_free(p);
+	free(chunk);
+}
+
 /* An exact memory profile's trace events (a trace frame alone) are charged to the line
  * where the trace starts, marked T; the legend says so. Bytes are scaled. */
 static void test_trace_events(void)
@@ -423,6 +451,7 @@ int main(void)
 	}
 	RUN(test_lines_and_context);
 	RUN(test_trace_events);
+	RUN(test_context);
 	RUN(test_unshown);
 	RUN(test_limit_and_errors);
 	RUN(test_source_dir);
