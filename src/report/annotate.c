@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -60,16 +59,6 @@ struct source {
 static const char *line_text(const struct source *s, size_t i)
 {
 	return s->text + s->lines[i];
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 /* -- Aggregation ------------------------------------------------------------ */
@@ -489,11 +478,9 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		       char *err, size_t errlen)
 {
 	unsigned v = o ? o->value : 0;
-	if (v >= lp_profile_nvalues(p)) {
-		set_err(err, errlen, "value column %u out of range (the profile has %u)", v,
-			lp_profile_nvalues(p));
-		return -EINVAL;
-	}
+	int rc = lp_render_check_value(p, v, err, errlen);
+	if (rc)
+		return rc;
 	size_t limit = o && o->limit ? o->limit : DEFAULT_LIMIT;
 	struct file *files;
 	struct line *lines;
@@ -501,7 +488,7 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	int64_t outside;
 	int traced;
 	if (aggregate(p, v, &files, &nfiles, &lines, &outside, &traced)) {
-		set_err(err, errlen, "annotate: out of memory");
+		lp_render_err(err, errlen, "annotate: out of memory");
 		return -ENOMEM;
 	}
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
@@ -515,7 +502,6 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	if (traced)
 		fputs("T: JIT traces that start at the line, charged there wherever they ran "
 		      "(luajit -joff, or a sampled profile's stacks, place their lines)\n", out);
-	int rc = 0;
 	size_t shown = nfiles < limit ? nfiles : limit;
 	for (size_t i = 0; i < shown && !rc; i++) {
 		const struct file *f = &files[i];
@@ -532,7 +518,7 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 					    lines[f->first + f->n - 1].line, &src, &found);
 			if (e == ENOMEM) {
 				rc = -ENOMEM;
-				set_err(err, errlen, "annotate: out of memory");
+				lp_render_err(err, errlen, "annotate: out of memory");
 				break;
 			}
 			if (e)
@@ -565,10 +551,5 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	free(lines);
 	if (rc)
 		return rc;
-	if (fflush(out) || ferror(out)) {
-		int e = errno ? errno : EIO;
-		set_err(err, errlen, "annotate: write error: %s", strerror(e));
-		return -e;
-	}
-	return 0;
+	return lp_render_flushed(out, "annotate", err, errlen);
 }

@@ -21,6 +21,15 @@ struct lp_render_opts {
 	unsigned context;      /* annotate: lines around each profiled one + 1; 0 = default */
 };
 
+/* Shared by the renderers: err gets the message (printf-style; NULL or 0 bytes: none). */
+void lp_render_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* 0 when p has value column v, else -EINVAL with the message. */
+int lp_render_check_value(const struct lp_profile *p, unsigned v, char *err, size_t errlen);
+/* Flushes out: 0, or -errno with "FORMAT: write error: ..." when something written was
+ * lost. */
+int lp_render_flushed(FILE *out, const char *format, char *err, size_t errlen);
+
 typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_opts *o,
 			    FILE *out, char *err, size_t errlen);
 

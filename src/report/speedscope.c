@@ -11,21 +11,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SCHEMA_URL "https://www.speedscope.app/file-format-schema.json"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* -- JSON strings ----------------------------------------------------------- */
 
@@ -177,11 +166,9 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 {
 	unsigned nvalues = lp_profile_nvalues(p);
 	unsigned active = o ? o->value : 0;
-	if (active >= nvalues) {
-		set_err(err, errlen, "value column %u out of range (the profile has %u)", active,
-			nvalues);
-		return -EINVAL;
-	}
+	int rc = lp_render_check_value(p, active, err, errlen);
+	if (rc)
+		return rc;
 	const struct lp_profile_meta *m = lp_profile_cmeta(p);
 	const char *name = o && o->title ? o->title :
 			   m->title ? m->title :
@@ -192,14 +179,14 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 	size_t cap = 256;
 	char *buf = malloc(cap);
 	if (!buf) {
-		set_err(err, errlen, "speedscope: out of memory");
+		lp_render_err(err, errlen, "speedscope: out of memory");
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < nframes; i++) {
 		fputs(i ? ",\n" : "\n", out);
 		if (write_frame(out, lp_profile_frame(p, (uint32_t)i), &buf, &cap)) {
 			free(buf);
-			set_err(err, errlen, "speedscope: out of memory");
+			lp_render_err(err, errlen, "speedscope: out of memory");
 			return -ENOMEM;
 		}
 	}
@@ -213,10 +200,5 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 	fputs("],\n\"name\":", out);
 	json_cstr(out, name);
 	fprintf(out, ",\n\"activeProfileIndex\":%u,\n\"exporter\":\"luaprof\"}\n", active);
-	if (fflush(out) || ferror(out)) {
-		int e = errno ? errno : EIO;
-		set_err(err, errlen, "speedscope: write error: %s", strerror(e));
-		return -e;
-	}
-	return 0;
+	return lp_render_flushed(out, "speedscope", err, errlen);
 }

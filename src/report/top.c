@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,16 +23,6 @@ struct row {
 	char *label;     /* display label, control bytes replaced */
 	enum lp_frame_kind kind;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static int label_cmp(const void *a, const void *b)
 {
@@ -239,17 +228,15 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 		  char *err, size_t errlen)
 {
 	unsigned v = o ? o->value : 0;
-	if (v >= lp_profile_nvalues(p)) {
-		set_err(err, errlen, "value column %u out of range (the profile has %u)", v,
-			lp_profile_nvalues(p));
-		return -EINVAL;
-	}
+	int rc = lp_render_check_value(p, v, err, errlen);
+	if (rc)
+		return rc;
 	size_t limit = o && o->limit ? o->limit : DEFAULT_LIMIT;
 	struct lp_profile *byfn = NULL;
 	const struct lp_profile *q = p;
 	if (!(o && o->lines)) {
 		if (!(byfn = lp_profile_by_function(p))) {
-			set_err(err, errlen, "top: out of memory");
+			lp_render_err(err, errlen, "top: out of memory");
 			return -ENOMEM;
 		}
 		q = byfn;
@@ -258,7 +245,7 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 	size_t nrows;
 	if (rank(q, v, o && o->lines, &rows, &nrows)) {
 		lp_profile_free(byfn);
-		set_err(err, errlen, "top: out of memory");
+		lp_render_err(err, errlen, "top: out of memory");
 		return -ENOMEM;
 	}
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
@@ -269,10 +256,5 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 		free(rows[i].label);
 	free(rows);
 	lp_profile_free(byfn);
-	if (fflush(out) || ferror(out)) {
-		int e = errno ? errno : EIO;
-		set_err(err, errlen, "top: write error: %s", strerror(e));
-		return -e;
-	}
-	return 0;
+	return lp_render_flushed(out, "top", err, errlen);
 }
