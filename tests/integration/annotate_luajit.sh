@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `-f annotate` on real profiles of Debian's luajit: the Lua source with each profiled
 # line's self and total. CPU (JIT off): the loop's two lines hold the samples and the line
-# that calls the loop holds them all as total, with no self; exact memory (JIT off): a
-# line's allocation count is the memprof report's for it; exact memory with the JIT on
-# marks the lines where allocating traces start; a sampled profile's stacks place the
-# allocations at their line. And the options that make no sense with it are refused.
+# that calls the loop holds them all as total, with little self (os.clock's); exact
+# memory (JIT off): a line's allocation count is the memprof report's for it; exact memory
+# with the JIT on marks the lines where allocating traces start; a sampled profile's
+# stacks place the allocations at their line. And the options that make no sense with it
+# are refused.
 # Exit 0 pass, 1 fail, 2 skip.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -46,7 +47,9 @@ $lp record -q -f annotate -o cpu.txt -- luajit -joff w.lua cpu >/dev/null 2>err 
 for l in spin_for spin_body cpu_call; do read -r p[$l] s[$l] tp[$l] tv[$l] mark <<<"$(row cpu.txt ${at[$l]})"; done
 loop=$(awk -v a="${p[spin_for]%\%}" -v b="${p[spin_body]%\%}" 'BEGIN { print a + b }')
 awk -v x="$loop" 'BEGIN { exit !(x >= 90) }' || fail "the loop's lines hold $loop% of the samples, want >= 90: $(cat cpu.txt)"
-[ "${p[cpu_call]}" = - ] || fail "the calling line has self ${p[cpu_call]}, want none: $(cat cpu.txt)"
+# Its own self is os.clock's (a builtin it calls) and the loop's test: a few samples at most.
+[ "${p[cpu_call]}" = - ] || awk -v x="${p[cpu_call]%\%}" 'BEGIN { exit !(x <= 5) }' ||
+	fail "the calling line has self ${p[cpu_call]}, want 5 % at most: $(cat cpu.txt)"
 awk -v x="${tp[cpu_call]}" 'BEGIN { exit !(x >= 90) }' || fail "the calling line's total is ${tp[cpu_call]}%, want >= 90"
 grep -Eq "^ .* ${at[spin_body]}   {5}x = x \\+ \\(i % 7\\) \\* 3 --@spin_body$" cpu.txt || fail "the loop's source line is not shown: $(cat cpu.txt)"
 grep -q '^== @w.lua: self' cpu.txt || fail "no section for @w.lua"
