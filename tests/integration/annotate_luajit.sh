@@ -41,7 +41,7 @@ PY
 
 cd "$t" || exit 1
 # -- CPU, JIT off: the loop's lines hold the samples; the calling line holds them all as
-# total, with no self of its own.
+# total, with little self of its own.
 $lp record -q -f annotate -o cpu.txt -- luajit -joff w.lua cpu >/dev/null 2>err ||
 	fail "record -f annotate (cpu): $(cat err)"
 for l in spin_for spin_body cpu_call; do read -r p[$l] s[$l] tp[$l] tv[$l] mark <<<"$(row cpu.txt ${at[$l]})"; done
