@@ -3,7 +3,7 @@
 ** aggregated and rendered in every format (memprof text, collapsed, flame graph, pprof,
 ** speedscope, top, annotate, info), with and without --split and per-function merging.
 ** (annotate reads the source files the stream's chunk names name: only regular files,
-** at most 64 MiB.)
+** at most 16 MiB.)
 **
 ** Whatever the bytes, this must not crash, leak or hang; a stream that loads (even
 ** truncated) must render in every format without error.
