@@ -180,6 +180,7 @@ static struct agent_tcodes s_tcodes;
 /* Scratch of one sampled stack (the VM thread only). */
 static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
 static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
+static struct lp_lj_trace_frame s_tfr[LP_LJ_TRACE_MAX_INLINED]; /* a trace's inlined calls */
 static uint64_t s_host[AGENT_MAX_HOST];
 static uint8_t s_body[AGENT_SAMPLE_MAX];
 
@@ -824,7 +825,20 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 				need_trace((uint32_t)vmst);
 				agent_tcodes_note(&s_tcodes, &tr);
 			}
-			if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==
+			/* The functions the trace inlined at the call, each at its line, and the
+			 * base frame at the call into them; else (their snapshot does not check
+			 * out) the location alone. */
+			uint64_t bpc;
+			int ni = lp_lj_trace_inlined(&mp.vm, &direct, &tr, host[i], base_pt, s_tfr,
+						     LP_LJ_TRACE_MAX_INLINED, &bpc);
+			if (ni >= 0) {
+				for (int k = 0; k < ni; k++) {
+					s_lua[n].type = LP_FRAME_LFUNC;
+					s_lua[n].addr = need_proto(s_tfr[k].pt);
+					s_lua[n++].line = s_tfr[k].line > 0 ? (uint64_t)s_tfr[k].line : 0;
+				}
+				leaf = bpc;
+			} else if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==
 				    LP_LJ_OK && loc.pt) {
 				if (loc.pt == base_pt && !loc.inlined) {
 					leaf = loc.pc;

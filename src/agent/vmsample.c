@@ -692,6 +692,8 @@ static int in_compiler(const struct lp_lj_thread *t)
 	return cf && t->base > t->stack && cpcall_above(cf, t->base, t->stack);
 }
 
+static struct lp_lj_trace_frame tfr[LP_LJ_TRACE_MAX_INLINED]; /* a trace's inlined calls */
+
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
 			uint64_t ip, int mode)
 {
@@ -712,12 +714,17 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 		    frames[0].kind == LP_FRAME_LFUNC)
 			base_pt = frames[0].addr;
 	}
+	int ninl = -1;
 	if (lp_lj_trace_has(&cur_trace, ip) &&
 	    lp_lj_trace_locate(&vm, &mem, &cur_trace, ip, base_pt, &loc) == LP_LJ_OK && loc.pt) {
 		pt = loc.pt;
 		line = loc.line;
 		if (!loc.inlined && loc.pt == base_pt)
 			leaf = loc.pc;
+		/* The functions inlined there, each at its call: frames of their own. */
+		if (loc.inlined && mode == LUAPROF_SYSPROF_CALLGRAPH)
+			ninl = lp_lj_trace_inlined(&vm, &mem, &cur_trace, ip, base_pt, tfr,
+						   LP_LJ_TRACE_MAX_INLINED, &leaf);
 	} else {
 		/* In a helper the trace called: where the trace starts. */
 		struct lp_lj_proto p;
@@ -734,6 +741,13 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 	 * runs: at the trace's location when that is in the base frame's function, else
 	 * where the trace starts). The stream carries them on the side (tstacks.c). */
 	add_cframes(t->cframe);
+	for (int k = 0; k < ninl; k++) {
+		struct lp_lua_frame *o = &s->lua[s->nlua++];
+		o->type = LP_FRAME_LFUNC;
+		o->addr = tfr[k].pt;
+		o->line = tfr[k].line > 0 ? (uint64_t)tfr[k].line : 0;
+		need_proto(s, tfr[k].pt);
+	}
 	if (jb == 0 || lua_stack(s, t, jb, leaf, mode) != 0)
 		s->nlua = 0;
 	return 0;

@@ -5,7 +5,8 @@
 
 #include <string.h>
 
-#define SNAP_FRAME  0x010000u /* SnapEntry flag: the slot holds a frame's function */
+#define SNAP_FRAME  0x010000u /* SnapEntry flags: a frame's slot (FR2: its link), */
+#define SNAP_CONT   0x020000u /* a continuation's slot (FR2: its PC) */
 #define REF_BIAS    0x8000u   /* IR refs below it are constants */
 /* An IR instruction (IRIns, 8 bytes) holds its type at byte 4 and its opcode at byte 5;
  * a function constant is IR_KGC (24 in every 2.1 build: the opcode list has not changed
@@ -13,6 +14,7 @@
 #define IRINS_T     4
 #define IRINS_O     5
 #define IR_KGC      24u
+#define IR_KNUM     28u /* a frame link's constant in FR2 */
 #define IRT_FUNC    8u
 #define IRT_TYPE    0x1fu
 #define MAX_SNAPENT 256       /* entries of one snapshot we look at (nent is a u8) */
@@ -73,22 +75,6 @@ int lp_lj_trace_find(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t
 	return LP_LJ_ENONE;
 }
 
-/* 1 and *p filled if fn is a Lua function whose bytecode holds pc (the snapshot's PC). */
-static int func_holds(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t fn,
-		      uint64_t pc, struct lp_lj_proto *p)
-{
-	const struct lp_lj_layout *lay = vm->lay;
-	uint8_t gct, ffid;
-	uint64_t fpc;
-
-	if (lp_mem_u8(m, fn + lay->fn_gct, &gct) || gct != LP_LJ_GCT_FUNC ||
-	    lp_mem_u8(m, fn + lay->fn_ffid, &ffid) || ffid != LP_LJ_FFID_LUA ||
-	    lp_mem_u64(m, fn + lay->fn_pc, &fpc))
-		return 0;
-	return lp_lj_proto_read(vm, m, fpc - lay->pt_size, p) == LP_LJ_OK && pc >= p->bc &&
-	       pc < p->bc + 4 * (uint64_t)p->sizebc;
-}
-
 static int proto_holds(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t pt,
 		       uint64_t pc, struct lp_lj_proto *p)
 {
@@ -96,19 +82,16 @@ static int proto_holds(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	       pc < p->bc + 4 * (uint64_t)p->sizebc;
 }
 
-int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
-		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
-		       struct lp_lj_trace_loc *loc)
+/* The snapshot in effect at ip in t: its number, entries (at most MAX_SNAPENT) and
+ * bytecode PC (the instruction an exit there resumes at). */
+static int snap_at(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
+		   uint64_t ip, uint32_t *snapno, uint32_t *ent, uint8_t *nent, uint64_t *pc)
 {
 	const struct lp_lj_layout *lay = vm->lay;
-	uint32_t ofs, lo = 0, hi = t->nsnap, mapofs, ent[MAX_SNAPENT];
+	uint32_t ofs, lo = 0, hi = t->nsnap, mapofs;
 	unsigned char s[16];
-	struct lp_lj_proto p;
-	uint64_t pcv, pc, map;
-	uint8_t nent;
-	int found = 0;
+	uint64_t pcv, map;
 
-	memset(loc, 0, sizeof(*loc));
 	if (!lp_lj_trace_has(t, ip) || t->nsnap == 0 || t->snap == 0 || t->snapmap == 0 ||
 	    lay->snap_size > sizeof(s))
 		return LP_LJ_ENONE;
@@ -127,46 +110,146 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	}
 	if (lo == 0)
 		return LP_LJ_ENONE;
-	loc->snapno = lo - 1;
-	if (lp_mem_read(m, t->snap + loc->snapno * (uint64_t)lay->snap_size, s, lay->snap_size))
+	*snapno = lo - 1;
+	if (lp_mem_read(m, t->snap + *snapno * (uint64_t)lay->snap_size, s, lay->snap_size))
 		return LP_LJ_EREAD;
 	mapofs = lp_get32(s, lay->snap_mapofs);
-	nent = s[lay->snap_nent];
+	*nent = s[lay->snap_nent];
 	map = t->snapmap + 4 * (uint64_t)mapofs;
 	/* GC64: the PC follows the entries as a 64-bit value shifted left by 8. */
-	if (lp_mem_u64(m, map + 4 * (uint64_t)nent, &pcv))
+	if (lp_mem_u64(m, map + 4 * (uint64_t)*nent, &pcv))
 		return LP_LJ_EREAD;
-	pc = pcv >> 8;
-	if (pc == 0 || (pc & 3) != 0)
+	*pc = pcv >> 8;
+	if (*pc == 0 || (*pc & 3) != 0)
 		return LP_LJ_EINVAL;
-	loc->pc = pc + 4;
+	if (*nent > 0 && lp_mem_read(m, map, ent, 4 * (size_t)*nent))
+		*nent = 0; /* the PC alone */
+	return LP_LJ_OK;
+}
 
-	/* Innermost inlined frame first: frame entries hold IR constants of the functions. */
-	if (nent > 0 && lp_mem_read(m, map, ent, 4 * (size_t)nent) == 0) {
-		unsigned best = 0;
-		for (unsigned i = 0; i < nent; i++) {
-			uint32_t e = ent[i], ref = e & 0xffff;
-			uint64_t fn;
-			if (!(e & SNAP_FRAME) || ref >= REF_BIAS || t->ir == 0)
-				continue;
-			/* A frame's slot may refer to another constant (a continuation frame's
-			 * KPTR, say): only a function constant's payload is an object to read, and
-			 * memprof reads plain memory (a KINT's 22 was followed into a SIGSEGV).
-			 * GC64: a KGC constant's 64-bit GCRef is in the IR slot after it. */
-			uint8_t ins[8];
-			if (lp_mem_read(m, t->ir + 8 * (uint64_t)ref, ins, sizeof(ins)) ||
-			    ins[IRINS_O] != IR_KGC || (ins[IRINS_T] & IRT_TYPE) != IRT_FUNC ||
-			    lp_mem_u64(m, t->ir + 8 * ((uint64_t)ref + 1), &fn))
-				continue;
-			if ((e >> 24) >= best && func_holds(vm, m, fn & LP_LJ_GCVMASK, pc, &p)) {
-				best = e >> 24;
-				found = 1;
-				loc->pt = p.pt;
-				loc->inlined = 1;
-			}
-		}
-		if (found && lp_lj_proto_read(vm, m, loc->pt, &p) != LP_LJ_OK)
-			found = 0;
+/* The 64-bit payload of IR constant ref of t when its opcode is op (GC64: in the IR slot
+ * after it). Only such a constant is read: a slot may refer to any kind of IR. */
+static int ir_k64(const struct lp_mem *m, const struct lp_lj_trace *t, uint32_t ref, uint8_t op,
+		  uint8_t type, uint64_t *v)
+{
+	uint8_t ins[8];
+	return ref < REF_BIAS && t->ir != 0 && lp_mem_read(m, t->ir + 8 * (uint64_t)ref, ins, 8) == 0 &&
+	       ins[IRINS_O] == op && (type == 0xff || (ins[IRINS_T] & IRT_TYPE) == type) &&
+	       lp_mem_u64(m, t->ir + 8 * ((uint64_t)ref + 1), v) == 0;
+}
+
+/* The Lua function constant in slot s of the snapshot's entries: its prototype, or 0. */
+static uint64_t slot_func(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			  const struct lp_lj_trace *t, const uint32_t *ent, unsigned nent,
+			  uint32_t s)
+{
+	const struct lp_lj_layout *lay = vm->lay;
+	uint64_t fn, fpc;
+	uint8_t gct, ffid;
+	for (unsigned i = 0; i < nent; i++) {
+		if (ent[i] >> 24 != s)
+			continue;
+		if (!ir_k64(m, t, ent[i] & 0xffff, IR_KGC, IRT_FUNC, &fn))
+			return 0;
+		fn &= LP_LJ_GCVMASK;
+		if (lp_mem_u8(m, fn + lay->fn_gct, &gct) || gct != LP_LJ_GCT_FUNC ||
+		    lp_mem_u8(m, fn + lay->fn_ffid, &ffid) || ffid != LP_LJ_FFID_LUA ||
+		    lp_mem_u64(m, fn + lay->fn_pc, &fpc))
+			return 0;
+		return fpc - lay->pt_size;
+	}
+	return 0;
+}
+
+/* pc, in LuaJIT's frame convention (one past the instruction), lies in pt's bytecode. */
+static int frame_pc_in(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t pt,
+		       uint64_t pc, struct lp_lj_proto *p)
+{
+	return pt != 0 && lp_lj_proto_read(vm, m, pt, p) == LP_LJ_OK && pc > p->bc &&
+	       pc <= p->bc + 4 * (uint64_t)p->sizebc;
+}
+
+/* lp_lj_trace_inlined on the snapshot's entries and PC, read by snap_at. */
+static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
+		   const uint32_t *ent, unsigned nent, uint64_t pc, uint64_t base_pt,
+		   struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc)
+{
+	uint64_t pt[LP_LJ_TRACE_MAX_INLINED + 1], pcs[LP_LJ_TRACE_MAX_INLINED + 1];
+	struct lp_lj_proto p;
+	unsigned n = 0;
+
+	/* The entries go up the slots. Each call the recorder inlined left its frame's link in
+	 * the slot above the callee (FR2: a KNUM of the return PC into the caller, flagged
+	 * SNAP_FRAME); a metamethod's, its continuation's PC into the caller (SNAP_CONT) below
+	 * the metamethod. Other links (vararg, a continuation's own frame) name no call site.
+	 * Slot 1 is the base frame's own link. */
+	pt[0] = base_pt;
+	for (unsigned i = 0; i < nent; i++) {
+		uint32_t e = ent[i], s = e >> 24;
+		uint64_t v, callee;
+		if (s < 2 || !(e & (SNAP_FRAME | SNAP_CONT)) ||
+		    !ir_k64(m, t, e & 0xffff, IR_KNUM, 0xff, &v))
+			continue;
+		if ((e & SNAP_FRAME) && (v & 3) != 0)
+			continue;
+		callee = slot_func(vm, m, t, ent, nent, (e & SNAP_CONT) ? s + 1 : s - 1);
+		if (n == LP_LJ_TRACE_MAX_INLINED || callee == 0 || v == 0)
+			return -1;
+		pcs[n++] = v;
+		pt[n] = callee;
+	}
+	pcs[n] = pc + 4;
+	for (unsigned k = base_pt == 0; k <= n; k++)
+		if (!frame_pc_in(vm, m, pt[k], pcs[k], &p))
+			return -1;
+	if (n > max)
+		return -1;
+	*base_pc = pcs[0];
+	for (unsigned k = 0; k < n; k++) {
+		struct lp_lj_trace_frame *f = &fr[k];
+		f->pt = pt[n - k];
+		f->pc = pcs[n - k];
+		if (lp_lj_proto_read(vm, m, f->pt, &p) != LP_LJ_OK ||
+		    lp_lj_pc_line(vm, m, &p, f->pc, &f->line) != LP_LJ_OK)
+			f->line = 0;
+	}
+	return (int)n;
+}
+
+int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+			struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc)
+{
+	uint32_t ent[MAX_SNAPENT], snapno;
+	uint64_t pc;
+	uint8_t nent = 0;
+
+	if (snap_at(vm, m, t, ip, &snapno, ent, &nent, &pc) != LP_LJ_OK)
+		return -1;
+	return inlined(vm, m, t, ent, nent, pc, base_pt, fr, max, base_pc);
+}
+
+int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+		       struct lp_lj_trace_loc *loc)
+{
+	uint32_t ent[MAX_SNAPENT];
+	struct lp_lj_trace_frame fr[LP_LJ_TRACE_MAX_INLINED];
+	struct lp_lj_proto p;
+	uint64_t pc, bpc;
+	uint8_t nent = 0;
+	int found = 0, rc;
+
+	memset(loc, 0, sizeof(*loc));
+	if ((rc = snap_at(vm, m, t, ip, &loc->snapno, ent, &nent, &pc)) != LP_LJ_OK)
+		return rc;
+	loc->pc = pc + 4;
+	/* The innermost function inlined at the snapshot, when its frames check out. */
+	if (inlined(vm, m, t, ent, nent, pc, base_pt, fr, LP_LJ_TRACE_MAX_INLINED, &bpc) > 0 &&
+	    lp_lj_proto_read(vm, m, fr[0].pt, &p) == LP_LJ_OK) {
+		found = 1;
+		loc->pt = fr[0].pt;
+		loc->inlined = 1;
 	}
 	if (!found && proto_holds(vm, m, base_pt, pc, &p)) {
 		found = 1;

@@ -62,4 +62,30 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 		       struct lp_lj_trace_loc *loc);
 
+/* A Lua function a trace inlined, at a PC in LuaJIT's frame convention. */
+struct lp_lj_trace_frame {
+	uint64_t pt;  /* GCproto */
+	uint64_t pc;  /* one past the instruction: the snapshot's resume PC + 4 for the
+		       * innermost, the return PC of the call it made for the others */
+	int32_t line; /* its line (0 if the proto has no line info) */
+};
+
+#define LP_LJ_TRACE_MAX_INLINED 32 /* frames of one snapshot looked at */
+
+/*
+** The frames trace t runs in at ip above its base frame (whose prototype base_pt is read
+** from the stack at g->jit_base), by the snapshot in effect there: the functions the
+** recorder inlined, whose frames exist only in the snapshot. Each frame's link there holds
+** the return PC into the frame below, the call site as it was recorded (exact); the
+** innermost frame is at the snapshot's PC (approximate, as lp_lj_trace_locate's). Fills
+** fr[] innermost first (at most max) and *base_pc, the base frame's PC; returns the number
+** of inlined frames (0: the snapshot's PC is the base frame's), or -1 when the snapshot's
+** frames do not check out (a PC outside its function's bytecode, a frame whose function is
+** no Lua function constant, more than max). With base_pt 0 (unknown) the base frame's PC
+** is not checked.
+*/
+int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+			struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc);
+
 #endif

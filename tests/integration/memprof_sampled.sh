@@ -219,6 +219,43 @@ read -r all rootless < <(awk '{ t += $NF; if ($0 !~ /(^|;)main;/) b += $NF }
 	fail "trace exits: $rootless of $all bytes in stacks that do not reach main:
 $(grep -v '\(^\|;\)main;' "$t/texit.folded" | sort -t' ' -k2 -nr | head -3)"
 
+# -- Functions a trace inlined (JIT on): their frames are only in the trace's snapshots,
+# whose frame links hold each call's return PC. An allocation in f inlined through g into
+# driver's loop (root trace), and f's leak in a side trace started inside them, both have
+# the whole path at its call lines (driver's frame was at its first line, 16, and g and,
+# in the root trace, f were missing).
+cat >"$t/inl.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 4096 }))
+local keep = {}
+local function f(i)
+  local v = {i, i}
+  if i % 10 == 0 then
+    keep[#keep + 1] = v
+  end
+  return v
+end
+local function g(i)
+  local v = f(i)
+  return v
+end
+local function driver(n)
+  for i = 1, n do
+    g(i)
+  end
+end
+driver(300000)
+assert(mp.stop())
+EOF
+folded inl inlined "$t/inl.lua" -jon
+read -r traced whole < <(awk '/;TRACE / { t += $NF
+	if ($0 ~ /inl\.lua:21;[^;]*inl\.lua:18;[^;]*inl\.lua:13;[^;]*inl\.lua:[68];TRACE /) w += $NF }
+	END { print t + 0, w + 0 }' "$t/inl.folded")
+[ "$traced" -gt 0 ] && [ $((whole * 100)) -ge $((traced * 95)) ] ||
+	fail "inlined functions: $whole of $traced bytes under a TRACE frame have the path 21;18;13;6|8:
+$(grep ';TRACE ' "$t/inl.folded" | grep -v 'inl\.lua:18;[^;]*inl\.lua:13;' | sort -t' ' -k2 -nr | head -3)"
+
 # -- A coroutine whose stack grows in trace exits (recursion, JIT on): those allocations
 # happen inside C frames the coroutine entered (lj_vm_cpcall), below its resume frame, and
 # the walk found neither its resumer's Lua frames nor the native stack above it.

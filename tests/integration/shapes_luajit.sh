@@ -538,6 +538,40 @@ for jit in on off; do
 $(grep -v '@' "$t/gen.folded" | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
 done
 
+# Functions a trace inlined (JIT on): g inlined into f inlined into driver's loop. A TRACE
+# sample at g's line has the whole path, each frame at its call line (the frame links of
+# the trace's snapshot), as the interpreter's samples have it; it had driver at its first
+# line (12) and neither f nor g.
+cat >"$t/inl.lua" <<'EOF'
+local tbl = {}
+for k = 1, 100 do tbl[k] = (k % 3 == 0) and "a" or k end
+local function g(x)
+  local s = 0
+  for j = 1, 3 do local v = tbl[(x + j) % 100 + 1]; if type(v) == "number" then s = s + v end end
+  return s
+end
+local function f(i)
+  local r = g(i) + 1
+  return r
+end
+local function driver(n)
+  local t = 0
+  for i = 1, n do
+    t = t + f(i)
+  end
+  return t
+end
+print(driver(30000000))
+EOF
+build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/inl.folded" -- \
+	luajit -jon "$t/inl.lua" >/dev/null 2>"$t/err" || fail "record inl.lua: $(cat "$t/err")"
+read -r in_g whole < <(awk '/TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/ { g += $NF
+	if ($0 ~ /inl\.lua:19;[^;]*inl\.lua:15;[^;]*inl\.lua:9;[^;]*inl\.lua:5;TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/) w += $NF }
+	END { print g + 0, w + 0 }' "$t/inl.folded")
+[ "$in_g" -ge 50 ] && [ $((whole * 100)) -ge $((in_g * 95)) ] ||
+	fail "inlined functions: $whole of $in_g TRACE samples at g's line have the path 19;15;9;5:
+$(grep 'inl\.lua:5 [0-9]*$' "$t/inl.folded" | grep -v 'inl\.lua:15;[^;]*inl\.lua:9;' | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
+
 # Coroutines dying by an error: while the C++ unwinder runs, LuaJIT has cleared the
 # coroutine's C frame; the samples keep its frames (error under line 1) under the
 # coroutine.resume that ran it (line 2). 5-8 % of them were rootless.

@@ -48,6 +48,7 @@ static void *host(uint64_t a)
 
 static void w64(uint64_t a, uint64_t v) { memcpy(host(a), &v, 8); }
 static void w32(uint64_t a, uint32_t v) { memcpy(host(a), &v, 4); }
+static uint32_t r32(uint64_t a) { uint32_t v; memcpy(&v, host(a), 4); return v; }
 static void w16(uint64_t a, uint16_t v) { memcpy(host(a), &v, 2); }
 static void w8(uint64_t a, uint8_t v) { memcpy(host(a), &v, 1); }
 
@@ -1355,7 +1356,9 @@ static void test_resumer(void)
 /*
 ** Trace 2 of 4 slots: root trace starting in f at pos 3, 300 bytes of machine code,
 ** snapshots at mcode offsets 0, 40, 40, 120 and 200. Snapshot 3 is inside an inlined
-** call of g (its frame entry refers to an IR constant holding g's closure).
+** call of g, laid out as LuaJIT's recorder does in GC64 (FR2) mode: g's closure as an IR
+** constant in slot 6 (no flag), the frame's link in slot 7 (SNAP_FRAME, a KNUM constant
+** holding the return PC into f, after the call at f's instruction CALLPOS).
 */
 static void test_traces(void)
 {
@@ -1368,7 +1371,7 @@ static void test_traces(void)
 		const uint64_t mcode = 0x7f0000400000ull;
 		const uint16_t mcofs[5] = {0, 40, 40, 120, 200};
 		const uint32_t pos[5] = {3, 5, 6, 2, 9}; /* snapshot PCs (instruction to resume) */
-		const uint32_t ref = 0x7ff0;
+		const uint32_t ref = 0x7ff0, CALLPOS = 7;
 
 		fake_init(&F, lay);
 		f = new_lua(&F, "@f.lua", 10, 50, 1, 30);
@@ -1388,25 +1391,30 @@ static void test_traces(void)
 		w64(T + lay->t_startpc, f.bc + 4 * 3);
 		snap = alloc(5 * lay->snap_size);
 		map = alloc(4 * 40);
-		irk = alloc(32);
+		irk = alloc(64);
 		ir = irk - 8 * (uint64_t)ref;
 		w8(irk + 4, 8);   /* IRT_FUNC */
 		w8(irk + 5, 24);  /* IR_KGC */
 		w64(irk + 8, g.fn); /* the KGC constant's 64-bit payload */
+		w8(irk + 16 + 4, 14); /* IRT_NUM */
+		w8(irk + 16 + 5, 28); /* IR_KNUM at ref + 2: the link */
+		w64(irk + 24, f.bc + 4 * (uint64_t)(CALLPOS + 1));
 		w64(T + lay->t_snap, snap);
 		w64(T + lay->t_snapmap, map);
 		w64(T + lay->t_ir, ir);
 		w16(T + lay->t_nsnap, 5);
 		for (uint32_t i = 0, mo = 0; i < 5; i++) {
 			const struct fproto *p = i == 3 ? &g : &f;
-			uint8_t nent = i == 3 ? 2 : 1;
+			uint8_t nent = i == 3 ? 3 : 1;
 			uint64_t pc = p->bc + 4 * (uint64_t)pos[i];
 			w32(snap + i * lay->snap_size + lay->snap_mapofs, mo);
 			w16(snap + i * lay->snap_size + lay->snap_mcofs, mcofs[i]);
 			w8(snap + i * lay->snap_size + lay->snap_nent, nent);
 			w32(map + 4 * mo, 3u << 24 | 0x8005); /* an ordinary slot entry */
-			if (i == 3)
-				w32(map + 4 * (mo + 1), 6u << 24 | 0x010000 | ref); /* frame: g */
+			if (i == 3) {
+				w32(map + 4 * (mo + 1), 6u << 24 | ref);                /* g */
+				w32(map + 4 * (mo + 2), 7u << 24 | 0x010000 | (ref + 2)); /* link */
+			}
 			w64(map + 4 * (mo + nent), pc << 8 | 1);
 			mo += nent + 2;
 		}
@@ -1454,6 +1462,42 @@ static void test_traces(void)
 		}
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 300, 0, &loc), LP_LJ_ENONE);
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode - 1, 0, &loc), LP_LJ_ENONE);
+
+		/* The inlined frames: g at the snapshot's PC, f (the base frame) at the call. */
+		struct lp_lj_trace_frame fr[4];
+		uint64_t bpc = 0;
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 1);
+		CHECK_EQ(fr[0].pt, g.pt);
+		CHECK_EQ(fr[0].pc, g.bc + 4 * (uint64_t)pos[3] + 4);
+		CHECK_EQ(fr[0].line, line_at(&g, pos[3]));
+		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 0, &bpc), -1);
+		/* Outside the inlined call: the base frame at the snapshot's PC. */
+		bpc = 0;
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 200, f.pt, fr, 4, &bpc), 0);
+		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)pos[4] + 4);
+		/* A base frame the link does not return into (g's frame on the stack, say):
+		** the frames do not check out, nothing is claimed. */
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, g.pt, fr, 4, &bpc), -1);
+		/* A link that is no Lua frame's (a vararg or continuation frame's own link:
+		** low bits 2 or 3) names no call: the snapshot's PC is then not in f. */
+		w64(irk + 24, f.bc + 4 * (uint64_t)(CALLPOS + 1) + 3);
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), -1);
+		/* A continuation (a metamethod inlined): its PC into f in a SNAP_CONT slot,
+		** the metamethod's closure in the slot above it. */
+		w64(irk + 24, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+		uint64_t m3 = map + 4 * (uint64_t)(3 * 3);
+		CHECK_EQ(r32(m3 + 4), 6u << 24 | ref);
+		w32(m3 + 4, 6u << 24 | 0x020000 | (ref + 2)); /* contpc */
+		w32(m3 + 8, 7u << 24 | ref);                  /* g */
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 1);
+		CHECK_EQ(fr[0].pt, g.pt);
+		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 130, f.pt, &loc), LP_LJ_OK);
+		CHECK_EQ(loc.pt, g.pt);
+		CHECK_EQ(loc.inlined, 1);
+		w32(m3 + 4, 6u << 24 | ref);
+		w32(m3 + 8, 7u << 24 | 0x010000 | (ref + 2));
 
 		/* A frame slot referring to a constant that is no function (sysbench's traces
 		** had a KINT of 22 there): its payload is never read as an object. */
