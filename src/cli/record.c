@@ -801,30 +801,77 @@ static int raw_busy(const char *path)
 	return busy;
 }
 
+/* What a scan of the raw stream found (scan_stream). */
+enum content { NO_SECTION, NOTHING, SOMETHING };
+
 static int section_found(void *ctx, enum lp_stream_kind kind, unsigned version)
 {
-	*(int *)ctx = 1;
+	(void)kind, (void)version;
+	*(enum content *)ctx = NOTHING;
+	return 0;
+}
+
+static int sample_found(void *ctx, const struct lp_sys_sample *smp)
+{
+	(void)smp;
+	*(enum content *)ctx = SOMETHING;
 	return 1; /* enough read */
 }
 
-/* Whether the stream at path gets as far as its profile section (a stream cut in its
- * symbol table, by a full disk say, holds no profile); 1 when that cannot be told. */
-static int has_section(const char *path)
+/* An allocation event of Lua code (a line or a trace); the host's own C code allocates
+ * before and after the program's Lua code runs (a script that cannot be opened: its
+ * error message), which is no profile of the program. */
+static int lua_event_found(void *ctx, const struct lp_mem_event *ev)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+	if (ev->source != LP_ASOURCE_LFUNC && ev->source != LP_ASOURCE_TRACE)
+		return 0;
+	*(enum content *)ctx = SOMETHING;
+	return 1;
+}
+
+/* A stack with a Lua function's frame: sampled mode writes those of its sampled
+ * allocations. */
+static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,
+			   const uint64_t *host, size_t nhost)
+{
+	(void)id, (void)host, (void)nhost;
+	for (size_t i = 0; i < nlua; i++) {
+		if (lua[i].type == LP_FRAME_LFUNC) {
+			*(enum content *)ctx = SOMETHING;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+** Whether the stream at path gets as far as its profile section (a stream cut in its
+** symbol table, by a full disk say, holds no profile), and then whether it recorded
+** anything of the program: a CPU sample, an allocation by Lua code (exact mode), a
+** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING when that cannot be told
+** (the report that follows says what is wrong with the stream).
+*/
+static enum content scan_stream(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	enum content c = NO_SECTION;
 	struct lp_input in;
 	if (fd < 0)
-		return 1;
+		return SOMETHING;
 	if (lp_input_open_fd(&in, fd, path) != LP_OK) {
 		close(fd);
-		return 1;
+		return SOMETHING;
 	}
-	struct lp_parse_handlers h = { .ctx = &found, .stream = section_found };
+	struct lp_parse_handlers h = { .ctx = &c, .stream = section_found,
+				       .sys_sample = sample_found, .mem_event = lua_event_found,
+				       .ext_stack = lua_stack_found };
 	struct lp_parse_stats st;
 	int rc = lp_parse_stream(&in, &h, &st);
 	lp_input_close(&in);
 	close(fd);
-	return found || (rc != LP_ERR_TRUNCATED && rc != LP_OK);
+	if (c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
+		return SOMETHING;
+	return c;
 }
 
 /* Says how the program ended when that was not a success: its status is ours too. */
@@ -915,9 +962,12 @@ int lp_cmd_record(int argc, char **argv)
 	    sb.st_mtim.tv_sec == old.st_mtim.tv_sec && sb.st_mtim.tv_nsec == old.st_mtim.tv_nsec)
 		empty = 1;
 	/* A stream that ends before its profile section (its symbol table cut short: a full
-	 * disk) recorded nothing either: it does not replace an earlier profile. */
-	int cut = !empty && (renamed || created) && !has_section(tmp);
-	if (cut)
+	 * disk) recorded nothing either: it does not replace an earlier profile; nor does
+	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
+	 * too briefly for a sample. */
+	enum content got = !empty && (renamed || created) ? scan_stream(tmp) : SOMETHING;
+	int cut = got == NO_SECTION, kept = renamed && got == NOTHING;
+	if (cut || kept)
 		empty = 1;
 	if (empty && (renamed || created))
 		unlink(tmp);
@@ -930,6 +980,15 @@ int lp_cmd_record(int argc, char **argv)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
 	if (empty) {
+		if (kept)
+			return fail("%s recorded nothing (%s): the earlier profile %s is kept, and "
+				    "the report made from it", o.cmd[0],
+				    !o.memory ? "no CPU sample: it ran too briefly for the sampling "
+						"rate, or ran no Lua code"
+				    : o.sample ? "no sampled allocation: it allocated too little "
+						 "for the sampling interval, or ran no Lua code"
+					       : "no allocation by Lua code: it ran none",
+				    raw);
 		if (cut)
 			return fail("%s wrote no profile: its stream ended before the profile began "
 				    "(the profiler's message above says why)%s", o.cmd[0],

@@ -483,6 +483,25 @@ expect "true wrote no profile" --memory --raw "$t/link.bin" -o "$t/l.txt" -- tru
 cmp -s "$t/target.bin" "$t/before.bin" && cmp -s "$t/l.txt" "$t/before.txt" ||
 	fail "a run that recorded nothing changed the previous profile or its report"
 ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "$t")"
+# The same for a program whose agent ran but that ran no Lua code (a misspelt script
+# name): its stream has no CPU sample, no allocation by Lua code, no sampled allocation
+# (they replaced the earlier profile and report with an empty one).
+for mode in cpu exact sampled; do
+	case $mode in
+	cpu) opts="-f collapsed"; what="no CPU sample" ;;
+	exact) opts="--memory -f memprof"; what="no allocation by Lua code" ;;
+	sampled) opts="--memory --sample 1K -f collapsed"; what="no sampled allocation" ;;
+	esac
+	"$lp" record -q $opts --raw "$t/n$mode.bin" -o "$t/n$mode.out" -- luajit "$t/mem.lua" \
+		>/dev/null 2>"$t/err" || fail "record $opts mem.lua: $(cat "$t/err")"
+	cp "$t/n$mode.bin" "$t/before.bin"
+	cp "$t/n$mode.out" "$t/before.txt"
+	expect "luajit recorded nothing ($what.*the earlier profile $t/n$mode.bin is kept" \
+		$opts --raw "$t/n$mode.bin" -o "$t/n$mode.out" -- luajit "$t/no-such-script.lua"
+	cmp -s "$t/n$mode.bin" "$t/before.bin" && cmp -s "$t/n$mode.out" "$t/before.txt" ||
+		fail "record $opts of a script that does not exist replaced the earlier profile"
+	ls "$t" | grep -q "n$mode\.bin\." && fail "a temporary raw file was left: $(ls "$t")"
+done
 # An earlier profile replaced keeps its permissions; a raw path that is a link to nothing
 # yet, naming -o, is refused like the same path.
 chmod 600 "$t/target.bin"
