@@ -635,27 +635,11 @@ static const luaL_Reg sysprof_funcs[] = {
 	{ NULL, NULL },
 };
 
-LUAPROF_API int luaopen_luaprof(lua_State *L)
+/* misc.sysprof and misc.memprof for code written for Tarantool, unless the host has its
+ * own: module M at the top of the stack. Set raw: OpenResty guards its globals with a
+ * __newindex that logs a warning for every new one. */
+static void install_misc(lua_State *L)
 {
-	pin_self();
-	lua_createtable(L, 0, 2);
-	lua_pushliteral(L, "luaprof 0.1.0");
-	lua_setfield(L, -2, "_VERSION");
-	/* available: true, as Tarantool's (2026) says whether the profiler was built in. */
-	lua_createtable(L, 0, 5);
-	luaL_register(L, NULL, sysprof_funcs);
-	lua_pushboolean(L, 1);
-	lua_setfield(L, -2, "available");
-	lua_setfield(L, -2, "sysprof");
-	lua_createtable(L, 0, 4);
-	luaL_register(L, NULL, memprof_funcs);
-	lua_pushboolean(L, 1);
-	lua_setfield(L, -2, "available");
-	lua_setfield(L, -2, "memprof");
-
-	/* misc.sysprof and misc.memprof for code written for Tarantool, unless the host has
-	 * its own. Set raw: OpenResty guards its globals with a __newindex that logs a warning
-	 * for every new one. */
 	lua_getglobal(L, "misc");
 	if (lua_isnil(L, -1)) {
 		lua_pop(L, 1);
@@ -674,7 +658,49 @@ LUAPROF_API int luaopen_luaprof(lua_State *L)
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);
+}
 
+/* require "luaprof" in a program `luaprof record` runs: the module loaded at start-up. */
+static int l_preload(lua_State *L)
+{
+	lua_pushvalue(L, lua_upvalueindex(1));
+	install_misc(L);
+	return 1;
+}
+
+LUAPROF_API int luaopen_luaprof(lua_State *L)
+{
+	pin_self();
+	lua_createtable(L, 0, 2);
+	lua_pushliteral(L, "luaprof 0.1.0");
+	lua_setfield(L, -2, "_VERSION");
+	/* available: true, as Tarantool's (2026) says whether the profiler was built in. */
+	lua_createtable(L, 0, 5);
+	luaL_register(L, NULL, sysprof_funcs);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, "available");
+	lua_setfield(L, -2, "sysprof");
+	lua_createtable(L, 0, 4);
+	luaL_register(L, NULL, memprof_funcs);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, "available");
+	lua_setfield(L, -2, "memprof");
+
+	/* Started by `luaprof record` (LUA_INIT), the program has not asked for the module:
+	 * its globals stay as they were (code that looks for Tarantool by `misc` must not
+	 * find it) until its own require, which package.preload answers with this module. */
+	if (getenv("LUAPROF_RECORD")) {
+		lua_getglobal(L, "package");
+		lua_getfield(L, -1, "preload");
+		if (lua_istable(L, -1)) {
+			lua_pushvalue(L, -3);
+			lua_pushcclosure(L, l_preload, 1);
+			lua_setfield(L, -2, "luaprof");
+		}
+		lua_pop(L, 2);
+	} else {
+		install_misc(L);
+	}
 	autostart(L);
 	return 1;
 }

@@ -48,7 +48,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "CPU profiler (or, with --memory, the memory profiler), then render the profile.\n"
 	      "The program is not modified: the agent\n"
 	      "(luaprof.so, next to this executable or $LUAPROF_AGENT) is loaded through\n"
-	      "LUA_INIT before the script starts and stops when the program exits.\n"
+	      "LUA_INIT before the script starts and stops when the program exits; the\n"
+	      "program's globals are left as they are (no `misc` until it requires luaprof).\n"
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output PATH   rendered profile (default luaprof.svg, or for -f collapsed,\n"
@@ -529,7 +530,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		return -1;
 	snprintf(init, sizeof(init),
 		 "local i=os.getenv('LUAPROF_LUA_INIT') "
-		 "package.loaded.luaprof=assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "
+		 "assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "
 		 "if i then if i:sub(1,1)=='@' then dofile(i:sub(2)) "
 		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
 		 so_lit);

@@ -284,8 +284,16 @@ grep -q '^@mem.lua:2 101$' "$t/inuse.out" ||
 	fail "record --memory --value inuse_objects: $(sort -t' ' -k2 -nr "$t/inuse.out" | head -3)"
 grep -q 'stopped the profile itself' "$t/err" &&
 	fail "record: a profile stopped at the program's end told as stopped by the program"
+# The program's globals are as without record: no `misc` (code that looks for Tarantool
+# by it), no luaprof loaded, until the program's own require, which gives it the running
+# agent and misc.memprof / misc.sysprof.
+printf 'print(misc, package.loaded.luaprof)\nlocal lp = require "luaprof"\nprint(misc.memprof == lp.memprof, package.loaded.luaprof == lp)\n' >"$t/globals.lua"
+"$lp" record -q -f collapsed -o "$t/globals.out" -- luajit "$t/globals.lua" >"$t/globals.txt" 2>"$t/err" ||
+	fail "record globals.lua: $(cat "$t/err")"
+[ "$(cat "$t/globals.txt")" = "$(printf 'nil\tnil\ntrue\ttrue')" ] ||
+	fail "record: the program's globals changed, or require gave another module: $(cat "$t/globals.txt")"
 # A program that stops the profile itself: record says the profile ends there.
-printf 'local t = {} for i = 1, 100 do t[i] = { i } end\nmisc.memprof.stop()\n' >"$t/selfstop.lua"
+printf 'local t = {} for i = 1, 100 do t[i] = { i } end\nrequire "luaprof"\nmisc.memprof.stop()\n' >"$t/selfstop.lua"
 (cd "$t" && "$lp" record -n 0 --memory -o selfstop.txt -- luajit selfstop.lua) >/dev/null 2>"$t/err" ||
 	fail "record selfstop.lua: $(cat "$t/err")"
 grep -q 'the program stopped the profile itself (memprof.stop)' "$t/err" ||
@@ -295,6 +303,7 @@ cat >"$t/cpustop.lua" <<'EOF'
 local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
 local t = os.clock()
 while os.clock() - t < 0.2 do fib(18) end
+require "luaprof"
 misc.sysprof.stop()
 t = os.clock()
 while os.clock() - t < 0.2 do fib(18) end
