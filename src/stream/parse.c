@@ -50,6 +50,19 @@ static int read_magic(struct lp_input *in, const char *magic, uint8_t *p, size_t
 	return LP_OK;
 }
 
+/* What a file whose first byte is b may be instead of a stream: a hint for the message. */
+static const char *looks_like(uint8_t b)
+{
+	switch (b) {
+	case 0x1f: return " (gzip data: a pprof profile? luaprof reads the raw stream record wrote)";
+	case 0x89: return " (a PNG image?)";
+	case '<': return " (XML: an SVG flame graph? luaprof reads the raw stream record wrote)";
+	case '{': return " (JSON: a speedscope profile? luaprof reads the raw stream record wrote)";
+	case 0x7f: return " (an ELF file?)";
+	}
+	return b >= 0x20 && b < 0x7f ? " (text: a report or collapsed stacks?)" : "";
+}
+
 static int prologue(struct lp_input *in, const char *magic, unsigned expect, const char *what,
 		    unsigned *version)
 {
@@ -63,6 +76,11 @@ static int prologue(struct lp_input *in, const char *magic, unsigned expect, con
 		for (size_t k = 0; k < got; k++)
 			n += (size_t)snprintf(found + n, sizeof(found) - n, "%s0x%02x", k ? " " : "",
 					      p[k]);
+		if (start == 0 && got == 1)
+			return lp_input_fail(in, LP_ERR_FORMAT, start,
+					     "not a profile stream%s: a sysprof or memprof stream "
+					     "(luaprof's or Tarantool's) starts with \"%s\", this file "
+					     "with %s", looks_like(p[0]), magic, found);
 		return lp_input_fail(in, LP_ERR_FORMAT, start,
 				     "bad %s prologue: expected magic \"%s\", found %s", what,
 				     magic, found);
