@@ -73,7 +73,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      held)\n"
 	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
 	      "                      and C stack of about one allocation per SIZE bytes (a\n"
-	      "                      number of bytes, or with K, M, G or T; 1 to 1T) and which are\n"
+	      "                      number of bytes, or with K, M, G or T, as 512K or 512KiB;\n"
+	      "                      1 to 1T) and which are\n"
 	      "                      still live at exit; rendered as the top list; sampled\n"
 	      "                      mode writes its stacks when the program ends: a program\n"
 	      "                      killed by a signal leaves none\n"
@@ -215,8 +216,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			uint64_t size;
 			if (lp_size_parse(optarg, 1ull << 40, &size))
 				return fail("--sample expects a size from 1 byte to 1T: a whole number "
-					    "of bytes, or with K, M, G or T (e.g. 524288, 512K, 1M), not "
-					    "'%s'", optarg);
+					    "of bytes, or with K, M, G or T, binary (e.g. 524288, 512K, "
+					    "512KiB, 1M), not '%s'", optarg);
 			o->sample = size;
 			break;
 		}

@@ -18,8 +18,11 @@ int lp_size_parse(const char *s, uint64_t max, uint64_t *out)
 	unsigned long long n = strtoull(s, &end, 10);
 	unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
 		       : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 0;
-	if (shift)
+	if (shift) {
 		end++;
+		if (end[0] == 'i' && end[1] == 'B') /* KiB, MiB...: the units reports print */
+			end += 2;
+	}
 	if (errno || *end || n == 0 || n > max >> shift)
 		return -1;
 	*out = (uint64_t)n << shift;
