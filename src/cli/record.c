@@ -197,6 +197,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, "+:o:f:n:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
+			if (!strcmp(optarg, "--"))
+				return fail("-o needs a file name before --");
 			o->output = optarg;
 			break;
 		case 'f':
@@ -313,7 +315,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && !lp_output_is_special(o->output) &&
 	    lp_fmt_of_path(o->output, &o->fmt))
-		return fail("cannot tell the format from '%s'; use -f", o->output);
+		return fail("cannot tell the format from '%s'; use -f%s", o->output,
+			    strlen(o->output) > 4 &&
+					    !strcasecmp(o->output + strlen(o->output) - 4, ".bin")
+				    ? " (the raw stream is written anyway: --raw names it)" : "");
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;

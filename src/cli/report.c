@@ -143,6 +143,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 					    "speedscope, top, annotate, memprof, info)", optarg);
 			break;
 		case 'o':
+			if (!strcmp(optarg, "--"))
+				return fail("-o needs a file name before --");
 			o->output = optarg;
 			break;
 		case 'n': {

@@ -355,6 +355,8 @@ expect() {
 	grep -q -- "$pat" "$t/err" || fail "record $*: message $(cat "$t/err")"
 }
 expect 'no program to run' -o x.svg
+expect '-o needs a file name before --' -f top -o -- luajit app.lua
+expect "cannot tell the format from 'p.bin'; use -f (the raw stream is written anyway: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--mode D keeps counters' --mode D -- luajit app.lua
 expect '--mode must be L or C' --mode X -- luajit app.lua

@@ -162,6 +162,7 @@ printf 'lx' >"$t/lx.bin"
 expect 2 "lx.bin: byte 0: bad symtab prologue: expected magic \"ljs\", found 0x6c 0x78" -- $lp report "$t/lx.bin"
 printf 'lj' >"$t/lj.bin"
 expect 3 "lj.bin: byte 2: unexpected end of input" -- $lp report "$t/lj.bin"
+expect 1 "-o needs a file name before --" -- $lp report -o -- "$t/lj.bin"
 { printf 'ljs\004\0\0\0'; } >"$t/v4.bin"
 expect 2 "v4.bin: byte 3: symtab version mismatch: luaprof expects 3, the file has 4" -- $lp report "$t/v4.bin"
 size=$(stat -c %s $mp)
