@@ -415,6 +415,8 @@ static unsigned nempty_cf, vmf_rank[MAX_VMF], nvmf;
  * thread whose Lua frames were taken. */
 static int gc_in_trace, walk_trace_found, own_vm_met;
 static struct lp_lj_trace walk_trace;
+static uint64_t walk_trace_ip; /* the return address into walk_trace's code */
+static uint32_t trace_c_no;    /* trace_c_sample's trace, whose base frame is lua[0] */
 /* Threads taken for the C code that resumed the sampled coroutine, and in turn for the C
  * code that resumed those (lp_lj_c_resumer), innermost first: each one's interpreter C
  * frame (cres_cf[h], nhops of them), the Lua frames the sample had before that thread's
@@ -438,6 +440,7 @@ static void walk_reset(void)
 	nvmf = 0;
 	vm_frames_met = 0;
 	gc_in_trace = walk_trace_found = own_vm_met = 0;
+	trace_c_no = 0;
 	ncres = nhops = cres_met = 0;
 	cres_bad = 0;
 	for (unsigned h = 0; h < MAX_HOPS; h++)
@@ -770,7 +773,47 @@ static int trace_c_sample(struct agent_sample *s, const struct lp_lj_thread *t, 
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			need_trace(s, &cur_trace); /* its frame in the host stack is named after it */
 	}
-	return lua_stack(s, t, jb, leaf, mode);
+	int rc = lua_stack(s, t, jb, leaf, mode);
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH && s->nlua > 0)
+		trace_c_no = traceno; /* the walk to the trace's code places it: after_walk */
+	return rc;
+}
+
+/*
+** C code a trace called (trace_c_sample), or the collector's step a trace ran, once the
+** host walk has met the trace's code at the call: the functions the trace inlined there,
+** from the snapshot, go above its base frame (lua[0]), which is put at the call into them
+** instead of where the trace starts. 1 when done.
+*/
+static int trace_c_inlined(struct agent_sample *s)
+{
+	struct lp_lj_proto p;
+	uint64_t bpc;
+	int32_t line;
+	int gc = gc_in_trace && s->vmstate == LP_VMST_GC;
+	if (!walk_trace_found || !(gc || (trace_c_no && walk_trace.traceno == trace_c_no)) ||
+	    s->nlua == 0 || s->lua[0].type != LP_FRAME_LFUNC)
+		return 0;
+	int n = lp_lj_trace_inlined(&vm, &mem, &walk_trace, walk_trace_ip, s->lua[0].addr, tfr,
+				    LP_LJ_TRACE_MAX_INLINED, &bpc);
+	/* Nothing inlined: the snapshot's PC is the line after the last guard, as wrong as
+	 * often as right (see below); where the trace starts is kept, when that is in this
+	 * function (it is not for a side trace that started in a function since returned). */
+	if (n < 0 || (n == 0 && walk_trace.startpt == s->lua[0].addr) ||
+	    (size_t)n > AGENT_MAX_LUA - s->nlua ||
+	    lp_lj_proto_read(&vm, &mem, s->lua[0].addr, &p) != LP_LJ_OK ||
+	    lp_lj_pc_line(&vm, &mem, &p, bpc, &line) != LP_LJ_OK)
+		return 0;
+	s->lua[0].line = line > 0 ? (uint64_t)line : 0;
+	memmove(&s->lua[n], &s->lua[0], s->nlua * sizeof(s->lua[0]));
+	for (int k = 0; k < n; k++) {
+		s->lua[k].type = LP_FRAME_LFUNC;
+		s->lua[k].addr = tfr[k].pt;
+		s->lua[k].line = tfr[k].line > 0 ? (uint64_t)tfr[k].line : 0;
+		need_proto(s, tfr[k].pt);
+	}
+	s->nlua += (size_t)n;
+	return 1;
 }
 
 /*
@@ -1191,6 +1234,7 @@ void agent_vm_after_walk(struct agent_sample *s)
 			break;
 		}
 	}
+	int placed = trace_c_inlined(s);
 	/* The walk met a trace's frame: named after the trace (tcode), unless the sample
 	 * named it already (a TRACE sample's, or C code's the trace called). */
 	if (walk_trace_found && !(have_trace && walk_trace.addr == cur_trace.addr))
@@ -1201,7 +1245,7 @@ void agent_vm_after_walk(struct agent_sample *s)
 		s->lua_truncated = 0;
 		return;
 	}
-	if (!gc_in_trace || !walk_trace_found || s->vmstate != LP_VMST_GC || s->nlua == 0 ||
+	if (placed || !gc_in_trace || !walk_trace_found || s->vmstate != LP_VMST_GC || s->nlua == 0 ||
 	    s->lua[0].type != LP_FRAME_LFUNC || s->lua[0].addr != walk_trace.startpt)
 		return;
 	if (lp_lj_proto_read(&vm, &mem, walk_trace.startpt, &p) == LP_LJ_OK &&
@@ -1371,6 +1415,7 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		return -1;
 	if (!walk_trace_found) {
 		walk_trace = t;
+		walk_trace_ip = ip;
 		walk_trace_found = 1;
 	}
 	/*

@@ -572,6 +572,38 @@ read -r in_g whole < <(awk '/TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/ { g += $
 	fail "inlined functions: $whole of $in_g TRACE samples at g's line have the path 19;15;9;5:
 $(grep 'inl\.lua:5 [0-9]*$' "$t/inl.folded" | grep -v 'inl\.lua:15;[^;]*inl\.lua:9;' | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
 
+# C code a trace calls, and the collector's steps it runs, in a side trace that started
+# inside an inlined function (g, at its return) and went on into driver's loop: the
+# trace's base frame is driver's, at its call of f (line 13) by the snapshot, not at its
+# first line (10: the trace's start is in g, not in driver; ~7 % of the samples were).
+cat >"$t/side.lua" <<'EOF'
+local function g(x)
+  local t = {}
+  for j = 1, 4 do t[j] = x + j end
+  return t
+end
+local function f(i)
+  local r = #g(i) + 1
+  return r
+end
+local function driver(n)
+  local t = 0
+  for i = 1, n do
+    t = t + f(i)
+  end
+  return t
+end
+print(driver(20000000))
+EOF
+build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/side.folded" -- \
+	luajit -jon "$t/side.lua" >/dev/null 2>"$t/err" || fail "record side.lua: $(cat "$t/err")"
+read -r called first at_call < <(awk '/TRACE \[[0-9]+\] [^;]*;/ { c += $NF
+	if ($0 ~ /side\.lua:10;TRACE/) f += $NF; if ($0 ~ /side\.lua:13;TRACE/) k += $NF }
+	END { print c + 0, f + 0, k + 0 }' "$t/side.folded")
+[ "$called" -ge 300 ] && [ $((first * 100)) -le "$called" ] && [ "$at_call" -gt 0 ] ||
+	fail "C code called from a side trace: $first of $called samples with driver at its first line, $at_call at its call:
+$(grep 'side\.lua:10;TRACE' "$t/side.folded" | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
+
 # Coroutines dying by an error: while the C++ unwinder runs, LuaJIT has cleared the
 # coroutine's C frame; the samples keep its frames (error under line 1) under the
 # coroutine.resume that ran it (line 2). 5-8 % of them were rootless.
