@@ -651,6 +651,15 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	if (f->truncated)
 		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
 	fputc('\n', stderr);
+	/* None at all: a program too short for the interval, most often. */
+	if (!n && l->stats.complete && !f->signal_taken_ns)
+		fprintf(stderr, "luaprof record: no sample: the program ran %.3f s %s, less than "
+				"a sampling interval (%.3f s at --rate %u) - raise --rate%s, or profile "
+				"a longer run\n",
+			strcmp(o->clock, "cpu") ? secs
+			: f->thread_cpu_ns ? (double)f->thread_cpu_ns / 1e9 : secs,
+			strcmp(o->clock, "cpu") ? "in all" : "on the CPU", 1.0 / o->rate, o->rate,
+			strcmp(o->clock, "cpu") ? "" : " or use --clock wall if it mostly waits");
 	if (n) {
 		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
 		const char *sep = "luaprof record: VM states: ";

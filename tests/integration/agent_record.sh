@@ -494,6 +494,11 @@ expect "true wrote no profile" --memory --raw "$t/link.bin" -o "$t/l.txt" -- tru
 cmp -s "$t/target.bin" "$t/before.bin" && cmp -s "$t/l.txt" "$t/before.txt" ||
 	fail "a run that recorded nothing changed the previous profile or its report"
 ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "$t")"
+# A CPU profile of a run too short for one sample says so, and what to do.
+"$lp" record -f collapsed -o "$t/short.folded" -- luajit -e 'local x = 1' >/dev/null 2>"$t/err" ||
+	fail "record of a short run: $(cat "$t/err")"
+grep -q 'no sample: the program ran [0-9.]* s on the CPU, less than a sampling interval (0.010 s at --rate 100) - raise --rate or use --clock wall' "$t/err" ||
+	fail "record of a short run: no hint: $(cat "$t/err")"
 # The same for a program whose agent ran but that ran no Lua code (a misspelt script
 # name): its stream has no CPU sample, no allocation by Lua code, no sampled allocation
 # (they replaced the earlier profile and report with an empty one).
