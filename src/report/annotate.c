@@ -502,7 +502,7 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	if (traced)
 		fputs("T: JIT traces that start at the line, charged there wherever they ran "
 		      "(luajit -joff, or a sampled profile's stacks, place their lines)\n", out);
-	size_t shown = nfiles < limit ? nfiles : limit;
+	size_t shown = nfiles < limit ? nfiles : limit, missing = 0;
 	for (size_t i = 0; i < shown && !rc; i++) {
 		const struct file *f = &files[i];
 		struct source src;
@@ -521,6 +521,7 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 				lp_render_err(err, errlen, "annotate: out of memory");
 				break;
 			}
+			missing += e == ENOENT;
 			if (e)
 				snprintf(note, sizeof(note), "no source shown: %s: %s%s%s%s",
 					 f->chunk + 1, e == EINVAL ? "not a regular file"
@@ -541,6 +542,11 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	if (!rc && nfiles > shown)
 		fprintf(out, "\n... %zu more file%s omitted (-n to show more)\n", nfiles - shown,
 			nfiles - shown == 1 ? "" : "s");
+	/* Files not found: the profile was made in another directory, or on another machine. */
+	if (!rc && missing && !(o && o->source_dir))
+		fprintf(out, "\n%zu source file%s not found here: --source-dir DIR looks for %s "
+			     "under DIR\n", missing, missing == 1 ? "" : "s",
+			missing == 1 ? "it" : "them");
 	if (!rc && outside) {
 		char ov[64];
 		lp_text_value(ov, sizeof(ov), outside, t->unit);

@@ -105,6 +105,8 @@ grep -q '^\.\.\. 1 more file omitted' n1.txt || fail "-n 1 does not say a file w
 mkdir -p elsewhere && cd elsewhere || exit 1
 $lp report -q -f annotate ../cpu.bin >nodir.txt || fail "report -f annotate from another directory"
 grep -q '^(no source shown: w.lua: No such file or directory)$' nodir.txt || fail "a missing source is not named: $(cat nodir.txt)"
+grep -q '^1 source file not found here: --source-dir DIR looks for it under DIR$' nodir.txt ||
+	fail "a missing source: no word of --source-dir: $(tail -3 nodir.txt)"
 $lp report -q -f annotate --source-dir .. ../cpu.bin >dir.txt || fail "report -f annotate --source-dir"
 grep -q '^(source: \.\./w.lua)$' dir.txt && grep -q -- '--@spin_body$' dir.txt || fail "--source-dir: $(cat dir.txt)"
 $lp report -q -f top --source-dir .. ../cpu.bin >/dev/null 2>err && fail "--source-dir with -f top was accepted"

@@ -251,7 +251,9 @@ static void test_unshown(void)
 		 " 13.33%%          2  13.33%%          2      -   (no line information: "
 		 "stripped bytecode)\n"
 		 "  6.67%%          1   6.67%%          1      9   (past the end of the file)\n"
-		 "(1 line past the end of %s: the file has changed since the profile?)\n",
+		 "(1 line past the end of %s: the file has changed since the profile?)\n"
+		 "\n"
+		 "1 source file not found here: --source-dir DIR looks for it under DIR\n",
 		 missing, missing + 1, notfile, notfile + 1, chunk, chunk + 1);
 	CHECK_STR(s, want);
 	free(s);
