@@ -82,18 +82,42 @@ static int proto_holds(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	       pc < p->bc + 4 * (uint64_t)p->sizebc;
 }
 
-/* The snapshot in effect at ip in t: its number, entries (at most MAX_SNAPENT) and
- * bytecode PC (the instruction an exit there resumes at). */
+/* Snapshot snapno of t: its entries (at most MAX_SNAPENT; none when they cannot be read)
+ * and bytecode PC (the instruction an exit there resumes at). */
+static int snap_read(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		     const struct lp_lj_trace *t, uint32_t snapno, uint32_t *ent, uint8_t *nent,
+		     uint64_t *pc)
+{
+	const struct lp_lj_layout *lay = vm->lay;
+	unsigned char s[16];
+	uint64_t pcv, map;
+
+	if (snapno >= t->nsnap || lay->snap_size > sizeof(s))
+		return LP_LJ_ENONE;
+	if (lp_mem_read(m, t->snap + snapno * (uint64_t)lay->snap_size, s, lay->snap_size))
+		return LP_LJ_EREAD;
+	*nent = s[lay->snap_nent];
+	map = t->snapmap + 4 * (uint64_t)lp_get32(s, lay->snap_mapofs);
+	/* GC64: the PC follows the entries as a 64-bit value shifted left by 8. */
+	if (lp_mem_u64(m, map + 4 * (uint64_t)*nent, &pcv))
+		return LP_LJ_EREAD;
+	*pc = pcv >> 8;
+	if (*pc == 0 || (*pc & 3) != 0)
+		return LP_LJ_EINVAL;
+	if (*nent > 0 && lp_mem_read(m, map, ent, 4 * (size_t)*nent))
+		*nent = 0; /* the PC alone */
+	return LP_LJ_OK;
+}
+
+/* The snapshot in effect at ip in t (the rightmost whose machine code offset is <= ip's, as
+ * LuaJIT's own unwinder finds it), read by snap_read. */
 static int snap_at(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
 		   uint64_t ip, uint32_t *snapno, uint32_t *ent, uint8_t *nent, uint64_t *pc)
 {
 	const struct lp_lj_layout *lay = vm->lay;
-	uint32_t ofs, lo = 0, hi = t->nsnap, mapofs;
-	unsigned char s[16];
-	uint64_t pcv, map;
+	uint32_t ofs, lo = 0, hi = t->nsnap;
 
-	if (!lp_lj_trace_has(t, ip) || t->nsnap == 0 || t->snap == 0 || t->snapmap == 0 ||
-	    lay->snap_size > sizeof(s))
+	if (!lp_lj_trace_has(t, ip) || t->nsnap == 0 || t->snap == 0 || t->snapmap == 0)
 		return LP_LJ_ENONE;
 	ofs = (uint32_t)(ip - t->mcode);
 	/* Rightmost snapshot with mcofs <= ofs (mcofs grows with the snapshot number). */
@@ -111,20 +135,7 @@ static int snap_at(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 	if (lo == 0)
 		return LP_LJ_ENONE;
 	*snapno = lo - 1;
-	if (lp_mem_read(m, t->snap + *snapno * (uint64_t)lay->snap_size, s, lay->snap_size))
-		return LP_LJ_EREAD;
-	mapofs = lp_get32(s, lay->snap_mapofs);
-	*nent = s[lay->snap_nent];
-	map = t->snapmap + 4 * (uint64_t)mapofs;
-	/* GC64: the PC follows the entries as a 64-bit value shifted left by 8. */
-	if (lp_mem_u64(m, map + 4 * (uint64_t)*nent, &pcv))
-		return LP_LJ_EREAD;
-	*pc = pcv >> 8;
-	if (*pc == 0 || (*pc & 3) != 0)
-		return LP_LJ_EINVAL;
-	if (*nent > 0 && lp_mem_read(m, map, ent, 4 * (size_t)*nent))
-		*nent = 0; /* the PC alone */
-	return LP_LJ_OK;
+	return snap_read(vm, m, t, *snapno, ent, nent, pc);
 }
 
 /* The 64-bit payload of IR constant ref of t when its opcode is op (GC64: in the IR slot
@@ -169,43 +180,78 @@ static int frame_pc_in(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	       pc <= p->bc + 4 * (uint64_t)p->sizebc;
 }
 
-/* lp_lj_trace_inlined on the snapshot's entries and PC, read by snap_at. */
-static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
-		   const uint32_t *ent, unsigned nent, uint64_t pc, uint64_t base_pt,
-		   struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc)
+/*
+** The calls inlined at a snapshot, from its entries, up the slots: each one's link (the PC
+** in the caller: v[]) and callee (a prototype: pt[]). The recorder leaves an inlined call's
+** frame link in the slot above the callee (FR2: a KNUM of the return PC into the caller,
+** flagged SNAP_FRAME); a metamethod's, its continuation's PC into the caller (SNAP_CONT)
+** below the metamethod. Other links (vararg, a continuation's own frame) name no call
+** site. Slot 1 is the base frame's own link. The count, or -1 (a callee that is no Lua
+** function constant, more than LP_LJ_TRACE_MAX_INLINED).
+*/
+static int links(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
+		 const uint32_t *ent, unsigned nent, uint64_t *v, uint64_t *pt)
 {
-	uint64_t pt[LP_LJ_TRACE_MAX_INLINED + 1], pcs[LP_LJ_TRACE_MAX_INLINED + 1];
-	struct lp_lj_proto p;
 	unsigned n = 0;
-
-	/* The entries go up the slots. Each call the recorder inlined left its frame's link in
-	 * the slot above the callee (FR2: a KNUM of the return PC into the caller, flagged
-	 * SNAP_FRAME); a metamethod's, its continuation's PC into the caller (SNAP_CONT) below
-	 * the metamethod. Other links (vararg, a continuation's own frame) name no call site.
-	 * Slot 1 is the base frame's own link. */
-	pt[0] = base_pt;
 	for (unsigned i = 0; i < nent; i++) {
 		uint32_t e = ent[i], s = e >> 24;
-		uint64_t v, callee;
+		uint64_t link, callee;
 		if (s < 2 || !(e & (SNAP_FRAME | SNAP_CONT)) ||
-		    !ir_k64(m, t, e & 0xffff, IR_KNUM, 0xff, &v))
+		    !ir_k64(m, t, e & 0xffff, IR_KNUM, 0xff, &link))
 			continue;
-		if ((e & SNAP_FRAME) && (v & 3) != 0)
+		if ((e & SNAP_FRAME) && (link & 3) != 0)
 			continue;
 		callee = slot_func(vm, m, t, ent, nent, (e & SNAP_CONT) ? s + 1 : s - 1);
-		if (n == LP_LJ_TRACE_MAX_INLINED || callee == 0 || v == 0)
+		if (n == LP_LJ_TRACE_MAX_INLINED || callee == 0 || link == 0)
 			return -1;
-		pcs[n++] = v;
-		pt[n] = callee;
+		v[n] = link;
+		pt[n++] = callee;
 	}
+	return (int)n;
+}
+
+/*
+** lp_lj_trace_inlined on snapshot snapno (entries ent, PC pc); without sure, every call the
+** snapshot holds (lp_lj_trace_locate names the function its PC is in). Code runs under a
+** snapshot until the next one, and an inlined call may return in between (no guard, no
+** snapshot): only the calls the next snapshot still holds, link for link, are sure to be
+** running. The last snapshot's calls all return before the trace ends (a loop's back
+** edge, a link to another trace, a return: each at the base frame's level). A call not
+** sure to be running is left out, and its caller put at the call: a frame missing, never
+** one that is not on the stack.
+*/
+static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
+		   uint32_t snapno, const uint32_t *ent, unsigned nent, uint64_t pc,
+		   uint64_t base_pt, int sure, struct lp_lj_trace_frame *fr, unsigned max,
+		   uint64_t *base_pc)
+{
+	uint64_t pt[LP_LJ_TRACE_MAX_INLINED + 1], pcs[LP_LJ_TRACE_MAX_INLINED + 1];
+	uint64_t nv[LP_LJ_TRACE_MAX_INLINED], npt[LP_LJ_TRACE_MAX_INLINED], npc;
+	uint32_t next[MAX_SNAPENT];
+	struct lp_lj_proto p;
+	uint8_t nnext = 0;
+	int n, nn = 0;
+
+	pt[0] = base_pt;
+	n = links(vm, m, t, ent, nent, pcs, pt + 1);
+	if (n < 0)
+		return -1;
 	pcs[n] = pc + 4;
-	for (unsigned k = base_pt == 0; k <= n; k++)
+	for (int k = base_pt == 0; k <= n; k++)
 		if (!frame_pc_in(vm, m, pt[k], pcs[k], &p))
 			return -1;
-	if (n > max)
+	if (sure) {
+		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK)
+			nn = links(vm, m, t, next, nnext, nv, npt);
+		int keep = 0;
+		while (keep < n && keep < nn && nv[keep] == pcs[keep] && npt[keep] == pt[keep + 1])
+			keep++;
+		n = keep; /* pcs[n]: the snapshot's PC, or the call of the first left out */
+	}
+	if ((unsigned)n > max)
 		return -1;
 	*base_pc = pcs[0];
-	for (unsigned k = 0; k < n; k++) {
+	for (int k = 0; k < n; k++) {
 		struct lp_lj_trace_frame *f = &fr[k];
 		f->pt = pt[n - k];
 		f->pc = pcs[n - k];
@@ -213,7 +259,7 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 		    lp_lj_pc_line(vm, m, &p, f->pc, &f->line) != LP_LJ_OK)
 			f->line = 0;
 	}
-	return (int)n;
+	return n;
 }
 
 int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
@@ -226,7 +272,7 @@ int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
 
 	if (snap_at(vm, m, t, ip, &snapno, ent, &nent, &pc) != LP_LJ_OK)
 		return -1;
-	return inlined(vm, m, t, ent, nent, pc, base_pt, fr, max, base_pc);
+	return inlined(vm, m, t, snapno, ent, nent, pc, base_pt, 1, fr, max, base_pc);
 }
 
 int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
@@ -245,7 +291,8 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		return rc;
 	loc->pc = pc + 4;
 	/* The innermost function inlined at the snapshot, when its frames check out. */
-	if (inlined(vm, m, t, ent, nent, pc, base_pt, fr, LP_LJ_TRACE_MAX_INLINED, &bpc) > 0 &&
+	if (inlined(vm, m, t, loc->snapno, ent, nent, pc, base_pt, 0, fr, LP_LJ_TRACE_MAX_INLINED,
+		    &bpc) > 0 &&
 	    lp_lj_proto_read(vm, m, fr[0].pt, &p) == LP_LJ_OK) {
 		found = 1;
 		loc->pt = fr[0].pt;

@@ -77,7 +77,9 @@ struct lp_lj_trace_frame {
 ** from the stack at g->jit_base), by the snapshot in effect there: the functions the
 ** recorder inlined, whose frames exist only in the snapshot. Each frame's link there holds
 ** the return PC into the frame below, the call site as it was recorded (exact); the
-** innermost frame is at the snapshot's PC (approximate, as lp_lj_trace_locate's). Fills
+** innermost frame is at the snapshot's PC (approximate, as lp_lj_trace_locate's). Only the
+** calls the next snapshot still holds are sure to be running at ip (one may return between
+** two snapshots): the others are left out, their caller at the call. Fills
 ** fr[] innermost first (at most max) and *base_pc, the base frame's PC; returns the number
 ** of inlined frames (0: the snapshot's PC is the base frame's), or -1 when the snapshot's
 ** frames do not check out (a PC outside its function's bytecode, a frame whose function is

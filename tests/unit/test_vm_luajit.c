@@ -1463,17 +1463,31 @@ static void test_traces(void)
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 300, 0, &loc), LP_LJ_ENONE);
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode - 1, 0, &loc), LP_LJ_ENONE);
 
-		/* The inlined frames: g at the snapshot's PC, f (the base frame) at the call. */
+		/* Snapshot 4, the next, no longer holds g's call: g may have returned before the
+		** code at 130 runs; only f is sure, at the call. */
 		struct lp_lj_trace_frame fr[4];
 		uint64_t bpc = 0;
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 0);
+		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+		/* When snapshot 4 still holds it (the same link and callee), g is running: at the
+		** snapshot's PC, f (the base frame) at the call. */
+		uint64_t m4 = map + 4 * (uint64_t)(3 * 3 + 3 + 2);
+		w8(snap + 4 * lay->snap_size + lay->snap_nent, 3);
+		w32(m4 + 4, 6u << 24 | ref);
+		w32(m4 + 8, 7u << 24 | 0x010000 | (ref + 2));
+		w64(m4 + 12, (f.bc + 4 * (uint64_t)pos[4]) << 8 | 1);
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 1);
 		CHECK_EQ(fr[0].pt, g.pt);
 		CHECK_EQ(fr[0].pc, g.bc + 4 * (uint64_t)pos[3] + 4);
 		CHECK_EQ(fr[0].line, line_at(&g, pos[3]));
 		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 0, &bpc), -1);
-		/* Outside the inlined call: the base frame at the snapshot's PC. */
+		/* The last snapshot: its calls all return before the trace ends, so none is
+		** sure (here its PC is f's, which does not check out with g's call above it). */
 		bpc = 0;
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 200, f.pt, fr, 4, &bpc), -1);
+		w8(snap + 4 * lay->snap_size + lay->snap_nent, 1); /* as it was: no call */
+		w64(map + 4 * (uint64_t)(3 * 3 + 3 + 2 + 1), (f.bc + 4 * (uint64_t)pos[4]) << 8 | 1);
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 200, f.pt, fr, 4, &bpc), 0);
 		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)pos[4] + 4);
 		/* A base frame the link does not return into (g's frame on the stack, say):
@@ -1484,14 +1498,15 @@ static void test_traces(void)
 		w64(irk + 24, f.bc + 4 * (uint64_t)(CALLPOS + 1) + 3);
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), -1);
 		/* A continuation (a metamethod inlined): its PC into f in a SNAP_CONT slot,
-		** the metamethod's closure in the slot above it. */
+		** the metamethod's closure in the slot above it (snapshot 4 does not hold it:
+		** f at the call, which locate names g from). */
 		w64(irk + 24, f.bc + 4 * (uint64_t)(CALLPOS + 1));
 		uint64_t m3 = map + 4 * (uint64_t)(3 * 3);
 		CHECK_EQ(r32(m3 + 4), 6u << 24 | ref);
 		w32(m3 + 4, 6u << 24 | 0x020000 | (ref + 2)); /* contpc */
 		w32(m3 + 8, 7u << 24 | ref);                  /* g */
-		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 1);
-		CHECK_EQ(fr[0].pt, g.pt);
+		bpc = 0;
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 0);
 		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
 		CHECK_EQ(lp_lj_trace_locate(&F.vm, &F.m, &t, mcode + 130, f.pt, &loc), LP_LJ_OK);
 		CHECK_EQ(loc.pt, g.pt);
