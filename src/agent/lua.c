@@ -11,6 +11,7 @@
 */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,6 +584,16 @@ static void autostart(lua_State *L)
 				a.opt.clock = LUAPROF_CLOCK_WALL;
 			else if (strcmp(val, "cpu"))
 				bad = MSG_BADCLOCK;
+		} else if (!strcmp(p, "loaded_fd")) {
+			/* record's pipe: a byte tells it the agent was loaded (whatever comes
+			 * of the start), so that it tells that apart from a program that never
+			 * ran LUA_INIT; closed, so that the program's children do not hold it. */
+			char *end;
+			long fd = strtol(val, &end, 10);
+			if (*end || fd < 3 || fd > INT_MAX)
+				bad = "malformed loaded_fd in LUAPROF_RECORD";
+			else if (write((int)fd, "L", 1) != 1 || close((int)fd) != 0)
+				bad = "record's pipe is gone";
 		} else {
 			bad = "unknown LUAPROF_RECORD setting";
 		}

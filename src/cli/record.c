@@ -528,10 +528,17 @@ static void banner(const struct opts *o)
 	}
 }
 
-/* Runs the program; returns its wait status, or -1 if it could not be started. */
-static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns)
+/* Runs the program; returns its wait status, or -1 if it could not be started. *loaded:
+ * 1 when the agent was loaded in it (it writes a byte to a pipe of ours), 0 when not, -1
+ * when that could not be told. */
+static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns,
+	       int *loaded)
 {
-	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 128];
+	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 160], fdset[32] = "";
+	int lp[2] = { -1, -1 };
+	*loaded = -1;
+	if (pipe2(lp, O_CLOEXEC) == 0)
+		snprintf(fdset, sizeof(fdset), "loaded_fd=%d,", lp[1]);
 	if (lua_literal(agent, so_lit, sizeof(so_lit)))
 		return -1;
 	snprintf(init, sizeof(init),
@@ -541,10 +548,11 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
 		 so_lit);
 	if (o->memory)
-		snprintf(spec, sizeof(spec), "profiler=memory,sample=%llu,path=%s", o->sample, raw);
+		snprintf(spec, sizeof(spec), "%sprofiler=memory,sample=%llu,path=%s", fdset,
+			 o->sample, raw);
 	else
-		snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
-			 1000000000ull / o->rate, o->clock, raw);
+		snprintf(spec, sizeof(spec), "%smode=%c,interval_ns=%llu,clock=%s,path=%s", fdset,
+			 o->mode, 1000000000ull / o->rate, o->clock, raw);
 	const char *orig = getenv("LUA_INIT");
 
 	struct sigaction ign, fwd, oint, oquit, oterm, ohup;
@@ -571,11 +579,15 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
+		if (lp[0] >= 0)
+			close(lp[0]), close(lp[1]);
 		return -1;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
+		if (lp[1] >= 0)
+			fcntl(lp[1], F_SETFD, 0); /* the agent's, across exec */
 		if (orig)
 			setenv("LUAPROF_LUA_INIT", orig, 1);
 		else
@@ -590,6 +602,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
 		_exit(127);
 	}
+	if (lp[1] >= 0)
+		close(lp[1]);
 	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
 	child_pid = pid;
 	sigaction(SIGINT, &ign, &oint);
@@ -607,6 +621,14 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGQUIT, &oquit, NULL);
 	sigaction(SIGTERM, &oterm, NULL);
 	sigaction(SIGHUP, &ohup, NULL);
+	if (lp[0] >= 0) {
+		/* A program that never loaded the agent may have left the pipe to a child
+		 * still running: no waiting for it. */
+		char b;
+		fcntl(lp[0], F_SETFL, O_NONBLOCK);
+		*loaded = read(lp[0], &b, 1) == 1;
+		close(lp[0]);
+	}
 	return status;
 }
 
@@ -961,7 +983,8 @@ int lp_cmd_record(int argc, char **argv)
 	int renamed = strcmp(tmp, dest) != 0;
 
 	uint64_t wall = 0;
-	int status = run(&o, agent, tmp, &wall);
+	int loaded;
+	int status = run(&o, agent, tmp, &wall, &loaded);
 	if (status < 0) {
 		if (renamed || created)
 			unlink(tmp);
@@ -1017,6 +1040,15 @@ int lp_cmd_record(int argc, char **argv)
 				    "anything%s", o.cmd[0],
 				    o.sample ? " (sampled mode writes its stacks when the program "
 					       "ends)" : "");
+		if (loaded == 0)
+			return fail("%s wrote no profile: it never loaded the agent, which record "
+				    "gives LuaJIT's standalone interpreter through LUA_INIT (`luajit "
+				    "-E` ignores LUA_INIT; other hosts, such as tarantool, nginx or "
+				    "an embedding program, do not run it: there, require \"luaprof\" "
+				    "and use its API)", o.cmd[0]);
+		if (loaded == 1)
+			return fail("%s wrote no profile: the profiler did not start (its message "
+				    "above says why)", o.cmd[0]);
 		return fail("%s wrote no profile: the profiler did not start (its message above "
 			    "says why), or the agent was not loaded (the program must be LuaJIT's "
 			    "standalone interpreter honouring LUA_INIT - not `luajit -E` - and a "

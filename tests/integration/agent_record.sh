@@ -343,7 +343,27 @@ grep -q '%self' "$t/err" && fail "record --memory -n 0: a top list: $(cat "$t/er
 (cd "$t" && "$lp" record -q -o e.svg -- luajit -E app.lua 0.1) >/dev/null 2>"$t/err"
 rc=$?
 [ $rc = 1 ] || fail "luajit -E: exit $rc, want 1"
-grep -q 'wrote no profile' "$t/err" || fail "luajit -E message: $(cat "$t/err")"
+grep -q 'wrote no profile: it never loaded the agent, which record gives LuaJIT.s standalone interpreter through LUA_INIT (`luajit -E` ignores' "$t/err" ||
+	fail "luajit -E message: $(cat "$t/err")"
+# A host that does not run LUA_INIT at all: said as plainly.
+if command -v tarantool >/dev/null 2>&1; then
+	printf 'print("hi")\n' >"$t/tt.lua"
+	(cd "$t" && "$lp" record -q -o tt.svg -- tarantool tt.lua) >/dev/null 2>"$t/err"
+	grep -q 'tarantool wrote no profile: it never loaded the agent' "$t/err" ||
+		fail "tarantool: $(cat "$t/err")"
+fi
+# The agent loaded, its start refused (a PUC Lua): its own message says why, record does
+# not blame the loading. And the agent's pipe to record is closed before the program
+# runs: its children have the descriptors they would have without record.
+if command -v lua5.1 >/dev/null 2>&1; then
+	(cd "$t" && "$lp" record -q -o e.svg -- lua5.1 app.lua 0.1) >/dev/null 2>"$t/err"
+	grep -q 'not profiling: .*not a LuaJIT VM' "$t/err" &&
+		grep -q 'lua5.1 wrote no profile: the profiler did not start (its message above says why)$' "$t/err" ||
+		fail "lua5.1: $(cat "$t/err")"
+fi
+printf 'local p = io.popen("ls /proc/self/fd") local n = 0 for _ in p:lines() do n = n + 1 end p:close() print(n)\n' >"$t/fds.lua"
+[ "$("$lp" record -q -f collapsed -o "$t/fds.folded" -- luajit "$t/fds.lua" 2>"$t/err")" = "$(luajit "$t/fds.lua")" ] ||
+	fail "the program's children inherit a descriptor under record: $(cat "$t/err")"
 
 # -- Usage errors.
 expect() {
