@@ -339,6 +339,22 @@ grep -q '%self' "$t/err" && fail "record --memory -n 0: a top list: $(cat "$t/er
 "$lp" report -q "$t/heap.bin" -f memprof >/dev/null 2>"$t/err" ||
 	fail "record --memory after os.exit: the stream does not parse: $(cat "$t/err")"
 
+# -- Stopping from a script (record --help): SIGINT sent to record alone is ignored, the
+# program runs on (as under time(1)); SIGTERM is passed on, and what the program recorded
+# is rendered, with its status.
+(cd "$t" && exec "$lp" record -q -f collapsed -o sig.folded -- luajit app.lua 30) >/dev/null 2>"$t/sig.err" &
+rp=$!
+sleep 1
+kill -INT $rp
+sleep 0.5
+kill -0 $rp 2>/dev/null || fail "record died of a SIGINT sent to it alone: $(cat "$t/sig.err")"
+kill -TERM $rp
+wait $rp
+rc=$?
+[ $rc = 143 ] || fail "record sent SIGTERM: exit $rc, want 143: $(cat "$t/sig.err")"
+grep -q 'luajit was killed by signal 15' "$t/sig.err" && [ -s "$t/sig.folded" ] ||
+	fail "record sent SIGTERM: no profile, or not told: $(cat "$t/sig.err")"
+
 # -- No agent: luajit -E ignores LUA_INIT.
 (cd "$t" && "$lp" record -q -o e.svg -- luajit -E app.lua 0.1) >/dev/null 2>"$t/err"
 rc=$?
