@@ -697,6 +697,17 @@ static int in_compiler(const struct lp_lj_thread *t)
 
 static struct lp_lj_trace_frame tfr[LP_LJ_TRACE_MAX_INLINED]; /* a trace's inlined calls */
 
+/* Frame o of sample s: a function a trace inlined (a Lua function, or a builtin: pcall). */
+static void put_inlined(struct lp_lua_frame *o, struct agent_sample *s,
+			const struct lp_lj_trace_frame *f)
+{
+	o->type = f->ffid ? LP_FRAME_FFUNC : LP_FRAME_LFUNC;
+	o->addr = f->ffid ? f->ffid : f->pt;
+	o->line = f->line > 0 ? (uint64_t)f->line : 0;
+	if (!f->ffid)
+		need_proto(s, f->pt);
+}
+
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
 			uint64_t ip, int mode)
 {
@@ -744,13 +755,8 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 	 * runs: at the trace's location when that is in the base frame's function, else
 	 * where the trace starts). The stream carries them on the side (tstacks.c). */
 	add_cframes(t->cframe);
-	for (int k = 0; k < ninl; k++) {
-		struct lp_lua_frame *o = &s->lua[s->nlua++];
-		o->type = LP_FRAME_LFUNC;
-		o->addr = tfr[k].pt;
-		o->line = tfr[k].line > 0 ? (uint64_t)tfr[k].line : 0;
-		need_proto(s, tfr[k].pt);
-	}
+	for (int k = 0; k < ninl; k++)
+		put_inlined(&s->lua[s->nlua++], s, &tfr[k]);
 	if (jb == 0 || lua_stack(s, t, jb, leaf, mode) != 0)
 		s->nlua = 0;
 	return 0;
@@ -806,12 +812,8 @@ static int trace_c_inlined(struct agent_sample *s)
 		return 0;
 	s->lua[0].line = line > 0 ? (uint64_t)line : 0;
 	memmove(&s->lua[n], &s->lua[0], s->nlua * sizeof(s->lua[0]));
-	for (int k = 0; k < n; k++) {
-		s->lua[k].type = LP_FRAME_LFUNC;
-		s->lua[k].addr = tfr[k].pt;
-		s->lua[k].line = tfr[k].line > 0 ? (uint64_t)tfr[k].line : 0;
-		need_proto(s, tfr[k].pt);
-	}
+	for (int k = 0; k < n; k++)
+		put_inlined(&s->lua[k], s, &tfr[k]);
 	s->nlua += (size_t)n;
 	return 1;
 }

@@ -149,14 +149,15 @@ static int ir_k64(const struct lp_mem *m, const struct lp_lj_trace *t, uint32_t 
 	       lp_mem_u64(m, t->ir + 8 * ((uint64_t)ref + 1), v) == 0;
 }
 
-/* The Lua function constant in slot s of the snapshot's entries: its prototype, or 0. */
+/* The function constant in slot s of the snapshot's entries: a Lua function's prototype
+ * (*ffid 0), or a builtin's number (*ffid >= 2, pcall say); 0 for anything else. */
 static uint64_t slot_func(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			  const struct lp_lj_trace *t, const uint32_t *ent, unsigned nent,
-			  uint32_t s)
+			  uint32_t s, uint8_t *ffid)
 {
 	const struct lp_lj_layout *lay = vm->lay;
 	uint64_t fn, fpc;
-	uint8_t gct, ffid;
+	uint8_t gct;
 	for (unsigned i = 0; i < nent; i++) {
 		if (ent[i] >> 24 != s)
 			continue;
@@ -164,8 +165,11 @@ static uint64_t slot_func(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			return 0;
 		fn &= LP_LJ_GCVMASK;
 		if (lp_mem_u8(m, fn + lay->fn_gct, &gct) || gct != LP_LJ_GCT_FUNC ||
-		    lp_mem_u8(m, fn + lay->fn_ffid, &ffid) || ffid != LP_LJ_FFID_LUA ||
-		    lp_mem_u64(m, fn + lay->fn_pc, &fpc))
+		    lp_mem_u8(m, fn + lay->fn_ffid, ffid) || *ffid == LP_LJ_FFID_C)
+			return 0;
+		if (*ffid != LP_LJ_FFID_LUA)
+			return *ffid;
+		if (lp_mem_u64(m, fn + lay->fn_pc, &fpc))
 			return 0;
 		return fpc - lay->pt_size;
 	}
@@ -180,34 +184,63 @@ static int frame_pc_in(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	       pc <= p->bc + 4 * (uint64_t)p->sizebc;
 }
 
+/* A snapshot's frames: the base frame's and those of the calls inlined above it. */
+struct chain {
+	unsigned n;                                  /* frames, the base frame's first */
+	uint64_t id[LP_LJ_TRACE_MAX_INLINED + 1];    /* prototype, or a builtin's number */
+	uint8_t ffid[LP_LJ_TRACE_MAX_INLINED + 1];   /* 0: a Lua function */
+	uint64_t pc[LP_LJ_TRACE_MAX_INLINED + 1];    /* a Lua frame's PC, 0 until known */
+};
+
+#define FRAME_PCALL  6 /* a link's type (low 3 bits): a function pcall or xpcall called */
+#define FRAME_PCALLH 7
+
 /*
-** The calls inlined at a snapshot, from its entries, up the slots: each one's link (the PC
-** in the caller: v[]) and callee (a prototype: pt[]). The recorder leaves an inlined call's
-** frame link in the slot above the callee (FR2: a KNUM of the return PC into the caller,
-** flagged SNAP_FRAME); a metamethod's, its continuation's PC into the caller (SNAP_CONT)
-** below the metamethod. Other links (vararg, a continuation's own frame) name no call
-** site. Slot 1 is the base frame's own link. The count, or -1 (a callee that is no Lua
-** function constant, more than LP_LJ_TRACE_MAX_INLINED).
+** The frames at a snapshot, from its entries, up the slots (the base frame's prototype
+** given). The recorder leaves an inlined call's frame link in the slot above the callee
+** (FR2: a KNUM, flagged SNAP_FRAME): for a call from Lua code, the return PC into the
+** caller; for the function a pcall or xpcall runs, the pcall frame's type. A metamethod's
+** (or a stitched call's) continuation leaves its PC into the caller (SNAP_CONT) below the
+** callee. Other links (vararg frames, a continuation's callee's own) add no frame; slot 1
+** is the base frame's own link. 0, or -1 (a callee no Lua function or builtin constant,
+** a link where the frame below cannot make that call, too many frames).
 */
-static int links(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
-		 const uint32_t *ent, unsigned nent, uint64_t *v, uint64_t *pt)
+static int chain_of(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		    const struct lp_lj_trace *t, const uint32_t *ent, unsigned nent,
+		    uint64_t base_pt, struct chain *c)
 {
-	unsigned n = 0;
+	c->n = 1;
+	c->id[0] = base_pt;
+	c->ffid[0] = LP_LJ_FFID_LUA;
+	c->pc[0] = 0;
 	for (unsigned i = 0; i < nent; i++) {
-		uint32_t e = ent[i], s = e >> 24;
-		uint64_t link, callee;
+		uint32_t e = ent[i], s = e >> 24, at;
+		uint64_t link;
+		unsigned top = c->n - 1;
 		if (s < 2 || !(e & (SNAP_FRAME | SNAP_CONT)) ||
 		    !ir_k64(m, t, e & 0xffff, IR_KNUM, 0xff, &link))
 			continue;
-		if ((e & SNAP_FRAME) && (link & 3) != 0)
+		if ((e & SNAP_CONT) || (link & 3) == 0) {
+			/* A call from Lua code: the caller is at link. */
+			if (c->ffid[top] != LP_LJ_FFID_LUA || c->pc[top] || link == 0)
+				return -1;
+			c->pc[top] = link;
+			at = (e & SNAP_CONT) ? s + 1 : s - 1;
+		} else if ((link & 7) == FRAME_PCALL || (link & 7) == FRAME_PCALLH) {
+			if (c->ffid[top] == LP_LJ_FFID_LUA)
+				return -1;
+			at = s - 1;
+		} else {
 			continue;
-		callee = slot_func(vm, m, t, ent, nent, (e & SNAP_CONT) ? s + 1 : s - 1);
-		if (n == LP_LJ_TRACE_MAX_INLINED || callee == 0 || link == 0)
+		}
+		if (c->n == LP_LJ_TRACE_MAX_INLINED + 1)
 			return -1;
-		v[n] = link;
-		pt[n++] = callee;
+		c->id[c->n] = slot_func(vm, m, t, ent, nent, at, &c->ffid[c->n]);
+		if (c->id[c->n] == 0)
+			return -1;
+		c->pc[c->n++] = 0;
 	}
-	return (int)n;
+	return 0;
 }
 
 /*
@@ -225,41 +258,49 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 		   uint64_t base_pt, int sure, struct lp_lj_trace_frame *fr, unsigned max,
 		   uint64_t *base_pc)
 {
-	uint64_t pt[LP_LJ_TRACE_MAX_INLINED + 1], pcs[LP_LJ_TRACE_MAX_INLINED + 1];
-	uint64_t nv[LP_LJ_TRACE_MAX_INLINED], npt[LP_LJ_TRACE_MAX_INLINED], npc;
+	static struct chain c, d; /* large: not on a signal handler's stack */
 	uint32_t next[MAX_SNAPENT];
 	struct lp_lj_proto p;
+	uint64_t npc;
 	uint8_t nnext = 0;
-	int n, nn = 0;
 
-	pt[0] = base_pt;
-	n = links(vm, m, t, ent, nent, pcs, pt + 1);
-	if (n < 0)
+	if (chain_of(vm, m, t, ent, nent, base_pt, &c) != 0)
 		return -1;
-	pcs[n] = pc + 4;
-	for (int k = base_pt == 0; k <= n; k++)
-		if (!frame_pc_in(vm, m, pt[k], pcs[k], &p))
+	/* The snapshot's PC is the innermost frame's, a Lua function's (a builtin the trace
+	 * calls, stitched, has its caller's PC: not one of those frames). */
+	unsigned top = c.n - 1;
+	if (c.ffid[top] != LP_LJ_FFID_LUA)
+		return -1;
+	c.pc[top] = pc + 4;
+	for (unsigned k = base_pt == 0; k < c.n; k++)
+		if (c.ffid[k] == LP_LJ_FFID_LUA && !frame_pc_in(vm, m, c.id[k], c.pc[k], &p))
 			return -1;
+	unsigned n = c.n - 1;
 	if (sure) {
-		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK)
-			nn = links(vm, m, t, next, nnext, nv, npt);
-		int keep = 0;
-		while (keep < n && keep < nn && nv[keep] == pcs[keep] && npt[keep] == pt[keep + 1])
-			keep++;
-		n = keep; /* pcs[n]: the snapshot's PC, or the call of the first left out */
+		unsigned keep = 0;
+		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK &&
+		    chain_of(vm, m, t, next, nnext, base_pt, &d) == 0)
+			while (keep < n && keep + 1 < d.n && d.id[keep + 1] == c.id[keep + 1] &&
+			       d.ffid[keep + 1] == c.ffid[keep + 1] && d.pc[keep] == c.pc[keep])
+				keep++;
+		n = keep; /* c.pc[n]: the snapshot's PC, or the call of the first left out */
 	}
-	if ((unsigned)n > max)
+	if (n > max)
 		return -1;
-	*base_pc = pcs[0];
-	for (int k = 0; k < n; k++) {
+	*base_pc = c.pc[0];
+	for (unsigned k = 0; k < n; k++) {
 		struct lp_lj_trace_frame *f = &fr[k];
-		f->pt = pt[n - k];
-		f->pc = pcs[n - k];
-		if (lp_lj_proto_read(vm, m, f->pt, &p) != LP_LJ_OK ||
-		    lp_lj_pc_line(vm, m, &p, f->pc, &f->line) != LP_LJ_OK)
+		unsigned j = n - k;
+		f->pt = c.id[j];
+		f->ffid = c.ffid[j];
+		f->pc = c.pc[j];
+		f->line = 0;
+		if (f->ffid == LP_LJ_FFID_LUA &&
+		    (lp_lj_proto_read(vm, m, f->pt, &p) != LP_LJ_OK ||
+		     lp_lj_pc_line(vm, m, &p, f->pc, &f->line) != LP_LJ_OK))
 			f->line = 0;
 	}
-	return n;
+	return (int)n;
 }
 
 int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
@@ -293,7 +334,7 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	/* The innermost function inlined at the snapshot, when its frames check out. */
 	if (inlined(vm, m, t, loc->snapno, ent, nent, pc, base_pt, 0, fr, LP_LJ_TRACE_MAX_INLINED,
 		    &bpc) > 0 &&
-	    lp_lj_proto_read(vm, m, fr[0].pt, &p) == LP_LJ_OK) {
+	    fr[0].ffid == LP_LJ_FFID_LUA && lp_lj_proto_read(vm, m, fr[0].pt, &p) == LP_LJ_OK) {
 		found = 1;
 		loc->pt = fr[0].pt;
 		loc->inlined = 1;

@@ -62,12 +62,14 @@ int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 		       struct lp_lj_trace_loc *loc);
 
-/* A Lua function a trace inlined, at a PC in LuaJIT's frame convention. */
+/* A function a trace inlined: a Lua function at a PC in LuaJIT's frame convention, or a
+ * builtin that runs one (pcall, xpcall). */
 struct lp_lj_trace_frame {
-	uint64_t pt;  /* GCproto */
-	uint64_t pc;  /* one past the instruction: the snapshot's resume PC + 4 for the
-		       * innermost, the return PC of the call it made for the others */
-	int32_t line; /* its line (0 if the proto has no line info) */
+	uint64_t pt;   /* GCproto; for a builtin, its number (ffid) */
+	uint64_t pc;   /* one past the instruction: the snapshot's resume PC + 4 for the
+			* innermost, the return PC of the call it made for the others */
+	int32_t line;  /* its line (0 if the proto has no line info, or a builtin) */
+	uint8_t ffid;  /* 0 (LP_LJ_FFID_LUA): a Lua function; else a builtin's number */
 };
 
 #define LP_LJ_TRACE_MAX_INLINED 32 /* frames of one snapshot looked at */
@@ -75,7 +77,8 @@ struct lp_lj_trace_frame {
 /*
 ** The frames trace t runs in at ip above its base frame (whose prototype base_pt is read
 ** from the stack at g->jit_base), by the snapshot in effect there: the functions the
-** recorder inlined, whose frames exist only in the snapshot. Each frame's link there holds
+** recorder inlined (and the builtins that run them: pcall, xpcall), whose frames exist only
+** in the snapshot. Each frame's link there holds
 ** the return PC into the frame below, the call site as it was recorded (exact); the
 ** innermost frame is at the snapshot's PC (approximate, as lp_lj_trace_locate's). Only the
 ** calls the next snapshot still holds are sure to be running at ip (one may return between

@@ -277,6 +277,41 @@ $(grep 'inl\.lua:8;TRACE ' "$t/inl.folded" | grep -v 'inl\.lua:19;[^;]*inl\.lua:
 	fail "inlined call returned: $in_h of $after_t bytes made after h returned are under h, or not at after()'s lines:
 $(grep 'inl\.lua:36;.*;TRACE ' "$t/inl.folded" | sort -t' ' -k2 -nr | head -3)"
 
+# -- A pcall the trace inlined, and the function it runs: pcall is a frame of its own
+# (the function it runs links to it by a pcall frame's type, not a PC). The whole path
+# (the trace's start line, 16, and neither mid nor work before).
+cat >"$t/pc.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+assert(mp.start(arg[1], { sample = 4096 }))
+local keep = {}
+local function work(i)
+  local v = { i }
+  keep[i % 64 + 1] = v
+  return #v
+end
+local function mid(i)
+  local ok, r = pcall(work, i)
+  return r
+end
+local function driver(n)
+  local s = 0
+  for i = 1, n do
+    s = s + mid(i)
+  end
+  return s
+end
+driver(300000)
+assert(mp.stop())
+EOF
+folded pc pcall "$t/pc.lua" -jon
+read -r traced whole < <(awk '/;TRACE / { t += $NF
+	if ($0 ~ /pc\.lua:21;[^;]*pc\.lua:17;[^;]*pc\.lua:11;pcall;[^;]*pc\.lua:[5-7];TRACE /) w += $NF }
+	END { print t + 0, w + 0 }' "$t/pc.folded")
+[ "$traced" -gt 0 ] && [ $((whole * 100)) -ge $((traced * 90)) ] ||
+	fail "pcall inlined: $whole of $traced bytes under a TRACE frame have the path 21;17;11;pcall;work:
+$(grep ';TRACE ' "$t/pc.folded" | sort -t' ' -k2 -nr | head -3)"
+
 # -- A coroutine whose stack grows in trace exits (recursion, JIT on): those allocations
 # happen inside C frames the coroutine entered (lj_vm_cpcall), below its resume frame, and
 # the walk found neither its resumer's Lua frames nor the native stack above it.

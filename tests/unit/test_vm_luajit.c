@@ -1391,7 +1391,7 @@ static void test_traces(void)
 		w64(T + lay->t_startpc, f.bc + 4 * 3);
 		snap = alloc(5 * lay->snap_size);
 		map = alloc(4 * 40);
-		irk = alloc(64);
+		irk = alloc(128);
 		ir = irk - 8 * (uint64_t)ref;
 		w8(irk + 4, 8);   /* IRT_FUNC */
 		w8(irk + 5, 24);  /* IR_KGC */
@@ -1513,6 +1513,58 @@ static void test_traces(void)
 		CHECK_EQ(loc.inlined, 1);
 		w32(m3 + 4, 6u << 24 | ref);
 		w32(m3 + 8, 7u << 24 | 0x010000 | (ref + 2));
+
+		/* f calls pcall(g), both inlined: pcall's closure (a builtin) in slot 6, its
+		** link (the return PC into f) in 7, g in 8 and its link in 9, of a pcall
+		** frame's type (6, with the frame's size above it), which names no PC. In
+		** snapshots 3 and 4 (placed apart, room for five entries each). */
+		{
+			const uint8_t FFID_PCALL = 20;
+			uint64_t pc_fn = new_cfunc(&F, FFID_PCALL, 0);
+			w8(irk + 32 + 4, 8);  /* IRT_FUNC */
+			w8(irk + 32 + 5, 24); /* IR_KGC at ref + 4: pcall */
+			w64(irk + 40, pc_fn);
+			w8(irk + 48 + 4, 14);
+			w8(irk + 48 + 5, 28); /* IR_KNUM at ref + 6: g's link, a pcall frame */
+			w64(irk + 56, 3u << 3 | 6);
+			for (uint32_t i = 3; i <= 4; i++) {
+				uint32_t mo = i == 3 ? 24 : 31;
+				w32(snap + i * lay->snap_size + lay->snap_mapofs, mo);
+				w8(snap + i * lay->snap_size + lay->snap_nent, 5);
+				w32(map + 4 * mo, 3u << 24 | 0x8005);
+				w32(map + 4 * (mo + 1), 6u << 24 | (ref + 4));            /* pcall */
+				w32(map + 4 * (mo + 2), 7u << 24 | 0x010000 | (ref + 2)); /* into f */
+				w32(map + 4 * (mo + 3), 8u << 24 | ref);                  /* g */
+				w32(map + 4 * (mo + 4), 9u << 24 | 0x010000 | (ref + 6)); /* pcall's */
+				w64(map + 4 * (mo + 5), (g.bc + 4 * (uint64_t)pos[3]) << 8 | 1);
+			}
+			bpc = 0;
+			CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc),
+				 2);
+			CHECK_EQ(fr[0].ffid, 0);
+			CHECK_EQ(fr[0].pt, g.pt);
+			CHECK_EQ(fr[0].line, line_at(&g, pos[3]));
+			CHECK_EQ(fr[1].ffid, FFID_PCALL);
+			CHECK_EQ(fr[1].pt, FFID_PCALL);
+			CHECK_EQ(fr[1].line, 0);
+			CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+			/* Snapshot 4 no longer holds g: pcall is sure, g is not. */
+			w8(snap + 4 * lay->snap_size + lay->snap_nent, 3);
+			w64(map + 4 * (31 + 3), (f.bc + 4 * (uint64_t)pos[4]) << 8 | 1);
+			CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc),
+				 1);
+			CHECK_EQ(fr[0].ffid, FFID_PCALL);
+			/* A pcall frame's link under a Lua function (no builtin below it): the
+			** frames do not check out. */
+			w32(map + 4 * (24 + 1), 6u << 24 | ref); /* g where pcall was */
+			CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc),
+				 -1);
+			/* As it was, for what follows: snapshots 3 and 4 where they were. */
+			w32(snap + 3 * lay->snap_size + lay->snap_mapofs, 9);
+			w8(snap + 3 * lay->snap_size + lay->snap_nent, 3);
+			w32(snap + 4 * lay->snap_size + lay->snap_mapofs, 14);
+			w8(snap + 4 * lay->snap_size + lay->snap_nent, 1);
+		}
 
 		/* A frame slot referring to a constant that is no function (sysbench's traces
 		** had a KINT of 22 there): its payload is never read as an object. */
