@@ -63,7 +63,8 @@ struct lp_lj_frame {
 **   GC, EXIT, RECORD, OPT, ASM:               base = 0, leaf_pc = 0 (SAVE_PC);
 **   trace, IP in its mcode:                   base = g->jit_base, leaf_pc = lp_lj_trace_locate's
 **                                             pc when its pt is the top frame's prototype.
-** Frames inlined into a trace are not on the stack; lp_lj_trace_locate names the leaf.
+** Frames inlined into a trace are not on the stack: lp_lj_trace_inlined gives them, and the
+** base frame's PC at the call into them.
 */
 unsigned lp_lj_walk(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		    const struct lp_lj_thread *t, uint64_t base, uint64_t leaf_pc,
