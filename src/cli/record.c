@@ -83,6 +83,7 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      inuse_objects (what is still allocated at the end)\n"
 	      "      --leak-only     with --memory: what is still held - the memprof report's\n"
 	      "                      HEAP SUMMARY alone, or graphs of inuse_space\n"
+	      "      --human-readable  with the memprof report: sizes in KiB / MiB / GiB\n"
 "CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
@@ -137,6 +138,7 @@ struct opts {
 	int memory;
 	const char *value;     /* --value: the memory profile's value to render */
 	int leak_only;         /* --leak-only: what is still held */
+	int human;             /* --human-readable: the memprof report's sizes in KiB... */
 	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
 	unsigned long long sample;
 	char **cmd;
@@ -170,7 +172,7 @@ static const char *default_output(enum lp_fmt fmt)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK };
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK, O_HUMAN };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
@@ -182,6 +184,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "sample", required_argument, NULL, O_SAMPLE },
 		{ "value", required_argument, NULL, O_VALUE },
 		{ "leak-only", no_argument, NULL, O_LEAK },
+		{ "human-readable", no_argument, NULL, O_HUMAN },
 		{ "top", required_argument, NULL, 'n' },
 		{ "limit", required_argument, NULL, 'n' }, /* report's name for it */
 		{ "quiet", no_argument, NULL, 'q' },
@@ -234,6 +237,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return fail("unknown --value '%s' (alloc_space, alloc_objects, "
 					    "inuse_space, inuse_objects)", optarg);
 			o->value = optarg;
+			break;
+		case O_HUMAN:
+			o->human = 1;
 			break;
 		case O_LEAK:
 			o->leak_only = 1;
@@ -307,6 +313,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    strcmp(o->cpu_flag, "--rate") ? "" : " (whose rate is --sample)");
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
+	if (o->human && (!o->memory || o->sample ||
+			 (o->fmt != LP_FMT_NONE && o->fmt != LP_FMT_MEMPROF)))
+		return fail("--human-readable applies to the memprof text report (--memory, "
+			    "exact mode, -f memprof): the graphs and top give sizes in units "
+			    "already");
 	/* The agent would refuse it at start, after the program had begun, unprofiled. */
 	char stub_err[160];
 	if (o->sample && lp_stubenv_read(stub_err, sizeof(stub_err)) == LP_STUBENV_BAD)
@@ -751,7 +762,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
 			 uint64_t wall)
 {
-	char *args[14], limit[16];
+	char *args[16], limit[16];
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
@@ -761,6 +772,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	}
 	if (o->leak_only)
 		args[n++] = "--leak-only";
+	if (o->human)
+		args[n++] = "--human-readable";
 	if (o->fmt == LP_FMT_TOP && o->top_given && o->top > 0) {
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";

@@ -292,6 +292,11 @@ printf 'print(misc, package.loaded.luaprof)\nlocal lp = require "luaprof"\nprint
 	fail "record globals.lua: $(cat "$t/err")"
 [ "$(cat "$t/globals.txt")" = "$(printf 'nil\tnil\ntrue\ttrue')" ] ||
 	fail "record: the program's globals changed, or require gave another module: $(cat "$t/globals.txt")"
+# The memprof report's sizes in units, as report --human-readable gives them.
+"$lp" record -q --memory --human-readable --leak-only -o "$t/human.txt" -- luajit "$t/mem.lua" \
+	>/dev/null 2>"$t/err" || fail "record --memory --human-readable: $(cat "$t/err")"
+grep -Eq '^@[^ ]*mem\.lua:[0-9]+ holds [0-9.]+(KiB|MiB)' "$t/human.txt" ||
+	fail "record --memory --human-readable: $(head -5 "$t/human.txt")"
 # A program that stops the profile itself: record says the profile ends there.
 printf 'local t = {} for i = 1, 100 do t[i] = { i } end\nrequire "luaprof"\nmisc.memprof.stop()\n' >"$t/selfstop.lua"
 (cd "$t" && "$lp" record -n 0 --memory -o selfstop.txt -- luajit selfstop.lua) >/dev/null 2>"$t/err" ||
@@ -392,6 +397,8 @@ expect() {
 }
 expect 'no program to run' -o x.svg
 expect '-o needs a file name before --' -f top -o -- luajit app.lua
+expect '--human-readable applies to the memprof text report' --memory --sample 1K --human-readable -- luajit app.lua
+expect '--human-readable applies to the memprof text report' --human-readable -- luajit app.lua
 expect "cannot tell the format from 'p.bin'; use -f (the raw stream is written anyway: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--mode D keeps counters' --mode D -- luajit app.lua
