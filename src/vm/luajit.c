@@ -25,7 +25,7 @@
 	.t_startins = 80, .t_szmcode = 84, .t_mcode = 88, .t_spadjust = 102,           \
 	.t_traceno = 104, .t_link = 106, .t_root = 108, .snap_size = 12,               \
 	.snap_mapofs = 0, .snap_mcofs = 6, .snap_nent = 10, .pt_size = 104,            \
-	.pt_gct = 9, .pt_sizebc = 12, .pt_chunkname = 64, .pt_firstline = 72,          \
+	.pt_gct = 9, .pt_numparams = 10, .pt_sizebc = 12, .pt_chunkname = 64, .pt_firstline = 72,          \
 	.pt_numline = 76, .pt_lineinfo = 80, .fn_gct = 9, .fn_ffid = 10, .fn_pc = 32,  \
 	.fn_f = 40, .str_gct = 9, .str_len = 20, .str_data = 24, .str_sid = 12,        \
 	.cf_nres = 8, .cf_L = 16, .cf_pc = 24, .cf_prev = 32, .cf_size = 80,           \

@@ -98,7 +98,8 @@ struct lp_lj_layout {
 	uint16_t snap_size, snap_mapofs, snap_mcofs, snap_nent;
 	/* GCproto */
 	uint16_t pt_size; /* sizeof(GCproto): bytecode starts here */
-	uint16_t pt_gct, pt_sizebc, pt_chunkname, pt_firstline, pt_numline, pt_lineinfo;
+	uint16_t pt_gct, pt_numparams, pt_sizebc, pt_chunkname, pt_firstline, pt_numline,
+		 pt_lineinfo;
 	/* GCfunc */
 	uint16_t fn_gct, fn_ffid, fn_pc, fn_f;
 	/* GCstr */

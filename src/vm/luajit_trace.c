@@ -190,6 +190,8 @@ struct chain {
 	uint64_t id[LP_LJ_TRACE_MAX_INLINED + 1];    /* prototype, or a builtin's number */
 	uint8_t ffid[LP_LJ_TRACE_MAX_INLINED + 1];   /* 0: a Lua function */
 	uint64_t pc[LP_LJ_TRACE_MAX_INLINED + 1];    /* a Lua frame's PC, 0 until known */
+	uint32_t slot[LP_LJ_TRACE_MAX_INLINED + 1];  /* the frame's function's slot */
+	uint8_t nparams[LP_LJ_TRACE_MAX_INLINED + 1];/* a Lua function's parameters */
 };
 
 #define FRAME_PCALL  6 /* a link's type (low 3 bits): a function pcall or xpcall called */
@@ -213,6 +215,7 @@ static int chain_of(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	c->id[0] = base_pt;
 	c->ffid[0] = LP_LJ_FFID_LUA;
 	c->pc[0] = 0;
+	c->slot[0] = 0;
 	for (unsigned i = 0; i < nent; i++) {
 		uint32_t e = ent[i], s = e >> 24, at;
 		uint64_t link;
@@ -238,16 +241,55 @@ static int chain_of(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		c->id[c->n] = slot_func(vm, m, t, ent, nent, at, &c->ffid[c->n]);
 		if (c->id[c->n] == 0)
 			return -1;
+		c->slot[c->n] = at;
+		c->nparams[c->n] = 0;
+		if (c->ffid[c->n] == LP_LJ_FFID_LUA &&
+		    lp_mem_u8(m, c->id[c->n] + vm->lay->pt_numparams, &c->nparams[c->n]))
+			return -1;
 		c->pc[c->n++] = 0;
 	}
 	return 0;
+}
+
+/* The slot past frame k's function, link and parameters (its arguments, as the call
+ * made them), and below any frame above it in either chain. */
+static uint32_t args_end(const struct chain *c, const struct chain *d, unsigned k)
+{
+	uint32_t end = c->slot[k] + 2 + c->nparams[k];
+	if (k + 1 < c->n && c->slot[k + 1] < end)
+		end = c->slot[k + 1];
+	if (k + 1 < d->n && d->slot[k + 1] < end)
+		end = d->slot[k + 1];
+	return end;
+}
+
+/* Whether snapshots a and b hold the same entries (slot, flags, IR ref) for the slots in
+ * [lo, hi): a frame's arguments, which a new call of the function would have made anew
+ * (its locals may change within one call). */
+static int same_slots(const uint32_t *a, unsigned na, const uint32_t *b, unsigned nb,
+		      uint32_t lo, uint32_t hi)
+{
+	unsigned i = 0, j = 0;
+	for (;;) {
+		while (i < na && (a[i] >> 24 < lo || a[i] >> 24 >= hi))
+			i++;
+		while (j < nb && (b[j] >> 24 < lo || b[j] >> 24 >= hi))
+			j++;
+		if (i == na || j == nb)
+			return i == na && j == nb;
+		if (a[i++] != b[j++])
+			return 0;
+	}
 }
 
 /*
 ** lp_lj_trace_inlined on snapshot snapno (entries ent, PC pc); without sure, every call the
 ** snapshot holds (lp_lj_trace_locate names the function its PC is in). Code runs under a
 ** snapshot until the next one, and an inlined call may return in between (no guard, no
-** snapshot): only the calls the next snapshot still holds, link for link, are sure to be
+** snapshot): only the calls the next snapshot still holds, link for link and argument for
+** argument (the same call site called again, in a loop the compiler unrolled, makes the
+** callee's arguments anew; one called again with the very same values, constants or
+** values the loop does not change, cannot be told from the first), are sure to be
 ** running. The last snapshot's calls all return before the trace ends (a loop's back
 ** edge, a link to another trace, a return: each at the base frame's level). A call not
 ** sure to be running is left out, and its caller put at the call: a frame missing, never
@@ -281,7 +323,10 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK &&
 		    chain_of(vm, m, t, next, nnext, base_pt, &d) == 0)
 			while (keep < n && keep + 1 < d.n && d.id[keep + 1] == c.id[keep + 1] &&
-			       d.ffid[keep + 1] == c.ffid[keep + 1] && d.pc[keep] == c.pc[keep])
+			       d.ffid[keep + 1] == c.ffid[keep + 1] && d.pc[keep] == c.pc[keep] &&
+			       d.slot[keep + 1] == c.slot[keep + 1] &&
+			       same_slots(ent, nent, next, nnext, c.slot[keep + 1],
+					  args_end(&c, &d, keep + 1)))
 				keep++;
 		n = keep; /* c.pc[n]: the snapshot's PC, or the call of the first left out */
 	}

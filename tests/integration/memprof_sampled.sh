@@ -225,7 +225,8 @@ $(grep -v '\(^\|;\)main;' "$t/texit.folded" | sort -t' ' -k2 -nr | head -3)"
 # path at its call lines (driver's frame was at its first line, 17, and g missing). After
 # an inlined call returns, the code runs under the callee's snapshot until the next guard:
 # after()'s table, made once h has returned, is never charged to h (it was, 99 % of the
-# bytes, in a first version), its caller at the call or the line.
+# bytes, in a first version), its caller at the call or the line; nor g3 called again by
+# its unrolled loop.
 cat >"$t/inl.lua" <<'EOF'
 package.cpath = "build/?.so;" .. package.cpath
 local mp = require("luaprof").memprof
@@ -263,6 +264,26 @@ local function after(n)
   end
 end
 after(300000)
+local sink = {}
+local function g3(k, p)
+  sink[1] = p
+  if k % 7 == 3.5 then return 1 end
+  return 2
+end
+local function caller(x)
+  local p = "x"
+  for j = 1, 3 do
+    local r = g3(x + j, p)
+    p = r .. x
+  end
+  return p
+end
+local function driver3(n)
+  local s
+  for i = 1, n do s = caller(i + 0.5) end
+  return s
+end
+driver3(300000)
 assert(mp.stop())
 EOF
 folded inl inlined "$t/inl.lua" -jon
@@ -276,6 +297,14 @@ $(grep 'inl\.lua:8;TRACE ' "$t/inl.folded" | grep -v 'inl\.lua:19;[^;]*inl\.lua:
 [ "$after_t" -gt 0 ] && [ "$in_h" -eq 0 ] ||
 	fail "inlined call returned: $in_h of $after_t bytes made after h returned are under h, or not at after()'s lines:
 $(grep 'inl\.lua:36;.*;TRACE ' "$t/inl.folded" | sort -t' ' -k2 -nr | head -3)"
+# The same call site called again, in a loop the compiler unrolled (caller's j loop): the
+# next snapshot holds g3's call link for link, but its arguments are new. caller's string
+# (line 47), made once g3 returned, is never charged to g3 (68 % of it was).
+read -r d3 in_g3 < <(awk '/inl\.lua:56;.*;TRACE / { d += $NF; if ($0 ~ /;@[^;]*inl\.lua:(39|40|41);/) g += $NF }
+	END { print d + 0, g + 0 }' "$t/inl.folded")
+[ "$d3" -gt 0 ] && [ "$in_g3" -eq 0 ] ||
+	fail "a call site called again: $in_g3 of $d3 bytes under g3, which had returned:
+$(grep 'inl\.lua:56;.*;TRACE ' "$t/inl.folded" | sort -t' ' -k2 -nr | head -3)"
 
 # -- A pcall the trace inlined, and the function it runs: pcall is a frame of its own
 # (the function it runs links to it by a pcall frame's type, not a PC). The whole path
