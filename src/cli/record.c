@@ -1040,8 +1040,12 @@ int lp_cmd_record(int argc, char **argv)
 		if (kept)
 			return fail("%s recorded nothing (%s): the earlier profile %s is kept, and "
 				    "the report made from it", o.cmd[0],
-				    !o.memory ? "no CPU sample: it ran too briefly for the sampling "
-						"rate, or ran no Lua code"
+				    !o.memory ? (strcmp(o.clock, "cpu")
+						 ? "no CPU sample: it ran for less than a sampling "
+						   "interval, or ran no Lua code"
+						 : "no CPU sample: it ran for less than a sampling "
+						   "interval on the CPU (--clock wall counts time "
+						   "waiting too), or ran no Lua code")
 				    : o.sample ? "no sampled allocation: it allocated too little "
 						 "for the sampling interval, or ran no Lua code"
 					       : "no allocation by Lua code: it ran none",
