@@ -251,46 +251,27 @@ static int chain_of(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return 0;
 }
 
-/* The slot past frame k's function, link and parameters (its arguments, as the call
- * made them), and below any frame above it in either chain. */
-static uint32_t args_end(const struct chain *c, const struct chain *d, unsigned k)
+/* The lowest slot whose entry differs between snapshots a and b (its IR, its flags, or
+ * being there at all), or 256 when none does. The entries go up the slots, one a slot. */
+static uint32_t first_diff(const uint32_t *a, unsigned na, const uint32_t *b, unsigned nb)
 {
-	uint32_t end = c->slot[k] + 2 + c->nparams[k];
-	if (k + 1 < c->n && c->slot[k + 1] < end)
-		end = c->slot[k + 1];
-	if (k + 1 < d->n && d->slot[k + 1] < end)
-		end = d->slot[k + 1];
-	return end;
-}
-
-/* Whether snapshots a and b hold the same entries (slot, flags, IR ref) for the slots in
- * [lo, hi): a frame's arguments, which a new call of the function would have made anew
- * (its locals may change within one call). */
-static int same_slots(const uint32_t *a, unsigned na, const uint32_t *b, unsigned nb,
-		      uint32_t lo, uint32_t hi)
-{
-	unsigned i = 0, j = 0;
-	for (;;) {
-		while (i < na && (a[i] >> 24 < lo || a[i] >> 24 >= hi))
-			i++;
-		while (j < nb && (b[j] >> 24 < lo || b[j] >> 24 >= hi))
-			j++;
-		if (i == na || j == nb)
-			return i == na && j == nb;
-		if (a[i++] != b[j++])
-			return 0;
-	}
+	unsigned i = 0;
+	while (i < na && i < nb && a[i] == b[i])
+		i++;
+	uint32_t sa = i < na ? a[i] >> 24 : 256, sb = i < nb ? b[i] >> 24 : 256;
+	return sa < sb ? sa : sb;
 }
 
 /*
 ** lp_lj_trace_inlined on snapshot snapno (entries ent, PC pc); without sure, every call the
 ** snapshot holds (lp_lj_trace_locate names the function its PC is in). Code runs under a
 ** snapshot until the next one, and an inlined call may return in between (no guard, no
-** snapshot): only the calls the next snapshot still holds, link for link and argument for
-** argument (the same call site called again, in a loop the compiler unrolled, makes the
-** callee's arguments anew; one called again with the very same values, constants or
-** values the loop does not change, cannot be told from the first), are sure to be
-** running. The last snapshot's calls all return before the trace ends (a loop's back
+** snapshot): only the calls the next snapshot still holds, link for link, with the
+** slots of every frame below the callee and the callee's arguments unchanged, are sure to
+** be running. A caller's slots change only while the caller runs, that is once its
+** callee has returned (the same call site called again, in a loop the compiler unrolled,
+** changes the loop's variables); a call made again with the very same values, nothing
+** else changed in between, cannot be told from the first. The last snapshot's calls all return before the trace ends (a loop's back
 ** edge, a link to another trace, a return: each at the base frame's level). A call not
 ** sure to be running is left out, and its caller put at the call: a frame missing, never
 ** one that is not on the stack.
@@ -321,13 +302,14 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 	if (sure) {
 		unsigned keep = 0;
 		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK &&
-		    chain_of(vm, m, t, next, nnext, base_pt, &d) == 0)
+		    chain_of(vm, m, t, next, nnext, base_pt, &d) == 0) {
+			uint32_t fd = first_diff(ent, nent, next, nnext);
 			while (keep < n && keep + 1 < d.n && d.id[keep + 1] == c.id[keep + 1] &&
 			       d.ffid[keep + 1] == c.ffid[keep + 1] && d.pc[keep] == c.pc[keep] &&
 			       d.slot[keep + 1] == c.slot[keep + 1] &&
-			       same_slots(ent, nent, next, nnext, c.slot[keep + 1],
-					  args_end(&c, &d, keep + 1)))
+			       c.slot[keep + 1] + 2u + c.nparams[keep + 1] <= fd)
 				keep++;
+		}
 		n = keep; /* c.pc[n]: the snapshot's PC, or the call of the first left out */
 	}
 	if (n > max)

@@ -1476,6 +1476,11 @@ static void test_traces(void)
 		w32(m4 + 4, 6u << 24 | ref);
 		w32(m4 + 8, 7u << 24 | 0x010000 | (ref + 2));
 		w64(m4 + 12, (f.bc + 4 * (uint64_t)pos[4]) << 8 | 1);
+		/* ...but f's slot 3 holds another value there: f ran in between, so g had
+		** returned (called again from the same site: a loop the compiler unrolled). */
+		w32(m4, 3u << 24 | 0x8006);
+		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 0);
+		w32(m4, 3u << 24 | 0x8005);
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 1);
 		CHECK_EQ(fr[0].pt, g.pt);
 		CHECK_EQ(fr[0].pc, g.bc + 4 * (uint64_t)pos[3] + 4);
