@@ -12,9 +12,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -523,6 +526,37 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 		strerror(e ? e : EIO));
 }
 
+/*
+** record's pipe ("FD:INODE"): a byte tells it the agent was loaded (whatever comes of the
+** start), so that it can tell that apart from a program that never ran LUA_INIT; closed,
+** so that the program's children do not hold it. A hint only: written only when FD is
+** still that pipe (a wrapper script may have put a file of its own there), never a reason
+** not to profile.
+*/
+static void loaded_tell(const char *val)
+{
+	char *end;
+	long fd = strtol(val, &end, 10);
+	struct stat st;
+	if (*end != ':' || fd < 3 || fd > INT_MAX)
+		return;
+	unsigned long long ino = strtoull(end + 1, &end, 10);
+	if (*end || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+	    (unsigned long long)st.st_ino != ino)
+		return;
+	/* record gone (its read end closed): EPIPE, not the program killed by SIGPIPE. */
+	sigset_t pipe, old;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &old);
+	if (write((int)fd, "L", 1) != 1 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
+		struct timespec now = { 0, 0 };
+		sigtimedwait(&pipe, NULL, &now);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close((int)fd);
+}
+
 static void autostart(lua_State *L)
 {
 	const char *env = getenv("LUAPROF_RECORD");
@@ -585,15 +619,7 @@ static void autostart(lua_State *L)
 			else if (strcmp(val, "cpu"))
 				bad = MSG_BADCLOCK;
 		} else if (!strcmp(p, "loaded_fd")) {
-			/* record's pipe: a byte tells it the agent was loaded (whatever comes
-			 * of the start), so that it tells that apart from a program that never
-			 * ran LUA_INIT; closed, so that the program's children do not hold it. */
-			char *end;
-			long fd = strtol(val, &end, 10);
-			if (*end || fd < 3 || fd > INT_MAX)
-				bad = "malformed loaded_fd in LUAPROF_RECORD";
-			else if (write((int)fd, "L", 1) != 1 || close((int)fd) != 0)
-				bad = "record's pipe is gone";
+			loaded_tell(val);
 		} else {
 			bad = "unknown LUAPROF_RECORD setting";
 		}
@@ -671,9 +697,29 @@ static void install_misc(lua_State *L)
 	lua_pop(L, 1);
 }
 
-/* require "luaprof" in a program `luaprof record` runs: the module loaded at start-up. */
+/* require "luaprof" in a program `luaprof record` runs: a luaprof.lua of the program's own
+ * on package.path, as require would find it before any C module without record; else the
+ * module loaded at start-up. */
 static int l_preload(lua_State *L)
 {
+	int top = lua_gettop(L);
+	lua_getglobal(L, "package");
+	if (lua_istable(L, -1)) {
+		lua_getfield(L, -1, "loaders");
+		if (lua_istable(L, -1)) {
+			lua_rawgeti(L, -1, 2); /* the Lua file searcher */
+			if (lua_isfunction(L, -1)) {
+				lua_pushliteral(L, "luaprof");
+				lua_call(L, 1, 1);
+				if (lua_isfunction(L, -1)) {
+					lua_pushliteral(L, "luaprof");
+					lua_call(L, 1, 1);
+					return 1;
+				}
+			}
+		}
+	}
+	lua_settop(L, top);
 	lua_pushvalue(L, lua_upvalueindex(1));
 	install_misc(L);
 	return 1;

@@ -105,8 +105,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "the stream it left is cut short; what was read is rendered) once the profile is\n"
 	      "written; 1 bad usage, a program that cannot be run, unwritable output, or no\n"
 	      "profile (the program never loaded the agent, or was killed before the profiler\n"
-	      "wrote anything); 2 the stream is malformed; 3 the stream is truncated although\n"
-	      "the program exited normally.\n"
+	      "wrote anything, or recorded nothing: the earlier profile is kept); 2 the stream\n"
+	      "is malformed; 3 the stream is truncated although the program exited normally.\n"
 	      "A program that fails or is killed is named with its status on standard error.\n"
 	      "\n"
 	      "Stopping: Ctrl-C reaches the program, and the profile ends with it. record\n"
@@ -250,6 +250,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (!strcmp(optarg, "-") || !*optarg)
 				return fail("--raw needs a file name (the stream is read back to "
 					    "render it; '-' is standard output for -o only)");
+			if (!strcmp(optarg, "--"))
+				return fail("--raw needs a file name before --");
 			o->raw = optarg;
 			break;
 		case O_MODE:
@@ -313,11 +315,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    strcmp(o->cpu_flag, "--rate") ? "" : " (whose rate is --sample)");
 	if (o->sample && o->fmt == LP_FMT_MEMPROF)
 		return fail("-f memprof needs every event: it does not go with --sample");
-	if (o->human && (!o->memory || o->sample ||
-			 (o->fmt != LP_FMT_NONE && o->fmt != LP_FMT_MEMPROF)))
-		return fail("--human-readable applies to the memprof text report (--memory, "
-			    "exact mode, -f memprof): the graphs and top give sizes in units "
-			    "already");
 	/* The agent would refuse it at start, after the program had begun, unprofiled. */
 	char stub_err[160];
 	if (o->sample && lp_stubenv_read(stub_err, sizeof(stub_err)) == LP_STUBENV_BAD)
@@ -334,10 +331,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return fail("cannot tell the format from '%s'; use -f%s", o->output,
 			    strlen(o->output) > 4 &&
 					    !strcasecmp(o->output + strlen(o->output) - 4, ".bin")
-				    ? " (the raw stream is written anyway: --raw names it)" : "");
+				    ? " (record writes the raw stream too: --raw names it)" : "");
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (o->human && o->fmt != LP_FMT_MEMPROF)
+		return fail("--human-readable applies to the memprof text report (--memory, "
+			    "exact mode, -f memprof): the graphs and top give sizes in units "
+			    "already");
 	if (o->fmt == LP_FMT_MEMPROF && o->value)
 		return fail("the memprof text report lists allocations, reallocations, frees and "
 			    "the heap summary: --value applies to the graphs, pprof and top "
@@ -544,6 +545,35 @@ static void banner(const struct opts *o)
 	}
 }
 
+/*
+** The pipe the agent tells record it was loaded through (a hint: without it, record cannot
+** tell a program that never loaded the agent from a start refused). Its write end is
+** moved to a high descriptor, out of the way of standard input and output (closed ones
+** would get it: the program's output would go into the pipe) and of the few a wrapper
+** script redirects; the agent writes to it only if that descriptor is still this pipe
+** (its inode, given with it). On failure lp stays { -1, -1 } and fdset empty.
+*/
+static void loaded_pipe(int lp[2], char *fdset, size_t len)
+{
+	int p[2];
+	struct stat st;
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return;
+	int w = fcntl(p[1], F_DUPFD_CLOEXEC, 200), r = fcntl(p[0], F_DUPFD_CLOEXEC, 200);
+	close(p[0]);
+	close(p[1]);
+	if (w < 0 || r < 0 || fstat(w, &st) != 0) {
+		if (w >= 0)
+			close(w);
+		if (r >= 0)
+			close(r);
+		return;
+	}
+	lp[0] = r;
+	lp[1] = w;
+	snprintf(fdset, len, "loaded_fd=%d:%llu,", w, (unsigned long long)st.st_ino);
+}
+
 /* Runs the program; returns its wait status, or -1 if it could not be started. *loaded:
  * 1 when the agent was loaded in it (it writes a byte to a pipe of ours), 0 when not, -1
  * when that could not be told. */
@@ -553,8 +583,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 160], fdset[32] = "";
 	int lp[2] = { -1, -1 };
 	*loaded = -1;
-	if (pipe2(lp, O_CLOEXEC) == 0)
-		snprintf(fdset, sizeof(fdset), "loaded_fd=%d,", lp[1]);
+	loaded_pipe(lp, fdset, sizeof(fdset));
 	if (lua_literal(agent, so_lit, sizeof(so_lit)))
 		return -1;
 	snprintf(init, sizeof(init),
@@ -907,7 +936,7 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 ** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING when that cannot be told
 ** (the report that follows says what is wrong with the stream).
 */
-static enum content scan_stream(const char *path)
+static enum content scan_stream(const char *path, int *ended_early)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	enum content c = NO_SECTION;
@@ -925,6 +954,7 @@ static enum content scan_stream(const char *path)
 	int rc = lp_parse_stream(&in, &h, &st);
 	lp_input_close(&in);
 	close(fd);
+	*ended_early = rc == LP_ERR_TRUNCATED;
 	if (c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
 		return SOMETHING;
 	return c;
@@ -1022,7 +1052,15 @@ int lp_cmd_record(int argc, char **argv)
 	 * disk) recorded nothing either: it does not replace an earlier profile; nor does
 	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
 	 * too briefly for a sample. */
-	enum content got = !empty && (renamed || created) ? scan_stream(tmp) : SOMETHING;
+	int ended_early = 0;
+	enum content got = !empty && (renamed || created) ? scan_stream(tmp, &ended_early)
+							  : SOMETHING;
+	/* Exact mode: a program whose Lua code allocates nothing itself (a C module's luaopen
+	 * does it all, `print "x"`) still made a profile when it succeeded; one that failed
+	 * with nothing from Lua code is the misspelt script. */
+	if (got == NOTHING && o.memory && !o.sample && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0)
+		got = SOMETHING;
 	int cut = got == NO_SECTION, kept = renamed && got == NOTHING;
 	if (cut || kept)
 		empty = 1;
@@ -1037,9 +1075,13 @@ int lp_cmd_record(int argc, char **argv)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
 	if (empty) {
+		if (kept && ended_early)
+			return fail("%s recorded nothing before its stream ended (the profiler's "
+				    "message above says why): the earlier profile %s is kept",
+				    o.cmd[0], raw);
 		if (kept)
-			return fail("%s recorded nothing (%s): the earlier profile %s is kept, and "
-				    "the report made from it", o.cmd[0],
+			return fail("%s recorded nothing (%s): the earlier profile %s is kept",
+				    o.cmd[0],
 				    !o.memory ? (strcmp(o.clock, "cpu")
 						 ? "no CPU sample: it ran for less than a sampling "
 						   "interval, or ran no Lua code"
@@ -1048,7 +1090,7 @@ int lp_cmd_record(int argc, char **argv)
 						   "waiting too), or ran no Lua code")
 				    : o.sample ? "no sampled allocation: it allocated too little "
 						 "for the sampling interval, or ran no Lua code"
-					       : "no allocation by Lua code: it ran none",
+					       : "no allocation by Lua code, and it failed",
 				    raw);
 		if (cut)
 			return fail("%s wrote no profile: its stream ended before the profile began "
@@ -1069,8 +1111,8 @@ int lp_cmd_record(int argc, char **argv)
 				    "an embedding program, do not run it: there, require \"luaprof\" "
 				    "and use its API)", o.cmd[0]);
 		if (loaded == 1)
-			return fail("%s wrote no profile: the profiler did not start (its message "
-				    "above says why)", o.cmd[0]);
+			return fail("%s wrote no profile: the profiler did not start, or could not "
+				    "write (its message above says why)", o.cmd[0]);
 		return fail("%s wrote no profile: the profiler did not start (its message above "
 			    "says why), or the agent was not loaded (the program must be LuaJIT's "
 			    "standalone interpreter honouring LUA_INIT - not `luajit -E` - and a "

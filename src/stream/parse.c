@@ -76,7 +76,7 @@ static int prologue(struct lp_input *in, const char *magic, unsigned expect, con
 		for (size_t k = 0; k < got; k++)
 			n += (size_t)snprintf(found + n, sizeof(found) - n, "%s0x%02x", k ? " " : "",
 					      p[k]);
-		if (start == 0 && got == 1)
+		if (start == 0)
 			return lp_input_fail(in, LP_ERR_FORMAT, start,
 					     "not a profile stream%s: a sysprof or memprof stream "
 					     "(luaprof's or Tarantool's) starts with \"%s\", this file "

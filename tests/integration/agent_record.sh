@@ -379,12 +379,29 @@ fi
 if command -v lua5.1 >/dev/null 2>&1; then
 	(cd "$t" && "$lp" record -q -o e.svg -- lua5.1 app.lua 0.1) >/dev/null 2>"$t/err"
 	grep -q 'not profiling: .*not a LuaJIT VM' "$t/err" &&
-		grep -q 'lua5.1 wrote no profile: the profiler did not start (its message above says why)$' "$t/err" ||
+		grep -q 'lua5.1 wrote no profile: the profiler did not start, or could not write (its message above says why)$' "$t/err" ||
 		fail "lua5.1: $(cat "$t/err")"
 fi
 printf 'local p = io.popen("ls /proc/self/fd") local n = 0 for _ in p:lines() do n = n + 1 end p:close() print(n)\n' >"$t/fds.lua"
 [ "$("$lp" record -q -f collapsed -o "$t/fds.folded" -- luajit "$t/fds.lua" 2>"$t/err")" = "$(luajit "$t/fds.lua")" ] ||
 	fail "the program's children inherit a descriptor under record: $(cat "$t/err")"
+# The pipe is a hint that never gets in the way: with standard input and output closed
+# (it took descriptor 1, and the program's output went into it), and with a wrapper that
+# puts a file of its own where the pipe was (the agent wrote into it).
+"$lp" record -q -f collapsed -o "$t/closed.folded" -- luajit "$t/app.lua" 0.3 <&- >&- 2>"$t/err" &&
+	[ -s "$t/closed.folded" ] || fail "record with standard input and output closed: $(cat "$t/err")"
+: >"$t/wlog"
+"$lp" record -q -f collapsed -o "$t/wrap.folded" -- bash -c \
+	'for fd in $(seq 200 220); do eval "exec $fd>>\"$1\""; done; exec luajit "$2" 0.3' x "$t/wlog" "$t/app.lua" \
+	>/dev/null 2>"$t/err" && [ -s "$t/wrap.folded" ] || fail "record through a wrapper owning descriptors 200-220: $(cat "$t/err")"
+[ -s "$t/wlog" ] && fail "the agent wrote into a wrapper's file: $(od -c "$t/wlog" | head -2)"
+# A program of the user's own named luaprof.lua, on package.path, is what its require
+# gets, as without record.
+mkdir -p "$t/own"
+printf 'return { mine = true }\n' >"$t/own/luaprof.lua"
+printf 'package.path = "%s/own/?.lua;" .. package.path\nprint(require("luaprof").mine, misc)\n' "$t" >"$t/own.lua"
+[ "$("$lp" record -q -f collapsed -o "$t/own.folded" -- luajit "$t/own.lua" 2>"$t/err")" = "$(printf 'true\tnil')" ] ||
+	fail "record: the program's own luaprof.lua was not what its require got: $(cat "$t/err")"
 
 # -- Usage errors.
 expect() {
@@ -399,7 +416,7 @@ expect 'no program to run' -o x.svg
 expect '-o needs a file name before --' -f top -o -- luajit app.lua
 expect '--human-readable applies to the memprof text report' --memory --sample 1K --human-readable -- luajit app.lua
 expect '--human-readable applies to the memprof text report' --human-readable -- luajit app.lua
-expect "cannot tell the format from 'p.bin'; use -f (the raw stream is written anyway: --raw names it)" -o p.bin -- luajit app.lua
+expect "cannot tell the format from 'p.bin'; use -f (record writes the raw stream too: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--mode D keeps counters' --mode D -- luajit app.lua
 expect '--mode must be L or C' --mode X -- luajit app.lua
@@ -446,6 +463,10 @@ expect '--value applies to the graphs, pprof and top' --memory --value inuse_spa
 cat >"$t/mark.lua" <<'EOF'
 io.open(arg[1], "w"):close()
 EOF
+expect '--human-readable applies to the memprof text report' --memory --human-readable \
+	-o "$t/hh.svg" -- luajit "$t/mark.lua" "$t/ran9"
+[ -e "$t/ran9" ] && fail "record ran the program although --human-readable with an SVG was refused"
+expect '--raw needs a file name before --' --raw -- luajit "$t/mark.lua" "$t/ran9"
 LUAPROF_ALLOCSTUB=yes expect "LUAPROF_ALLOCSTUB is 'yes': 1 for the generated wrapper" \
 	--memory --sample 64K -o "$t/s.svg" -- luajit "$t/mark.lua" "$t/ran0"
 [ -e "$t/ran0" ] && fail "record ran the program although LUAPROF_ALLOCSTUB was refused"
@@ -542,6 +563,14 @@ ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "
 	fail "record of a short run: $(cat "$t/err")"
 grep -q 'no sample: the program ran [0-9.]* s on the CPU, less than a sampling interval (0.010 s at --rate 100) - raise --rate or use --clock wall' "$t/err" ||
 	fail "record of a short run: no hint: $(cat "$t/err")"
+# Exact mode: a program that succeeded made a profile even if its Lua code allocated
+# nothing itself (print, a C module's luaopen): it replaces the earlier one.
+"$lp" record -q --memory -f memprof --raw "$t/pr.bin" -o "$t/pr.txt" -- luajit "$t/mem.lua" \
+	>/dev/null 2>"$t/err" || fail "record --memory mem.lua: $(cat "$t/err")"
+cp "$t/pr.bin" "$t/before.bin"
+"$lp" record -q --memory -f memprof --raw "$t/pr.bin" -o "$t/pr.txt" -- luajit -e 'print("x")' \
+	>/dev/null 2>"$t/err" || fail "record --memory of print: $(cat "$t/err")"
+cmp -s "$t/pr.bin" "$t/before.bin" && fail "record --memory of a program that succeeded kept the earlier profile"
 # The same for a program whose agent ran but that ran no Lua code (a misspelt script
 # name): its stream has no CPU sample, no allocation by Lua code, no sampled allocation
 # (they replaced the earlier profile and report with an empty one).
