@@ -589,8 +589,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	snprintf(init, sizeof(init),
 		 "local i=os.getenv('LUAPROF_LUA_INIT') "
 		 "assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "
-		 "if i then if i:sub(1,1)=='@' then dofile(i:sub(2)) "
-		 "else assert(loadstring(i,'=LUA_INIT'))() end end",
+		 "if not i then return end "
+		 "if i:sub(1,1)=='@' then return dofile(i:sub(2)) end "
+		 "local f,e=loadstring(i,'=LUA_INIT') if not f then error(e,0) end return f()",
 		 so_lit);
 	if (o->memory)
 		snprintf(spec, sizeof(spec), "%sprofiler=memory,sample=%llu,path=%s", fdset,
