@@ -281,7 +281,9 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 		   uint64_t base_pt, int sure, struct lp_lj_trace_frame *fr, unsigned max,
 		   uint64_t *base_pc)
 {
-	static struct chain c, d; /* large: not on a signal handler's stack */
+	/* On the stack (1.5 KB): the CPU profiler's signal handler and sampled mode's capture
+	 * on the VM's thread may both be in here. */
+	struct chain c, d;
 	uint32_t next[MAX_SNAPENT];
 	struct lp_lj_proto p;
 	uint64_t npc;
