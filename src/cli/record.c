@@ -1102,9 +1102,10 @@ int lp_cmd_record(int argc, char **argv)
 				    "removed while it ran", o.cmd[0], renamed ? tmp : raw);
 		if (WIFSIGNALED(status))
 			return fail("%s wrote no profile: it was killed before the profiler wrote "
-				    "anything%s", o.cmd[0],
+				    "anything%s%s", o.cmd[0],
 				    o.sample ? " (sampled mode writes its stacks when the program "
-					       "ends)" : "");
+					       "ends)" : "",
+				    renamed ? "; the earlier profile is kept" : "");
 		if (loaded == 0)
 			return fail("%s wrote no profile: it never loaded the agent, which record "
 				    "gives LuaJIT's standalone interpreter through LUA_INIT (`luajit "

@@ -800,6 +800,12 @@ grep -q 'luajit was killed by signal 9' "$t/err" &&
 	grep -q 'it was killed before the profiler wrote anything (sampled mode writes its stacks when the program ends)' "$t/err" ||
 	fail "sampled, killed: message $(cat "$t/err")"
 grep -q 'agent was not loaded' "$t/err" && fail "sampled, killed: blamed the agent: $(cat "$t/err")"
+# With an earlier profile at the raw path: it is kept, and said so.
+(cd "$t" && "$lp" record -q --memory --sample 4K -o sk2.txt -- luajit mem.lua) >/dev/null 2>&1 ||
+	fail "record --memory --sample 4K mem.lua"
+(cd "$t" && "$lp" record --memory --sample 4K -o sk2.txt -- luajit skill.lua) >/dev/null 2>"$t/err"
+grep -q 'sampled mode writes its stacks when the program ends); the earlier profile is kept$' "$t/err" ||
+	fail "sampled, killed, an earlier profile: not said kept: $(cat "$t/err")"
 
 # -- Two records into one new file: the second is refused before its program runs (it ran
 # unprofiled, and was told the agent was not loaded). (Into an earlier profile each writes
