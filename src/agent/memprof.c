@@ -833,10 +833,11 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 						     LP_LJ_TRACE_MAX_INLINED, &bpc);
 			if (ni >= 0) {
 				for (int k = 0; k < ni; k++) {
+					const struct lp_lj_trace_frame *f = &s_tfr[k];
 					struct lp_lua_frame *o = &s_lua[n++];
-					o->type = s_tfr[k].ffid ? LP_FRAME_FFUNC : LP_FRAME_LFUNC;
-					o->addr = s_tfr[k].ffid ? s_tfr[k].ffid : need_proto(s_tfr[k].pt);
-					o->line = s_tfr[k].line > 0 ? (uint64_t)s_tfr[k].line : 0;
+					o->type = f->ffid ? LP_FRAME_FFUNC : LP_FRAME_LFUNC;
+					o->addr = f->ffid ? f->ffid : need_proto(f->pt);
+					o->line = f->line > 0 ? (uint64_t)f->line : 0;
 				}
 				leaf = bpc;
 			} else if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==

@@ -934,8 +934,8 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 ** Whether the stream at path gets as far as its profile section (a stream cut in its
 ** symbol table, by a full disk say, holds no profile), and then whether it recorded
 ** anything of the program: a CPU sample, an allocation by Lua code (exact mode), a
-** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING when that cannot be told
-** (the report that follows says what is wrong with the stream).
+** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING
+** when that cannot be told (the report that follows says what is wrong with the stream).
 */
 static enum content scan_stream(const char *path, int *ended_early)
 {

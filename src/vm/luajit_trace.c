@@ -266,15 +266,15 @@ static uint32_t first_diff(const uint32_t *a, unsigned na, const uint32_t *b, un
 ** lp_lj_trace_inlined on snapshot snapno (entries ent, PC pc); without sure, every call the
 ** snapshot holds (lp_lj_trace_locate names the function its PC is in). Code runs under a
 ** snapshot until the next one, and an inlined call may return in between (no guard, no
-** snapshot): only the calls the next snapshot still holds, link for link, with the
-** slots of every frame below the callee and the callee's arguments unchanged, are sure to
-** be running. A caller's slots change only while the caller runs, that is once its
-** callee has returned (the same call site called again, in a loop the compiler unrolled,
-** changes the loop's variables); a call made again with the very same values, nothing
-** else changed in between, cannot be told from the first. The last snapshot's calls all return before the trace ends (a loop's back
-** edge, a link to another trace, a return: each at the base frame's level). A call not
-** sure to be running is left out, and its caller put at the call: a frame missing, never
-** one that is not on the stack.
+** snapshot): only the calls the next snapshot still holds, link for link, with the slots
+** of every frame below the callee and the callee's arguments unchanged, are sure to be
+** running. A caller's slots change only while the caller runs, that is once its callee
+** has returned (the same call site called again, in a loop the compiler unrolled, changes
+** the loop's variables); a call made again with the very same values, nothing else
+** changed in between, cannot be told from the first. The last snapshot's calls all return
+** before the trace ends (a loop's back edge, a link to another trace, a return: each at
+** the base frame's level). A call not sure to be running is left out, and its caller put
+** at the call: a frame missing, never one that is not on the stack.
 */
 static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
 		   uint32_t snapno, const uint32_t *ent, unsigned nent, uint64_t pc,
