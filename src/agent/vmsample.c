@@ -1354,6 +1354,16 @@ int agent_vm_expects_empty(void)
 	return 0;
 }
 
+/* The innermost C frame of the thread known above sp (within 4 KiB), or 0. */
+static uint64_t cframe_above(uint64_t sp)
+{
+	uint64_t above = 0;
+	for (unsigned i = 0; i < ncframes; i++)
+		if (cframes[i] > sp && (!above || cframes[i] < above))
+			above = cframes[i];
+	return above && above - sp < 4096 ? above : 0;
+}
+
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 {
 	if (!attached)
@@ -1397,15 +1407,11 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 		 * that calls: a collector step, the allocator). VM code runs in the innermost
 		 * C frame above its stack pointer: the walk goes on from there, by the
 		 * interpreter's rule (which restores the callee-saved registers it needs). */
-		uint64_t above = 0;
-		for (unsigned i = 0; i < ncframes; i++)
-			if (cframes[i] > sp && (!above || cframes[i] < above))
-				above = cframes[i];
-		if (above && above - sp < 4096) {
-			regs[AGENT_RSP] = above;
-			return 1;
-		}
-		return -1;
+		uint64_t above = cframe_above(sp);
+		if (!above)
+			return -1;
+		regs[AGENT_RSP] = above;
+		return 1;
 	}
 	if (in_object)
 		return 0;
@@ -1432,11 +1438,8 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	 * from its parent's, as a sample may catch it), the frame is taken from there (the
 	 * formula put ~2 % of one program's trace samples off their walk). */
 	if (ncframes && !is_cframe(cfa - vm.lay->cf_size)) {
-		uint64_t above = 0;
-		for (unsigned i = 0; i < ncframes; i++)
-			if (cframes[i] > sp && (!above || cframes[i] < above))
-				above = cframes[i];
-		if (above && above - sp < 4096)
+		uint64_t above = cframe_above(sp);
+		if (above)
 			cfa = above + vm.lay->cf_size;
 	}
 	if (lp_mem_read(&mem, cfa - 40, v, sizeof(v)) != 0)
