@@ -829,8 +829,11 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			 * base frame at the call into them; else (their snapshot does not check
 			 * out) the location alone. */
 			uint64_t bpc;
-			int ni = lp_lj_trace_inlined(&mp.vm, &direct, &tr, host[i], base_pt, s_tfr,
-						     LP_LJ_TRACE_MAX_INLINED, &bpc);
+			int ni;
+			if (lp_lj_trace_locate_inlined(&mp.vm, &direct, &tr, host[i], base_pt, &loc,
+						       s_tfr, LP_LJ_TRACE_MAX_INLINED, &ni,
+						       &bpc) != LP_LJ_OK)
+				break;
 			if (ni >= 0) {
 				for (int k = 0; k < ni; k++) {
 					const struct lp_lj_trace_frame *f = &s_tfr[k];
@@ -840,8 +843,7 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 					o->line = f->line > 0 ? (uint64_t)f->line : 0;
 				}
 				leaf = bpc;
-			} else if (lp_lj_trace_locate(&mp.vm, &direct, &tr, host[i], base_pt, &loc) ==
-				    LP_LJ_OK && loc.pt) {
+			} else if (loc.pt) {
 				if (loc.pt == base_pt && !loc.inlined) {
 					leaf = loc.pc;
 				} else if (loc.line > 0) {

@@ -728,18 +728,24 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 		    frames[0].kind == LP_FRAME_LFUNC)
 			base_pt = frames[0].addr;
 	}
+	/* With the functions inlined there, each at its call: frames of their own. */
 	int ninl = -1;
+	uint64_t bpc;
 	if (lp_lj_trace_has(&cur_trace, ip) &&
-	    lp_lj_trace_locate(&vm, &mem, &cur_trace, ip, base_pt, &loc) == LP_LJ_OK && loc.pt) {
+	    lp_lj_trace_locate_inlined(&vm, &mem, &cur_trace, ip, base_pt, &loc,
+				       mode == LUAPROF_SYSPROF_CALLGRAPH ? tfr : NULL,
+				       LP_LJ_TRACE_MAX_INLINED, &ninl, &bpc) == LP_LJ_OK &&
+	    loc.pt) {
 		pt = loc.pt;
 		line = loc.line;
 		if (!loc.inlined && loc.pt == base_pt)
 			leaf = loc.pc;
-		/* The functions inlined there, each at its call: frames of their own. */
-		if (loc.inlined && mode == LUAPROF_SYSPROF_CALLGRAPH)
-			ninl = lp_lj_trace_inlined(&vm, &mem, &cur_trace, ip, base_pt, tfr,
-						   LP_LJ_TRACE_MAX_INLINED, &leaf);
+		if (!loc.inlined)
+			ninl = -1;
+		else if (ninl >= 0)
+			leaf = bpc;
 	} else {
+		ninl = -1;
 		/* In a helper the trace called: where the trace starts. */
 		struct lp_lj_proto p;
 		if (lp_lj_proto_read(&vm, &mem, pt, &p) == LP_LJ_OK &&

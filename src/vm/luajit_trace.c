@@ -262,67 +262,79 @@ static uint32_t first_diff(const uint32_t *a, unsigned na, const uint32_t *b, un
 	return sa < sb ? sa : sb;
 }
 
-/*
-** lp_lj_trace_inlined on snapshot snapno (entries ent, PC pc); without sure, every call the
-** snapshot holds (lp_lj_trace_locate names the function its PC is in). Code runs under a
-** snapshot until the next one, and an inlined call may return in between (no guard, no
-** snapshot): only the calls the next snapshot still holds, link for link, with the slots
-** of every frame below the callee and the callee's arguments unchanged, are sure to be
-** running. A caller's slots change only while the caller runs, that is once its callee
-** has returned (the same call site called again, in a loop the compiler unrolled, changes
-** the loop's variables); a call made again with the very same values, nothing else
-** changed in between, cannot be told from the first. The last snapshot's calls all return
-** before the trace ends (a loop's back edge, a link to another trace, a return: each at
-** the base frame's level). A call not sure to be running is left out, and its caller put
-** at the call: a frame missing, never one that is not on the stack.
-*/
-static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const struct lp_lj_trace *t,
-		   uint32_t snapno, const uint32_t *ent, unsigned nent, uint64_t pc,
-		   uint64_t base_pt, int sure, struct lp_lj_trace_frame *fr, unsigned max,
-		   uint64_t *base_pc)
+/* The frames at snapshot entries ent (PC pc), checked: 0, or -1 when they do not check out
+ * (chain_of's cases; an innermost frame no Lua function's; a PC outside its function's
+ * bytecode). The snapshot's PC is the innermost frame's, a Lua function's (a builtin the
+ * trace calls, stitched, has its caller's PC: not one of those frames). */
+static int snap_chain(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		      const struct lp_lj_trace *t, const uint32_t *ent, unsigned nent, uint64_t pc,
+		      uint64_t base_pt, struct chain *c)
 {
-	/* On the stack (1.5 KB): the CPU profiler's signal handler and sampled mode's capture
-	 * on the VM's thread may both be in here. */
-	struct chain c, d;
-	uint32_t next[MAX_SNAPENT];
 	struct lp_lj_proto p;
+	if (chain_of(vm, m, t, ent, nent, base_pt, c) != 0)
+		return -1;
+	unsigned top = c->n - 1;
+	if (c->ffid[top] != LP_LJ_FFID_LUA)
+		return -1;
+	c->pc[top] = pc + 4;
+	for (unsigned k = base_pt == 0; k < c->n; k++)
+		if (c->ffid[k] == LP_LJ_FFID_LUA && !frame_pc_in(vm, m, c->id[k], c->pc[k], &p))
+			return -1;
+	return 0;
+}
+
+/*
+** How many of chain c's calls (at snapshot snapno, entries ent) are sure to be running.
+** Code runs under a snapshot until the next one, and an inlined call may return in
+** between (no guard, no snapshot): only the calls the next snapshot still holds, link for
+** link, with the slots of every frame below the callee and the callee's arguments
+** unchanged, are sure to be running. A caller's slots change only while the caller runs,
+** that is once its callee has returned (the same call site called again, in a loop the
+** compiler unrolled, changes the loop's variables); a call made again with the very same
+** values, nothing else changed in between, cannot be told from the first. The last
+** snapshot's calls all return before the trace ends (a loop's back edge, a link to
+** another trace, a return: each at the base frame's level). A call not sure to be running
+** is left out, and its caller put at the call: a frame missing, never one that is not on
+** the stack.
+*/
+static unsigned sure_depth(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			   const struct lp_lj_trace *t, uint32_t snapno, const uint32_t *ent,
+			   unsigned nent, uint64_t base_pt, const struct chain *c)
+{
+	struct chain d;
+	uint32_t next[MAX_SNAPENT];
 	uint64_t npc;
 	uint8_t nnext = 0;
+	unsigned keep = 0, n = c->n - 1;
+	if (n == 0 || snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) != LP_LJ_OK ||
+	    chain_of(vm, m, t, next, nnext, base_pt, &d) != 0)
+		return 0;
+	uint32_t fd = first_diff(ent, nent, next, nnext);
+	while (keep < n && keep + 1 < d.n && d.id[keep + 1] == c->id[keep + 1] &&
+	       d.ffid[keep + 1] == c->ffid[keep + 1] && d.pc[keep] == c->pc[keep] &&
+	       d.slot[keep + 1] == c->slot[keep + 1] &&
+	       c->slot[keep + 1] + 2u + c->nparams[keep + 1] <= fd)
+		keep++;
+	return keep;
+}
 
-	if (chain_of(vm, m, t, ent, nent, base_pt, &c) != 0)
-		return -1;
-	/* The snapshot's PC is the innermost frame's, a Lua function's (a builtin the trace
-	 * calls, stitched, has its caller's PC: not one of those frames). */
-	unsigned top = c.n - 1;
-	if (c.ffid[top] != LP_LJ_FFID_LUA)
-		return -1;
-	c.pc[top] = pc + 4;
-	for (unsigned k = base_pt == 0; k < c.n; k++)
-		if (c.ffid[k] == LP_LJ_FFID_LUA && !frame_pc_in(vm, m, c.id[k], c.pc[k], &p))
-			return -1;
-	unsigned n = c.n - 1;
-	if (sure) {
-		unsigned keep = 0;
-		if (n > 0 && snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) == LP_LJ_OK &&
-		    chain_of(vm, m, t, next, nnext, base_pt, &d) == 0) {
-			uint32_t fd = first_diff(ent, nent, next, nnext);
-			while (keep < n && keep + 1 < d.n && d.id[keep + 1] == c.id[keep + 1] &&
-			       d.ffid[keep + 1] == c.ffid[keep + 1] && d.pc[keep] == c.pc[keep] &&
-			       d.slot[keep + 1] == c.slot[keep + 1] &&
-			       c.slot[keep + 1] + 2u + c.nparams[keep + 1] <= fd)
-				keep++;
-		}
-		n = keep; /* c.pc[n]: the snapshot's PC, or the call of the first left out */
-	}
+/* The n innermost calls of chain c into fr[] (innermost first, at most max) and the base
+ * frame's PC (c->pc[n] is the snapshot's PC, or the call of the first left out). n, or -1
+ * when more than max. */
+static int chain_frames(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			const struct chain *c, unsigned n, struct lp_lj_trace_frame *fr,
+			unsigned max, uint64_t *base_pc)
+{
+	struct lp_lj_proto p;
 	if (n > max)
 		return -1;
-	*base_pc = c.pc[0];
+	*base_pc = c->pc[0];
 	for (unsigned k = 0; k < n; k++) {
 		struct lp_lj_trace_frame *f = &fr[k];
 		unsigned j = n - k;
-		f->pt = c.id[j];
-		f->ffid = c.ffid[j];
-		f->pc = c.pc[j];
+		f->pt = c->id[j];
+		f->ffid = c->ffid[j];
+		f->pc = c->pc[j];
 		f->line = 0;
 		if (f->ffid == LP_LJ_FFID_LUA &&
 		    (lp_lj_proto_read(vm, m, f->pt, &p) != LP_LJ_OK ||
@@ -332,58 +344,65 @@ static int inlined(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 	return (int)n;
 }
 
+int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+			       struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
+			       unsigned max, int *nfr, uint64_t *base_pc)
+{
+	/* On the stack (0.7 KB a chain): the CPU profiler's signal handler and sampled mode's
+	 * capture on the VM's thread may both be in here. */
+	struct chain c;
+	uint32_t ent[MAX_SNAPENT];
+	struct lp_lj_proto p;
+	uint64_t pc;
+	uint8_t nent = 0;
+	int rc, found = 0;
+
+	memset(loc, 0, sizeof(*loc));
+	*nfr = -1;
+	if ((rc = snap_at(vm, m, t, ip, &loc->snapno, ent, &nent, &pc)) != LP_LJ_OK)
+		return rc;
+	loc->pc = pc + 4;
+	int ok = snap_chain(vm, m, t, ent, nent, pc, base_pt, &c) == 0;
+	if (ok && fr)
+		*nfr = chain_frames(vm, m, &c, sure_depth(vm, m, t, loc->snapno, ent, nent, base_pt,
+							  &c), fr, max, base_pc);
+	/* The function the snapshot's PC is in: the innermost call it holds, when its frames
+	 * check out, sure or not (the location is approximate by nature); else the base frame's
+	 * function, else the trace's start. */
+	if (ok && c.n > 1 && lp_lj_proto_read(vm, m, c.id[c.n - 1], &p) == LP_LJ_OK) {
+		found = 1;
+		loc->pt = c.id[c.n - 1];
+		loc->inlined = 1;
+	}
+	if (!found && proto_holds(vm, m, base_pt, pc, &p)) {
+		found = 1;
+		loc->pt = base_pt;
+	}
+	if (!found && proto_holds(vm, m, t->startpt, pc, &p)) {
+		found = 1;
+		loc->pt = t->startpt;
+	}
+	if (found && lp_lj_pc_line(vm, m, &p, loc->pc, &loc->line) != LP_LJ_OK)
+		loc->line = 0;
+	return LP_LJ_OK;
+}
+
 int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 			struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc)
 {
-	uint32_t ent[MAX_SNAPENT], snapno;
-	uint64_t pc;
-	uint8_t nent = 0;
-
-	if (snap_at(vm, m, t, ip, &snapno, ent, &nent, &pc) != LP_LJ_OK)
-		return -1;
-	return inlined(vm, m, t, snapno, ent, nent, pc, base_pt, 1, fr, max, base_pc);
+	struct lp_lj_trace_loc loc;
+	int n;
+	lp_lj_trace_locate_inlined(vm, m, t, ip, base_pt, &loc, fr, max, &n, base_pc);
+	return n;
 }
 
 int lp_lj_trace_locate(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 		       struct lp_lj_trace_loc *loc)
 {
-	uint32_t ent[MAX_SNAPENT];
-	struct lp_lj_trace_frame fr[LP_LJ_TRACE_MAX_INLINED];
-	struct lp_lj_proto p;
-	uint64_t pc, bpc;
-	uint8_t nent = 0;
-	int found = 0, rc;
-
-	memset(loc, 0, sizeof(*loc));
-	if ((rc = snap_at(vm, m, t, ip, &loc->snapno, ent, &nent, &pc)) != LP_LJ_OK)
-		return rc;
-	loc->pc = pc + 4;
-	/* The innermost function inlined at the snapshot, when its frames check out. */
-	if (inlined(vm, m, t, loc->snapno, ent, nent, pc, base_pt, 0, fr, LP_LJ_TRACE_MAX_INLINED,
-		    &bpc) > 0 &&
-	    fr[0].ffid == LP_LJ_FFID_LUA && lp_lj_proto_read(vm, m, fr[0].pt, &p) == LP_LJ_OK) {
-		found = 1;
-		loc->pt = fr[0].pt;
-		loc->inlined = 1;
-	}
-	if (!found && proto_holds(vm, m, base_pt, pc, &p)) {
-		found = 1;
-		loc->pt = base_pt;
-		loc->inlined = 0;
-	}
-	if (!found && proto_holds(vm, m, t->startpt, pc, &p)) {
-		found = 1;
-		loc->pt = t->startpt;
-		loc->inlined = 0;
-	}
-	if (!found) {
-		loc->pt = 0;
-		loc->inlined = 0;
-		return LP_LJ_OK;
-	}
-	if (lp_lj_pc_line(vm, m, &p, loc->pc, &loc->line) != LP_LJ_OK)
-		loc->line = 0;
-	return LP_LJ_OK;
+	int n;
+	uint64_t bpc;
+	return lp_lj_trace_locate_inlined(vm, m, t, ip, base_pt, loc, NULL, 0, &n, &bpc);
 }

@@ -93,4 +93,12 @@ int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 			struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc);
 
+/* Both at once, the snapshot read once (a CPU sample in a trace wants both): fills loc and
+ * returns as lp_lj_trace_locate does; *nfr gets what lp_lj_trace_inlined would return
+ * (-1 as well when fr is NULL: not asked, and not computed). */
+int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+			       struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
+			       unsigned max, int *nfr, uint64_t *base_pc);
+
 #endif
