@@ -526,35 +526,61 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 		strerror(e ? e : EIO));
 }
 
-/*
-** record's pipe ("FD:INODE"): a byte tells it the agent was loaded (whatever comes of the
-** start), so that it can tell that apart from a program that never ran LUA_INIT; closed,
-** so that the program's children do not hold it. A hint only: written only when FD is
-** still that pipe (a wrapper script may have put a file of its own there), never a reason
-** not to profile.
-*/
-static void loaded_tell(const char *val)
+/* record's pipe "FD:INODE": the descriptor if it is still that pipe (a wrapper script may
+ * have put a file of its own there), else -1. */
+static int record_pipe(const char *val)
 {
 	char *end;
 	long fd = strtol(val, &end, 10);
 	struct stat st;
 	if (*end != ':' || fd < 3 || fd > INT_MAX)
-		return;
+		return -1;
 	unsigned long long ino = strtoull(end + 1, &end, 10);
 	if (*end || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
 	    (unsigned long long)st.st_ino != ino)
+		return -1;
+	return (int)fd;
+}
+
+/* record's claim (val NULL: none given): 1 if this process takes the one byte the pipe
+ * holds, which makes it the process record profiles; 0 if another LuaJIT process the
+ * program ran took it first. A claim that is not the pipe it should be takes nothing away
+ * (1). Closed, so that the program's children do not hold it. */
+static int claim_take(const char *val)
+{
+	int fd = val ? record_pipe(val) : -1;
+	if (fd < 0)
+		return 1;
+	char b;
+	ssize_t n;
+	while ((n = read(fd, &b, 1)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n == 1;
+}
+
+/*
+** record's other pipe: a byte tells it the agent was loaded (whatever comes of the start),
+** so that it can tell that apart from a program that never ran LUA_INIT: 'L' profiling,
+** 'S' skipped because another process has the claim. Closed, so that the program's
+** children do not hold it. A hint only, never a reason not to profile.
+*/
+static void loaded_tell(const char *val, char what)
+{
+	int fd = val ? record_pipe(val) : -1;
+	if (fd < 0)
 		return;
 	/* record gone (its read end closed): EPIPE, not the program killed by SIGPIPE. */
 	sigset_t pipe, old;
 	sigemptyset(&pipe);
 	sigaddset(&pipe, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe, &old);
-	if (write((int)fd, "L", 1) != 1 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
+	if (write(fd, &what, 1) != 1 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
 		struct timespec now = { 0, 0 };
 		sigtimedwait(&pipe, NULL, &now);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close((int)fd);
+	close(fd);
 }
 
 static void autostart(lua_State *L)
@@ -576,7 +602,7 @@ static void autostart(lua_State *L)
 	a.opt.mode = LUAPROF_SYSPROF_CALLGRAPH;
 	a.opt.interval = DEFAULT_INTERVAL_MS;
 	a.path = DEFAULT_PATH;
-	const char *bad = NULL;
+	const char *bad = NULL, *loaded_val = NULL, *claim_val = NULL;
 	int memory = 0;
 	unsigned long long sample_bytes = 0;
 	for (char *p = spec; p && *p && !bad;) {
@@ -619,12 +645,18 @@ static void autostart(lua_State *L)
 			else if (strcmp(val, "cpu"))
 				bad = MSG_BADCLOCK;
 		} else if (!strcmp(p, "loaded_fd")) {
-			loaded_tell(val);
+			loaded_val = val;
+		} else if (!strcmp(p, "claim_fd")) {
+			claim_val = val;
 		} else {
 			bad = "unknown LUAPROF_RECORD setting";
 		}
 		p = next;
 	}
+	int mine = claim_take(claim_val);
+	loaded_tell(loaded_val, mine ? 'L' : 'S');
+	if (!mine)
+		return; /* record says so when the program ends */
 	if (bad) {
 		fprintf(stderr, "luaprof: not profiling: %s\n", bad);
 		return;

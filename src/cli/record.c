@@ -50,6 +50,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "(luaprof.so, next to this executable or $LUAPROF_AGENT) is loaded through\n"
 	      "LUA_INIT before the script starts and stops when the program exits; the\n"
 	      "program's globals are left as they are (no `misc` until it requires luaprof).\n"
+	      "PROGRAM may also be a script that runs luajit: the first LuaJIT process to\n"
+	      "start is profiled, others run as they would without record (the summary says\n"
+	      "how many), and so do the children of the one profiled.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output PATH   rendered profile (default luaprof.svg, or for -f collapsed,\n"
@@ -78,13 +81,13 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      still live at exit; rendered as the top list; sampled\n"
 	      "                      mode writes its stacks when the program ends: a program\n"
 	      "                      killed by a signal leaves none\n"
-	      	      "      --value V       with --memory: what the graphs, pprof and top show -\n"
+	      "      --value V       with --memory: what the graphs, pprof and top show -\n"
 	      "                      alloc_space (default), alloc_objects, inuse_space,\n"
 	      "                      inuse_objects (what is still allocated at the end)\n"
 	      "      --leak-only     with --memory: what is still held - the memprof report's\n"
 	      "                      HEAP SUMMARY alone, or graphs of inuse_space\n"
 	      "      --human-readable  with the memprof report: sizes in KiB / MiB / GiB\n"
-"CPU profiler only:\n"
+	      "CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
@@ -547,43 +550,65 @@ static void banner(const struct opts *o)
 
 /*
 ** The pipe the agent tells record it was loaded through (a hint: without it, record cannot
-** tell a program that never loaded the agent from a start refused). Its write end is
-** moved to a high descriptor, out of the way of standard input and output (closed ones
-** would get it: the program's output would go into the pipe) and of the few a wrapper
-** script redirects; the agent writes to it only if that descriptor is still this pipe
-** (its inode, given with it). On failure lp stays { -1, -1 } and fdset empty.
+** tell a program that never loaded the agent from a start refused), and the claim: a pipe
+** holding one byte, which the first agent to start takes (a non-blocking read), so that of
+** several LuaJIT processes a wrapper runs (`sh -c 'luajit a.lua; luajit b.lua'`) the first
+** alone is profiled, the others run as they would without record and say so through the
+** first pipe ('L' loaded and profiling, 'S' loaded and skipped). Their descriptors are
+** moved high, out of the way of standard input and output (closed ones would get them: the
+** program's output would go into a pipe) and of the few a wrapper script redirects; the
+** agent uses one only if that descriptor is still this pipe (its inode, given with it).
+** On failure lp[] stays -1 and fdset empty: no hint, no claim (every process profiles).
 */
-static void loaded_pipe(int lp[2], char *fdset, size_t len)
+static int high_fd(int fd)
 {
-	int p[2];
-	struct stat st;
+	int h = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+	close(fd);
+	return h;
+}
+
+static void record_pipes(int lp[3], char *fdset, size_t len)
+{
+	int p[2], c[2];
+	struct stat st, cst;
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return;
-	int w = fcntl(p[1], F_DUPFD_CLOEXEC, 200), r = fcntl(p[0], F_DUPFD_CLOEXEC, 200);
-	close(p[0]);
-	close(p[1]);
-	if (w < 0 || r < 0 || fstat(w, &st) != 0) {
+	if (pipe2(c, O_CLOEXEC | O_NONBLOCK) != 0) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	int ok = write(c[1], "C", 1) == 1;
+	close(c[1]);
+	int w = high_fd(p[1]), r = high_fd(p[0]), cr = high_fd(c[0]);
+	if (!ok || w < 0 || r < 0 || cr < 0 || fstat(w, &st) != 0 || fstat(cr, &cst) != 0) {
 		if (w >= 0)
 			close(w);
 		if (r >= 0)
 			close(r);
+		if (cr >= 0)
+			close(cr);
 		return;
 	}
 	lp[0] = r;
 	lp[1] = w;
-	snprintf(fdset, len, "loaded_fd=%d:%llu,", w, (unsigned long long)st.st_ino);
+	lp[2] = cr;
+	snprintf(fdset, len, "claim_fd=%d:%llu,loaded_fd=%d:%llu,", cr,
+		 (unsigned long long)cst.st_ino, w, (unsigned long long)st.st_ino);
 }
 
 /* Runs the program; returns its wait status, or -1 if it could not be started. *loaded:
- * 1 when the agent was loaded in it (it writes a byte to a pipe of ours), 0 when not, -1
- * when that could not be told. */
+ * 1 when the agent was loaded in it and profiling (it writes a byte to a pipe of ours), 0
+ * when not, -1 when that could not be told; *skipped: how many more processes loaded the
+ * agent and ran unprofiled (record_pipes). */
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns,
-	       int *loaded)
+	       int *loaded, int *skipped)
 {
-	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 160], fdset[32] = "";
-	int lp[2] = { -1, -1 };
+	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 192], fdset[96] = "";
+	int lp[3] = { -1, -1, -1 };
 	*loaded = -1;
-	loaded_pipe(lp, fdset, sizeof(fdset));
+	*skipped = 0;
+	record_pipes(lp, fdset, sizeof(fdset));
 	if (lua_literal(agent, so_lit, sizeof(so_lit)))
 		return -1;
 	snprintf(init, sizeof(init),
@@ -625,15 +650,17 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
-		if (lp[0] >= 0)
-			close(lp[0]), close(lp[1]);
+		for (int i = 0; i < 3; i++)
+			if (lp[i] >= 0)
+				close(lp[i]);
 		return -1;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
-		if (lp[1] >= 0)
-			fcntl(lp[1], F_SETFD, 0); /* the agent's, across exec */
+		for (int i = 1; i < 3; i++) /* the agent's, across exec */
+			if (lp[i] >= 0)
+				fcntl(lp[i], F_SETFD, 0);
 		if (orig)
 			setenv("LUAPROF_LUA_INIT", orig, 1);
 		else
@@ -648,8 +675,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
 		_exit(127);
 	}
-	if (lp[1] >= 0)
-		close(lp[1]);
+	for (int i = 1; i < 3; i++)
+		if (lp[i] >= 0)
+			close(lp[i]);
 	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
 	child_pid = pid;
 	sigaction(SIGINT, &ign, &oint);
@@ -670,9 +698,19 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (lp[0] >= 0) {
 		/* A program that never loaded the agent may have left the pipe to a child
 		 * still running: no waiting for it. */
-		char b;
+		char b[256];
+		ssize_t n;
+		*loaded = 0;
 		fcntl(lp[0], F_SETFL, O_NONBLOCK);
-		*loaded = read(lp[0], &b, 1) == 1;
+		while ((n = read(lp[0], b, sizeof(b))) > 0)
+			for (ssize_t i = 0; i < n; i++) {
+				if (b[i] == 'L')
+					*loaded = 1;
+				else if (b[i] == 'S')
+					(*skipped)++;
+			}
+		if (*skipped && !*loaded) /* loaded, though the claim went elsewhere */
+			*loaded = 1;
 		close(lp[0]);
 	}
 	return status;
@@ -1032,8 +1070,8 @@ int lp_cmd_record(int argc, char **argv)
 	int renamed = strcmp(tmp, dest) != 0;
 
 	uint64_t wall = 0;
-	int loaded;
-	int status = run(&o, agent, tmp, &wall, &loaded);
+	int loaded, skipped;
+	int status = run(&o, agent, tmp, &wall, &loaded, &skipped);
 	if (status < 0) {
 		if (renamed || created)
 			unlink(tmp);
@@ -1075,6 +1113,11 @@ int lp_cmd_record(int argc, char **argv)
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
 	tell_status(&o, status); /* -q or not: it explains the exit status */
+	if (skipped) /* -q or not: a profile of another process than the one expected */
+		fprintf(stderr, "luaprof record: %d more LuaJIT process%s under %s ran without the "
+			"profiler: record profiles the first one that starts (run the one to "
+			"profile under record itself)\n", skipped, skipped > 1 ? "es" : "",
+			o.cmd[0]);
 	if (empty) {
 		if (kept && ended_early)
 			return fail("%s recorded nothing before its stream ended (the profiler's "

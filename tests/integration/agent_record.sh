@@ -395,6 +395,31 @@ printf 'local p = io.popen("ls /proc/self/fd") local n = 0 for _ in p:lines() do
 	'for fd in $(seq 200 220); do eval "exec $fd>>\"$1\""; done; exec luajit "$2" 0.3' x "$t/wlog" "$t/app.lua" \
 	>/dev/null 2>"$t/err" && [ -s "$t/wrap.folded" ] || fail "record through a wrapper owning descriptors 200-220: $(cat "$t/err")"
 [ -s "$t/wlog" ] && fail "the agent wrote into a wrapper's file: $(od -c "$t/wlog" | head -2)"
+# Several LuaJIT processes under one record (a wrapper script): the first to start is
+# profiled, the others run as without record, and the summary says so; one after the
+# other and at once, in both profilers. (The second used to overwrite the first's profile.)
+for w in alpha beta; do
+	printf 'local function %s() local t, n, k = os.clock(), 0, {} while os.clock() - t < 0.3 do n = n + 1 k[n %% 64 + 1] = { n } end return n end\nprint(%s() > 0)\n' $w $w >"$t/$w.lua"
+done
+for how in 'luajit "$1"; luajit "$2"' 'luajit "$1" & sleep 0.1; luajit "$2"; wait' \
+	'sleep 0.05; luajit "$1" & luajit "$2"; wait'; do
+	for prof in cpu mem; do
+		rm -f "$t/two.folded" "$t/two.bin"
+		if [ $prof = cpu ]; then set -- -f collapsed; else set -- --memory --sample 4K -f collapsed; fi
+		"$lp" record "$@" -o "$t/two.folded" -- sh -c "$how" x "$t/alpha.lua" "$t/beta.lua" >"$t/out" 2>"$t/err" ||
+			fail "record of two processes ($how, $prof): $(cat "$t/err")"
+		first=alpha other=beta
+		case $how in sleep*) first=beta other=alpha ;; esac
+		grep -q "$first" "$t/two.folded" || fail "two processes ($how, $prof): the first's $first is not in the profile: $(head -3 "$t/two.folded")"
+		grep -q "$other" "$t/two.folded" && fail "two processes ($how, $prof): the second's $other is in the profile"
+		grep -q '^luaprof record: 1 more LuaJIT process under sh ran without the profiler: record profiles the first one that starts' "$t/err" ||
+			fail "two processes ($how, $prof): no word of the process left out: $(cat "$t/err")"
+		grep -q 'not profiling' "$t/err" && fail "two processes ($how, $prof): the second one complained: $(cat "$t/err")"
+		[ "$(grep -c '^true$' "$t/out")" = 2 ] || fail "two processes ($how, $prof): output $(cat "$t/out")"
+	done
+done
+set --
+
 # A program of the user's own named luaprof.lua, on package.path, is what its require
 # gets, as without record.
 mkdir -p "$t/own"
