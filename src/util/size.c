@@ -20,7 +20,8 @@ int lp_size_parse(const char *s, uint64_t max, uint64_t *out)
 		       : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 0;
 	if (shift) {
 		end++;
-		if (end[0] == 'i' && end[1] == 'B') /* KiB, MiB...: the units reports print */
+		/* KiB, MiB...: the units reports print, in any case as K, M... are. */
+		if ((end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
 			end += 2;
 	}
 	if (errno || *end || n == 0 || n > max >> shift)

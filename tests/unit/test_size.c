@@ -25,13 +25,17 @@ static void test_suffixes(void)
 	CHECK_EQ(parsed("512KiB", 1ull << 40), 512ull << 10);
 	CHECK_EQ(parsed("1MiB", 1ull << 40), 1ull << 20);
 	CHECK_EQ(parsed("1TiB", 1ull << 40), 1ull << 40);
+	/* In any case, as the letter alone is. */
+	CHECK_EQ(parsed("512kib", 1ull << 40), 512ull << 10);
+	CHECK_EQ(parsed("4MIB", 1ull << 40), 4ull << 20);
+	CHECK_EQ(parsed("2gIb", 1ull << 40), 2ull << 30);
 }
 
 static void test_refused(void)
 {
 	uint64_t v = 7;
 	static const char *const bad[] = { "", "0", "-1", "+1", "1.5M", "2G5", "1KB", "K",
-					   "1Ki", "1KiBs", "1iB", "1kib", "1MB", " 1", "1 ", "2T",
+					   "1Ki", "1KiBs", "1iB", "1ib", "1kb", "1kibs", "1MB", " 1", "1 ", "2T",
 					   "1025G", "99999999999999999999" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (lp_size_parse(bad[i], 1ull << 40, &v) != -1)
