@@ -757,8 +757,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	if (f->truncated)
 		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
 	fputc('\n', stderr);
-	/* None at all: a program too short for the interval, most often. */
-	if (!n && l->stats.complete && !f->signal_taken_ns)
+	/* None at all: a program too short for the interval, most often; or one that stopped
+	 * the profile itself at once (then no advice on --rate). */
+	if (!n && f->stopped_by_program)
+		fprintf(stderr, "luaprof record: no sample: the program stopped the profile itself "
+				"(sysprof.stop) after %.3f s, before the first sample\n", secs);
+	else if (!n && l->stats.complete && !f->signal_taken_ns)
 		fprintf(stderr, "luaprof record: no sample: the program ran %.3f s %s, less than "
 				"a sampling interval (%.3f s at --rate %u) - raise --rate%s, or profile "
 				"a longer run\n",
@@ -811,7 +815,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
 			f->overruns, o->rate);
-	if (f->stopped_by_program)
+	if (f->stopped_by_program && n)
 		fprintf(stderr, "luaprof record: the program stopped the profile itself "
 				"(sysprof.stop) after %.*f s: what it did after that is not in it\n",
 			secs < 0.1 ? 3 : 2, secs);
@@ -928,18 +932,30 @@ static int raw_busy(const char *path)
 /* What a scan of the raw stream found (scan_stream). */
 enum content { NO_SECTION, NOTHING, SOMETHING };
 
+struct scan {
+	enum content c;
+	int stopped_by_program; /* its meta says so (read only when nothing was found) */
+};
+
 static int section_found(void *ctx, enum lp_stream_kind kind, unsigned version)
 {
 	(void)kind, (void)version;
-	*(enum content *)ctx = NOTHING;
+	((struct scan *)ctx)->c = NOTHING;
 	return 0;
 }
 
 static int sample_found(void *ctx, const struct lp_sys_sample *smp)
 {
 	(void)smp;
-	*(enum content *)ctx = SOMETHING;
+	((struct scan *)ctx)->c = SOMETHING;
 	return 1; /* enough read */
+}
+
+static int meta_found(void *ctx, const char *key, const char *value)
+{
+	if (!strcmp(key, "stopped_by") && !strcmp(value, "program"))
+		((struct scan *)ctx)->stopped_by_program = 1;
+	return 0;
 }
 
 /* An allocation event of Lua code (a line or a trace); the host's own C code allocates
@@ -949,7 +965,7 @@ static int lua_event_found(void *ctx, const struct lp_mem_event *ev)
 {
 	if (ev->source != LP_ASOURCE_LFUNC && ev->source != LP_ASOURCE_TRACE)
 		return 0;
-	*(enum content *)ctx = SOMETHING;
+	((struct scan *)ctx)->c = SOMETHING;
 	return 1;
 }
 
@@ -961,7 +977,7 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 	(void)id, (void)host, (void)nhost;
 	for (size_t i = 0; i < nlua; i++) {
 		if (lua[i].type == LP_FRAME_LFUNC) {
-			*(enum content *)ctx = SOMETHING;
+			((struct scan *)ctx)->c = SOMETHING;
 			return 1;
 		}
 	}
@@ -975,10 +991,10 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 ** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING
 ** when that cannot be told (the report that follows says what is wrong with the stream).
 */
-static enum content scan_stream(const char *path, int *ended_early)
+static enum content scan_stream(const char *path, int *ended_early, int *stopped_by_program)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	enum content c = NO_SECTION;
+	struct scan sc = { NO_SECTION, 0 };
 	struct lp_input in;
 	if (fd < 0)
 		return SOMETHING;
@@ -986,17 +1002,18 @@ static enum content scan_stream(const char *path, int *ended_early)
 		close(fd);
 		return SOMETHING;
 	}
-	struct lp_parse_handlers h = { .ctx = &c, .stream = section_found,
+	struct lp_parse_handlers h = { .ctx = &sc, .stream = section_found,
 				       .sys_sample = sample_found, .mem_event = lua_event_found,
-				       .ext_stack = lua_stack_found };
+				       .ext_stack = lua_stack_found, .ext_meta = meta_found };
 	struct lp_parse_stats st;
 	int rc = lp_parse_stream(&in, &h, &st);
 	lp_input_close(&in);
 	close(fd);
 	*ended_early = rc == LP_ERR_TRUNCATED;
-	if (c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
+	*stopped_by_program = sc.stopped_by_program;
+	if (sc.c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
 		return SOMETHING;
-	return c;
+	return sc.c;
 }
 
 /* Says how the program ended when that was not a success: its status is ours too. */
@@ -1091,9 +1108,10 @@ int lp_cmd_record(int argc, char **argv)
 	 * disk) recorded nothing either: it does not replace an earlier profile; nor does
 	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
 	 * too briefly for a sample. */
-	int ended_early = 0;
-	enum content got = !empty && (renamed || created) ? scan_stream(tmp, &ended_early)
-							  : SOMETHING;
+	int ended_early = 0, stopped = 0;
+	enum content got = !empty && (renamed || created)
+				   ? scan_stream(tmp, &ended_early, &stopped)
+				   : SOMETHING;
 	/* Exact mode: a program whose Lua code allocates nothing itself (a C module's luaopen
 	 * does it all, `print "x"`) still made a profile when it succeeded; one that failed
 	 * with nothing from Lua code is the misspelt script. */
@@ -1123,6 +1141,12 @@ int lp_cmd_record(int argc, char **argv)
 			return fail("%s recorded nothing before its stream ended (the profiler's "
 				    "message above says why): the earlier profile %s is kept",
 				    o.cmd[0], raw);
+		if (kept && stopped)
+			return fail("%s recorded nothing: it stopped the profile itself (%s.stop) "
+				    "before the first %s: the earlier profile %s is kept", o.cmd[0],
+				    o.memory ? "memprof" : "sysprof",
+				    !o.memory ? "sample" : o.sample ? "sampled allocation"
+						 : "allocation by Lua code", raw);
 		if (kept)
 			return fail("%s recorded nothing (%s): the earlier profile %s is kept",
 				    o.cmd[0],

@@ -402,14 +402,14 @@ for w in alpha beta; do
 	printf 'local function %s() local t, n, k = os.clock(), 0, {} while os.clock() - t < 0.3 do n = n + 1 k[n %% 64 + 1] = { n } end return n end\nprint(%s() > 0)\n' $w $w >"$t/$w.lua"
 done
 for how in 'luajit "$1"; luajit "$2"' 'luajit "$1" & sleep 0.1; luajit "$2"; wait' \
-	'sleep 0.05; luajit "$1" & luajit "$2"; wait'; do
+	'(sleep 0.2; luajit "$1") & luajit "$2"; wait'; do
 	for prof in cpu mem; do
 		rm -f "$t/two.folded" "$t/two.bin"
 		if [ $prof = cpu ]; then set -- -f collapsed; else set -- --memory --sample 4K -f collapsed; fi
 		"$lp" record "$@" -o "$t/two.folded" -- sh -c "$how" x "$t/alpha.lua" "$t/beta.lua" >"$t/out" 2>"$t/err" ||
 			fail "record of two processes ($how, $prof): $(cat "$t/err")"
 		first=alpha other=beta
-		case $how in sleep*) first=beta other=alpha ;; esac
+		case $how in '(sleep'*) first=beta other=alpha ;; esac
 		grep -q "$first" "$t/two.folded" || fail "two processes ($how, $prof): the first's $first is not in the profile: $(head -3 "$t/two.folded")"
 		grep -q "$other" "$t/two.folded" && fail "two processes ($how, $prof): the second's $other is in the profile"
 		grep -q '^luaprof record: 1 more LuaJIT process under sh ran without the profiler: record profiles the first one that starts' "$t/err" ||
@@ -588,6 +588,24 @@ ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "
 	fail "record of a short run: $(cat "$t/err")"
 grep -q 'no sample: the program ran [0-9.]* s on the CPU, less than a sampling interval (0.010 s at --rate 100) - raise --rate or use --clock wall' "$t/err" ||
 	fail "record of a short run: no hint: $(cat "$t/err")"
+# A program that stops the profile itself before the first sample is told so, not to
+# raise the rate; with an earlier profile at the raw path, that one is kept, and said why.
+printf 'require("luaprof").%s.stop()\nlocal s, t = 0, os.clock() while os.clock() - t < 0.2 do s = s + 1 end local k = {} for i = 1, 1e5 do k[i] = {} end\n' sysprof >"$t/stop0.lua"
+printf 'require("luaprof").%s.stop()\nlocal s, t = 0, os.clock() while os.clock() - t < 0.2 do s = s + 1 end local k = {} for i = 1, 1e5 do k[i] = {} end\n' memprof >"$t/mstop0.lua"
+"$lp" record -f collapsed -o "$t/stop0.folded" -- luajit "$t/stop0.lua" >/dev/null 2>"$t/err" ||
+	fail "record of a program stopping at once: $(cat "$t/err")"
+grep -q '^luaprof record: no sample: the program stopped the profile itself (sysprof.stop) after 0.0[0-9]* s, before the first sample$' "$t/err" ||
+	fail "record of a program stopping at once: $(cat "$t/err")"
+grep -q 'raise --rate' "$t/err" && fail "record of a program stopping at once: advice on the rate: $(cat "$t/err")"
+"$lp" record -f collapsed -o "$t/stop0.folded" -- luajit "$t/stop0.lua" >/dev/null 2>"$t/err" &&
+	fail "record of a program stopping at once, over an earlier profile: exit 0"
+grep -q "^luaprof record: luajit recorded nothing: it stopped the profile itself (sysprof.stop) before the first sample: the earlier profile $t/stop0.bin is kept$" "$t/err" ||
+	fail "record of a program stopping at once, over an earlier profile: $(cat "$t/err")"
+"$lp" record --memory --sample 4K -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>&1
+"$lp" record --memory --sample 4K -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>"$t/err" &&
+	fail "record --sample of a program stopping at once, over an earlier profile: exit 0"
+grep -q "^luaprof record: luajit recorded nothing: it stopped the profile itself (memprof.stop) before the first sampled allocation: the earlier profile $t/mstop0.bin is kept$" "$t/err" ||
+	fail "record --sample of a program stopping at once, over an earlier profile: $(cat "$t/err")"
 # Exact mode: a program that succeeded made a profile even if its Lua code allocated
 # nothing itself (print, a C module's luaopen): it replaces the earlier one.
 "$lp" record -q --memory -f memprof --raw "$t/pr.bin" -o "$t/pr.txt" -- luajit "$t/mem.lua" \
