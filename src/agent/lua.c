@@ -560,14 +560,14 @@ static int claim_take(const char *val)
 }
 
 /*
-** record's other pipe: a byte tells it the agent was loaded (whatever comes of the start),
-** so that it can tell that apart from a program that never ran LUA_INIT: 'L' profiling,
-** 'S' skipped because another process has the claim. Closed, so that the program's
-** children do not hold it. A hint only, never a reason not to profile.
+** record's other pipe (fd, -1 for none): bytes tell it the agent was loaded, so that it
+** can tell that apart from a program that never ran LUA_INIT: 'L' loaded (written before
+** the start, whatever comes of it) then 'P' profiling (the start succeeded: a stream
+** that is then not finished at a normal exit was left by exec or _exit), or 'S' skipped
+** because another process has the claim. A hint only, never a reason not to profile.
 */
-static void loaded_tell(const char *val, char what)
+static void loaded_tell(int fd, char what)
 {
-	int fd = val ? record_pipe(val) : -1;
 	if (fd < 0)
 		return;
 	/* record gone (its read end closed): EPIPE, not the program killed by SIGPIPE. */
@@ -580,7 +580,6 @@ static void loaded_tell(const char *val, char what)
 		sigtimedwait(&pipe, NULL, &now);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	close(fd);
 }
 
 static void autostart(lua_State *L)
@@ -654,11 +653,14 @@ static void autostart(lua_State *L)
 		p = next;
 	}
 	int mine = claim_take(claim_val);
-	loaded_tell(loaded_val, mine ? 'L' : 'S');
-	if (!mine)
-		return; /* record says so when the program ends */
-	if (bad) {
-		fprintf(stderr, "luaprof: not profiling: %s\n", bad);
+	/* Closed before the program runs, so that its children do not hold it. */
+	int told = loaded_val ? record_pipe(loaded_val) : -1;
+	loaded_tell(told, mine ? 'L' : 'S');
+	if (!mine || bad) {
+		if (bad) /* !mine: record says so when the program ends */
+			fprintf(stderr, "luaprof: not profiling: %s\n", bad);
+		if (told >= 0)
+			close(told);
 		return;
 	}
 	int top = lua_gettop(L);
@@ -685,7 +687,10 @@ static void autostart(lua_State *L)
 	if (lua_toboolean(L, top + 1)) {
 		recorded.memory = memory;
 		recorded.started = 1;
+		loaded_tell(told, 'P');
 	}
+	if (told >= 0)
+		close(told);
 	lua_settop(L, top);
 }
 

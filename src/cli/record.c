@@ -38,6 +38,15 @@
 #include "util/size.h"
 #include "util/stubenv.h"
 
+/* A profile started, a stream not finished, a normal exit. */
+#define UNFINISHED_WHY                                                                      \
+	"the program ended without finishing its profile: it executed another program, or "  \
+	"left through _exit, which skip the profiler's end; "
+#define UNFINISHED(sampled)                                                                 \
+	((sampled) ? UNFINISHED_WHY "sampled mode writes its stacks at the end: there are none" \
+		   : UNFINISHED_WHY "what the profiler had not yet written (up to a quarter "     \
+				    "second) is lost")
+
 int lp_cmd_record(int argc, char **argv);
 
 void lp_cmd_record_usage(FILE *out)
@@ -598,8 +607,8 @@ static void record_pipes(int lp[3], char *fdset, size_t len)
 }
 
 /* Runs the program; returns its wait status, or -1 if it could not be started. *loaded:
- * 1 when the agent was loaded in it and profiling (it writes a byte to a pipe of ours), 0
- * when not, -1 when that could not be told; *skipped: how many more processes loaded the
+ * 2 when the agent was loaded in it and started the profile, 1 loaded only (it writes
+ * bytes to a pipe of ours), 0 when not, -1 when that could not be told; *skipped: how many more processes loaded the
  * agent and ran unprofiled (record_pipes). */
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns,
 	       int *loaded, int *skipped)
@@ -704,8 +713,10 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		fcntl(lp[0], F_SETFL, O_NONBLOCK);
 		while ((n = read(lp[0], b, sizeof(b))) > 0)
 			for (ssize_t i = 0; i < n; i++) {
-				if (b[i] == 'L')
+				if (b[i] == 'L' && *loaded < 1)
 					*loaded = 1;
+				else if (b[i] == 'P')
+					*loaded = 2;
 				else if (b[i] == 'S')
 					(*skipped)++;
 			}
@@ -832,7 +843,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 
 /* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
-			 uint64_t wall)
+			 uint64_t wall, int unfinished)
 {
 	char *args[16], limit[16];
 	int n = 0;
@@ -867,6 +878,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		free(top);
 		return rc;
 	}
+	if (rc == LP_EXIT_TRUNCATED && unfinished)
+		fprintf(stderr, "luaprof record: %s\n", UNFINISHED(o->sample));
 	if (!o->quiet) {
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
 		fprintf(stderr, "luaprof record: %.*f s profiled, ", secs < 0.1 ? 3 : 2, secs);
@@ -1137,6 +1150,9 @@ int lp_cmd_record(int argc, char **argv)
 			"profile under record itself)\n", skipped, skipped > 1 ? "es" : "",
 			o.cmd[0]);
 	if (empty) {
+		if (kept && ended_early && loaded == 2 && WIFEXITED(status))
+			return fail("%s recorded nothing before its stream ended: %s; the earlier "
+				    "profile %s is kept", o.cmd[0], UNFINISHED(o.sample), raw);
 		if (kept && ended_early)
 			return fail("%s recorded nothing before its stream ended (the profiler's "
 				    "message above says why): the earlier profile %s is kept",
@@ -1179,7 +1195,9 @@ int lp_cmd_record(int argc, char **argv)
 				    "-E` ignores LUA_INIT; other hosts, such as tarantool, nginx or "
 				    "an embedding program, do not run it: there, require \"luaprof\" "
 				    "and use its API)", o.cmd[0]);
-		if (loaded == 1)
+		if (loaded == 2 && WIFEXITED(status))
+			return fail("%s wrote no profile: %s", o.cmd[0], UNFINISHED(o.sample));
+		if (loaded >= 1)
 			return fail("%s wrote no profile: the profiler did not start, or could not "
 				    "write (its message above says why)", o.cmd[0]);
 		return fail("%s wrote no profile: the profiler did not start (its message above "
@@ -1188,7 +1206,8 @@ int lp_cmd_record(int argc, char **argv)
 			    "supported LuaJIT build)", o.cmd[0]);
 	}
 	if (o.memory)
-		return record_memory(&o, raw, sb.st_size, prog, wall);
+		return record_memory(&o, raw, sb.st_size, prog, wall,
+				     loaded == 2 && WIFEXITED(status));
 
 	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -1234,9 +1253,13 @@ int lp_cmd_record(int argc, char **argv)
 		if (!o.quiet)
 			summary(&o, &l, p, wall, raw);
 		if (st == LP_ERR_TRUNCATED) {
-			fprintf(stderr, "luaprof record: warning: %s (the profiler did not finish the "
-					"stream: the program was killed, or the file could not be "
-					"written)\n", msg);
+			if (loaded == 2 && WIFEXITED(status))
+				fprintf(stderr, "luaprof record: warning: %s; %s\n", msg,
+					UNFINISHED(0));
+			else
+				fprintf(stderr, "luaprof record: warning: %s (the profiler did not "
+						"finish the stream: the program was killed, or the "
+						"file could not be written)\n", msg);
 			if (prog == 0)
 				exit_code = LP_EXIT_TRUNCATED;
 		}

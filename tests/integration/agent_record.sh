@@ -588,6 +588,37 @@ ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "
 	fail "record of a short run: $(cat "$t/err")"
 grep -q 'no sample: the program ran [0-9.]* s on the CPU, less than a sampling interval (0.010 s at --rate 100) - raise --rate or use --clock wall' "$t/err" ||
 	fail "record of a short run: no hint: $(cat "$t/err")"
+# A program that executes another program (through the FFI) or leaves through _exit
+# skips the profile's end: said so, not "killed" nor "did not start".
+cat >"$t/exec.lua" <<'EOF'
+local ffi = require "ffi"
+ffi.cdef [[int execvp(const char *file, char *const argv[]); void _exit(int);]]
+local t, s = {}, 0
+local t0 = os.clock() while os.clock() - t0 < 0.6 do s = s + 1 t[s % 100 + 1] = { s } end
+io.stdout:flush()
+if arg[1] == "exit" then ffi.C._exit(0) end
+local argv = ffi.new("char *[2]") -- zero-filled: argv[1] is the NULL that ends it
+argv[0] = ffi.cast("char *", "true")
+ffi.C.execvp("true", argv)
+os.exit(9)
+EOF
+unfinished='the program ended without finishing its profile: it executed another program, or left through _exit, which skip the profiler.s end; '
+for how in exec exit; do
+	"$lp" record -q -f collapsed -o "$t/ex$how.folded" -- luajit "$t/exec.lua" $how >/dev/null 2>"$t/err"
+	rc=$?
+	[ $rc = 3 ] || fail "record of a program that calls $how: exit $rc, want 3 (truncated): $(cat "$t/err")"
+	grep -q "the file is truncated.*; ${unfinished}what the profiler had not yet written (up to a quarter second) is lost\$" "$t/err" ||
+		fail "record of a program that calls $how: $(cat "$t/err")"
+	"$lp" record -q --memory --sample 4K -f collapsed -o "$t/exs.folded" -- luajit "$t/exec.lua" $how >/dev/null 2>"$t/err"
+	grep -q "^luaprof record: luajit wrote no profile: ${unfinished}sampled mode writes its stacks at the end: there are none\$" "$t/err" ||
+		fail "record --sample of a program that calls $how: $(cat "$t/err")"
+done
+# Over an earlier profile, a run whose samples were all in its lost last quarter second.
+sed 's/0\.6 do/0.05 do/' "$t/exec.lua" >"$t/exec2.lua"
+"$lp" record -q -f collapsed -o "$t/exexit.folded" -- luajit "$t/exec2.lua" exit \
+	>/dev/null 2>"$t/err" && fail "record of a short program that calls _exit, over an earlier profile: exit 0"
+grep -q "^luaprof record: luajit recorded nothing before its stream ended: ${unfinished}what the profiler had not yet written (up to a quarter second) is lost; the earlier profile $t/exexit.bin is kept\$" "$t/err" ||
+	fail "record of a short program that calls _exit, over an earlier profile: $(cat "$t/err")"
 # A program that stops the profile itself before the first sample is told so, not to
 # raise the rate; with an earlier profile at the raw path, that one is kept, and said why.
 printf 'require("luaprof").%s.stop()\nlocal s, t = 0, os.clock() while os.clock() - t < 0.2 do s = s + 1 end local k = {} for i = 1, 1e5 do k[i] = {} end\n' sysprof >"$t/stop0.lua"
@@ -601,8 +632,8 @@ grep -q 'raise --rate' "$t/err" && fail "record of a program stopping at once: a
 	fail "record of a program stopping at once, over an earlier profile: exit 0"
 grep -q "^luaprof record: luajit recorded nothing: it stopped the profile itself (sysprof.stop) before the first sample: the earlier profile $t/stop0.bin is kept$" "$t/err" ||
 	fail "record of a program stopping at once, over an earlier profile: $(cat "$t/err")"
-"$lp" record --memory --sample 4K -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>&1
-"$lp" record --memory --sample 4K -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>"$t/err" &&
+"$lp" record --memory --sample 1G -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>&1
+"$lp" record --memory --sample 1G -f collapsed -o "$t/mstop0.folded" -- luajit "$t/mstop0.lua" >/dev/null 2>"$t/err" &&
 	fail "record --sample of a program stopping at once, over an earlier profile: exit 0"
 grep -q "^luaprof record: luajit recorded nothing: it stopped the profile itself (memprof.stop) before the first sampled allocation: the earlier profile $t/mstop0.bin is kept$" "$t/err" ||
 	fail "record --sample of a program stopping at once, over an earlier profile: $(cat "$t/err")"
