@@ -214,6 +214,8 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		c->l->facts.sampled = !strcmp(value, "sampled");
 	else if (!strcmp(key, "stopped_by"))
 		c->l->facts.stopped_by_program = !strcmp(value, "program");
+	else if (!strcmp(key, "clock"))
+		c->l->facts.wall_clock = !strcmp(value, "wall");
 	/* A sampled memory profile with no sample at all (a short run, a large interval) is
 	 * still one: not an exact profile that saw no event. */
 	if (!strcmp(key, "mode") && !strcmp(value, "sampled") && c->l->mem) {
@@ -310,6 +312,7 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
+	m->wall_clock = !l->mem && l->facts.wall_clock;
 	m->start_unix_ns = l->start_unix_ns;
 	m->duration_ns = l->facts.duration_ns;
 	if (l->mem)

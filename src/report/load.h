@@ -23,6 +23,7 @@ struct lp_record_facts {
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
 	int stopped_by_program;   /* meta stopped_by = "program" (not exit or close) */
+	int wall_clock;           /* meta clock = "wall": samples of elapsed time */
 	uint64_t alloc_bytes, trace_alloc_bytes; /* exact memory: allocated, and by traces */
 };
 

@@ -18,7 +18,8 @@
 **     the current line, so pprof's function view merges lines and -lines separates them;
 **   - C frames: Function = symbol (+ object file), Location.address = frame address;
 **   - builtins, traces, VM states and INTERNAL: one Function per display label;
-**   - period: CPU profiles cpu/nanoseconds (the sampling interval), memory profiles
+**   - period: CPU profiles cpu/nanoseconds (the sampling interval; wall/nanoseconds with
+**     --clock wall), memory profiles
 **     space/bytes (the sampling interval, 1 for exact mode), as Go's profiles give them.
 ** All strings are made valid UTF-8 (invalid sequences become U+FFFD): protobuf `string`
 ** fields must be, and readers built on generated code (protobuf-go, ...) reject the
@@ -545,7 +546,7 @@ static int render(struct pp *w, unsigned value)
 	int64_t comment = 0;
 	int cpu = m->event ? strcmp(m->event, "cpu") == 0 : m->period_ns != 0;
 	if (cpu) {
-		if (intern(w, "cpu", &period_type.type) ||
+		if (intern(w, m->wall_clock ? "wall" : "cpu", &period_type.type) ||
 		    intern(w, "nanoseconds", &period_type.unit))
 			return nomem(w);
 		tail.period_type = &period_type;

@@ -47,6 +47,7 @@ struct lp_profile_meta {
 	const char *title;        /* command line or description; may be NULL */
 	const char *event;        /* "cpu" or "memory" */
 	uint64_t period_ns;       /* sampling interval, 0 if unknown */
+	int wall_clock;           /* CPU profile: the interval is elapsed time, not CPU time */
 	uint64_t period_bytes;    /* memory: mean bytes between samples (1: every event),
 				   * 0 if unknown */
 	uint64_t vmstate[10];     /* sysprof samples per VM state */

@@ -59,11 +59,12 @@ static const struct lp_value_type mem_types[4] = {
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[1], "cpu") && strcmp(argv[1], "mem"))) {
-		fprintf(stderr, "usage: pprof_driver cpu|mem OUT.pb.gz\n");
+	if (argc != 3 || (strcmp(argv[1], "cpu") && strcmp(argv[1], "wall") &&
+			  strcmp(argv[1], "mem"))) {
+		fprintf(stderr, "usage: pprof_driver cpu|wall|mem OUT.pb.gz\n");
 		return 2;
 	}
-	int cpu = strcmp(argv[1], "cpu") == 0;
+	int wall = strcmp(argv[1], "wall") == 0, cpu = wall || strcmp(argv[1], "cpu") == 0;
 	struct lp_profile *p = cpu ? lp_profile_new(2, cpu_types) : lp_profile_new(4, mem_types);
 	if (!p) {
 		fprintf(stderr, "pprof_driver: out of memory\n");
@@ -97,6 +98,7 @@ int main(int argc, char **argv)
 	struct lp_profile_meta *m = lp_profile_meta(p);
 	m->event = cpu ? "cpu" : "memory";
 	m->period_ns = cpu ? PERIOD_NS : 0;
+	m->wall_clock = wall;
 	m->title = cpu ? "luajit app.lua (cpu)" : "luajit app.lua (memory)";
 
 	struct lp_render_opts o = { .value = cpu ? 0 : 2 };

@@ -60,6 +60,7 @@ ${CC:-cc} -std=c11 -Iinclude -Isrc -Ibuild/gen -D_GNU_SOURCE tests/integration/p
 }
 "$tmp/pprof_driver" cpu "$tmp/cpu.pb.gz" || die "pprof_driver cpu failed"
 "$tmp/pprof_driver" mem "$tmp/mem.pb.gz" || die "pprof_driver mem failed"
+"$tmp/pprof_driver" wall "$tmp/wall.pb.gz" || die "pprof_driver wall failed"
 
 # -- Helpers --------------------------------------------------------------------
 
@@ -123,6 +124,7 @@ TOP="-nodecount=1000 -nodefraction=0 -edgefraction=0"
 if pp cpu_raw -raw "$tmp/cpu.pb.gz"; then
 	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
 	expect_has cpu_raw "PeriodType: cpu nanoseconds"
+	pp wall_raw -raw "$tmp/wall.pb.gz" && expect_has wall_raw "PeriodType: wall nanoseconds"
 	expect_has cpu_raw "Period: 1000000"
 	expect_has cpu_raw "samples/count[dflt] cpu/nanoseconds"
 	expect_rows cpu_raw raw <<-EOF
@@ -267,6 +269,20 @@ if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$tmp/mem.pb.gz"; 
 		@app.lua:10|0|1
 		pcall|0|1
 	EOF
+fi
+
+# -- A recorded profile's clock -------------------------------------------------
+
+# The loader passes the stream's clock on: a --clock wall profile's period is wall time.
+if command -v luajit >/dev/null 2>&1 && [ -x build/luaprof ] && [ -f build/luaprof.so ]; then
+	for clock in cpu wall; do
+		build/luaprof record -q --clock $clock -o "$tmp/rec-$clock.pb.gz" -- \
+			luajit -e 'local s = 0 for i = 1, 2e7 do s = s + i % 3 end' >/dev/null 2>"$tmp/rec.err" ||
+			fail "record --clock $clock: $(cat "$tmp/rec.err")"
+		pp rec_$clock -raw "$tmp/rec-$clock.pb.gz" && expect_has rec_$clock "PeriodType: $clock nanoseconds"
+	done
+else
+	echo "pprof_go: note: luajit or build/luaprof missing, a recorded profile's clock not checked" >&2
 fi
 
 if [ "$failures" -ne 0 ]; then
