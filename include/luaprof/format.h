@@ -73,5 +73,7 @@ enum lp_vmstate {
 			     * OPT, ASM), by their ordinal among those */
 #define LP_EXT_ASTATE  0x0a /* (stack vmstate)*: stacks of sampled allocations made by the
 			     * collector (GC) or the JIT compiler (RECORD, OPT, ASM) */
+#define LP_EXT_XSAMPLE 0x0b /* (gap id)*: Lua + host stacks of trace exit samples (EXIT), by
+			     * their ordinal among those */
 
 #endif

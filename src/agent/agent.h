@@ -289,10 +289,11 @@ void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
 /* Frees and empties the dictionary (a zeroed one is empty too). */
 void agent_stackdict_free(struct agent_stackdict *d);
 
-/* -- Full stacks of TRACE, GC and JIT compiler samples (tstacks.c) --------------------- */
+/* -- Full stacks of TRACE, GC, JIT compiler and trace exit samples (tstacks.c) ---------- */
 
 /* Which samples a record's ordinal counts: its first byte (JIT: RECORD, OPT and ASM). */
-enum { AGENT_TSTACK_TRACE, AGENT_TSTACK_GC, AGENT_TSTACK_JIT, AGENT_TSTACK__MAX };
+enum { AGENT_TSTACK_TRACE, AGENT_TSTACK_GC, AGENT_TSTACK_JIT, AGENT_TSTACK_EXIT,
+       AGENT_TSTACK__MAX };
 
 /* Before sampling (allocates the ring): 0 or -1. */
 int agent_tstacks_init(void);

@@ -122,6 +122,7 @@ static uint8_t hs_tstack[AGENT_SAMPLE_MAX + 16];
 static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one's ordinal */
 static uint64_t hs_ngc;     /* GC samples, likewise */
 static uint64_t hs_njit;    /* JIT compiler samples (RECORD, OPT, ASM), likewise */
+static uint64_t hs_nexit;   /* trace exit samples (EXIT), likewise */
 /*
 ** Pacing: a sample costs from 2 us to a few hundred (deep stacks in C mode). Were the
 ** interval shorter than that, the handler would run back to back and the program would
@@ -452,15 +453,17 @@ static void take_sample(const ucontext_t *uc)
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC or JIT
-	 * compiler sample's when it has Lua frames (the collector ran from Lua code, the
-	 * compiler compiles it). */
+	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC, JIT
+	 * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua
+	 * code, the compiler compiles it, the exit restores its frames). */
 	int gc = s->vmstate == LP_VMST_GC;
 	int jit = LP_VMST_IS_COMPILER(s->vmstate);
-	if ((trace || ((gc || jit) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
+	int ex = s->vmstate == LP_VMST_EXIT;
+	if ((trace || ((gc || jit || ex) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
 		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
-		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC : AGENT_TSTACK_JIT);
-		lp_wbuf_uleb(&w, trace ? hs_ntrace : gc ? hs_ngc : hs_njit);
+		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC
+				: jit ? AGENT_TSTACK_JIT : AGENT_TSTACK_EXIT);
+		lp_wbuf_uleb(&w, trace ? hs_ntrace : gc ? hs_ngc : jit ? hs_njit : hs_nexit);
 		lp_write_sys_stacks(&w, &out);
 		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
 			sem_post(&sp.sem);
@@ -471,6 +474,8 @@ static void take_sample(const ucontext_t *uc)
 		hs_ngc++;
 	else if (jit)
 		hs_njit++;
+	else if (ex)
+		hs_nexit++;
 	if (truncated)
 		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
 }
@@ -1007,7 +1012,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.leaf_walk = opt->mode == LUAPROF_SYSPROF_LEAF &&
 		       agent_unwind_init(sp.err, sizeof(sp.err)) == 0;
 	sp.err[0] = '\0';
-	hs_ntrace = hs_ngc = hs_njit = 0;
+	hs_ntrace = hs_ngc = hs_njit = hs_nexit = 0;
 	if (opt->mode == LUAPROF_SYSPROF_CALLGRAPH && agent_tstacks_init() != 0) {
 		rc = LUAPROF_PROFILE_ERRMEM;
 		e = ENOMEM;

@@ -166,7 +166,7 @@ void agent_tstacks_drain(void)
 void agent_tstacks_write(struct lp_wbuf *w)
 {
 	static const uint8_t type[AGENT_TSTACK__MAX] = { LP_EXT_TSAMPLE, LP_EXT_GSAMPLE,
-							 LP_EXT_JSAMPLE };
+							 LP_EXT_JSAMPLE, LP_EXT_XSAMPLE };
 	agent_stackdict_write(&tsq.dict, w);
 	for (int k = 0; k < AGENT_TSTACK__MAX; k++) {
 		const struct pairs *q = &tsq.kind[k];

@@ -168,6 +168,14 @@ static int on_ext_jsample(void *p, uint64_t ordinal, uint64_t id)
 	return lp_sysprof_jsample(c->l->sys, ordinal, id) ? nomem(c) : 0;
 }
 
+static int on_ext_xsample(void *p, uint64_t ordinal, uint64_t id)
+{
+	struct ctx *c = p;
+	if (!c->l->sys)
+		return 0;
+	return lp_sysprof_xsample(c->l->sys, ordinal, id) ? nomem(c) : 0;
+}
+
 /* The numeric facts of lp_record_facts, by meta key. */
 static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 {
@@ -273,6 +281,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_tsample = on_ext_tsample,
 		.ext_gsample = on_ext_gsample,
 		.ext_jsample = on_ext_jsample,
+		.ext_xsample = on_ext_xsample,
 		.ext_tcode = on_ext_tcode,
 		.ext_asample = on_ext_asample,
 		.ext_astate = on_ext_astate,

@@ -106,6 +106,7 @@ struct lp_sysprof {
 								  * stack in stacks */
 	size_t ngsmp, gsmpcap;
 	struct pairs gpairs, jpairs;  /* GC samples' ordinals, compiler samples' */
+	struct pairs xpairs;          /* trace exit samples' */
 	struct lp_addrmap gside;      /* stack id -> index in stacks of its copy for them */
 	struct lp_addrmap astate;     /* memory: stack id -> vmstate of the collector's or
 				       * compiler's allocations (astate records) */
@@ -166,6 +167,7 @@ void lp_sysprof_free(struct lp_sysprof *s)
 	free(s->gsmp);
 	free(s->gpairs.p);
 	free(s->jpairs.p);
+	free(s->xpairs.p);
 	lp_addrmap_free(&s->gside);
 	lp_addrmap_free(&s->astate);
 	free(s->dsmp);
@@ -734,10 +736,10 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp);
 
 /* The states whose samples the extension may give a stack on the side (gsmp): the
- * collector and the JIT compiler. */
+ * collector, the JIT compiler and trace exits. */
 static int side_state(unsigned vmstate)
 {
-	return vmstate == LP_VMST_GC || LP_VMST_IS_COMPILER(vmstate);
+	return vmstate == LP_VMST_GC || LP_VMST_IS_COMPILER(vmstate) || vmstate == LP_VMST_EXIT;
 }
 
 int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
@@ -921,6 +923,11 @@ int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
 int lp_sysprof_jsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
 {
 	return pair_add(&s->jpairs, ordinal, id);
+}
+
+int lp_sysprof_xsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id)
+{
+	return pair_add(&s->xpairs, ordinal, id);
 }
 
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old)
@@ -1150,16 +1157,19 @@ static int add_gc(struct lp_sysprof *s)
 {
 	walk_begin(s);
 	size_t jg = pairs_sort(&s->gpairs), jj = pairs_sort(&s->jpairs), u = s->nrepl;
-	uint64_t ngc = 0, njit = 0; /* each kind's ordinal, from the end */
+	size_t jx = pairs_sort(&s->xpairs);
+	uint64_t ngc = 0, njit = 0, nexit = 0; /* each kind's ordinal, from the end */
 	for (size_t i = 0; i < s->ngsmp; i++)
-		s->gsmp[i].vmstate == LP_VMST_GC ? ngc++ : njit++;
+		s->gsmp[i].vmstate == LP_VMST_GC ? ngc++
+		: s->gsmp[i].vmstate == LP_VMST_EXIT ? nexit++ : njit++;
 	int64_t one = 1;
 	for (size_t i = s->ngsmp; i-- > 0;) {
 		int64_t k = -1;
 		uint64_t sid;
 		unsigned st = s->gsmp[i].vmstate;
 		int paired = st == LP_VMST_GC ? pair_at(&s->gpairs, &jg, --ngc, &sid)
-					      : pair_at(&s->jpairs, &jj, --njit, &sid);
+			   : st == LP_VMST_EXIT ? pair_at(&s->xpairs, &jx, --nexit, &sid)
+						: pair_at(&s->jpairs, &jj, --njit, &sid);
 		if (undo_after(s, REPL_GC, i, &u) || (paired && (k = gc_stack(s, sid)) == -ENOMEM))
 			return -ENOMEM;
 		/* Merged first: the merge uses s->out as its scratch. */

@@ -62,6 +62,9 @@ int lp_sysprof_gsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
  * `ordinal` (counting those only) is shown under the merged stack `id` of the Lua code
  * being compiled and the compiler's, with its state's frame on top. */
 int lp_sysprof_jsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
+/* The same for trace exit samples (EXIT; xsample records): under the merged stack of the
+ * Lua frames the exit returns to and the exit handler's, with an EXIT frame on top. */
+int lp_sysprof_xsample(struct lp_sysprof *s, uint64_t ordinal, uint64_t id);
 /* Tells that the Lua symbol of proto is about to be replaced (its address was reused):
  * TRACE samples read so far keep the old name. Returns 0 or -ENOMEM. */
 int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct lp_sym_lua *old);

@@ -319,11 +319,11 @@ static int sysprof(struct lp_input *in, const struct lp_parse_handlers *h,
 /* Longest record accepted; records are small (paths, build-ids, short values). */
 #define EXT_MAX_RECORD (1u << 20)
 
-/* Ordinal of the last tsample (gsample, jsample) pair, +1 (0 before the first pair):
- * pairs continue across records. */
+/* Ordinal of the last tsample (gsample, jsample, xsample) pair, +1 (0 before the first
+ * pair): pairs continue across records. */
 struct ext_state {
 	struct sys_scratch *sc;
-	uint64_t next_ordinal, next_gordinal, next_jordinal;
+	uint64_t next_ordinal, next_gordinal, next_jordinal, next_xordinal;
 };
 
 /* Fields read so far run past the record's length (the last ones were read from the next
@@ -408,11 +408,14 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(overrun(in, type, start, len, at));
 		if (h->ext_stack && h->ext_stack(h->ctx, id, es->sc->lua, nlua, es->sc->host, nhost))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
-	} else if (type == LP_EXT_TSAMPLE || type == LP_EXT_GSAMPLE || type == LP_EXT_JSAMPLE) {
+	} else if (type == LP_EXT_TSAMPLE || type == LP_EXT_GSAMPLE || type == LP_EXT_JSAMPLE ||
+		   type == LP_EXT_XSAMPLE) {
 		uint64_t *next = type == LP_EXT_GSAMPLE ? &es->next_gordinal
-			       : type == LP_EXT_JSAMPLE ? &es->next_jordinal : &es->next_ordinal;
+			       : type == LP_EXT_JSAMPLE ? &es->next_jordinal
+			       : type == LP_EXT_XSAMPLE ? &es->next_xordinal : &es->next_ordinal;
 		int (*cb)(void *, uint64_t, uint64_t) = type == LP_EXT_GSAMPLE ? h->ext_gsample
 						       : type == LP_EXT_JSAMPLE ? h->ext_jsample
+						       : type == LP_EXT_XSAMPLE ? h->ext_xsample
 						       : h->ext_tsample;
 		while (rc == LP_OK && lp_input_offset(in) - start < len) {
 			uint64_t gap, id;
@@ -480,7 +483,7 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 static int extension(struct lp_input *in, const struct lp_parse_handlers *h,
 		     struct lp_parse_stats *st, struct sys_scratch *sc)
 {
-	struct ext_state es = { sc, 0, 0, 0 };
+	struct ext_state es = { sc, 0, 0, 0, 0 };
 	uint64_t start = lp_input_offset(in);
 	uint8_t p[LP_PROLOGUE_SIZE];
 	size_t got;

@@ -81,6 +81,9 @@ struct lp_parse_handlers {
 	/* The same for a jsample record: JIT compiler samples (RECORD, OPT, ASM), counting
 	 * those only; the stack is the Lua code being compiled and the compiler's. */
 	int (*ext_jsample)(void *ctx, uint64_t ordinal, uint64_t id);
+	/* The same for an xsample record: trace exit samples (EXIT), counting those only; the
+	 * stack is the Lua frames the exit returns to and the exit handler's. */
+	int (*ext_xsample)(void *ctx, uint64_t ordinal, uint64_t id);
 	/* A tcode record: trace traceno's machine code is [addr, addr + size). */
 	int (*ext_tcode)(void *ctx, uint64_t traceno, uint64_t addr, uint64_t size);
 	/* One sampled allocation of an asample record: its stack id, its size, and whether

@@ -268,6 +268,7 @@ static void seeds_sysprof(void)
 	lp_write_ext_record(w, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
 	lp_write_ext_record(w, LP_EXT_GSAMPLE, pairs, 4);
 	lp_write_ext_record(w, LP_EXT_JSAMPLE, pairs, 4);
+	lp_write_ext_record(w, LP_EXT_XSAMPLE, pairs, 4);
 	static const uint8_t tcode[] = { 1, 0x80, 0x80, 0xc0, 0x02, 0x80, 0x02 };
 	lp_write_ext_record(w, LP_EXT_TCODE, tcode, sizeof(tcode));
 	lp_write_ext_meta(w, "ffnames", "assert - pcall");

@@ -103,9 +103,54 @@ run() {
 	echo "ok $runner: $good of $total compiler samples under the line being compiled"
 }
 
+# Trace exits (state EXIT): a loop whose guard fails every third iteration, with side
+# traces kept from forming (-Ohotexit), exits most of the time. Its EXIT samples taken while
+# the exit restores the snapshot's frames have the Lua frames the exit returns to (the
+# caller's line, then the guard's line where the interpreter resumes) right under the
+# exit's C frames and EXIT; the others (the handler, before the restore has set the PC)
+# have none. Checked: at least 100 EXIT samples, at least a third with Lua frames, each of
+# those exactly so.
+cat >"$t/exits.lua" <<'EOF'
+local function work(n)
+  local s = 0
+  for i = 1, n do
+    if i % 3 == 0 then s = s + 1 else s = s - 1 end
+  end
+  return s
+end
+local t0, r = os.clock(), 0
+while os.clock() - t0 < 1 do r = r + work(10000) end
+print(r)
+EOF
+exits() {
+	local runner=$1 lj=$2 dir="$t/$1" n lua good
+	mkdir -p "$dir"
+	build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$dir/exits.folded" \
+		-- "$lj" -Ohotexit=65000 "$t/exits.lua" >/dev/null 2>"$dir/exits.err" ||
+		{ fail "$runner: record of exits.lua: $(tail -3 "$dir/exits.err")"; return; }
+	# Every EXIT sample, paired or not: the roots of --split.
+	build/luaprof report -q --split -f collapsed "$dir/exits.bin" >"$dir/exits.split" 2>>"$dir/exits.err" ||
+		{ fail "$runner: report --split of exits.bin: $(tail -3 "$dir/exits.err")"; return; }
+	n=$(awk '/^EXIT;/ { n += $NF } END { print n + 0 }' "$dir/exits.split")
+	lua=$(awk '$0 ~ /;EXIT [0-9]+$/ && /@/ { n += $NF } END { print n + 0 }' "$dir/exits.folded")
+	good=$(awk -v f="@$t/exits.lua" '$0 ~ /;EXIT [0-9]+$/ && /@/ {
+		k = split($1, a, ";"); last = 0; run = 1
+		for (i = 1; i <= k; i++) if (a[i] ~ /^@/) { if (last && i != last + 1) run = 0; last = i }
+		if (run && a[last] == f ":4" && a[last - 1] == f ":9" && a[last - 2] !~ /^@/) n += $NF
+	} END { print n + 0 }' "$dir/exits.folded")
+	[ -z "${JIT_COMPILER_VERBOSE:-}" ] || echo "--- $runner exits: $n EXIT samples, $lua with Lua frames, $good as expected"
+	[ "$n" -ge 100 ] || { fail "$runner: only $n EXIT samples of exits.lua (want 100)"; return; }
+	[ $((lua * 3)) -ge "$n" ] || fail "$runner: $lua of $n EXIT samples with Lua frames (want a third)"
+	[ "$good" = "$lua" ] || fail "$runner: $((lua - good)) EXIT samples with Lua frames other than the caller's line and the guard's: $(
+		awk '$0 ~ /;EXIT [0-9]+$/ && /@/' "$dir/exits.folded" | grep -v "exits.lua:9;@$t/exits.lua:4;[^@]*EXIT" | head -2)"
+	echo "ok $runner: $lua of $n EXIT samples with the frames the exit returns to"
+}
+
 run luajit luajit
+exits luajit luajit
 if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
 	run luajit2 "$PWD/$lj2"
+	exits luajit2 "$PWD/$lj2"
 else
 	echo "note: luajit2 not checked (apt-get download luajit2 libluajit2-5.1-2 failed: $(tail -n 1 "$t/dl.log" 2>/dev/null))"
 fi

@@ -772,6 +772,48 @@ static void test_jit_compiler_stacks(void)
 	}
 }
 
+/* Trace exit stacks (xsample records) beside the compiler's: exit samples 0 and 2 return
+ * to line 14 (stack 7), compiler sample 0 compiles line 16 (stack 8); exit sample 1 has no
+ * pair. Each kind counts its own samples. */
+static void exitstacks_trailer(void)
+{
+	const struct lp_lua_frame lua7[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const struct lp_lua_frame lua8[] = { L(P_F, 16), L(P_MAIN, 5) };
+	const uint64_t host[] = { A_CFUNC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua7, 2, host, 3);
+	ext_stack(8, lua8, 2, host, 3);
+	const uint8_t xpairs[] = { 0, 7, 1, 7 }, jpairs[] = { 0, 8 };
+	lp_write_ext_record(&wb, LP_EXT_XSAMPLE, xpairs, sizeof(xpairs));
+	lp_write_ext_record(&wb, LP_EXT_JSAMPLE, jpairs, sizeof(jpairs));
+	lp_write_ext_end(&wb);
+}
+
+/* An EXIT sample with an xsample pair is shown under the Lua frames the exit returns to,
+ * with an EXIT frame on top; one without keeps its host stack. */
+static void test_trace_exit_stacks(void)
+{
+	for (int split = 0; split < 2; split++) {
+		begin();
+		uint64_t xhost[] = { A_MAIN + 9, A_CFUNC + 4 };
+		sample(LP_VMST_EXIT, NULL, 0, xhost, 2);
+		sample(LP_VMST_RECORD, NULL, 0, xhost, 2);
+		sample(LP_VMST_EXIT, NULL, 0, xhost, 2);
+		sample(LP_VMST_EXIT, NULL, 0, xhost, 2);
+		trailer = exitstacks_trailer;
+		if (!split)
+			CHECK_STR(collapse(0, 0),
+				  "main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc;EXIT 2\n"
+				  "main;lua_pcall;@app.lua:5;@app.lua:16;my_cfunc;RECORD 1\n"
+				  "main;my_cfunc 1\n");
+		else
+			CHECK_STR(collapse(1, 0),
+				  "EXIT;main;lua_pcall;@app.lua:5;@app.lua:14;my_cfunc 2\n"
+				  "EXIT;main;my_cfunc 1\n"
+				  "RECORD;main;lua_pcall;@app.lua:5;@app.lua:16;my_cfunc 1\n");
+	}
+}
+
 /* Trace 5's machine code, [0x7f0000, 0x7f0100), and, with tcode_overlap, trace 6's over
  * part of it (begin's symbol table names trace 3 already). */
 static int tcode_overlap;
@@ -1391,6 +1433,7 @@ int main(void)
 	RUN(test_trace_stacks_reuse);
 	RUN(test_gc_stacks);
 	RUN(test_jit_compiler_stacks);
+	RUN(test_trace_exit_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
