@@ -96,6 +96,7 @@ void lp_cmd_record_usage(FILE *out)
 	      "      --leak-only     with --memory: what is still held - the memprof report's\n"
 	      "                      HEAP SUMMARY alone, or graphs of inuse_space\n"
 	      "      --human-readable  with the memprof report: sizes in KiB / MiB / GiB\n"
+	      "      --lines         with -f top: rank Lua lines instead of functions\n"
 	      "CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
@@ -151,6 +152,7 @@ struct opts {
 	const char *value;     /* --value: the memory profile's value to render */
 	int leak_only;         /* --leak-only: what is still held */
 	int human;             /* --human-readable: the memprof report's sizes in KiB... */
+	int lines;             /* --lines: -f top ranks Lua lines, not functions */
 	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
 	unsigned long long sample;
 	char **cmd;
@@ -184,7 +186,8 @@ static const char *default_output(enum lp_fmt fmt)
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK, O_HUMAN };
+	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK, O_HUMAN,
+	       O_LINES };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
@@ -197,6 +200,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "value", required_argument, NULL, O_VALUE },
 		{ "leak-only", no_argument, NULL, O_LEAK },
 		{ "human-readable", no_argument, NULL, O_HUMAN },
+		{ "lines", no_argument, NULL, O_LINES },
 		{ "top", required_argument, NULL, 'n' },
 		{ "limit", required_argument, NULL, 'n' }, /* report's name for it */
 		{ "quiet", no_argument, NULL, 'q' },
@@ -249,6 +253,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return fail("unknown --value '%s' (alloc_space, alloc_objects, "
 					    "inuse_space, inuse_objects)", optarg);
 			o->value = optarg;
+			break;
+		case O_LINES:
+			o->lines = 1;
 			break;
 		case O_HUMAN:
 			o->human = 1;
@@ -347,6 +354,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;
+	if (o->lines && o->fmt != LP_FMT_TOP)
+		return fail("--lines applies to -f top (rank lines, not functions), not to -f %s: "
+			    "the other formats keep lines", lp_fmt_name(o->fmt));
 	if (o->human && o->fmt != LP_FMT_MEMPROF)
 		return fail("--human-readable applies to the memprof text report (--memory, "
 			    "exact mode, -f memprof): the graphs and top give sizes in units "
@@ -738,7 +748,8 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 		return -e;
 	}
 	/* -n 0 (no list in the summary) leaves a rendered list its default length. */
-	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0 };
+	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0,
+				     .lines = o->lines };
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
 }
@@ -845,7 +856,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
 			 uint64_t wall, int unfinished)
 {
-	char *args[16], limit[16];
+	char *args[20], limit[16];
 	int n = 0;
 	args[n++] = "report";
 	args[n++] = "-q";
@@ -857,6 +868,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		args[n++] = "--leak-only";
 	if (o->human)
 		args[n++] = "--human-readable";
+	if (o->lines)
+		args[n++] = "--lines";
 	if (o->fmt == LP_FMT_TOP && o->top_given && o->top > 0) {
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";

@@ -428,6 +428,15 @@ printf 'package.path = "%s/own/?.lua;" .. package.path\nprint(require("luaprof")
 [ "$("$lp" record -q -f collapsed -o "$t/own.folded" -- luajit "$t/own.lua" 2>"$t/err")" = "$(printf 'true\tnil')" ] ||
 	fail "record: the program's own luaprof.lua was not what its require got: $(cat "$t/err")"
 
+# -- -f top --lines ranks Lua lines, as report's does, in both profilers: the function
+# lines (work.s loop, line 4), not functions.
+for m in "" "--memory --sample 4K"; do
+	(cd "$t" && "$lp" record -q $m -f top --lines -n 50 -- luajit app.lua 0.3) >"$t/lines.out" 2>"$t/err" ||
+		fail "record $m -f top --lines: $(cat "$t/err")"
+	grep -q 'frame (by line)' "$t/lines.out" || fail "record $m -f top --lines: not by line: $(head -5 "$t/lines.out")"
+	grep -q '@app.lua:4$' "$t/lines.out" || fail "record $m -f top --lines: no line 4 (work's loop; by function, work is app.lua:2): $(head -12 "$t/lines.out")"
+done
+
 # -- Usage errors.
 expect() {
 	local pat=$1
@@ -443,6 +452,8 @@ expect '--human-readable applies to the memprof text report' --memory --sample 1
 expect '--human-readable applies to the memprof text report' --human-readable -- luajit app.lua
 expect "cannot tell the format from 'p.bin'; use -f (record writes the raw stream too: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
+expect '--lines applies to -f top (rank lines, not functions), not to -f flamegraph' --lines -o x.svg -- luajit app.lua
+expect '--lines applies to -f top (rank lines, not functions), not to -f memprof' --memory --lines -- luajit app.lua
 expect '--mode D keeps counters' --mode D -- luajit app.lua
 expect '--mode must be L or C' --mode X -- luajit app.lua
 expect '--clock must be' --clock sun -- luajit app.lua
