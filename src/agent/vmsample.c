@@ -884,6 +884,59 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 	return 1;
 }
 
+/* The frame at base runs a Lua function whose bytecode holds pc (when proto is not 0, that
+ * function's prototype is proto). */
+static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, uint64_t proto)
+{
+	unsigned flags;
+	return base > t->stack && lp_lj_walk(&vm, &mem, t, base, pc, frames, 1, &flags) == 1 &&
+	       frames[0].kind == LP_FRAME_LFUNC && !(frames[0].flags & LP_LJ_FR_LINEDEF) &&
+	       (!proto || frames[0].addr == proto);
+}
+
+/*
+** A trace exit (EXIT), in lj_trace_exit and the snapshot's restore it runs: J->parent and
+** J->exitno name the snapshot, whose frames are all running (the exit restores each of
+** them). L->base is the trace's base frame's until the restore has written every frame,
+** then the innermost's, delta slots up. Which it is: the frame at L->base runs the base
+** frame's PC (not restored yet: the snapshot's inlined frames go above it, from the
+** snapshot), or runs the innermost function at its resume PC with the base frame delta
+** slots down at the base PC (restored: every frame on the stack). Both (a function inlined
+** into itself) or neither: host stack only, not a frame at another's line (which reading
+** the resume PC the restore stores in its C frame showed, a review helper found). 1 when
+** the Lua frames were taken.
+*/
+static int exit_sample(struct agent_sample *s, const struct lp_lj_thread *t, int mode)
+{
+	uint32_t traceno, exitno;
+	uint64_t bpc, rpc;
+	unsigned delta;
+	int n;
+	if (lp_lj_exit_no(&vm, &mem, &traceno, &exitno) != LP_LJ_OK || traceno == 0 ||
+	    lp_lj_trace_read(&vm, &mem, traceno, &cur_trace) != LP_LJ_OK ||
+	    (n = lp_lj_trace_exit_frames(&vm, &mem, &cur_trace, exitno, tfr,
+					 LP_LJ_TRACE_MAX_INLINED, &bpc, &rpc, &delta)) < 0)
+		return 0;
+	uint64_t base = t->base, below = base - 8 * (uint64_t)delta;
+	if (n == 0)
+		return frame_runs(t, base, rpc, 0) && lua_stack_or_none(s, t, base, rpc, mode);
+	int before = frame_runs(t, base, bpc, 0);
+	int after = delta > 0 && below < base && frame_runs(t, base, rpc, tfr[0].pt) &&
+		    frame_runs(t, below, bpc, 0);
+	if (before == after)
+		return 0;
+	if (after)
+		return lua_stack_or_none(s, t, base, rpc, mode);
+	for (int k = 0; k < n; k++)
+		put_inlined(&s->lua[s->nlua++], s, &tfr[k]);
+	if (lua_stack(s, t, base, bpc, mode) != 0) {
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		return 0;
+	}
+	return 1;
+}
+
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	if (!attached)
@@ -1089,32 +1142,14 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		return 0;
 	}
-	/*
-	** A trace exit (EXIT): the exit handler stores the trace's BASE in L->base, and
-	** lj_trace_exit restores the snapshot's frames in a protected call (trace_exit_cp):
-	** lj_snap_restore first sets that call's C frame's PC to where the interpreter will
-	** resume (its SAVE_PC was L, no bytecode, till then), and moves L->base to the
-	** innermost frame it restored last. So inside that call, when that PC is in the
-	** bytecode of the function at L->base, the Lua frames are those the exit returns to,
-	** the innermost at the line the interpreter resumes at; elsewhere (the handler before
-	** the call, or after it: a few instructions; a restore half done whose PC is an
-	** inlined function's) host stack only, not a stale line. On the side, as the
-	** compiler's. A linter's run spent 2 % of its samples in exits, host stack only; on a
-	** loop that does little but exit, about half its EXIT samples now have their frames
-	** (the rest: the handler's assembler, lj_trace_exit around the call, the restore's
-	** start before its store of the PC).
-	*/
+	/* A trace exit restoring its frames (exit_sample); the handler's own assembler code,
+	 * before it stores L->base: host stack only. */
 	if (st == LP_VMST_EXIT && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
-	    in_compiler(&t)) {
-		uint64_t pc = 0;
-		unsigned flags;
+	    !lp_lj_in_vm(&vm, ip)) {
 		add_cframes(t.cframe);
 		empty_top = t.base;
 		empty_stack = t.stack;
-		if (lp_mem_u64(&mem, (t.cframe & LP_LJ_CFRAME_RAWMASK) + vm.lay->cf_pc, &pc) != 0 ||
-		    lp_lj_walk(&vm, &mem, &t, 0, pc, frames, 1, &flags) != 1 ||
-		    frames[0].kind != LP_FRAME_LFUNC || (frames[0].flags & LP_LJ_FR_LINEDEF) ||
-		    !lua_stack_or_none(s, &t, 0, pc, mode)) {
+		if (!exit_sample(s, &t, mode)) {
 			ncframes = 0;
 			empty_top = 0;
 			nempty_cf = 0;

@@ -20,7 +20,7 @@
 	.g_vmstate = 184, .g_mainthref = 192, .g_bc_cfunc_int = 360,                   \
 	.g_bc_cfunc_ext = 364, .g_cur_L = 368, .g_jit_base = 376, .len_ddisp = 154,    \
 	.len_sdisp = 89, .bc_funcc = 95, .bc_funccw = 96, .j_trace = 384,              \
-	.j_sizetrace = 396, .t_size = 120, .t_gct = 9, .t_nsnap = 10, .t_ir = 32,      \
+	.j_sizetrace = 396, .j_parent = 3016, .t_size = 120, .t_gct = 9, .t_nsnap = 10, .t_ir = 32,      \
 	.t_snap = 48, .t_snapmap = 56, .t_startpt = 64, .t_startpc = 72,               \
 	.t_startins = 80, .t_szmcode = 84, .t_mcode = 88, .t_spadjust = 102,           \
 	.t_traceno = 104, .t_link = 106, .t_root = 108, .snap_size = 12,               \
@@ -334,6 +334,17 @@ int lp_lj_cur_L(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *L)
 int lp_lj_jit_base(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *base)
 {
 	return rd64(m, vm->g + vm->lay->g_jit_base, base);
+}
+
+int lp_lj_exit_no(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t *traceno,
+		  uint32_t *exitno)
+{
+	uint32_t v[2];
+	if (lp_mem_read(m, vm->J + vm->lay->j_parent, v, sizeof(v)))
+		return LP_LJ_EREAD;
+	*traceno = v[0];
+	*exitno = v[1];
+	return LP_LJ_OK;
 }
 
 /* -- Prototypes, strings, lines -------------------------------------------------------- */

@@ -90,6 +90,7 @@ struct lp_lj_layout {
 	/* jit_State */
 	uint16_t j_trace;     /* GCRef * array indexed by trace number */
 	uint16_t j_sizetrace; /* u32 */
+	uint16_t j_parent;    /* TraceNo (u32) of the exiting trace, then ExitNo (u32) exitno */
 	/* GCtrace */
 	uint16_t t_size;      /* sizeof(GCtrace) */
 	uint16_t t_gct, t_nsnap, t_ir, t_snap, t_snapmap, t_startpt, t_startpc, t_startins;
@@ -157,6 +158,11 @@ int lp_lj_vmstate_map(int32_t raw, uint32_t *traceno);
 /* g->cur_L (0 if none) and g->jit_base (0 unless a trace or GC-from-trace runs). */
 int lp_lj_cur_L(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *L);
 int lp_lj_jit_base(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *base);
+/* The trace an exit leaves and its exit (snapshot) number: J->parent and J->exitno, which
+ * the exit handler stores when it sets state EXIT (and the compiler reuses while it
+ * records a side trace). */
+int lp_lj_exit_no(const struct lp_lj_vm *vm, const struct lp_mem *m, uint32_t *traceno,
+		  uint32_t *exitno);
 
 /* 1 if ip lies in the interpreter block. */
 static inline int lp_lj_in_vm(const struct lp_lj_vm *vm, uint64_t ip)

@@ -82,11 +82,12 @@ static int proto_holds(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 	       pc < p->bc + 4 * (uint64_t)p->sizebc;
 }
 
-/* Snapshot snapno of t: its entries (at most MAX_SNAPENT; none when they cannot be read)
- * and bytecode PC (the instruction an exit there resumes at). */
+/* Snapshot snapno of t: its entries (at most MAX_SNAPENT; none when they cannot be read),
+ * bytecode PC (the instruction an exit there resumes at) and, when bslot is not NULL, its
+ * innermost frame's base in slots above the base frame's. */
 static int snap_read(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		     const struct lp_lj_trace *t, uint32_t snapno, uint32_t *ent, uint8_t *nent,
-		     uint64_t *pc)
+		     uint64_t *pc, uint8_t *bslot)
 {
 	const struct lp_lj_layout *lay = vm->lay;
 	unsigned char s[16];
@@ -102,6 +103,8 @@ static int snap_read(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	if (lp_mem_u64(m, map + 4 * (uint64_t)*nent, &pcv))
 		return LP_LJ_EREAD;
 	*pc = pcv >> 8;
+	if (bslot)
+		*bslot = (uint8_t)pcv; /* the innermost frame's base, slots above the base frame's */
 	if (*pc == 0 || (*pc & 3) != 0)
 		return LP_LJ_EINVAL;
 	if (*nent > 0 && lp_mem_read(m, map, ent, 4 * (size_t)*nent))
@@ -135,7 +138,7 @@ static int snap_at(const struct lp_lj_vm *vm, const struct lp_mem *m, const stru
 	if (lo == 0)
 		return LP_LJ_ENONE;
 	*snapno = lo - 1;
-	return snap_read(vm, m, t, *snapno, ent, nent, pc);
+	return snap_read(vm, m, t, *snapno, ent, nent, pc, NULL);
 }
 
 /* The 64-bit payload of IR constant ref of t when its opcode is op (GC64: in the IR slot
@@ -306,7 +309,7 @@ static unsigned sure_depth(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	uint64_t npc;
 	uint8_t nnext = 0;
 	unsigned keep = 0, n = c->n - 1;
-	if (n == 0 || snap_read(vm, m, t, snapno + 1, next, &nnext, &npc) != LP_LJ_OK ||
+	if (n == 0 || snap_read(vm, m, t, snapno + 1, next, &nnext, &npc, NULL) != LP_LJ_OK ||
 	    chain_of(vm, m, t, next, nnext, base_pt, &d) != 0)
 		return 0;
 	uint32_t fd = first_diff(ent, nent, next, nnext);
@@ -386,6 +389,24 @@ int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m
 	if (found && lp_lj_pc_line(vm, m, &p, loc->pc, &loc->line) != LP_LJ_OK)
 		loc->line = 0;
 	return LP_LJ_OK;
+}
+
+int lp_lj_trace_exit_frames(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_trace *t, uint32_t snapno,
+			    struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc,
+			    uint64_t *resume_pc, unsigned *delta)
+{
+	struct chain c; /* on the stack: see lp_lj_trace_locate_inlined */
+	uint32_t ent[MAX_SNAPENT];
+	uint64_t pc;
+	uint8_t nent = 0, bslot = 0;
+	if (snap_read(vm, m, t, snapno, ent, &nent, &pc, &bslot) != LP_LJ_OK)
+		return -1;
+	*delta = bslot;
+	*resume_pc = pc + 4;
+	if (snap_chain(vm, m, t, ent, nent, pc, 0, &c) != 0)
+		return -1;
+	return chain_frames(vm, m, &c, c.n - 1, fr, max, base_pc);
 }
 
 int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,

@@ -93,6 +93,22 @@ int lp_lj_trace_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
 			const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
 			struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc);
 
+/*
+** The frames a trace exit through snapshot snapno of t restores: fr[] (innermost first, at
+** most max) the functions inlined above the base frame, all of them (an exit restores every
+** frame of its snapshot, unlike code between two snapshots: lp_lj_trace_inlined);
+** *base_pc the base frame's PC (the call into the first of them, else where the
+** interpreter resumes); *resume_pc where the interpreter resumes, one past the instruction;
+** *delta the innermost frame's base in slots above the base frame's (L->base moves there
+** once the frames are restored). Returns the number of inlined frames, or -1 when the
+** snapshot's frames do not check out (the base frame's PC is not checked: its function is
+** not known here).
+*/
+int lp_lj_trace_exit_frames(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_trace *t, uint32_t snapno,
+			    struct lp_lj_trace_frame *fr, unsigned max, uint64_t *base_pc,
+			    uint64_t *resume_pc, unsigned *delta);
+
 /* Both at once, the snapshot read once (a CPU sample in a trace wants both): fills loc and
  * returns as lp_lj_trace_locate does; *nfr gets what lp_lj_trace_inlined would return
  * (-1 as well when fr is NULL: not asked, and not computed). */

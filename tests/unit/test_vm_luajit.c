@@ -1466,7 +1466,25 @@ static void test_traces(void)
 		/* Snapshot 4, the next, no longer holds g's call: g may have returned before the
 		** code at 130 runs; only f is sure, at the call. */
 		struct lp_lj_trace_frame fr[4];
-		uint64_t bpc = 0;
+		uint64_t bpc = 0, rpc = 0;
+		unsigned delta = 9;
+		/* An exit through snapshot 3 restores g's frame, whatever the next snapshot
+		** holds: g at the snapshot's PC, f at the call, the innermost base one slot up
+		** (the snapshot PC's low byte). */
+		CHECK_EQ(lp_lj_trace_exit_frames(&F.vm, &F.m, &t, 3, fr, 4, &bpc, &rpc, &delta), 1);
+		CHECK_EQ(fr[0].pt, g.pt);
+		CHECK_EQ(fr[0].ffid, 0);
+		CHECK_EQ(fr[0].pc, g.bc + 4 * (uint64_t)pos[3] + 4);
+		CHECK_EQ(fr[0].line, line_at(&g, pos[3]));
+		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
+		CHECK_EQ(rpc, g.bc + 4 * (uint64_t)pos[3] + 4);
+		CHECK_EQ(delta, 1);
+		/* Snapshot 0 has no inlined frame: f resumes at its PC. No snapshot 5. */
+		CHECK_EQ(lp_lj_trace_exit_frames(&F.vm, &F.m, &t, 0, fr, 4, &bpc, &rpc, &delta), 0);
+		CHECK_EQ(rpc, f.bc + 4 * (uint64_t)pos[0] + 4);
+		CHECK_EQ(bpc, rpc);
+		CHECK_EQ(lp_lj_trace_exit_frames(&F.vm, &F.m, &t, 5, fr, 4, &bpc, &rpc, &delta), -1);
+		CHECK_EQ(lp_lj_trace_exit_frames(&F.vm, &F.m, &t, 3, fr, 0, &bpc, &rpc, &delta), -1);
 		CHECK_EQ(lp_lj_trace_inlined(&F.vm, &F.m, &t, mcode + 130, f.pt, fr, 4, &bpc), 0);
 		CHECK_EQ(bpc, f.bc + 4 * (uint64_t)(CALLPOS + 1));
 		/* When snapshot 4 still holds it (the same link and callee), g is running: at the
