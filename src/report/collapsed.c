@@ -1,5 +1,7 @@
 /*
-** Collapsed ("folded") stacks: one "root;...;leaf count" line per distinct stack.
+** Collapsed ("folded") stacks: one "root;...;leaf count" line per distinct stack (as
+** written: two stacks whose frames differ but read the same, such as two functions of one
+** chunk at one line, are one line).
 **
 ** This is flamegraph.pl's input and Pyroscope's "folded" format. Lines are sorted so the
 ** output is deterministic; ';' inside a frame label would split the frame, and a
@@ -81,8 +83,12 @@ int lp_render_collapsed(const struct lp_profile *p, const struct lp_render_opts 
 		lines[nl++].value = v[o->value];
 	}
 	qsort(lines, nl, sizeof(*lines), line_cmp);
-	for (size_t i = 0; i < nl; i++)
-		fprintf(out, "%s %" PRId64 "\n", lines[i].text, lines[i].value);
+	for (size_t i = 0; i < nl; i++) {
+		int64_t v = lines[i].value;
+		while (i + 1 < nl && !strcmp(lines[i].text, lines[i + 1].text))
+			v += lines[++i].value;
+		fprintf(out, "%s %" PRId64 "\n", lines[i].text, v);
+	}
 	if (fflush(out) || ferror(out))
 		rc = -(errno ? errno : EIO);
 done:

@@ -135,6 +135,21 @@ static const char *collapse(int split, int functions)
 	return text;
 }
 
+/* Two functions of one chunk at one line (a closure defined on its caller's line, both
+ * running line 12 here) are two frames with one label: the collapsed text, which knows only
+ * labels, has one line for the two stacks (it had two identical ones). */
+static void test_collapsed_same_label(void)
+{
+	begin();
+	struct lp_lua_frame f[] = { L(P_MAIN, 5), L(P_F, 12) };
+	struct lp_lua_frame g[] = { L(P_MAIN, 5), L(P_G, 12) };
+	uint64_t host[] = { A_MAIN + 9, A_LUA_PCALL + 4, A_VM_PCALL + 30, A_BC + 2 };
+	SAMPLE(LP_VMST_LFUNC, f, host);
+	SAMPLE(LP_VMST_LFUNC, g, host);
+	SAMPLE(LP_VMST_LFUNC, g, host);
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;lj_vm_pcall;@app.lua:5;@app.lua:12;lj_BC_CALL 3\n");
+}
+
 static void test_simple(void)
 {
 	begin();
@@ -1433,6 +1448,7 @@ int main(void)
 	RUN(test_trace_stacks_reuse);
 	RUN(test_gc_stacks);
 	RUN(test_jit_compiler_stacks);
+	RUN(test_collapsed_same_label);
 	RUN(test_trace_exit_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
