@@ -11,6 +11,7 @@
 */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -515,7 +516,10 @@ static void pin_self(void)
 static struct {
 	int memory, started;
 	uint64_t run_id;
+	char status[PATH_MAX]; /* record's status file, "" for none */
 } recorded;
+
+static void status_tell(char what);
 
 void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 {
@@ -524,62 +528,42 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 		return;
 	fprintf(stderr, "luaprof: cannot write the profile: %s (it is cut short there)\n",
 		strerror(e ? e : EIO));
-}
-
-/* record's pipe "FD:INODE": the descriptor if it is still that pipe (a wrapper script may
- * have put a file of its own there), else -1. */
-static int record_pipe(const char *val)
-{
-	char *end;
-	long fd = strtol(val, &end, 10);
-	struct stat st;
-	if (*end != ':' || fd < 3 || fd > INT_MAX)
-		return -1;
-	unsigned long long ino = strtoull(end + 1, &end, 10);
-	if (*end || fstat((int)fd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
-	    (unsigned long long)st.st_ino != ino)
-		return -1;
-	return (int)fd;
-}
-
-/* record's claim (val NULL: none given): 1 if this process takes the one byte the pipe
- * holds, which makes it the process record profiles; 0 if another LuaJIT process the
- * program ran took it first. A claim that is not the pipe it should be takes nothing away
- * (1). Closed, so that the program's children do not hold it. */
-static int claim_take(const char *val)
-{
-	int fd = val ? record_pipe(val) : -1;
-	if (fd < 0)
-		return 1;
-	char b;
-	ssize_t n;
-	while ((n = read(fd, &b, 1)) < 0 && errno == EINTR)
-		;
-	close(fd);
-	return n == 1;
+	status_tell('E');
 }
 
 /*
-** record's other pipe (fd, -1 for none): bytes tell it the agent was loaded, so that it
-** can tell that apart from a program that never ran LUA_INIT: 'L' loaded (written before
-** the start, whatever comes of it) then 'P' profiling (the start succeeded: a stream
-** that is then not finished at a normal exit was left by exec or _exit), or 'S' skipped
-** because another process has the claim. A hint only, never a reason not to profile.
+** record's claim, a file (LUAPROF_RECORD_CLAIM) the first agent to start removes: of the
+** LuaJIT processes a wrapper runs, that one is profiled, the others run as without record.
+** unlink is atomic, and the file sits beside the profile, so that an agent that can write
+** the profile sees it. 1 when this process is the one (or no claim was given, or it could
+** not be told: never a reason not to profile), 0 when another took it.
 */
-static void loaded_tell(int fd, char what)
+static int claim_take(const char *path)
 {
+	return !path || unlink(path) == 0 || errno != ENOENT;
+}
+
+/*
+** record's status file (LUAPROF_RECORD_STATUS), a line appended for each step, with this
+** process's id: 'L' loaded (whatever comes of the start), then 'P' profiling (the start
+** succeeded: a stream then not finished at a normal exit was left by exec, _exit or a
+** kill), 'E' the profile could not be written, or 'S' skipped because another process has
+** the claim. record tells from it a program that never ran LUA_INIT from a start refused,
+** and which process it profiled. A hint only: nothing happens when it cannot be written.
+*/
+static void status_tell(char what)
+{
+	if (!recorded.status[0])
+		return;
+	char line[32];
+	int n = snprintf(line, sizeof(line), "%c %ld\n", what, (long)getpid());
+	int fd = open(recorded.status, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
-	/* record gone (its read end closed): EPIPE, not the program killed by SIGPIPE. */
-	sigset_t pipe, old;
-	sigemptyset(&pipe);
-	sigaddset(&pipe, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe, &old);
-	if (write(fd, &what, 1) != 1 && errno == EPIPE && !sigismember(&old, SIGPIPE)) {
-		struct timespec now = { 0, 0 };
-		sigtimedwait(&pipe, NULL, &now);
+	if (write(fd, line, (size_t)n) != n) {
+		; /* nothing to do about it */
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(fd);
 }
 
 static void autostart(lua_State *L)
@@ -587,9 +571,16 @@ static void autostart(lua_State *L)
 	const char *env = getenv("LUAPROF_RECORD");
 	if (!env)
 		return;
-	char spec[4096];
+	char spec[4096], claim[PATH_MAX];
 	snprintf(spec, sizeof(spec), "%s", env);
 	unsetenv("LUAPROF_RECORD");
+	/* record's claim and status files (claim_take, status_tell): this process's alone. */
+	const char *cv = getenv("LUAPROF_RECORD_CLAIM"), *sv = getenv("LUAPROF_RECORD_STATUS");
+	int has_claim = cv && snprintf(claim, sizeof(claim), "%s", cv) < (int)sizeof(claim);
+	if (sv && strlen(sv) < sizeof(recorded.status))
+		strcpy(recorded.status, sv);
+	unsetenv("LUAPROF_RECORD_CLAIM");
+	unsetenv("LUAPROF_RECORD_STATUS");
 	const char *orig = getenv("LUAPROF_LUA_INIT");
 	if (orig)
 		setenv("LUA_INIT", orig, 1);
@@ -601,7 +592,7 @@ static void autostart(lua_State *L)
 	a.opt.mode = LUAPROF_SYSPROF_CALLGRAPH;
 	a.opt.interval = DEFAULT_INTERVAL_MS;
 	a.path = DEFAULT_PATH;
-	const char *bad = NULL, *loaded_val = NULL, *claim_val = NULL;
+	const char *bad = NULL;
 	int memory = 0;
 	unsigned long long sample_bytes = 0;
 	for (char *p = spec; p && *p && !bad;) {
@@ -643,24 +634,16 @@ static void autostart(lua_State *L)
 				a.opt.clock = LUAPROF_CLOCK_WALL;
 			else if (strcmp(val, "cpu"))
 				bad = MSG_BADCLOCK;
-		} else if (!strcmp(p, "loaded_fd")) {
-			loaded_val = val;
-		} else if (!strcmp(p, "claim_fd")) {
-			claim_val = val;
 		} else {
 			bad = "unknown LUAPROF_RECORD setting";
 		}
 		p = next;
 	}
-	int mine = claim_take(claim_val);
-	/* Closed before the program runs, so that its children do not hold it. */
-	int told = loaded_val ? record_pipe(loaded_val) : -1;
-	loaded_tell(told, mine ? 'L' : 'S');
+	int mine = claim_take(has_claim ? claim : NULL);
+	status_tell(mine ? 'L' : 'S');
 	if (!mine || bad) {
 		if (bad) /* !mine: record says so when the program ends */
 			fprintf(stderr, "luaprof: not profiling: %s\n", bad);
-		if (told >= 0)
-			close(told);
 		return;
 	}
 	int top = lua_gettop(L);
@@ -687,10 +670,8 @@ static void autostart(lua_State *L)
 	if (lua_toboolean(L, top + 1)) {
 		recorded.memory = memory;
 		recorded.started = 1;
-		loaded_tell(told, 'P');
+		status_tell('P');
 	}
-	if (told >= 0)
-		close(told);
 	lua_settop(L, top);
 }
 

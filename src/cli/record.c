@@ -38,14 +38,29 @@
 #include "util/size.h"
 #include "util/stubenv.h"
 
-/* A profile started, a stream not finished, a normal exit. */
-#define UNFINISHED_WHY                                                                      \
-	"the program ended without finishing its profile: it executed another program, or "  \
-	"left through _exit, which skip the profiler's end; "
-#define UNFINISHED(sampled)                                                                 \
-	((sampled) ? UNFINISHED_WHY "sampled mode writes its stacks at the end: there are none" \
-		   : UNFINISHED_WHY "what the profiler had not yet written (up to a quarter "     \
-				    "second) is lost")
+/*
+** A profile started, its stream not finished: how (enum unfinished) the process that
+** profiled ended, for the message. The program itself, exiting normally: it skipped the
+** profiler's end. Another process the program ran (a wrapper's): its end is not known.
+*/
+enum unfinished { FINISHED, UNFINISHED_PROGRAM, UNFINISHED_OTHER };
+
+static const char *unfinished_text(enum unfinished how, pid_t pid, int sampled)
+{
+	static char buf[512];
+	int n = how == UNFINISHED_PROGRAM
+		? snprintf(buf, sizeof(buf), "the program ended without finishing its profile: "
+				"it executed another program, or left through _exit, which skip "
+				"the profiler's end; ")
+		: snprintf(buf, sizeof(buf), "the process it profiled (pid %ld) ended without "
+				"finishing its profile: it was killed, executed another program, "
+				"or left through _exit; ", (long)pid);
+	snprintf(buf + n, sizeof(buf) - (size_t)n, "%s",
+		 sampled ? "sampled mode writes its stacks at the end: there are none"
+			 : "what the profiler had not yet written (up to a quarter second) is "
+			   "lost");
+	return buf;
+}
 
 int lp_cmd_record(int argc, char **argv);
 
@@ -61,7 +76,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "program's globals are left as they are (no `misc` until it requires luaprof).\n"
 	      "PROGRAM may also be a script that runs luajit: the first LuaJIT process to\n"
 	      "start is profiled, others run as they would without record (the summary says\n"
-	      "how many), and so do the children of the one profiled.\n"
+	      "how many), and so do the children of the one profiled; record waits for the\n"
+	      "one profiled if the script leaves it running.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -o, --output PATH   rendered profile (default luaprof.svg, or for -f collapsed,\n"
@@ -475,12 +491,14 @@ static uint64_t now_ns(void)
 
 /* The program, while it runs: a SIGTERM or SIGHUP sent to record alone (timeout, a
  * closed terminal, kill) is passed on to it, and record stays to keep what it recorded. */
-static volatile pid_t child_pid;
+static volatile pid_t child_pid, prof_pid; /* the program; the process that profiles */
 
 static void forward(int sig)
 {
 	if (child_pid > 0)
 		kill(child_pid, sig);
+	if (prof_pid > 0 && prof_pid != child_pid)
+		kill(prof_pid, sig);
 }
 
 /* 0 when file is a regular file we may execute, else why not (EISDIR for a directory,
@@ -568,66 +586,116 @@ static void banner(const struct opts *o)
 }
 
 /*
-** The pipe the agent tells record it was loaded through (a hint: without it, record cannot
-** tell a program that never loaded the agent from a start refused), and the claim: a pipe
-** holding one byte, which the first agent to start takes (a non-blocking read), so that of
-** several LuaJIT processes a wrapper runs (`sh -c 'luajit a.lua; luajit b.lua'`) the first
-** alone is profiled, the others run as they would without record and say so through the
-** first pipe ('L' loaded and profiling, 'S' loaded and skipped). Their descriptors are
-** moved high, out of the way of standard input and output (closed ones would get them: the
-** program's output would go into a pipe) and of the few a wrapper script redirects; the
-** agent uses one only if that descriptor is still this pipe (its inode, given with it).
-** On failure lp[] stays -1 and fdset empty: no hint, no claim (every process profiles).
+** The files record and the agents it loads talk through (the agent's claim_take and
+** status_tell), beside the raw stream, where any agent that can write the profile sees
+** them: the claim, which the first LuaJIT process to load the agent removes (of several a
+** wrapper runs, that one is profiled, the others run as without record and say so), and
+** the status, where each appends "L pid" (loaded), "P pid" (profiling), "E pid" (could not
+** write the profile) or "S pid" (skipped). Files rather than inherited descriptors: a
+** wrapper that closes the descriptors it does not know (Python's subprocess) or takes a
+** number for its own (`exec 200>lock`) would cut them, and every program and child would
+** inherit them. On failure the paths are empty: no claim, no status (every LuaJIT process
+** profiles, record cannot tell a program that never loaded the agent).
 */
-static int high_fd(int fd)
-{
-	int h = fcntl(fd, F_DUPFD_CLOEXEC, 200);
-	close(fd);
-	return h;
-}
+struct rec_files {
+	char claim[PATH_MAX], status[PATH_MAX];
+};
 
-static void record_pipes(int lp[3], char *fdset, size_t len)
+static void rec_files_make(struct rec_files *f, const char *raw)
 {
-	int p[2], c[2];
-	struct stat st, cst;
-	if (pipe2(p, O_CLOEXEC) != 0)
+	f->claim[0] = f->status[0] = '\0';
+	char c[PATH_MAX], st[PATH_MAX];
+	if ((size_t)snprintf(c, sizeof(c), "%s.claim.XXXXXX", raw) >= sizeof(c) ||
+	    (size_t)snprintf(st, sizeof(st), "%s.status.XXXXXX", raw) >= sizeof(st))
 		return;
-	if (pipe2(c, O_CLOEXEC | O_NONBLOCK) != 0) {
-		close(p[0]);
-		close(p[1]);
+	int fc = mkostemp(c, O_CLOEXEC);
+	if (fc < 0)
+		return;
+	close(fc);
+	int fs = mkostemp(st, O_CLOEXEC);
+	if (fs < 0) {
+		unlink(c);
 		return;
 	}
-	int ok = write(c[1], "C", 1) == 1;
-	close(c[1]);
-	int w = high_fd(p[1]), r = high_fd(p[0]), cr = high_fd(c[0]);
-	if (!ok || w < 0 || r < 0 || cr < 0 || fstat(w, &st) != 0 || fstat(cr, &cst) != 0) {
-		if (w >= 0)
-			close(w);
-		if (r >= 0)
-			close(r);
-		if (cr >= 0)
-			close(cr);
-		return;
-	}
-	lp[0] = r;
-	lp[1] = w;
-	lp[2] = cr;
-	snprintf(fdset, len, "claim_fd=%d:%llu,loaded_fd=%d:%llu,", cr,
-		 (unsigned long long)cst.st_ino, w, (unsigned long long)st.st_ino);
+	close(fs);
+	memcpy(f->claim, c, sizeof(c));
+	memcpy(f->status, st, sizeof(st));
 }
 
-/* Runs the program; returns its wait status, or -1 if it could not be started. *loaded:
- * 2 when the agent was loaded in it and started the profile, 1 loaded only (it writes
- * bytes to a pipe of ours), 0 when not, -1 when that could not be told; *skipped: how many more processes loaded the
- * agent and ran unprofiled (record_pipes). */
+static void rec_files_remove(const struct rec_files *f)
+{
+	if (f->claim[0])
+		unlink(f->claim);
+	if (f->status[0])
+		unlink(f->status);
+}
+
+/* What the status file says so far. */
+struct rec_status {
+	int loaded;   /* an agent was loaded */
+	pid_t prof;   /* the process that profiles ('P'), 0 for none yet */
+	pid_t child;  /* the program record ran */
+	int error;    /* it could not write its profile ('E') */
+	int skipped;  /* processes that loaded the agent and ran without it ('S') */
+};
+
+static void rec_status_read(const struct rec_files *f, struct rec_status *r)
+{
+	pid_t child = r->child;
+	memset(r, 0, sizeof(*r));
+	r->child = child;
+	FILE *in = f->status[0] ? fopen(f->status, "re") : NULL;
+	if (!in)
+		return;
+	char what;
+	long p;
+	while (fscanf(in, " %c %ld", &what, &p) == 2) {
+		r->loaded = 1;
+		if (what == 'P')
+			r->prof = (pid_t)p;
+		else if (what == 'E')
+			r->error = 1;
+		else if (what == 'S')
+			r->skipped++;
+	}
+	fclose(in);
+}
+
+/* Process p has ended (gone, or a zombie its parent has not reaped). */
+static int ended(pid_t p)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)p);
+	FILE *in = fopen(path, "re");
+	if (!in)
+		return kill(p, 0) != 0 && errno == ESRCH;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, in);
+	fclose(in);
+	buf[n] = '\0';
+	const char *rp = strrchr(buf, ')'); /* the name may hold anything */
+	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/*
+** Runs the program; returns its wait status, or -1 if it could not be started. When the
+** process that profiles is not the program itself (a wrapper ran it) and outlives it, waits
+** for it too: its profile is written when it ends. *st: what the agents said
+** (rec_status); *told: 0 when the status file could not be made (nothing can be told).
+*/
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns,
-	       int *loaded, int *skipped)
+	       struct rec_status *st, int *told)
 {
-	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 192], fdset[96] = "";
-	int lp[3] = { -1, -1, -1 };
-	*loaded = -1;
-	*skipped = 0;
-	record_pipes(lp, fdset, sizeof(fdset));
+	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 192];
+	struct rec_files rf;
+	memset(st, 0, sizeof(*st));
+	rec_files_make(&rf, raw);
+	*told = rf.status[0] != '\0';
 	if (lua_literal(agent, so_lit, sizeof(so_lit)))
 		return -1;
 	snprintf(init, sizeof(init),
@@ -638,12 +706,16 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 "local f,e=loadstring(i,'=LUA_INIT') if not f then error(e,0) end return f()",
 		 so_lit);
 	if (o->memory)
-		snprintf(spec, sizeof(spec), "%sprofiler=memory,sample=%llu,path=%s", fdset,
-			 o->sample, raw);
+		snprintf(spec, sizeof(spec), "profiler=memory,sample=%llu,path=%s", o->sample, raw);
 	else
-		snprintf(spec, sizeof(spec), "%smode=%c,interval_ns=%llu,clock=%s,path=%s", fdset,
-			 o->mode, 1000000000ull / o->rate, o->clock, raw);
+		snprintf(spec, sizeof(spec), "mode=%c,interval_ns=%llu,clock=%s,path=%s", o->mode,
+			 1000000000ull / o->rate, o->clock, raw);
+	/* A record inside the program of another: LUA_INIT is the outer record's loader, and
+	 * the user's own, if any, waits in LUAPROF_LUA_INIT (running the loader as the user's
+	 * would load it again, forever). */
 	const char *orig = getenv("LUA_INIT");
+	if (orig && strstr(orig, "luaopen_luaprof") && strstr(orig, "LUAPROF_LUA_INIT"))
+		orig = getenv("LUAPROF_LUA_INIT");
 
 	struct sigaction ign, fwd, oint, oquit, oterm, ohup;
 	memset(&ign, 0, sizeof(ign));
@@ -669,17 +741,19 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
-		for (int i = 0; i < 3; i++)
-			if (lp[i] >= 0)
-				close(lp[i]);
+		rec_files_remove(&rf);
 		return -1;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
-		for (int i = 1; i < 3; i++) /* the agent's, across exec */
-			if (lp[i] >= 0)
-				fcntl(lp[i], F_SETFD, 0);
+		if (rf.claim[0]) {
+			setenv("LUAPROF_RECORD_CLAIM", rf.claim, 1);
+			setenv("LUAPROF_RECORD_STATUS", rf.status, 1);
+		} else {
+			unsetenv("LUAPROF_RECORD_CLAIM");
+			unsetenv("LUAPROF_RECORD_STATUS");
+		}
 		if (orig)
 			setenv("LUAPROF_LUA_INIT", orig, 1);
 		else
@@ -694,46 +768,49 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
 		_exit(127);
 	}
-	for (int i = 1; i < 3; i++)
-		if (lp[i] >= 0)
-			close(lp[i]);
 	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
 	child_pid = pid;
+	st->child = pid;
 	sigaction(SIGINT, &ign, &oint);
 	sigaction(SIGQUIT, &ign, &oquit);
 	sigaction(SIGTERM, &fwd, &oterm);
 	sigaction(SIGHUP, &fwd, &ohup);
 	sigprocmask(SIG_SETMASK, &omask, NULL);
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* Polled, so that SIGTERM and SIGHUP reach the process that profiles as soon as it is
+	 * known, as well as the program (a wrapper does not always pass them on). */
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+		if (!prof_pid && *told) {
+			rec_status_read(&rf, st);
+			prof_pid = st->prof;
+		}
+		sleep_ms(20);
+	}
 	child_pid = 0;
+	if (*told)
+		rec_status_read(&rf, st);
+	prof_pid = st->prof;
+	if (prof_pid > 0 && prof_pid != pid && !ended(prof_pid)) {
+		if (!o->quiet)
+			fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid "
+					"%ld) still runs: waiting for it, whose profile is written "
+					"when it ends (SIGTERM to record ends it)\n",
+				o->cmd[0], (long)prof_pid);
+		while (!ended(prof_pid))
+			sleep_ms(50);
+		rec_status_read(&rf, st);
+	}
+	prof_pid = 0;
 	sigaction(SIGCHLD, &ochld, NULL);
 	*ns = now_ns() - t0;
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);
 	sigaction(SIGTERM, &oterm, NULL);
 	sigaction(SIGHUP, &ohup, NULL);
-	if (lp[0] >= 0) {
-		/* A program that never loaded the agent may have left the pipe to a child
-		 * still running: no waiting for it. */
-		char b[256];
-		ssize_t n;
-		*loaded = 0;
-		fcntl(lp[0], F_SETFL, O_NONBLOCK);
-		while ((n = read(lp[0], b, sizeof(b))) > 0)
-			for (ssize_t i = 0; i < n; i++) {
-				if (b[i] == 'L' && *loaded < 1)
-					*loaded = 1;
-				else if (b[i] == 'P')
-					*loaded = 2;
-				else if (b[i] == 'S')
-					(*skipped)++;
-			}
-		if (*skipped && !*loaded) /* loaded, though the claim went elsewhere */
-			*loaded = 1;
-		close(lp[0]);
-	}
+	rec_files_remove(&rf);
 	return status;
 }
 
@@ -854,7 +931,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 
 /* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
-			 uint64_t wall, int unfinished)
+			 uint64_t wall, enum unfinished unfinished, pid_t prof)
 {
 	char *args[20], limit[16];
 	int n = 0;
@@ -892,7 +969,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		return rc;
 	}
 	if (rc == LP_EXIT_TRUNCATED && unfinished)
-		fprintf(stderr, "luaprof record: %s\n", UNFINISHED(o->sample));
+		fprintf(stderr, "luaprof record: %s\n", unfinished_text(unfinished, prof, o->sample != 0));
 	if (!o->quiet) {
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
 		fprintf(stderr, "luaprof record: %.*f s profiled, ", secs < 0.1 ? 3 : 2, secs);
@@ -1113,8 +1190,14 @@ int lp_cmd_record(int argc, char **argv)
 	int renamed = strcmp(tmp, dest) != 0;
 
 	uint64_t wall = 0;
-	int loaded, skipped;
-	int status = run(&o, agent, tmp, &wall, &loaded, &skipped);
+	struct rec_status rs;
+	int told;
+	int status = run(&o, agent, tmp, &wall, &rs, &told);
+	/* -1 not known, 0 never loaded, 1 loaded, 2 profiling */
+	int loaded = !told ? -1 : rs.prof ? 2 : rs.loaded, skipped = rs.skipped;
+	enum unfinished unfinished = !rs.prof || rs.error ? FINISHED
+				     : rs.prof != rs.child ? UNFINISHED_OTHER
+				     : WIFEXITED(status) ? UNFINISHED_PROGRAM : FINISHED;
 	if (status < 0) {
 		if (renamed || created)
 			unlink(tmp);
@@ -1147,6 +1230,18 @@ int lp_cmd_record(int argc, char **argv)
 	int cut = got == NO_SECTION, kept = renamed && got == NOTHING;
 	if (cut || kept)
 		empty = 1;
+	/* The earlier profile this one replaces changed while the program ran (a record run
+	 * by the program, writing the same default name): that one is kept, this one left
+	 * beside it. */
+	struct stat now;
+	if (!empty && renamed && stat(dest, &now) == 0 &&
+	    (now.st_ino != old.st_ino || now.st_dev != old.st_dev || now.st_size != old.st_size ||
+	     now.st_mtim.tv_sec != old.st_mtim.tv_sec ||
+	     now.st_mtim.tv_nsec != old.st_mtim.tv_nsec)) {
+		tell_status(&o, status);
+		return fail("%s changed while %s ran (another luaprof record writing it?): it is "
+			    "left as it is, and this profile is in %s", raw, o.cmd[0], tmp);
+	}
 	if (empty && (renamed || created))
 		unlink(tmp);
 	else if (!empty && renamed && rename(tmp, dest) != 0) {
@@ -1163,9 +1258,10 @@ int lp_cmd_record(int argc, char **argv)
 			"profile under record itself)\n", skipped, skipped > 1 ? "es" : "",
 			o.cmd[0]);
 	if (empty) {
-		if (kept && ended_early && loaded == 2 && WIFEXITED(status))
+		if (kept && ended_early && unfinished)
 			return fail("%s recorded nothing before its stream ended: %s; the earlier "
-				    "profile %s is kept", o.cmd[0], UNFINISHED(o.sample), raw);
+				    "profile %s is kept", o.cmd[0],
+				    unfinished_text(unfinished, rs.prof, o.sample != 0), raw);
 		if (kept && ended_early)
 			return fail("%s recorded nothing before its stream ended (the profiler's "
 				    "message above says why): the earlier profile %s is kept",
@@ -1208,8 +1304,9 @@ int lp_cmd_record(int argc, char **argv)
 				    "-E` ignores LUA_INIT; other hosts, such as tarantool, nginx or "
 				    "an embedding program, do not run it: there, require \"luaprof\" "
 				    "and use its API)", o.cmd[0]);
-		if (loaded == 2 && WIFEXITED(status))
-			return fail("%s wrote no profile: %s", o.cmd[0], UNFINISHED(o.sample));
+		if (unfinished)
+			return fail("%s wrote no profile: %s", o.cmd[0],
+				    unfinished_text(unfinished, rs.prof, o.sample != 0));
 		if (loaded >= 1)
 			return fail("%s wrote no profile: the profiler did not start, or could not "
 				    "write (its message above says why)", o.cmd[0]);
@@ -1219,8 +1316,7 @@ int lp_cmd_record(int argc, char **argv)
 			    "supported LuaJIT build)", o.cmd[0]);
 	}
 	if (o.memory)
-		return record_memory(&o, raw, sb.st_size, prog, wall,
-				     loaded == 2 && WIFEXITED(status));
+		return record_memory(&o, raw, sb.st_size, prog, wall, unfinished, rs.prof);
 
 	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -1266,9 +1362,9 @@ int lp_cmd_record(int argc, char **argv)
 		if (!o.quiet)
 			summary(&o, &l, p, wall, raw);
 		if (st == LP_ERR_TRUNCATED) {
-			if (loaded == 2 && WIFEXITED(status))
+			if (unfinished)
 				fprintf(stderr, "luaprof record: warning: %s; %s\n", msg,
-					UNFINISHED(0));
+					unfinished_text(unfinished, rs.prof, 0));
 			else
 				fprintf(stderr, "luaprof record: warning: %s (the profiler did not "
 						"finish the stream: the program was killed, or the "

@@ -419,6 +419,55 @@ for how in 'luajit "$1"; luajit "$2"' 'luajit "$1" & sleep 0.1; luajit "$2"; wai
 	done
 done
 set --
+# Wrappers that close every descriptor they do not know (Python's subprocess does) or take
+# 200 for their own (`exec 200>lock`) cut nothing: the claim and the status are files
+# beside the profile (they were pipes at descriptors 200 and up: both processes profiled
+# into one file, or the note on the second lost). No descriptor of record's reaches the
+# wrapper's other children.
+for how in 'for fd in $(seq 3 255); do eval "exec $fd>&-"; done; luajit "$1"; luajit "$2"' \
+	'exec 200>"$3"; luajit "$1"; luajit "$2"'; do
+	"$lp" record -f collapsed -o "$t/cl.folded" -- bash -c "$how" x "$t/alpha.lua" "$t/beta.lua" "$t/lockf" \
+		>/dev/null 2>"$t/err" || fail "record through a wrapper ($how): $(cat "$t/err")"
+	grep -q alpha "$t/cl.folded" && ! grep -q beta "$t/cl.folded" ||
+		fail "record through a wrapper ($how): not the first process's profile: $(grep -c alpha "$t/cl.folded") alpha, $(grep -c beta "$t/cl.folded") beta"
+	grep -q '^luaprof record: 1 more LuaJIT process under bash ran without the profiler' "$t/err" ||
+		fail "record through a wrapper ($how): no word of the second process: $(cat "$t/err")"
+done
+[ "$("$lp" record -q -f collapsed -o "$t/fd.folded" -- sh -c 'ls /proc/self/fd | wc -l; luajit -e "local x = 1"' 2>/dev/null | head -1)" = \
+	"$(sh -c 'ls /proc/self/fd | wc -l')" ] || fail "record: the wrapper's other children inherit descriptors of record's"
+ls "$t" | grep -q 'claim\|status' && fail "record left its claim or status file: $(ls "$t")"
+# A profiled process a wrapper leaves running when it exits: record waits for it (its
+# profile is written when it ends), says so, and the profile is whole (it was rendered cut
+# short while the process went on writing it).
+"$lp" record -f collapsed -o "$t/bg.folded" -- sh -c 'luajit "$1" & sleep 0.1' x "$t/alpha.lua" >/dev/null 2>"$t/err" ||
+	fail "record of a wrapper that leaves luajit running: $(cat "$t/err")"
+grep -q '^luaprof record: sh ended, but the process it profiles (pid [0-9]*) still runs: waiting for it' "$t/err" ||
+	fail "record of a wrapper that leaves luajit running: no word of the wait: $(cat "$t/err")"
+grep -q 'truncated\|without finishing' "$t/err" && fail "record of a wrapper that leaves luajit running: cut short: $(cat "$t/err")"
+grep -q alpha "$t/bg.folded" || fail "record of a wrapper that leaves luajit running: no alpha in the profile"
+# The profiled process killed under a wrapper that goes on: not "exec or _exit".
+printf 'local t = os.clock() while os.clock() - t < 0.5 do end\nos.execute("kill -9 " .. io.open("/proc/self/stat"):read("*n"))\n' >"$t/selfkill.lua"
+"$lp" record -q -f collapsed -o "$t/sk.folded" -- sh -c 'luajit "$1"; echo after' x "$t/selfkill.lua" >/dev/null 2>"$t/err"
+grep -q 'the process it profiled (pid [0-9]*) ended without finishing its profile: it was killed, executed another program, or left through _exit' "$t/err" ||
+	fail "record of a wrapper whose luajit is killed: $(cat "$t/err")"
+# record inside the program of another record: the inner one profiles (its LUA_INIT
+# chain ran the outer's loader as the user's, forever); the user's own LUA_INIT runs once.
+out=$(cd "$t" && LUA_INIT='io.write("init ")' timeout 60 "$lp" record -q -f collapsed -o outer.folded -- \
+	"$lp" record -q -f collapsed -o inner.folded -- luajit "$t/alpha.lua" 2>"$t/err")
+rc=$?
+[ $rc != 124 ] || fail "record inside record: hung"
+[ "$out" = "init true" ] || fail "record inside record: output '$out': $(cat "$t/err")"
+grep -q alpha "$t/inner.folded" || fail "record inside record: the inner profile has no alpha: $(cat "$t/err")"
+# A record the program runs, writing the same raw stream as the outer one: the outer does
+# not rename its own over it, and says where its own is.
+(cd "$t" && "$lp" record -q -f collapsed -o same.folded -- luajit "$t/alpha.lua") >/dev/null 2>&1
+(cd "$t" && "$lp" record -q -f collapsed -o same.folded -- luajit -e \
+	"os.execute('$lp record -q -f collapsed -o same.folded -- luajit $t/beta.lua >/dev/null 2>&1') dofile('$t/alpha.lua')") \
+	>/dev/null 2>"$t/err" && fail "record over a raw stream another record wrote meanwhile: exit 0"
+grep -q "^luaprof record: $t/same.bin changed while luajit ran (another luaprof record writing it?): it is left as it is, and this profile is in $t/same.bin\." "$t/err" ||
+	fail "record over a raw stream another record wrote meanwhile: $(cat "$t/err")"
+"$lp" report -q -f collapsed "$t/same.bin" 2>/dev/null | grep -q beta || fail "record over a raw stream another record wrote meanwhile: the inner profile was replaced"
+rm -f "$t"/same.bin.*
 
 # A program of the user's own named luaprof.lua, on package.path, is what its require
 # gets, as without record.
@@ -430,7 +479,7 @@ printf 'package.path = "%s/own/?.lua;" .. package.path\nprint(require("luaprof")
 
 # -- -f top --lines ranks Lua lines, as report's does, in both profilers: the function
 # lines (work.s loop, line 4), not functions.
-for m in "" "--memory --sample 4K"; do
+for m in "" "--memory --sample 512"; do
 	(cd "$t" && "$lp" record -q $m -f top --lines -n 50 -- luajit app.lua 0.3) >"$t/lines.out" 2>"$t/err" ||
 		fail "record $m -f top --lines: $(cat "$t/err")"
 	grep -q 'frame (by line)' "$t/lines.out" || fail "record $m -f top --lines: not by line: $(head -5 "$t/lines.out")"
