@@ -517,7 +517,8 @@ static struct {
 	int memory, started;
 	uint64_t run_id;
 	char status[PATH_MAX]; /* record's status file, "" for none */
-} recorded;
+	int status_fd;         /* open, and locked, once profiling; else -1 */
+} recorded = { .status_fd = -1 };
 
 static void status_tell(char what);
 
@@ -545,11 +546,15 @@ static int claim_take(const char *path)
 
 /*
 ** record's status file (LUAPROF_RECORD_STATUS), a line appended for each step, with this
-** process's id: 'L' loaded (whatever comes of the start), then 'P' profiling (the start
-** succeeded: a stream then not finished at a normal exit was left by exec, _exit or a
-** kill), 'E' the profile could not be written, or 'S' skipped because another process has
-** the claim. record tells from it a program that never ran LUA_INIT from a start refused,
-** and which process it profiled. A hint only: nothing happens when it cannot be written.
+** process's id: 'L' loaded (whatever comes of the start), then 'P' profiling, 'E' the
+** profile could not be written, or 'S' skipped because another process has the claim.
+** record tells from it a program that never ran LUA_INIT from a start refused. From 'P'
+** on, the process holds a POSIX lock on the file until it ends (or executes another
+** program: the descriptor closes on exec; fork does not pass the lock on): record waits
+** for the holder when a wrapper leaves it running, and asks the kernel for its pid (F_GETLK
+** gives it as record sees it, whatever pid namespace the program runs in, and only while
+** it runs). The descriptor stays open: closing any descriptor of the file drops the lock.
+** A hint only: nothing happens when it cannot be written.
 */
 static void status_tell(char what)
 {
@@ -557,13 +562,23 @@ static void status_tell(char what)
 		return;
 	char line[32];
 	int n = snprintf(line, sizeof(line), "%c %ld\n", what, (long)getpid());
-	int fd = open(recorded.status, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+	int fd = recorded.status_fd;
+	if (fd < 0)
+		fd = open(recorded.status, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
 	if (write(fd, line, (size_t)n) != n) {
 		; /* nothing to do about it */
 	}
-	close(fd);
+	if (what == 'P' && recorded.status_fd < 0) {
+		struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET }; /* fd is write-only */
+		if (fcntl(fd, F_SETLK, &lk) == 0) {
+			recorded.status_fd = fd;
+			return;
+		}
+	}
+	if (fd != recorded.status_fd)
+		close(fd);
 }
 
 static void autostart(lua_State *L)
@@ -571,8 +586,8 @@ static void autostart(lua_State *L)
 	const char *env = getenv("LUAPROF_RECORD");
 	if (!env)
 		return;
-	char spec[4096], claim[PATH_MAX];
-	snprintf(spec, sizeof(spec), "%s", env);
+	char spec[PATH_MAX + 512], claim[PATH_MAX];
+	int spec_cut = snprintf(spec, sizeof(spec), "%s", env) >= (int)sizeof(spec);
 	unsetenv("LUAPROF_RECORD");
 	/* record's claim and status files (claim_take, status_tell): this process's alone. */
 	const char *cv = getenv("LUAPROF_RECORD_CLAIM"), *sv = getenv("LUAPROF_RECORD_STATUS");
@@ -592,7 +607,7 @@ static void autostart(lua_State *L)
 	a.opt.mode = LUAPROF_SYSPROF_CALLGRAPH;
 	a.opt.interval = DEFAULT_INTERVAL_MS;
 	a.path = DEFAULT_PATH;
-	const char *bad = NULL;
+	const char *bad = spec_cut ? "LUAPROF_RECORD too long (the profile's path?)" : NULL;
 	int memory = 0;
 	unsigned long long sample_bytes = 0;
 	for (char *p = spec; p && *p && !bad;) {

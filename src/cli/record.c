@@ -450,7 +450,9 @@ static int agent_path(char *buf, size_t len)
 {
 	const char *env = getenv("LUAPROF_AGENT");
 	if (env && *env) {
-		if ((size_t)snprintf(buf, len, "%s", env) >= len)
+		/* Absolute: the program (a wrapper) may change directory before luajit starts. */
+		char abs[PATH_MAX];
+		if ((size_t)snprintf(buf, len, "%s", realpath(env, abs) ? abs : env) >= len)
 			return -1;
 	} else {
 		char exe[PATH_MAX];
@@ -492,9 +494,14 @@ static uint64_t now_ns(void)
 /* The program, while it runs: a SIGTERM or SIGHUP sent to record alone (timeout, a
  * closed terminal, kill) is passed on to it, and record stays to keep what it recorded. */
 static volatile pid_t child_pid, prof_pid; /* the program; the process that profiles */
+static volatile sig_atomic_t stop_waiting;   /* SIGINT while waiting for prof_pid */
 
 static void forward(int sig)
 {
+	if (sig == SIGINT) {
+		stop_waiting = 1;
+		return;
+	}
 	if (child_pid > 0)
 		kill(child_pid, sig);
 	if (prof_pid > 0 && prof_pid != child_pid)
@@ -604,9 +611,12 @@ struct rec_files {
 static void rec_files_make(struct rec_files *f, const char *raw)
 {
 	f->claim[0] = f->status[0] = '\0';
-	char c[PATH_MAX], st[PATH_MAX];
-	if ((size_t)snprintf(c, sizeof(c), "%s.claim.XXXXXX", raw) >= sizeof(c) ||
-	    (size_t)snprintf(st, sizeof(st), "%s.status.XXXXXX", raw) >= sizeof(st))
+	char c[PATH_MAX], st[PATH_MAX], dir[PATH_MAX];
+	if ((size_t)snprintf(dir, sizeof(dir), "%s", raw) >= sizeof(dir))
+		return;
+	const char *d = dirname(dir); /* short names: the raw stream's may be as long as allowed */
+	if ((size_t)snprintf(c, sizeof(c), "%s/.luaprof-claim.XXXXXX", d) >= sizeof(c) ||
+	    (size_t)snprintf(st, sizeof(st), "%s/.luaprof-status.XXXXXX", d) >= sizeof(st))
 		return;
 	int fc = mkostemp(c, O_CLOEXEC);
 	if (fc < 0)
@@ -628,6 +638,19 @@ static void rec_files_remove(const struct rec_files *f)
 		unlink(f->claim);
 	if (f->status[0])
 		unlink(f->status);
+}
+
+/* The process that holds the status file's lock (status_tell: the one profiling, while it
+ * runs), as this process sees its id; 0 when none does. */
+static pid_t lock_holder(const struct rec_files *f)
+{
+	int fd = f->status[0] ? open(f->status, O_RDWR | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return 0;
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	pid_t p = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK ? lk.l_pid : 0;
+	close(fd);
+	return p;
 }
 
 /* What the status file says so far. */
@@ -659,21 +682,6 @@ static void rec_status_read(const struct rec_files *f, struct rec_status *r)
 			r->skipped++;
 	}
 	fclose(in);
-}
-
-/* Process p has ended (gone, or a zombie its parent has not reaped). */
-static int ended(pid_t p)
-{
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)p);
-	FILE *in = fopen(path, "re");
-	if (!in)
-		return kill(p, 0) != 0 && errno == ESRCH;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, in);
-	fclose(in);
-	buf[n] = '\0';
-	const char *rp = strrchr(buf, ')'); /* the name may hold anything */
-	return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
 static void sleep_ms(long ms)
@@ -783,26 +791,37 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid || (w < 0 && errno != EINTR))
 			break;
-		if (!prof_pid && *told) {
-			rec_status_read(&rf, st);
-			prof_pid = st->prof;
-		}
+		if (!prof_pid && *told)
+			prof_pid = lock_holder(&rf);
 		sleep_ms(20);
 	}
 	child_pid = 0;
+	/* The process that profiles, a wrapper's, may outlive it: its profile is written when
+	 * it ends. Its lock says it runs, and its id as this process sees it (a pid namespace,
+	 * a reused id: not the one it wrote). Ctrl-C stops the wait; SIGTERM and SIGHUP are
+	 * passed on to it. */
+	pid_t holder = *told ? lock_holder(&rf) : 0;
+	if (holder > 0 && holder != pid) {
+		prof_pid = holder;
+		stop_waiting = 0;
+		struct sigaction fint;
+		memset(&fint, 0, sizeof(fint));
+		fint.sa_handler = forward;
+		sigaction(SIGINT, &fint, NULL);
+		fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid %ld) "
+				"still runs: waiting for it, whose profile is written when it ends "
+				"(Ctrl-C stops waiting; SIGTERM to record is passed on to it)\n",
+			o->cmd[0], (long)holder);
+		while (!stop_waiting && (holder = lock_holder(&rf)) > 0) {
+			prof_pid = holder;
+			sleep_ms(50);
+		}
+		if (stop_waiting)
+			fprintf(stderr, "luaprof record: stopped waiting: what the profile holds so "
+					"far is rendered (the process goes on)\n");
+	}
 	if (*told)
 		rec_status_read(&rf, st);
-	prof_pid = st->prof;
-	if (prof_pid > 0 && prof_pid != pid && !ended(prof_pid)) {
-		if (!o->quiet)
-			fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid "
-					"%ld) still runs: waiting for it, whose profile is written "
-					"when it ends (SIGTERM to record ends it)\n",
-				o->cmd[0], (long)prof_pid);
-		while (!ended(prof_pid))
-			sleep_ms(50);
-		rec_status_read(&rf, st);
-	}
 	prof_pid = 0;
 	sigaction(SIGCHLD, &ochld, NULL);
 	*ns = now_ns() - t0;
@@ -1205,6 +1224,20 @@ int lp_cmd_record(int argc, char **argv)
 	}
 	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+	/* The agent was loaded and never started (refused: its message says why) and the raw
+	 * stream is written in place: what it holds is not this run's (another record's
+	 * stream being written there, in a race of two at start-up): left as it is, not
+	 * rendered. (A file of this run's own, new or beside the earlier one, is judged by its
+	 * content below: a full disk may have kept the status from saying 'P'.) */
+	if (loaded == 1 && !renamed && !created) {
+		tell_status(&o, status);
+		if (skipped)
+			fprintf(stderr, "luaprof record: %d more LuaJIT process%s under %s ran "
+					"without the profiler\n", skipped, skipped > 1 ? "es" : "",
+				o.cmd[0]);
+		return fail("%s wrote no profile: the profiler did not start (its message above "
+			    "says why)", o.cmd[0]);
+	}
 	struct stat sb;
 	int sr = stat(tmp, &sb);
 	int gone = sr != 0 && errno == ENOENT; /* created above: removed since */

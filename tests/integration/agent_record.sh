@@ -445,6 +445,28 @@ grep -q '^luaprof record: sh ended, but the process it profiles (pid [0-9]*) sti
 	fail "record of a wrapper that leaves luajit running: no word of the wait: $(cat "$t/err")"
 grep -q 'truncated\|without finishing' "$t/err" && fail "record of a wrapper that leaves luajit running: cut short: $(cat "$t/err")"
 grep -q alpha "$t/bg.folded" || fail "record of a wrapper that leaves luajit running: no alpha in the profile"
+# ...found by the lock it holds on record's status file, not by the id it wrote: in a pid
+# namespace of its own (unshare) that id is 1 (record waited for its own pid 1, forever).
+if unshare -pf true 2>/dev/null; then
+	timeout 60 "$lp" record -q -f collapsed -o "$t/ns.folded" -- unshare -pf luajit "$t/alpha.lua" >/dev/null 2>"$t/err"
+	rc=$?
+	[ $rc = 0 ] && grep -q alpha "$t/ns.folded" || fail "record of luajit in a pid namespace: exit $rc: $(cat "$t/err")"
+else
+	echo "note: unshare -pf not permitted here: the pid namespace case not checked"
+fi
+# A process that ignores every signal, left running: Ctrl-C to record stops the wait.
+printf 'local t = os.clock() while os.clock() - t < (tonumber(arg[1]) or 1) do end\n' >"$t/busy30.lua"
+"$lp" record -f collapsed -o "$t/st.folded" -- sh -c 'trap "" INT TERM HUP; exec luajit "$1" 30 &' x "$t/busy30.lua" \
+	>/dev/null 2>"$t/err" &
+rp=$!
+for i in $(seq 50); do grep -q 'still runs: waiting' "$t/err" && break; sleep 0.1; done
+kill -INT $rp
+for i in $(seq 50); do kill -0 $rp 2>/dev/null || break; sleep 0.1; done
+kill -0 $rp 2>/dev/null && { fail "record did not stop waiting on Ctrl-C: $(cat "$t/err")"; kill -9 $rp; }
+wait $rp 2>/dev/null
+grep -q '^luaprof record: stopped waiting: what the profile holds so far is rendered' "$t/err" ||
+	fail "record stopping its wait on Ctrl-C: $(cat "$t/err")"
+pkill -f "$t/busy30.lua" 2>/dev/null
 # The profiled process killed under a wrapper that goes on: not "exec or _exit".
 printf 'local t = os.clock() while os.clock() - t < 0.5 do end\nos.execute("kill -9 " .. io.open("/proc/self/stat"):read("*n"))\n' >"$t/selfkill.lua"
 "$lp" record -q -f collapsed -o "$t/sk.folded" -- sh -c 'luajit "$1"; echo after' x "$t/selfkill.lua" >/dev/null 2>"$t/err"
