@@ -43,11 +43,19 @@
 ** profiled ended, for the message. The program itself, exiting normally: it skipped the
 ** profiler's end. Another process the program ran (a wrapper's): its end is not known.
 */
-enum unfinished { FINISHED, UNFINISHED_PROGRAM, UNFINISHED_OTHER };
+enum unfinished { FINISHED, UNFINISHED_PROGRAM, UNFINISHED_OTHER, UNFINISHED_RUNNING };
 
 static const char *unfinished_text(enum unfinished how, pid_t pid, int sampled)
 {
 	static char buf[512];
+	if (how == UNFINISHED_RUNNING) {
+		snprintf(buf, sizeof(buf), "the process it profiles (pid %ld) still runs (record "
+			 "stopped waiting for it): %s", (long)pid,
+			 sampled ? "sampled mode writes its stacks when it ends"
+				 : "what its profile holds so far is rendered, and the raw stream "
+				   "is complete when it ends");
+		return buf;
+	}
 	int n = how == UNFINISHED_PROGRAM
 		? snprintf(buf, sizeof(buf), "the program ended without finishing its profile: "
 				"it executed another program, or left through _exit, which skip "
@@ -660,13 +668,15 @@ struct rec_status {
 	pid_t child;  /* the program record ran */
 	int error;    /* it could not write its profile ('E') */
 	int skipped;  /* processes that loaded the agent and ran without it ('S') */
+	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
 };
 
 static void rec_status_read(const struct rec_files *f, struct rec_status *r)
 {
-	pid_t child = r->child;
+	pid_t child = r->child, abandoned = r->abandoned;
 	memset(r, 0, sizeof(*r));
 	r->child = child;
+	r->abandoned = abandoned;
 	FILE *in = f->status[0] ? fopen(f->status, "re") : NULL;
 	if (!in)
 		return;
@@ -808,17 +818,23 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		memset(&fint, 0, sizeof(fint));
 		fint.sa_handler = forward;
 		sigaction(SIGINT, &fint, NULL);
-		fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid %ld) "
-				"still runs: waiting for it, whose profile is written when it ends "
-				"(Ctrl-C stops waiting; SIGTERM to record is passed on to it)\n",
-			o->cmd[0], (long)holder);
-		while (!stop_waiting && (holder = lock_holder(&rf)) > 0) {
+		if (!o->quiet)
+			fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid "
+					"%ld) still runs: waiting for it, whose profile is written "
+					"when it ends (Ctrl-C stops waiting; SIGTERM to record is "
+					"passed on to it)\n", o->cmd[0], (long)holder);
+		/* After Ctrl-C, a second for it to end (the terminal's ^C reaches it too). */
+		uint64_t t_stop = 0;
+		while ((holder = lock_holder(&rf)) > 0) {
 			prof_pid = holder;
-			sleep_ms(50);
+			if (stop_waiting && !t_stop)
+				t_stop = now_ns();
+			if (t_stop && now_ns() - t_stop > 1000000000ull) {
+				st->abandoned = holder;
+				break;
+			}
+			sleep_ms(20);
 		}
-		if (stop_waiting)
-			fprintf(stderr, "luaprof record: stopped waiting: what the profile holds so "
-					"far is rendered (the process goes on)\n");
 	}
 	if (*told)
 		rec_status_read(&rf, st);
@@ -1214,9 +1230,11 @@ int lp_cmd_record(int argc, char **argv)
 	int status = run(&o, agent, tmp, &wall, &rs, &told);
 	/* -1 not known, 0 never loaded, 1 loaded, 2 profiling */
 	int loaded = !told ? -1 : rs.prof ? 2 : rs.loaded, skipped = rs.skipped;
-	enum unfinished unfinished = !rs.prof || rs.error ? FINISHED
+	enum unfinished unfinished = rs.abandoned ? UNFINISHED_RUNNING
+				     : !rs.prof || rs.error ? FINISHED
 				     : rs.prof != rs.child ? UNFINISHED_OTHER
 				     : WIFEXITED(status) ? UNFINISHED_PROGRAM : FINISHED;
+	pid_t upid = rs.abandoned ? rs.abandoned : rs.prof;
 	if (status < 0) {
 		if (renamed || created)
 			unlink(tmp);
@@ -1251,9 +1269,16 @@ int lp_cmd_record(int argc, char **argv)
 	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
 	 * too briefly for a sample. */
 	int ended_early = 0, stopped = 0;
-	enum content got = !empty && (renamed || created)
+	/* A process record stopped waiting for still writes its stream: rendered as it is. */
+	enum content got = !empty && (renamed || created) && !rs.abandoned
 				   ? scan_stream(tmp, &ended_early, &stopped)
 				   : SOMETHING;
+	if (empty && rs.abandoned) { /* left where the process writes it */
+		tell_status(&o, status);
+		return fail("%s wrote no profile yet: the process it profiles (pid %ld) still runs "
+			    "(record stopped waiting for it): its profile goes on in %s", o.cmd[0],
+			    (long)upid, tmp);
+	}
 	/* Exact mode: a program whose Lua code allocates nothing itself (a C module's luaopen
 	 * does it all, `print "x"`) still made a profile when it succeeded; one that failed
 	 * with nothing from Lua code is the misspelt script. */
@@ -1294,7 +1319,7 @@ int lp_cmd_record(int argc, char **argv)
 		if (kept && ended_early && unfinished)
 			return fail("%s recorded nothing before its stream ended: %s; the earlier "
 				    "profile %s is kept", o.cmd[0],
-				    unfinished_text(unfinished, rs.prof, o.sample != 0), raw);
+				    unfinished_text(unfinished, upid, o.sample != 0), raw);
 		if (kept && ended_early)
 			return fail("%s recorded nothing before its stream ended (the profiler's "
 				    "message above says why): the earlier profile %s is kept",
@@ -1339,7 +1364,7 @@ int lp_cmd_record(int argc, char **argv)
 				    "and use its API)", o.cmd[0]);
 		if (unfinished)
 			return fail("%s wrote no profile: %s", o.cmd[0],
-				    unfinished_text(unfinished, rs.prof, o.sample != 0));
+				    unfinished_text(unfinished, upid, o.sample != 0));
 		if (loaded >= 1)
 			return fail("%s wrote no profile: the profiler did not start, or could not "
 				    "write (its message above says why)", o.cmd[0]);
@@ -1397,7 +1422,7 @@ int lp_cmd_record(int argc, char **argv)
 		if (st == LP_ERR_TRUNCATED) {
 			if (unfinished)
 				fprintf(stderr, "luaprof record: warning: %s; %s\n", msg,
-					unfinished_text(unfinished, rs.prof, 0));
+					unfinished_text(unfinished, upid, 0));
 			else
 				fprintf(stderr, "luaprof record: warning: %s (the profiler did not "
 						"finish the stream: the program was killed, or the "
