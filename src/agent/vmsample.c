@@ -884,6 +884,44 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 	return 1;
 }
 
+/*
+** The interpreter's top frame in its own code (BASE in rdx, PC in rbx): LP_VMST_LFUNC for
+** a Lua function (inside BC_CALL, between setting the callee's BASE and loading its PC, the
+** callee with the PC still in the caller: at its first line, as the walker reports it),
+** LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between frames (while a
+** return moves BASE the slot below it holds no function).
+*/
+static int vm_top(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
+{
+	unsigned flags;
+	if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
+		return LP_VMST_INTERP;
+	if (frames[0].kind == LP_FRAME_LFUNC)
+		return LP_VMST_LFUNC;
+	if (frames[0].kind == LP_FRAME_FFUNC && builtin_runs_pc(&frames[0], rdx, rbx))
+		return LP_VMST_FFUNC;
+	return LP_VMST_INTERP;
+}
+
+/* A sample whose Lua frames go on the side (GC, the compiler, a trace exit): t's C frames,
+ * and the innermost Lua frame for the compiler's protected calls to leave the host stack
+ * (agent_vm_omit_empty). */
+static void side_begin(const struct lp_lj_thread *t)
+{
+	add_cframes(t->cframe);
+	empty_top = t->base;
+	empty_stack = t->stack;
+}
+
+/* No Lua frame after all: the host stack only, through t's resumers' C frames. */
+static void host_only(const struct lp_lj_thread *t)
+{
+	ncframes = 0;
+	empty_top = 0;
+	nempty_cf = 0;
+	add_thread_cframes(*t);
+}
+
 /* The frame at base runs a Lua function whose bytecode holds pc (when proto is not 0, that
  * function's prototype is proto). */
 static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, uint64_t proto)
@@ -1009,23 +1047,11 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	if (trace_c)
 		return trace_c_sample(s, &t, have_t, traceno, mode);
 	if (st == LP_VMST_INTERP && have_t && lp_lj_in_vm(&vm, ip)) {
-		/*
-		** Executing bytecode (LFUNC) or an assembler builtin (FFUNC)? Inside BC_CALL,
-		** between setting the callee's BASE and loading its PC, the top frame is the
-		** callee with the PC still in the caller: LFUNC at the callee's first line, as
-		** the walker reports it. While a return moves BASE the slot below it holds no
-		** function: the interpreter between frames, INTERP.
-		*/
-		unsigned flags;
+		/* Executing bytecode (LFUNC), an assembler builtin (FFUNC), or between frames
+		 * (INTERP): vm_top. */
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
-		if (lp_lj_walk(&vm, &mem, &t, rdx, rbx, frames, 1, &flags) == 1) {
-			if (frames[0].kind == LP_FRAME_LFUNC)
-				s->vmstate = LP_VMST_LFUNC;
-			else if (frames[0].kind == LP_FRAME_FFUNC &&
-				 builtin_runs_pc(&frames[0], rdx, rbx))
-				s->vmstate = LP_VMST_FFUNC;
-		}
+		s->vmstate = vm_top(&t, rdx, rbx);
 		if (s->vmstate == LP_VMST_INTERP) {
 			/* An FFI callback's entry or exit, in the VM's block, keeps the CTState
 			 * in PC with no BASE in rdx: its frames start at L->base as for the C
@@ -1107,17 +1133,10 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	*/
 	if (st == LP_VMST_GC && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale) {
 		uint64_t jb = 0;
-		add_cframes(t.cframe);
-		empty_top = t.base;
-		empty_stack = t.stack;
+		side_begin(&t);
 		gc_in_trace = lp_lj_jit_base(&vm, &mem, &jb) == LP_LJ_OK && jb != 0;
-		if (!lua_stack_or_none(s, &t, 0, 0, mode)) {
-			/* Host stack only, as below. */
-			ncframes = 0;
-			empty_top = 0;
-			nempty_cf = 0;
-			add_thread_cframes(t);
-		}
+		if (!lua_stack_or_none(s, &t, 0, 0, mode))
+			host_only(&t);
 		return 0;
 	}
 	/*
@@ -1131,30 +1150,18 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** outside such a call the interpreter runs the recorded bytecode: below.
 	*/
 	if (LP_VMST_IS_COMPILER(st) && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale && in_compiler(&t)) {
-		add_cframes(t.cframe);
-		empty_top = t.base;
-		empty_stack = t.stack;
-		if (!lua_stack_or_none(s, &t, 0, 0, mode)) {
-			ncframes = 0;
-			empty_top = 0;
-			nempty_cf = 0;
-			add_thread_cframes(t);
-		}
+		side_begin(&t);
+		if (!lua_stack_or_none(s, &t, 0, 0, mode))
+			host_only(&t);
 		return 0;
 	}
 	/* A trace exit restoring its frames (exit_sample); the handler's own assembler code,
 	 * before it stores L->base: host stack only. */
 	if (st == LP_VMST_EXIT && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    !lp_lj_in_vm(&vm, ip)) {
-		add_cframes(t.cframe);
-		empty_top = t.base;
-		empty_stack = t.stack;
-		if (!exit_sample(s, &t, mode)) {
-			ncframes = 0;
-			empty_top = 0;
-			nempty_cf = 0;
-			add_thread_cframes(t);
-		}
+		side_begin(&t);
+		if (!exit_sample(s, &t, mode))
+			host_only(&t);
 		return 0;
 	}
 	/*
@@ -1169,18 +1176,11 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	*/
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
-		unsigned flags;
 		add_cframes(t.cframe);
-		int lfunc = 0, ok = lp_lj_walk(&vm, &mem, &t, rdx, rbx, frames, 1, &flags) == 1;
-		if (ok) {
-			lfunc = frames[0].kind == LP_FRAME_LFUNC;
-			ok = lfunc || (frames[0].kind == LP_FRAME_FFUNC &&
-				       builtin_runs_pc(&frames[0], rdx, rbx));
-		}
-		if (!ok || !lua_stack_or_none(s, &t, rdx, lfunc ? rbx : 0, mode)) {
-			ncframes = 0;
-			add_thread_cframes(t);
-		}
+		int top = vm_top(&t, rdx, rbx);
+		if (top == LP_VMST_INTERP ||
+		    !lua_stack_or_none(s, &t, rdx, top == LP_VMST_LFUNC ? rbx : 0, mode))
+			host_only(&t);
 		return 0;
 	}
 	/* INTERP outside bytecode, EXIT, and GC or the compiler when not taken above (L
