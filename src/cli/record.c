@@ -671,12 +671,11 @@ struct rec_status {
 	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
 };
 
+/* Fills r's fields from the status file (the others, record's own, are left). */
 static void rec_status_read(const struct rec_files *f, struct rec_status *r)
 {
-	pid_t child = r->child, abandoned = r->abandoned;
-	memset(r, 0, sizeof(*r));
-	r->child = child;
-	r->abandoned = abandoned;
+	r->loaded = r->error = r->skipped = 0;
+	r->prof = 0;
 	FILE *in = f->status[0] ? fopen(f->status, "re") : NULL;
 	if (!in)
 		return;
