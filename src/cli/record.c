@@ -1373,7 +1373,7 @@ int lp_cmd_record(int argc, char **argv)
 			    "supported LuaJIT build)", o.cmd[0]);
 	}
 	if (o.memory)
-		return record_memory(&o, raw, sb.st_size, prog, wall, unfinished, rs.prof);
+		return record_memory(&o, raw, sb.st_size, prog, wall, unfinished, upid);
 
 	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
