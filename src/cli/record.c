@@ -426,7 +426,8 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 
 /*
 ** Why the raw stream may not replace what is at path, or NULL when it may: nothing there,
-** an empty file, or a profile (a stream starts with the symbol table's magic). Anything
+** an empty file, or a profile (a stream starts with the symbol table's magic and the one
+** version readers take: a text file may start with "ljs"). Anything
 ** else is the user's: a device or FIFO could not be read back once the program ends, and
 ** a file of another kind (the script itself, given as --raw by mistake) would be lost.
 */
@@ -440,14 +441,15 @@ static const char *raw_unsafe(const char *path)
 		       "(give --raw a file name)";
 	if (st.st_size == 0)
 		return NULL;
-	char magic[3];
+	static const char profile[4] = { 'l', 'j', 's', LP_SYMTAB_VERSION };
+	char magic[4];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return "cannot be read to tell whether it is a profile (remove it or give --raw "
 		       "another name)";
 	ssize_t n = read(fd, magic, sizeof(magic));
 	close(fd);
-	if (n == (ssize_t)sizeof(magic) && !memcmp(magic, "ljs", sizeof(magic)))
+	if (n == (ssize_t)sizeof(magic) && !memcmp(magic, profile, sizeof(magic)))
 		return NULL;
 	return "exists and is not a profile: the raw stream replaces only an earlier profile "
 	       "(remove the file or give --raw another name)";

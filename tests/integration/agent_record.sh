@@ -659,6 +659,11 @@ expect "$t/keep.lua exists and is not a profile" --memory --raw "$t/keep.lua" -o
 	luajit "$t/mark.lua" "$t/ran4"
 cmp -s "$t/mark.lua" "$t/keep.lua" || fail "record --raw SCRIPT: the script was changed"
 [ -e "$t/ran4" ] && fail "record ran the program although --raw was refused"
+# A text file whose first word starts with the symbol table's magic is no profile either.
+printf 'ljs notes\n' >"$t/notes.txt"
+expect "$t/notes.txt exists and is not a profile" --memory --raw "$t/notes.txt" -o "$t/n.txt" -- \
+	luajit "$t/mark.lua" "$t/ran4"
+grep -q '^ljs notes$' "$t/notes.txt" || fail "record --raw TEXT: the text file was changed"
 ln -s target.bin "$t/link.bin"
 (cd "$t" && "$lp" record -q --memory --raw link.bin -o l.txt -- luajit mem.lua) >/dev/null 2>"$t/err" ||
 	fail "record --raw LINK: $(cat "$t/err")"
