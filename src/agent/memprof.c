@@ -212,6 +212,15 @@ static inline uint8_t ld8(uint64_t a)
 	return *(const uint8_t *)(uintptr_t)a;
 }
 
+/* The function in the frame slot at a (base - 16), or 0 when the slot holds something else:
+ * a builtin stores its first result there before it is done (coroutine.resume's false,
+ * then the error message it allocates). */
+static inline uint64_t slot_fn(uint64_t a)
+{
+	uint64_t tv = ld64(a);
+	return (tv >> 47) == LP_LJ_ITYPE_FUNC ? tv & LP_LJ_GCVMASK : 0;
+}
+
 /* -- Symbols ------------------------------------------------------------------------- */
 
 static void io_check(void);
@@ -645,7 +654,7 @@ static uint64_t caller_proto(uint64_t base, uint64_t link)
 	const struct lp_lj_layout *y = mp.vm.lay;
 	uint32_t ins = ld32(link - 4);
 	uint64_t cbase = base - 8ull * (2 + ((ins >> 8) & 0xff));
-	uint64_t fn = ld64(cbase - 16) & LP_LJ_GCVMASK;
+	uint64_t fn = slot_fn(cbase - 16);
 	if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
 		return 0;
 	return ld64(fn + y->fn_pc) - y->pt_size;
@@ -665,8 +674,8 @@ static uint64_t cont_caller_proto(uint64_t base, uint64_t link, uint64_t stack, 
 	if (delta < 32 || delta > base - stack - 16 || ld64(base - 32) == 1)
 		return 0;
 	uint64_t cbase = base - delta;
-	uint64_t fn = ld64(cbase - 16) & LP_LJ_GCVMASK;
-	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
+	uint64_t fn = slot_fn(cbase - 16);
+	if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
 		return 0;
 	*pc = ld64(base - 24);
 	return ld64(fn + y->fn_pc) - y->pt_size;
@@ -737,10 +746,10 @@ static struct origin locate(void)
 	uint64_t base = ld64(L + y->l_base), stack = ld64(L + y->l_stack);
 	if (base < stack + 16)
 		return o;
-	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
-	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)
-		return o;
-	uint8_t ffid = ld8(fn + y->fn_ffid);
+	/* No function in the slot: a builtin storing its results, charged to its caller as
+	 * any builtin is. */
+	uint64_t fn = slot_fn(base - 16);
+	uint8_t ffid = fn ? ld8(fn + y->fn_ffid) : LP_LJ_FFID_C + 1;
 	if (ffid == LP_LJ_FFID_LUA) {
 		uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 		if (!cf)
@@ -761,6 +770,8 @@ static struct origin locate(void)
 		if (line || (pt && stripped_at(pt, pc)))
 			return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };
 	}
+	if (!fn)
+		return o;
 	o.source = LP_ASOURCE_CFUNC;
 	o.addr = ld64(fn + y->fn_f);
 	if (ffid == LP_LJ_FFID_C)
@@ -806,13 +817,21 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		return 0;
 	uint64_t base = 0, leaf = 0;
 	size_t n = 0;
+	if (vmst <= 0 && t.base >= t.stack + 16 && !slot_fn(t.base - 16)) {
+		/* A builtin storing its results (slot_fn): its caller, at the call, is the top. */
+		uint64_t link = ld64(t.base - 8);
+		if ((link & 3) == LP_LJ_FRAME_LUA && caller_proto(t.base, link)) {
+			base = t.base - 8ull * (2 + ((ld32(link - 4) >> 8) & 0xff));
+			leaf = link;
+		}
+	}
 	if (vmst > 0) {
 		struct lp_lj_trace tr;
 		base = ld64(mp.vm.g + y->g_jit_base);
 		if (!base || lp_lj_trace_read(&mp.vm, &direct, (uint32_t)vmst, &tr) != LP_LJ_OK)
 			return 0;
 		leaf = tr.startpc + 4;
-		uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK, base_pt = 0;
+		uint64_t fn = slot_fn(base - 16), base_pt = 0;
 		if (fn && ld8(fn + y->fn_ffid) == LP_LJ_FFID_LUA)
 			base_pt = ld64(fn + y->fn_pc) - y->pt_size;
 		for (size_t i = 0; i < nhost; i++) {
@@ -1547,8 +1566,8 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 	uint64_t cf = ld64(L + y->l_cframe) & LP_LJ_CFRAME_RAWMASK;
 	if (base < ld64(L + y->l_stack) + 16 || !cf) /* no C frame: see locate() */
 		return wrapper_any(ud, ptr, osize, nsize);
-	uint64_t fn = ld64(base - 16) & LP_LJ_GCVMASK;
-	if (!fn || ld8(fn + y->fn_gct) != LP_LJ_GCT_FUNC)
+	uint64_t fn = slot_fn(base - 16);
+	if (!fn)
 		return wrapper_any(ud, ptr, osize, nsize);
 	uint8_t ffid = ld8(fn + y->fn_ffid);
 	uint64_t pc;
@@ -1561,7 +1580,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 		if ((pc & 3) != LP_LJ_FRAME_LUA)
 			return wrapper_any(ud, ptr, osize, nsize);
 		uint64_t cbase = base - 8ull * (2 + ((ld32(pc - 4) >> 8) & 0xff));
-		fn = ld64(cbase - 16) & LP_LJ_GCVMASK;
+		fn = slot_fn(cbase - 16);
 		if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
 			return wrapper_any(ud, ptr, osize, nsize);
 	} else {

@@ -119,6 +119,23 @@ cases.coroutine = function()
   return co, t
 end
 
+-- A failed coroutine.resume (the coroutine is dead) stores false in its frame's function
+-- slot, then makes its message: one string of 56 B (24 + 32) on the calling line. The
+-- profiler took the slot for a function and crashed the program.
+cases.deadresume = function()
+  collectgarbage("stop")
+  local warm = table.new(4096, 0)
+  for i = 1, 4096 do warm[i] = "warm" .. i end
+  local co = coroutine.create(function() end)
+  coroutine.resume(co)
+  start()
+  local ok, msg = coroutine.resume(co) --@deadresume
+  stop()
+  check(ok == false and tostring(msg):find("dead", 1, true),
+        "coroutine.resume of a dead coroutine: " .. tostring(msg))
+  return warm, co
+end
+
 -- load: the compile on the line calling load, the chunk's own allocation on its line.
 cases.load = function()
   collectgarbage("stop")

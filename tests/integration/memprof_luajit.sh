@@ -14,6 +14,8 @@
 #  coroutine  coroutine.create: 2 allocations (lua_State 96 B luajit / 112 B luajit2, stack
 #             376 B) on its line; the coroutine's {} (64 B) on the coroutine's line; nothing
 #             on the resume line;
+#  deadresume coroutine.resume of a dead coroutine: its message (56 B) on its line (the
+#             profiler read false in the frame's function slot as a function and crashed);
 #  load       the chunk's {} on "=memprof_chunk:2" (1, 64 B), the compile on the load line
 #             (8 allocations 678 B, 4 frees 336 B, as measured on both builds), nothing
 #             on the line calling the chunk, nothing INTERNAL;
@@ -274,7 +276,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine deadresume load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -301,6 +303,10 @@ cases() {
 			expect_section "$what" "$e" D ;;
 		coroutine)
 			expect_section "$what" "$e" A "$(L cocreate)|2|$((lstate + 376))|0" "$(L cobody)|1|64|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		deadresume)
+			expect_section "$what" "$e" A "$(L deadresume)|1|56|0"
 			expect_section "$what" "$e" R
 			expect_section "$what" "$e" D ;;
 		load)

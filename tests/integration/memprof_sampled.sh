@@ -379,6 +379,27 @@ read -r all placed < <(awk '{ t += $NF
 	fail "ffi type parsing: $placed of $all bytes with their Lua frames right under lua_pcall:
 $(sort -t' ' -k2 -nr "$t/ctype.folded" | head -3)"
 
+# -- A failed coroutine.resume stores false in its frame's function slot before it makes
+# its message: every message (56 B each, a new string each round) is on the calling line,
+# under lua_pcall (it had no Lua frame; exact mode crashed there).
+cat >"$t/deadco.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local co = coroutine.create(function() end)
+coroutine.resume(co)
+assert(mp.start(arg[1], { sample = 1 }))
+for _ = 1, 300 do
+  coroutine.resume(co); collectgarbage() -- the message is freed: made anew each round
+end
+assert(mp.stop())
+EOF
+folded deadco dead-resume "$t/deadco.lua" -joff
+placed=$(awk '$0 ~ /;lua_pcall;@[^;]*deadco\.lua:7 [0-9]+$/ { p += $NF } END { print p + 0 }' \
+	"$t/deadco.folded")
+[ "$placed" = $((300 * 56)) ] ||
+	fail "failed coroutine.resume: $placed bytes on the calling line, not 300 x 56:
+$(sort -t' ' -k2 -nr "$t/deadco.folded" | head -3)"
+
 # -- The JIT compiler's allocations (IR, snapshots, machine code) happen in its protected
 # call (lj_vm_cpcall from lj_trace_ins), a VM entry with no Lua frame, while it compiles a
 # loop of Lua code that allocates nothing itself: they are shown on top of the compiled
