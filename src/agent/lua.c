@@ -420,9 +420,19 @@ static int anchor_gc(lua_State *L)
 	return 0;
 }
 
-/* The memory profiler's own sentinel: its finalizer runs before lua_close frees anything
- * (userdata finalizers run first), so the allocator is restored while the heap is whole. */
-static const char mem_anchor_key = 0;
+/*
+** The memory profiler's own sentinel: its finalizer runs before lua_close frees anything,
+** so the allocator is restored while the heap is whole. lua_close runs the finalizers of
+** cdata first, then those of userdata, newest first, so a userdata sentinel made at start
+** ran after every other: their frees and allocations (a string.buffer's kept memory freed
+** by its __gc, say) were in the profile as if the program had made them, and a leak held
+** by userdata vanished from the heap summary. A cdata finalizer (ffi.gc) calling the same
+** function stops the profile before any userdata's finalizer; other cdata finalizers run
+** in their table's order, some before it. The userdata stays as the sentinel's state and
+** as its fallback where the FFI is not loadable. Loading it for this (when the program has
+** not) adds package.loaded.ffi, and its own allocations, before the profile starts.
+*/
+static const char mem_anchor_key = 0, mem_anchor_cdata_key = 0;
 
 static int mem_anchor_gc(lua_State *L)
 {
@@ -432,6 +442,45 @@ static int mem_anchor_gc(lua_State *L)
 	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
 		agent_memprof_stop_at_close(L);
 	agent_memprof_closing(L);
+	return 0;
+}
+
+/* The cdata's finalizer: the sentinel's, on the userdata it holds as its upvalue. */
+static int mem_anchor_cgc(lua_State *L)
+{
+	lua_settop(L, 0);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	return mem_anchor_gc(L);
+}
+
+/* Gives the userdata sentinel at 1 a cdata finalizer, anchored in the registry. Raises an
+ * error when the FFI cannot be had (the caller's protected call ignores it). */
+static int mem_anchor_cdata(lua_State *L)
+{
+	lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED"); /* 2 */
+	lua_getfield(L, 2, "ffi");                     /* 3 */
+	if (!lua_istable(L, 3)) {
+		/* What require("ffi") does, without the program's require. */
+		lua_settop(L, 2);
+		lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");
+		lua_getfield(L, -1, "ffi");
+		lua_remove(L, -2);
+		lua_pushliteral(L, "ffi");
+		lua_call(L, 1, 1);                     /* 3 */
+		luaL_checktype(L, 3, LUA_TTABLE);
+		lua_pushvalue(L, 3);
+		lua_setfield(L, 2, "ffi");
+	}
+	lua_getfield(L, 3, "gc");
+	lua_getfield(L, 3, "new");
+	lua_pushliteral(L, "char[1]");
+	lua_call(L, 1, 1);
+	lua_pushvalue(L, 1);
+	lua_pushcclosure(L, mem_anchor_cgc, 1);
+	lua_call(L, 2, 1); /* ffi.gc(cdata, finalizer): the cdata */
+	lua_pushlightuserdata(L, (void *)&mem_anchor_cdata_key);
+	lua_insert(L, -2);
+	lua_rawset(L, LUA_REGISTRYINDEX);
 	return 0;
 }
 
@@ -464,6 +513,12 @@ static int anchor_setup(lua_State *L)
 		lua_pushlightuserdata(L, (void *)args->key);
 		lua_pushvalue(L, -2);
 		lua_rawset(L, LUA_REGISTRYINDEX);
+		if (args->key == &mem_anchor_key) {
+			lua_pushcfunction(L, mem_anchor_cdata);
+			lua_pushvalue(L, -2);
+			if (lua_pcall(L, 1, 0, 0) != 0)
+				lua_pop(L, 1); /* no FFI: the userdata alone */
+		}
 	}
 	a->run_id = args->run_id;
 	return 0;

@@ -90,6 +90,8 @@
 #  close      start, allocate, exit without stop: exit 0 and a complete stream (report
 #             exit 0) with exactly the allocation (table.new(50, 0): 472 B) and the 36-byte
 #             string the script makes after the case, before luajit closes the state;
+#             a userdata made after start (4 allocations, 200 B) whose finalizer allocates
+#             at close: not that allocation (the profile stopped after it);
 #  diskfull   (root, tmpfs) the profiler halts by itself on ENOSPC while the program
 #             allocates; stop() returns nil, "<path>: No space left on device", 28; the
 #             program goes on, can profile again, and its heap after full collections is
@@ -467,7 +469,7 @@ cases() {
 			report "$runner" "$jit" "$dir" misuse-final &&
 				expect_section "$what (final)" "$dir/misuse-final.ent" A ;;
 		close)
-			expect_section "$what" "$e" A "$(L close_alloc)|2|472|0" \
+			expect_section "$what" "$e" A "$(L close_alloc)|2|472|0" "$(L close_fin)|4|200|0" \
 				"@$src:$(grep -n '^print("ran " .. case)$' $src | cut -d: -f1)|1|36|0";;
 		esac
 	done
