@@ -323,6 +323,22 @@ const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t 
 	return &st->traces[idx].sym;
 }
 
+const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint64_t traceno,
+					      const struct lp_sym_trace **trace)
+{
+	struct u64_key tk = { st->traces, sizeof(*st->traces), traceno };
+	uint32_t ti, li;
+	if (!lp_iset_find(&st->traceset, lp_hash_u64(traceno), u64_eq, &tk, &ti) ||
+	    st->traces[ti].redef)
+		return NULL;
+	uint64_t proto = st->traces[ti].sym.proto;
+	struct u64_key lk = { st->lua, sizeof(*st->lua), proto };
+	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) || st->lua[li].redef)
+		return NULL;
+	*trace = &st->traces[ti].sym;
+	return &st->lua[li].sym;
+}
+
 /* -- C symbols ------------------------------------------------------------------ */
 
 int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len)

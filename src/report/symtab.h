@@ -64,6 +64,11 @@ void lp_symtab_c_event(struct lp_symtab *st);
 /* Lookups return NULL when unknown; results stay valid until the next add. */
 const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t proto);
 const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t traceno);
+/* The function where trace traceno starts, and its symbol in *trace, when that is certain
+ * so far: neither symbol has been redefined yet (a reused trace number over a reused
+ * prototype address may keep an older trace's symbol); else NULL. */
+const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint64_t traceno,
+					      const struct lp_sym_trace **trace);
 /* The C symbol that contains addr under the span rule above, or NULL. */
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
 /* The extent of the C symbol at addr (luaprof extension); addresses past it are not

@@ -63,7 +63,11 @@ struct lp_sysprof {
 	size_t anchorcap;
 	/* TRACE samples wait for the extension's full stacks (stack and tsample records come
 	 * after every sample): added to the profile when it is built. */
-	uint32_t *tframe;             /* the trace frame of each TRACE sample, in order */
+	struct tframe {               /* the trace frame of each TRACE sample, in order: */
+		uint32_t at;          /* at the prototype and line it executes */
+		uint32_t start;       /* at the line where it starts */
+		uint64_t proto, line; /* what it executes */
+	} *tframe;
 	size_t ntframe, tframecap;
 	struct pairs {                /* sample ordinal -> stack id (tsample, gsample) */
 		struct pair { uint64_t ordinal, id; } *p;
@@ -775,7 +779,21 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 			return -ENOMEM;
 		if (lp_grow((void **)&s->tframe, &s->tframecap, s->ntframe + 1, sizeof(*s->tframe)))
 			return -ENOMEM;
-		s->tframe[s->ntframe++] = id;
+		s->tframe[s->ntframe].at = s->tframe[s->ntframe].start = id;
+		s->tframe[s->ntframe].proto = smp->trace_addr;
+		s->tframe[s->ntframe].line = smp->trace_line;
+		/* As the trace is named where its code is under C code or a sampled allocation:
+		 * its start, when its symbols are certain so far. */
+		const struct lp_sym_trace *tr;
+		const struct lp_sym_lua *start = lp_symtab_trace_start(s->st, smp->traceno, &tr);
+		if (start && f.traceno == smp->traceno) {
+			f.name = start->chunk;
+			f.fline = start->firstline;
+			f.line = tr->line;
+			if (lp_profile_frame_id(s->raw, &f, &s->tframe[s->ntframe].start))
+				return -ENOMEM;
+		}
+		s->ntframe++;
 		return 0;
 	} else if (smp->nlua > 0) {
 		return defer(s, smp);
@@ -1112,7 +1130,16 @@ static int add_traces(struct lp_sysprof *s)
 		for (size_t k = 0; r && k < r->nmerged; k++)
 			if (push(s, &n, s->mpool[r->merged + k]))
 				return -ENOMEM;
-		if (push(s, &n, s->tframe[i]) || lp_profile_add(s->raw, s->out, n, &one))
+		/* On a stack whose innermost Lua frame is where the trace executes, the frame
+		 * has the line: the trace is named where it starts, as under C code and in
+		 * memory profiles, one label for the trace. Anywhere else (no stack, or an
+		 * inlined function's frame left out) the label is all there is of the line. */
+		const struct tframe *tf = &s->tframe[i];
+		const struct lp_lua_frame *top = r && r->nlua ? &s->lpool[r->lua] : NULL;
+		int at_top = top && top->type == LP_FRAME_LFUNC && top->addr == tf->proto &&
+			     top->line == tf->line;
+		if (push(s, &n, at_top ? tf->start : tf->at) ||
+		    lp_profile_add(s->raw, s->out, n, &one))
 			return -ENOMEM;
 	}
 	return 0;

@@ -565,8 +565,11 @@ print(driver(30000000))
 EOF
 build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/inl.folded" -- \
 	luajit -jon "$t/inl.lua" >/dev/null 2>"$t/err" || fail "record inl.lua: $(cat "$t/err")"
-read -r in_g whole bad < <(awk '/TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/ { g += $NF
-	if ($0 ~ /inl\.lua:19;[^;]*inl\.lua:15;[^;]*inl\.lua:9;[^;]*inl\.lua:5;TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/) w += $NF }
+# In g: g's frame right under the trace's (which is then named where the trace starts),
+# or the trace's frame at g's line when g's frame is left out.
+read -r in_g whole bad < <(awk '/inl\.lua:5;TRACE \[[0-9]+\] @[^;]*:[0-9]+ [0-9]+$/ ||
+	/TRACE \[[0-9]+\] @[^;]*inl\.lua:5 [0-9]+$/ { g += $NF
+	if ($0 ~ /inl\.lua:19;[^;]*inl\.lua:15;[^;]*inl\.lua:9;[^;]*inl\.lua:5;TRACE \[[0-9]+\] @[^;]*:[0-9]+ [0-9]+$/) w += $NF }
 	(/;@[^;]*inl\.lua:9;/ && !/inl\.lua:15;@[^;]*inl\.lua:9;/) ||
 	(/;@[^;]*inl\.lua:5;/ && !/inl\.lua:9;@[^;]*inl\.lua:5;/) { b += $NF }
 	END { print g + 0, w + 0, b + 0 }' "$t/inl.folded")

@@ -658,7 +658,9 @@ static void test_finalizer_in_coroutine_exit(void)
 ** A trace in an FFI callback (a qsort comparator), sampled in its exit handler (VM code):
 ** the agent steps it to the entry's C frame, so the interpreter's block is there twice
 ** before qsort. The second is the same entry, not another anchor: the caller's frames
-** stay at lua_pcall, outside qsort.
+** stay at lua_pcall, outside qsort. The trace executes at its stack's innermost frame
+** (app.lua:10): it is named where it starts (line 14), as trace frames under C code are
+** (test_trace_stacks: where the trace executes elsewhere, it keeps that line).
 */
 static void test_trace_helper_in_callback(void)
 {
@@ -667,7 +669,7 @@ static void test_trace_helper_in_callback(void)
 				  A_LUA_PCALL + 4, A_MAIN + 9, 0x20008 };
 	CHECK_STR(trace_stack_text(10, lua, 3, host, NSYMS(host)),
 		  "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#15;lj_vm_asm_begin;"
-		  "lj_vm_ffi_call;qsort_r;@app.lua:10;TRACE [3] @app.lua:10 1\n");
+		  "lj_vm_ffi_call;qsort_r;@app.lua:10;TRACE [3] @app.lua:14 1\n");
 }
 
 static void reuse_trailer(void)
