@@ -569,7 +569,7 @@ expect "unknown --value 'held'" --memory --value held -- luajit app.lua
 expect '--value applies to the memory profiler: add --memory' --value inuse_space -- luajit app.lua
 expect '--leak-only applies to the memory profiler' --leak-only -- luajit app.lua
 expect '--leak-only shows what is still held' --memory --leak-only --value alloc_objects -- luajit app.lua
-expect '--value applies to the graphs, pprof and top' --memory --value inuse_space -f memprof -- luajit app.lua
+expect '--value applies to the graphs, pprof, top and annotate' --memory --value inuse_space -f memprof -- luajit app.lua
 # The agent's refusal of LUAPROF_ALLOCSTUB, made before the program runs unprofiled.
 cat >"$t/mark.lua" <<'EOF'
 io.open(arg[1], "w"):close()
