@@ -106,7 +106,7 @@ static struct {
 	_Atomic int flush_req;           /* writer thread: hand over the active half */
 	_Atomic int io_errno;            /* first I/O failure, 0 if none */
 	sem_t sem;
-	int sem_ok;
+	_Atomic int sem_ok;              /* sem is initialised: agent_writer_wake may post */
 	pthread_t wthread;
 	int wthread_ok;
 	_Atomic int wquit;
@@ -630,8 +630,8 @@ static void teardown(int blocked, const sigset_t *oldmask)
 	}
 	release_signal(blocked, oldmask);
 	if (sp.sem_ok) {
-		sem_destroy(&sp.sem);
 		sp.sem_ok = 0;
+		sem_destroy(&sp.sem);
 	}
 }
 
@@ -812,8 +812,10 @@ uint64_t agent_run_id(void)
 
 void agent_writer_wake(void)
 {
-	/* Only the handler calls this, and it runs only while the writer does. */
-	sem_post(&sp.sem);
+	/* The handler, while the writer runs; and a walk outside it (the unwinder's priming
+	 * walk at start, memprof's captures) when there may be no writer: nothing to wake. */
+	if (sp.sem_ok)
+		sem_post(&sp.sem);
 }
 
 int agent_running(void)
@@ -903,6 +905,7 @@ static void at_fork_parent(void)
 static void at_fork_child(void)
 {
 	atomic_store(&sp.state, ST_IDLE);
+	atomic_store(&sp.busy, 0); /* the parent's handler, running on another thread */
 	sp.timer_ok = 0;
 	sp.wthread_ok = 0;
 	sp.sem_ok = 0;
@@ -1070,8 +1073,8 @@ fail_unwind:
 		sp.wthread_ok = 0;
 	}
 	if (sp.sem_ok) {
-		sem_destroy(&sp.sem);
 		sp.sem_ok = 0;
+		sem_destroy(&sp.sem);
 	}
 fail_native:
 	native_release();

@@ -123,6 +123,14 @@ static _Atomic unsigned rule_gen;
 static _Atomic int rules_off;
 static pthread_mutex_t rule_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A fork while another thread (the CPU profiler's writer) learned rules leaves the child's
+ * copy of the lock held by no thread of its own: a new one. What that thread had not yet
+ * published is not in use: rules are published whole, function then block. */
+static void rule_lock_child(void)
+{
+	rule_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+}
+
 /* The handler's misses: single producer (the VM thread's handler), single consumer. */
 #define MISS_RING 256
 static uint64_t miss_ip[MISS_RING];
@@ -1024,6 +1032,9 @@ int agent_unwind_init(char *err, size_t errlen)
 	if (!as) {
 		if (load_libunwind(err, errlen) != 0)
 			return -1;
+		static int forks_handled;
+		if (!forks_handled++)
+			pthread_atfork(NULL, NULL, rule_lock_child);
 		as = U.create_addr_space(&accessors, 0);
 		if (!as) {
 			snprintf(err, errlen, "cannot set up libunwind");
