@@ -340,6 +340,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	if (o->output && strcmp(o->output, "-"))
 		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
 	fputc('\n', stderr);
+	if (l->facts.truncated)
+		fprintf(stderr, "luaprof: note: %" PRIu64 " %s stacks cut short (deeper than the "
+			"profiler keeps, or through code it has no unwind table for): their "
+			"outermost frames are missing, the rest hangs from where the cut is\n",
+			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "samples have"
+			: "sampled allocations have");
 	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);

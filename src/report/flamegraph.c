@@ -740,6 +740,10 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 			struct lp_value_type ns = { "", "nanoseconds" };
 			fmt_value(val, sizeof(val), (int64_t)m->period_ns, &ns);
 			ADD(", every %s", val);
+			if (m->period_asked_ns) {
+				fmt_value(val, sizeof(val), (int64_t)m->period_asked_ns, &ns);
+				ADD(" on average (%s asked: the kernel merged timer ticks)", val);
+			}
 		}
 	} else if (m->event && strcmp(m->event, "memory (sampled)") == 0) {
 		ADD(" | %" PRIu64 " sampled allocations, %" PRIu64 " dropped", m->samples,
@@ -751,6 +755,8 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 	} else if (m->samples || m->dropped) {
 		ADD(" | %" PRIu64 " events, %" PRIu64 " dropped", m->samples, m->dropped);
 	}
+	if (m->cut)
+		ADD(" | %" PRIu64 " with stacks cut short (outermost frames missing)", m->cut);
 	if (g->t.n > g->norder)
 		ADD(" | %zu frames narrower than 0.1%% elided", g->t.n - g->norder);
 	if (g->negative)

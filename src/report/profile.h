@@ -46,7 +46,12 @@ struct lp_profile_meta {
 	const char *source;       /* input file name */
 	const char *title;        /* command line or description; may be NULL */
 	const char *event;        /* "cpu" or "memory" */
-	uint64_t period_ns;       /* sampling interval, 0 if unknown */
+	uint64_t period_ns;       /* sampling interval, 0 if unknown: on average, with the
+				   * timer's ticks that the kernel merged into samples */
+	uint64_t period_asked_ns; /* the interval asked for, when period_ns differs */
+	uint64_t cut;             /* samples whose stacks were cut short (outermost frames
+				   * missing: deeper than the profiler keeps, or unwound no
+				   * further) */
 	int wall_clock;           /* CPU profile: the interval is elapsed time, not CPU time */
 	uint64_t period_bytes;    /* memory: mean bytes between samples (1: every event),
 				   * 0 if unknown */

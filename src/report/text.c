@@ -48,6 +48,9 @@ void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_
 		m->source ? m->source : "-", t->type, tot,
 		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
 		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
+	if (m->cut)
+		fprintf(out, "Stacks cut short: %" PRIu64 " (their outermost frames are missing)\n",
+			m->cut);
 	if (!cpu)
 		return;
 	static const char *const names[LP_VMST__MAX] = {

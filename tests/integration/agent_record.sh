@@ -528,6 +528,48 @@ expect '--human-readable applies to the memprof text report' --human-readable --
 expect "cannot tell the format from 'p.bin'; use -f (record writes the raw stream too: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--lines applies to -f top (rank lines, not functions), not to -f flamegraph' --lines -o x.svg -- luajit app.lua
+
+# -- Stacks cut short (recursion deeper than the profiler keeps) are said to be in the
+# reports: report's summary, the top list's header and the flame graph's subtitle, with
+# the count record's meta gives (they hung from lua_pcall without a word).
+cat >"$t/deep.lua" <<'EOF'
+local function rec(d) if d == 0 then local x = 0 for i = 1, 3e7 do x = x + i % 3 end return x end return rec(d - 1) + 0 end
+for _ = 1, 4 do rec(3000) end
+EOF
+(cd "$t" && "$lp" record -q -o deep.svg -- luajit -joff deep.lua) >/dev/null 2>"$t/err" ||
+	fail "record deep.lua: $(cat "$t/err")"
+ncut=$("$lp" report -q -f info "$t/deep.bin" | sed -n 's/^meta.truncated: //p')
+if [ "${ncut:-0}" -gt 0 ]; then
+	"$lp" report "$t/deep.bin" -f top -o "$t/deep.top" 2>"$t/err"
+	grep -q "^luaprof: note: $ncut samples have stacks cut short" "$t/err" ||
+		fail "report: no note on $ncut cut stacks: $(cat "$t/err")"
+	grep -q "^Stacks cut short: $ncut " "$t/deep.top" ||
+		fail "top list: no line on $ncut cut stacks: $(head -3 "$t/deep.top")"
+	grep -q "| $ncut with stacks cut short" "$t/deep.svg" ||
+		fail "flame graph: no word on $ncut cut stacks"
+else
+	fail "deep.lua: no sample with a cut stack (recursion 3000 deep): the case tests nothing"
+fi
+
+# -- A CPU clock's timer at a rate above the kernel's tick (250 Hz on Debian): the kernel
+# merges expirations (meta.overruns), so each sample stands for more than the interval
+# asked; the flame graph and pprof give the period on average, not the one asked.
+printf 'local x = 0 for i = 1, 3e8 do x = x + i %% 7 end\n' >"$t/busy.lua"
+(cd "$t" && "$lp" record -q --rate 1000 -o busy.pb.gz -- luajit -joff busy.lua) >/dev/null 2>"$t/err" ||
+	fail "record --rate 1000: $(cat "$t/err")"
+"$lp" report -q "$t/busy.bin" -o "$t/busy.svg"
+over=$("$lp" report -q -f info "$t/busy.bin" | sed -n 's/^meta.overruns: //p')
+nsmp=$("$lp" report -q -f info "$t/busy.bin" | sed -n 's/^samples: //p')
+if [ "${over:-0}" -gt 0 ]; then
+	want=$(( 1000000 * (nsmp + over) / nsmp ))
+	command -v go >/dev/null 2>&1 &&
+		! go tool pprof -raw "$t/busy.pb.gz" 2>/dev/null | grep -q "^Period: $want\$" &&
+		fail "pprof period with $over merged ticks over $nsmp samples: not $want ns: $(go tool pprof -raw "$t/busy.pb.gz" 2>&1 | grep Period)"
+	grep -q 'on average (1.0 ms asked: the kernel merged timer ticks)' "$t/busy.svg" ||
+		fail "flame graph: the period asked is shown as the period: $(grep -o 'every[^|]*' "$t/busy.svg" | head -1)"
+else
+	grep -q 'on average' "$t/busy.svg" && fail "flame graph: an average period with no merged tick"
+fi
 expect '--lines applies to -f top (rank lines, not functions), not to -f memprof' --memory --lines -- luajit app.lua
 expect '--mode D keeps counters' --mode D -- luajit app.lua
 expect '--mode must be L or C' --mode X -- luajit app.lua
