@@ -299,11 +299,28 @@ int lp_output_check(const char *path)
 	size_t n = !slash ? 1 : slash == dest ? 1 : (size_t)(slash - dest);
 	memcpy(dir, slash ? dest : ".", n);
 	dir[n] = '\0';
-	if (access(dir, W_OK | X_OK) == 0)
-		return 0;
+	/* A file its owner made read-only is not replaced behind their back (as cp and the
+	 * shell's > do not). */
+	int exists = stat(dest, &sb) == 0;
+	if (exists && access(dest, W_OK) != 0)
+		return -1;
+	/* A file made and removed: what the directory really takes (permission bits do not
+	 * say it for /proc, a read-only mount, a full quota). */
+	char probe[PATH_MAX + 32];
+	if ((size_t)snprintf(probe, sizeof(probe), "%s/.luaprof-probe.XXXXXX", dir) <
+	    sizeof(probe)) {
+		int pfd = mkostemp(probe, O_CLOEXEC);
+		if (pfd >= 0) {
+			close(pfd);
+			unlink(probe);
+			return 0;
+		}
+	}
 	int e = errno;
-	if (e == EACCES && stat(dest, &sb) == 0 && access(dest, W_OK) == 0)
+	if (exists && access(dest, W_OK) == 0 && (fd = open(dest, O_WRONLY | O_CLOEXEC)) >= 0) {
+		close(fd); /* written in place (lp_output_open) */
 		return 0;
+	}
 	errno = e;
 	return -1;
 }

@@ -628,6 +628,12 @@ LUAPROF_ALLOCSTUB=yes expect "LUAPROF_ALLOCSTUB is 'yes': 1 for the generated wr
 expect "cannot write $t/nodir/x.svg: No such file or directory" \
 	--memory -o "$t/nodir/x.svg" -- luajit "$t/mark.lua" "$t/ran1"
 [ -e "$t/ran1" ] && fail "record ran the program although -o could not be written"
+# A directory whose permission bits let root write but which takes no file (/proc): it ran
+# the program, then could not write the profile.
+if [ "$(id -u)" = 0 ] && [ -d /proc/self ]; then
+	expect "cannot write /proc/x.svg" -o /proc/x.svg -- luajit "$t/mark.lua" "$t/ran1"
+	[ -e "$t/ran1" ] && fail "record ran the program although -o /proc/x.svg could not be written"
+fi
 expect "cannot write the raw stream $t/nodir/r.bin" \
 	-o "$t/r.svg" --raw "$t/nodir/r.bin" -- luajit "$t/mark.lua" "$t/ran2"
 [ -e "$t/ran2" ] && fail "record ran the program although --raw could not be written"
