@@ -78,7 +78,8 @@ static char *clean_utf8(const char *s)
 		}
 	}
 	*o = 0;
-	return out;
+	char *fit = realloc(out, (size_t)(o - out) + 1); /* room for the worst case only */
+	return fit ? fit : out;
 }
 
 /* Writes n bytes of clean UTF-8, escaped for both XML text and attribute values. */

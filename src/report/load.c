@@ -331,7 +331,7 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 					  (nsmp + l->facts.overruns) / nsmp;
 		m->period_ns = ticks > UINT64_MAX ? UINT64_MAX : (uint64_t)ticks;
 	}
-	m->cut = l->facts.truncated;
+	m->cut += l->facts.truncated;
 	m->wall_clock = !l->mem && l->facts.wall_clock;
 	m->start_unix_ns = l->start_unix_ns;
 	m->duration_ns = l->facts.duration_ns;

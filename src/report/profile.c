@@ -172,6 +172,11 @@ static int stack_eq(const void *ctx, uint32_t idx)
 int lp_profile_add(struct lp_profile *p, const uint32_t *frames, size_t depth,
 		   const int64_t *values)
 {
+	if (depth > LP_PROFILE_MAX_DEPTH) {
+		frames += depth - LP_PROFILE_MAX_DEPTH;
+		depth = LP_PROFILE_MAX_DEPTH;
+		p->meta.cut++;
+	}
 	struct stack_key k = { p, frames, depth };
 	uint64_t h = lp_hash_bytes(frames, depth * sizeof(uint32_t), depth);
 	uint32_t idx;

@@ -71,6 +71,10 @@ void lp_profile_free(struct lp_profile *p);
 /* Interns a frame (strings copied); equal fields give the same id.
  * Returns 0 or -ENOMEM. */
 int lp_profile_frame_id(struct lp_profile *p, const struct lp_frame *f, uint32_t *id);
+/* Deepest stack kept: a deeper one keeps its innermost frames (counted in meta.cut). The
+ * agent writes at most a few hundred; a stream of Tarantool's or a crafted one may hold
+ * tens of thousands, which every rendering would repeat label by label. */
+#define LP_PROFILE_MAX_DEPTH 4096
 /* Adds values to the stack of `depth` frame ids, root first. Returns 0 or -ENOMEM. */
 int lp_profile_add(struct lp_profile *p, const uint32_t *frames, size_t depth,
 		   const int64_t *values);

@@ -105,7 +105,8 @@ static int write_frame(FILE *out, const struct lp_frame *f, char **buf, size_t *
 /* -- Profiles --------------------------------------------------------------- */
 
 /* Stacks with a non-positive weight are left out: speedscope cannot draw them. */
-static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, const char *name)
+static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, const char *name,
+			  const uint32_t *ids)
 {
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
 	size_t nstacks = lp_profile_nstacks(p);
@@ -143,7 +144,7 @@ static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, con
 		fputs(first ? "\n[" : ",\n[", out);
 		first = 0;
 		for (size_t d = 0; d < depth; d++)
-			fprintf(out, d ? ",%" PRIu32 : "%" PRIu32, fr[d]);
+			fprintf(out, d ? ",%" PRIu32 : "%" PRIu32, ids[fr[d]]);
 		putc(']', out);
 	}
 	fputs("],\n\"weights\":[", out);
@@ -174,17 +175,36 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 			   m->title ? m->title :
 			   m->source ? m->source : "luaprof";
 
-	fputs("{\"$schema\":\"" SCHEMA_URL "\",\n\"shared\":{\"frames\":[", out);
-	size_t nframes = lp_profile_nframes(p);
+	/* Only the frames some stack uses (a stack cut to the deepest kept leaves the rest of
+	 * its frames in the profile), numbered in their order. */
+	size_t nframes = lp_profile_nframes(p), nstacks = lp_profile_nstacks(p);
+	uint32_t *ids = malloc((nframes + 1) * sizeof(*ids));
 	size_t cap = 256;
 	char *buf = malloc(cap);
-	if (!buf) {
+	if (!ids || !buf) {
+		free(ids);
+		free(buf);
 		lp_render_err(err, errlen, "speedscope: out of memory");
 		return -ENOMEM;
 	}
+	memset(ids, 0, (nframes + 1) * sizeof(*ids));
+	for (size_t i = 0; i < nstacks; i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		for (size_t d = 0; d < depth; d++)
+			ids[fr[d]] = 1;
+	}
+	fputs("{\"$schema\":\"" SCHEMA_URL "\",\n\"shared\":{\"frames\":[", out);
+	uint32_t next = 0;
 	for (size_t i = 0; i < nframes; i++) {
-		fputs(i ? ",\n" : "\n", out);
+		if (!ids[i])
+			continue;
+		fputs(next ? ",\n" : "\n", out);
+		ids[i] = next++;
 		if (write_frame(out, lp_profile_frame(p, (uint32_t)i), &buf, &cap)) {
+			free(ids);
 			free(buf);
 			lp_render_err(err, errlen, "speedscope: out of memory");
 			return -ENOMEM;
@@ -195,8 +215,9 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 	for (unsigned v = 0; v < nvalues; v++) {
 		if (v)
 			fputs(",\n", out);
-		write_profile(out, p, v, name);
+		write_profile(out, p, v, name, ids);
 	}
+	free(ids);
 	fputs("],\n\"name\":", out);
 	json_cstr(out, name);
 	fprintf(out, ",\n\"activeProfileIndex\":%u,\n\"exporter\":\"luaprof\"}\n", active);

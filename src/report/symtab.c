@@ -200,10 +200,21 @@ static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 		display = string_chunk_name(raw, len);
 	else if (memchr(s, '\n', len))
 		display = cut_chunk_name(raw, len);
+	if (display && strlen(display) > LP_SYMTAB_MAX_NAME) {
+		/* Shown cut: a name that long is no path (PATH_MAX) anyone reads, and every
+		 * frame and label would copy, hash and print it whole. */
+		char *cut = strndup_dots(display, LP_SYMTAB_MAX_NAME - 3);
+		if (display != raw)
+			free(display);
+		display = cut;
+	}
 	if (!display) {
 		free(raw);
 		return -1;
 	}
+	if (display != raw && len > LP_SYMTAB_MAX_NAME && raw[0] != '\0' &&
+	    (raw[0] == '@' || raw[0] == '='))
+		tdisplay = display; /* the memprof report's name, cut the same way */
 	if (memchr(s, '\n', len)) {
 		char buf[40];
 		snprintf(buf, sizeof(buf), "function_alias_%zu", st->naliases + 1);

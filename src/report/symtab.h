@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Longest chunk name shown (longer ones are cut, with "..."): PATH_MAX. */
+#define LP_SYMTAB_MAX_NAME 4096
 /* Largest distance from a C symbol at which an address is still attributed to it. */
 #define LP_SYMTAB_MAX_CSPAN (256u * 1024u)
 

@@ -439,7 +439,7 @@ static void test_empty(void)
 
 static void test_deep_stack(void)
 {
-	enum { DEPTH = 5000 };
+	enum { DEPTH = 4000 };
 	struct lp_profile *p = lp_profile_new(1, &samples_t);
 	static uint32_t fr[DEPTH];
 	char name[32];
@@ -462,6 +462,36 @@ static void test_deep_stack(void)
 	/* the topmost box is the leaf with 3 of 4 samples, at the top row */
 	const struct box *top = &s.boxes[s.nboxes - 1];
 	CHECK(top->y == 76 && top->dv == 3 && strstr(top->title, "(3 samples, 75.00%)"));
+	svg_free(&s);
+	free(doc);
+	lp_profile_free(p);
+}
+
+/* A stack deeper than the profile keeps (a crafted or Tarantool stream): its innermost
+ * LP_PROFILE_MAX_DEPTH frames, counted as cut and said so in the subtitle. */
+static void test_deep_stack_cut(void)
+{
+	enum { DEPTH = LP_PROFILE_MAX_DEPTH + 1000 };
+	struct lp_profile *p = lp_profile_new(1, &samples_t);
+	static uint32_t fr[DEPTH];
+	for (int i = 0; i < DEPTH; i++)
+		fr[i] = frame(p, LP_FK_LUA, "@cut.lua", (uint32_t)i + 1);
+	add1(p, fr, DEPTH, 2);
+	CHECK_EQ(lp_profile_meta(p)->cut, 1);
+	CHECK_EQ(lp_profile_nstacks(p), 1);
+	size_t len;
+	char *doc = render(p, NULL, &len);
+	CHECK(doc != NULL);
+	if (!doc)
+		return;
+	struct svg s;
+	svg_parse(&s, doc, len);
+	CHECK(s.ok);
+	CHECK_EQ(s.nboxes, LP_PROFILE_MAX_DEPTH + 1);
+	/* the leaf is the innermost frame; the outermost kept is 1000 frames up from the root */
+	CHECK(strstr(s.boxes[s.nboxes - 1].title, "@cut.lua:5096 "));
+	CHECK(strstr(s.boxes[1].title, "@cut.lua:1001 "));
+	CHECK(s.head && strstr(s.head, "| 1 with stacks cut short"));
 	svg_free(&s);
 	free(doc);
 	lp_profile_free(p);
@@ -584,6 +614,7 @@ int main(void)
 	RUN(test_truncated_labels);
 	RUN(test_empty);
 	RUN(test_deep_stack);
+	RUN(test_deep_stack_cut);
 	RUN(test_elision);
 	RUN(test_bytes_and_options);
 	RUN(test_write_error);

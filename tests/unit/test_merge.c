@@ -7,6 +7,7 @@
 
 #include "report/load.h"
 #include "report/render.h"
+#include "report/symtab.h"
 #include "stream/writer.h"
 #include "unit.h"
 
@@ -138,6 +139,28 @@ static const char *collapse(int split, int functions)
 /* Two functions of one chunk at one line (a closure defined on its caller's line, both
  * running line 12 here) are two frames with one label: the collapsed text, which knows only
  * labels, has one line for the two stacks (it had two identical ones). */
+/* A chunk name longer than any path (a crafted stream: every frame and label copied and
+ * hashed it whole, minutes and gigabytes for a 500 KB file) is shown cut, with "...", for
+ * the graphs and the memprof report alike; a path of PATH_MAX stays whole. */
+static void test_long_chunk_name(void)
+{
+	struct lp_symtab *st = lp_symtab_new();
+	static char name[3 * LP_SYMTAB_MAX_NAME];
+	memset(name, 'a', sizeof(name));
+	name[0] = '@';
+	CHECK(st && lp_symtab_add_lua(st, P_F, name, sizeof(name), 1) == 0 &&
+	      lp_symtab_add_lua(st, P_G, name, LP_SYMTAB_MAX_NAME, 1) == 0);
+	const struct lp_sym_lua *f = st ? lp_symtab_lua(st, P_F) : NULL;
+	const struct lp_sym_lua *g = st ? lp_symtab_lua(st, P_G) : NULL;
+	CHECK(f && strlen(f->chunk) == LP_SYMTAB_MAX_NAME &&
+	      !strcmp(f->chunk + LP_SYMTAB_MAX_NAME - 3, "...") &&
+	      !strncmp(f->chunk, name, LP_SYMTAB_MAX_NAME - 3));
+	CHECK(f && f->tchunk == f->chunk);
+	CHECK(g && strlen(g->chunk) == LP_SYMTAB_MAX_NAME &&
+	      !strncmp(g->chunk, name, LP_SYMTAB_MAX_NAME));
+	lp_symtab_free(st);
+}
+
 static void test_collapsed_same_label(void)
 {
 	begin();
@@ -1451,6 +1474,7 @@ int main(void)
 	RUN(test_gc_stacks);
 	RUN(test_jit_compiler_stacks);
 	RUN(test_collapsed_same_label);
+	RUN(test_long_chunk_name);
 	RUN(test_trace_exit_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_anchor_resumed);
