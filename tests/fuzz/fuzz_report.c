@@ -1,7 +1,8 @@
 /*
 ** libFuzzer target for the whole report path: arbitrary bytes loaded as a stream, then
 ** aggregated and rendered in every format (memprof text, collapsed, flame graph, pprof,
-** speedscope, top, annotate, info), with and without --split and per-function merging.
+** speedscope, top by function and by line, annotate, info; the memprof report whole and
+** --leak-only), with and without --split and per-function merging.
 ** (annotate reads the source files the stream's chunk names name: only regular files,
 ** at most 16 MiB.)
 **
@@ -20,9 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void render_all(struct lp_profile *p)
 {
+	/* top twice: by function, and by line (--lines). */
 	static const lp_render_fn fns[] = { lp_render_collapsed, lp_render_flamegraph,
 					    lp_render_pprof, lp_render_speedscope, lp_render_top,
-					    lp_render_annotate };
+					    lp_render_top, lp_render_annotate };
 	for (unsigned v = 0; v < lp_profile_nvalues(p); v++) {
 		for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
 			char *buf = NULL, err[256];
@@ -63,9 +65,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				char *buf = NULL;
 				size_t len = 0;
 				FILE *f = open_memstream(&buf, &len);
-				struct lp_memprof_opts mo = { split, !split };
-				if (!f || lp_memprof_report(l.mem, &mo, f) != 0)
+				if (!f)
 					abort();
+				/* Both sections' forms: the whole report in bytes, the heap
+				 * summary alone in units (a memory stream has one pass). */
+				for (int leak = 0; leak < 2; leak++) {
+					struct lp_memprof_opts mo = { leak, leak };
+					if (lp_memprof_report(l.mem, &mo, f) != 0)
+						abort();
+				}
 				fclose(f);
 				free(buf);
 			}
