@@ -432,10 +432,18 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 	}
 	if (lo == 0)
 		return NULL;
-	const struct lp_sym_c *s = &st->csyms[lo - 1];
-	/* Walk back to the first alias at that address (qsort put the preferred first). */
-	while (s > st->csyms && (s - 1)->start == s->start)
-		s--;
+	/* The first alias at that address (qsort put the preferred first): a search, not a
+	 * walk back, which a stream of many aliases made quadratic. */
+	uint64_t at = st->csyms[lo - 1].start;
+	size_t first = 0, last = lo - 1;
+	while (first < last) {
+		size_t mid = first + (last - first) / 2;
+		if (st->csyms[mid].start < at)
+			first = mid + 1;
+		else
+			last = mid;
+	}
+	const struct lp_sym_c *s = &st->csyms[first];
 	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
 	/* With the mapped objects known, only a symbol of addr's own object names it. */
