@@ -529,6 +529,12 @@ expect "cannot tell the format from 'p.bin'; use -f (record writes the raw strea
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--lines applies to -f top (rank lines, not functions), not to -f flamegraph' --lines -o x.svg -- luajit app.lua
 
+# -o /dev/null (the raw stream alone): the summary keeps its top list (it rendered the
+# list into /dev/null and left it out of the summary).
+(cd "$t" && "$lp" record -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
+	fail "record -o /dev/null: $(cat "$t/err")"
+grep -q '%self' "$t/err" || fail "record -o /dev/null: no top list in the summary: $(cat "$t/err")"
+
 # -- Stacks cut short (recursion deeper than the profiler keeps) are said to be in the
 # reports: report's summary, the top list's header and the flame graph's subtitle, with
 # the count record's meta gives (they hung from lua_pcall without a word).
