@@ -328,6 +328,9 @@ int agent_memprof_runs_in(struct lua_State *L);
  * allocations ran): a start refused now was refused for L's own profile. */
 int agent_memprof_busy_in(struct lua_State *L);
 int agent_memprof_running(void);
+/* The VM of the profile being started has its FFI state (g->ctype_state): loading the
+ * FFI again would reset it. */
+int agent_memprof_ffi_loaded(void);
 /* L is closing (its memory sentinel's finalizer runs, before the heap is freed): a wrapper
  * of this profiler left as its allocator after its profile stopped (put back by a host
  * that had installed an allocator over it) is replaced by the allocator it wraps, so that

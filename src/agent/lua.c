@@ -429,7 +429,8 @@ static int anchor_gc(lua_State *L)
 ** by userdata vanished from the heap summary. A cdata finalizer (ffi.gc) calling the same
 ** function stops the profile before any userdata's finalizer; other cdata finalizers run
 ** in their table's order, some before it. The userdata stays as the sentinel's state and
-** as its fallback where the FFI is not loadable. Loading it for this (when the program has
+** as its fallback where the FFI is not loadable, or loaded and taken out of package.loaded
+** (loaded again, its state would be reset). Loading it for this (when the program has
 ** not) adds package.loaded.ffi, and its own allocations, before the profile starts.
 */
 static const char mem_anchor_key = 0, mem_anchor_cdata_key = 0;
@@ -460,6 +461,10 @@ static int mem_anchor_cdata(lua_State *L)
 	lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED"); /* 2 */
 	lua_getfield(L, 2, "ffi");                     /* 3 */
 	if (!lua_istable(L, 3)) {
+		/* Loaded but no longer in package.loaded (a sandbox "disabling" it): loading
+		 * it again would reset its types and drop its finalizers. */
+		if (agent_memprof_ffi_loaded())
+			return luaL_error(L, "the FFI is loaded but not in package.loaded");
 		/* What require("ffi") does, without the program's require. */
 		lua_settop(L, 2);
 		lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");

@@ -1824,6 +1824,11 @@ uint64_t agent_memprof_run_id(void)
 	return mp.run_id;
 }
 
+int agent_memprof_ffi_loaded(void)
+{
+	return ld64(mp.vm.g + mp.vm.lay->g_ctype_state) != 0;
+}
+
 static void free_maps(void)
 {
 	lp_addrmap_free(&mp.protos);

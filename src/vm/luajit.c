@@ -18,7 +18,8 @@
 	.l_gct = 9, .l_dummy_ffid = 10, .l_status = 11, .l_glref = 16, .l_base = 32,   \
 	.l_top = 40, .l_maxstack = 48, .l_stack = 56, .l_cframe = 80, .l_stacksize = 88, \
 	.g_vmstate = 184, .g_mainthref = 192, .g_bc_cfunc_int = 360,                   \
-	.g_bc_cfunc_ext = 364, .g_cur_L = 368, .g_jit_base = 376, .len_ddisp = 154,    \
+	.g_bc_cfunc_ext = 364, .g_cur_L = 368, .g_jit_base = 376, .g_ctype_state = 384,  \
+	.len_ddisp = 154,                                                              \
 	.len_sdisp = 89, .bc_funcc = 95, .bc_funccw = 96, .j_trace = 384,              \
 	.j_sizetrace = 396, .j_parent = 3016, .t_size = 120, .t_gct = 9, .t_nsnap = 10, .t_ir = 32,      \
 	.t_snap = 48, .t_snapmap = 56, .t_startpt = 64, .t_startpc = 72,               \

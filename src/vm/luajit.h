@@ -81,6 +81,7 @@ struct lp_lj_layout {
 	uint16_t g_bc_cfunc_ext;  /* u32 instruction, opcode bc_funccw */
 	uint16_t g_cur_L;         /* lua_State * */
 	uint16_t g_jit_base;      /* TValue *, non-NULL while a trace runs */
+	uint16_t g_ctype_state;   /* CTState *, non-NULL once the FFI was loaded */
 	uint16_t g2disp;          /* GG_G2DISP: dispatch table - g */
 	uint16_t g2j;             /* GG_G2J: jit_State - g */
 	uint16_t len_ddisp;       /* GG_LEN_DDISP: dynamic dispatch entries */

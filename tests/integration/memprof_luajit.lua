@@ -136,6 +136,25 @@ cases.deadresume = function()
   return warm, co
 end
 
+-- The FFI loaded, then taken out of package.loaded (a sandbox hiding it): start must not
+-- load it again (luaopen_ffi anew resets its state: declared types gone, cdata retyped,
+-- finalizers dropped), as the sentinel's FFI finalizer did at first.
+cases.ffihidden = function()
+  local ffi = require "ffi"
+  ffi.cdef "typedef struct { int a; double b; } lp_hidden_t;"
+  local n = 0
+  for _ = 1, 10 do ffi.gc(ffi.new("lp_hidden_t", 7, 2.5), function() n = n + 1 end) end
+  local kept = ffi.new("lp_hidden_t", 3, 1.5)
+  package.loaded.ffi = nil
+  start()
+  check(pcall(ffi.new, "lp_hidden_t", 1, 2), "ffi.new of a type declared before start")
+  check(kept.a == 3 and kept.b == 1.5, "a cdata made before start read back")
+  collectgarbage()
+  collectgarbage()
+  check(n == 10, "ffi.gc finalizers after start: " .. n .. " of 10 ran")
+  stop()
+end
+
 -- load: the compile on the line calling load, the chunk's own allocation on its line.
 cases.load = function()
   collectgarbage("stop")

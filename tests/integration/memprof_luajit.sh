@@ -16,6 +16,8 @@
 #             on the resume line;
 #  deadresume coroutine.resume of a dead coroutine: its message (56 B) on its line (the
 #             profiler read false in the frame's function slot as a function and crashed);
+#  ffihidden  the FFI loaded, then taken out of package.loaded, before start: its declared
+#             types, cdata and finalizers keep working (start loaded it anew, resetting it);
 #  load       the chunk's {} on "=memprof_chunk:2" (1, 64 B), the compile on the load line
 #             (8 allocations 678 B, 4 frees 336 B, as measured on both builds), nothing
 #             on the line calling the chunk, nothing INTERNAL;
@@ -278,7 +280,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine deadresume load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine deadresume ffihidden load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
