@@ -212,8 +212,7 @@ static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 		free(raw);
 		return -1;
 	}
-	if (display != raw && len > LP_SYMTAB_MAX_NAME && raw[0] != '\0' &&
-	    (raw[0] == '@' || raw[0] == '='))
+	if (display != raw && len > LP_SYMTAB_MAX_NAME && (raw[0] == '@' || raw[0] == '='))
 		tdisplay = display; /* the memprof report's name, cut the same way */
 	if (memchr(s, '\n', len)) {
 		char buf[40];
@@ -231,7 +230,7 @@ static int64_t chunk_name(struct lp_symtab *st, const char *s, size_t len)
 		st->naliases++;
 	}
 	if (lp_iset_insert(&st->chunkset, h, (uint32_t)st->nchunks)) {
-		if (tdisplay != raw)
+		if (tdisplay != raw && tdisplay != display) /* an alias was added */
 			st->naliases--, free(tdisplay);
 		if (display != raw)
 			free(display);
