@@ -743,7 +743,8 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 			ADD(", every %s", val);
 			if (m->period_asked_ns) {
 				fmt_value(val, sizeof(val), (int64_t)m->period_asked_ns, &ns);
-				ADD(" on average (%s asked: the kernel merged timer ticks)", val);
+				ADD(" on average (%s asked: some ticks took no sample of their own)",
+				    val);
 			}
 		}
 	} else if (m->event && strcmp(m->event, "memory (sampled)") == 0) {

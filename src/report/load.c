@@ -321,14 +321,16 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	m->truncated = !l->stats.complete;
 	m->title = l->cmdline;
 	m->period_ns = l->interval_ns;
-	/* A timer's expirations the kernel merged into one signal (a CPU clock ticks at
-	 * CONFIG_HZ, 250 a second on Debian, whatever the rate asked): each sample stands for
-	 * 1 + its overruns intervals, the same on average for all. */
+	/* Ticks with no sample of their own: expirations the kernel merged into one signal
+	 * (a CPU clock ticks at CONFIG_HZ, 250 a second on Debian, whatever the rate asked),
+	 * ticks the handler skipped to keep its share of the time down (paced), samples it
+	 * could not store (dropped). The samples read stand for all of them, the same on
+	 * average. */
 	uint64_t nsmp = l->stats.events;
-	if (!l->mem && m->period_ns && l->facts.overruns && nsmp) {
+	uint64_t extra = l->facts.overruns + l->facts.paced + l->dropped;
+	if (!l->mem && m->period_ns && extra && nsmp) {
 		m->period_asked_ns = m->period_ns;
-		unsigned __int128 ticks = (unsigned __int128)m->period_ns *
-					  (nsmp + l->facts.overruns) / nsmp;
+		unsigned __int128 ticks = (unsigned __int128)m->period_ns * (nsmp + extra) / nsmp;
 		m->period_ns = ticks > UINT64_MAX ? UINT64_MAX : (uint64_t)ticks;
 	}
 	m->cut += l->facts.truncated;
