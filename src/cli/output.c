@@ -304,21 +304,36 @@ int lp_output_check(const char *path)
 	int exists = stat(dest, &sb) == 0;
 	if (exists && access(dest, W_OK) != 0)
 		return -1;
-	/* A file made and removed: what the directory really takes (permission bits do not
-	 * say it for /proc, a read-only mount, a full quota). */
+	/* A file made where the output goes: what the directory really takes (permission
+	 * bits do not say it for /proc, a read-only mount, an immutable directory). Unnamed
+	 * where the file system can (nothing to remove, nothing left in an append-only
+	 * directory), else named and removed; one that cannot be removed is refused, as the
+	 * temporary file that replaces the output would be left there too. */
+	int e = 0, pfd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (pfd >= 0) {
+		close(pfd);
+		return 0;
+	}
 	char probe[PATH_MAX + 32];
-	if ((size_t)snprintf(probe, sizeof(probe), "%s/.luaprof-probe.XXXXXX", dir) <
-	    sizeof(probe)) {
-		int pfd = mkostemp(probe, O_CLOEXEC);
+	if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+		if ((size_t)snprintf(probe, sizeof(probe), "%s/.luaprof-probe.XXXXXX", dir) >=
+		    sizeof(probe)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		pfd = mkostemp(probe, O_CLOEXEC);
 		if (pfd >= 0) {
 			close(pfd);
-			unlink(probe);
-			return 0;
+			if (unlink(probe) == 0)
+				return 0;
 		}
 	}
-	int e = errno;
-	if (exists && access(dest, W_OK) == 0 && (fd = open(dest, O_WRONLY | O_CLOEXEC)) >= 0) {
-		close(fd); /* written in place (lp_output_open) */
+	e = errno;
+	/* No new file there: the output is written in place, as lp_output_open does when the
+	 * directory refuses permission (only then). */
+	if (e == EACCES && exists && access(dest, W_OK) == 0 &&
+	    (fd = open(dest, O_WRONLY | O_CLOEXEC)) >= 0) {
+		close(fd);
 		return 0;
 	}
 	errno = e;
