@@ -640,6 +640,16 @@ if [ "$(id -u)" = 0 ] && [ -d /proc/self ]; then
 	expect "cannot write /proc/x.svg" -o /proc/x.svg -- luajit "$t/mark.lua" "$t/ran1"
 	[ -e "$t/ran1" ] && fail "record ran the program although -o /proc/x.svg could not be written"
 fi
+# A directory that refuses new files other than by permission (immutable: EPERM) holding a
+# writable output: refused before the program runs (the check fell back to writing in
+# place, which only a permission refusal allows, and the write failed after the run).
+mkdir "$t/imm" && : >"$t/imm/out.svg"
+if command -v chattr >/dev/null 2>&1 && chattr +i "$t/imm" 2>/dev/null; then
+	expect "cannot write $t/imm/out.svg: Operation not permitted" -o "$t/imm/out.svg" -- \
+		luajit "$t/mark.lua" "$t/ran1"
+	chattr -i "$t/imm"
+	[ -e "$t/ran1" ] && fail "record ran the program although -o's directory takes no file"
+fi
 expect "cannot write the raw stream $t/nodir/r.bin" \
 	-o "$t/r.svg" --raw "$t/nodir/r.bin" -- luajit "$t/mark.lua" "$t/ran2"
 [ -e "$t/ran2" ] && fail "record ran the program although --raw could not be written"
