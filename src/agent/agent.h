@@ -316,6 +316,11 @@ uint64_t agent_tstacks_lost(void);
 /* The process's command line, arguments joined by spaces, into buf. */
 void agent_cmdline(char *buf, size_t len);
 
+/* The CPU profiler runs and samples another thread than this one: its handler
+ * may walk stacks at any moment, over the walker state a walk from this thread would
+ * use (a Lua state its host moved to another thread since the profile started). */
+int agent_sampling_elsewhere(void);
+
 /* Blocks the CPU profiler's signal on this thread (if installed), saving the mask in old;
  * returns 1 if it blocked (restore with pthread_sigmask(SIG_SETMASK, old, NULL)). */
 int agent_block_signal(sigset_t *old);

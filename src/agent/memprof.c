@@ -117,7 +117,7 @@ static struct {
 	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
 	size_t nsmp, smpcap;
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
-	uint64_t nlost;                 /* samples not kept (no memory) */
+	uint64_t nlost;                 /* samples not kept (no memory, or capture() refused) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
 	uint64_t cut;                   /* samples whose stack was cut (too deep to keep) */
@@ -999,6 +999,11 @@ static int64_t capture(void)
 			agent_maps_note();
 		}
 	}
+	/* Blocking the CPU profiler's signal here keeps its handler out of the walk only when
+	 * it samples this thread: elsewhere the sample is lost (counted) rather than walked
+	 * over state the handler uses at the same time. */
+	if (agent_sampling_elsewhere())
+		return -1;
 	sigset_t old;
 	int blocked = agent_block_signal(&old);
 	int32_t vmst = (int32_t)ld32(mp.vm.g + mp.vm.lay->g_vmstate);

@@ -797,6 +797,12 @@ int agent_block_signal(sigset_t *old)
 	return pthread_sigmask(SIG_BLOCK, &set, old) == 0;
 }
 
+int agent_sampling_elsewhere(void)
+{
+	int st = atomic_load(&sp.state);
+	return (st == ST_RUNNING || st == ST_HALT) && gettid_raw() != sp.tid;
+}
+
 int agent_stop_any(const char *cause)
 {
 	int st = claim_stop();

@@ -1024,7 +1024,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			fprintf(stderr, "%" PRIu64 " sampled allocations (one per %" PRIu64 " bytes "
 					"allocated on average", f.samples, f.sample_bytes);
 			if (f.samples_lost)
-				fprintf(stderr, ", %" PRIu64 " lost for want of memory",
+				fprintf(stderr, ", %" PRIu64 " lost (out of memory, or taken on "
+						"another thread than the CPU profiler samples)",
 					f.samples_lost);
 			if (f.truncated)
 				fprintf(stderr, ", %" PRIu64 " with stacks cut short (deeper than "

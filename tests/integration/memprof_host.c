@@ -55,6 +55,13 @@
 ** "child sysprof OK MSG" (start on B), "child memprof OK MSG" (a sampled start on B, after
 ** that CPU profile stopped), then the parent's "parent memprof OK" (A's stop).
 **
+** Usage: memprof_host migrate CPATH OUTDIR -
+** A state whose CPU profile (C mode, 1 ms of wall time) and sampled memory profile start on
+** the main thread, then runs on a second thread while the main one waits: the sampled
+** allocations of that thread are lost (counted), not walked while the CPU profiler's handler
+** walks the main thread with the same walker state; back on the main thread, with the CPU
+** profile stopped, they are taken again. Prints "migrate ok".
+**
 ** Usage: memprof_host closeshared CPATH OUTDIR -
 ** A state B, profiled once, then given the allocator of a state A that runs a sampled
 ** profile (the profiler's generated stub, from lua_getallocf), which B then shares: B's
@@ -84,6 +91,8 @@
 ** allocator saw, which must be 0), "many ok 100", and in exact mode "shared ok B_EVENTS".
 */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -481,6 +490,39 @@ static int run_fork(const char *cpath, const char *out)
 	return rc;
 }
 
+/* migrate mode: the state's second thread. */
+static void *migrate_thread(void *arg)
+{
+	static const char work[] =
+		"local t = {} for i = 1, 300000 do t[i % 5000 + 1] = { i, tostring(i) } end\n";
+	return (void *)(intptr_t)run_lua(arg, work);
+}
+
+/* migrate mode: 0, or 1 with a message. */
+static int run_migrate(const char *cpath, const char *out)
+{
+	lua_State *A = host_state(luaL_newstate(), cpath);
+	if (A)
+		lua_pushstring(A, out), lua_setglobal(A, "OUT");
+	if (!A || run_lua(A, "lp = require 'luaprof'\n"
+			    "assert(lp.sysprof.start{mode = 'C', interval = 1, clock = 'wall', "
+			    "path = OUT .. '/mig-cpu.bin'})\n"
+			    "assert(lp.memprof.start(OUT .. '/mig.bin', {sample = 256}))\n"))
+		return 1;
+	pthread_t th;
+	void *rc = NULL;
+	if (pthread_create(&th, NULL, migrate_thread, A) || pthread_join(th, &rc) || rc) {
+		fprintf(stderr, "memprof_host: the second thread failed\n");
+		return 1;
+	}
+	int bad = run_lua(A, "assert(lp.sysprof.stop())\n"
+			     "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+			     "assert(lp.memprof.stop())\n"
+			     "print('migrate ok')\n");
+	lua_close(A);
+	return bad;
+}
+
 /* closeshared mode: 0, or 1 with a message. */
 static int run_closeshared(const char *cpath, const char *out)
 {
@@ -574,6 +616,8 @@ int main(int argc, char **argv)
 		return run_closing(cpath, out);
 	if (!strcmp(mode, "fork"))
 		return run_fork(cpath, out);
+	if (!strcmp(mode, "migrate"))
+		return run_migrate(cpath, out);
 	if (!strcmp(mode, "closeshared"))
 		return run_closeshared(cpath, out);
 	if (!strcmp(mode, "chain"))

@@ -158,7 +158,7 @@ for r in a:alpha b:beta; do
 	cc_test "$t/cmod/memprof_reuse_${r%%:*}.so" tests/integration/memprof_reuse.c -O2 -fPIC \
 		-shared -I$inc -DREUSE_FN=memprof_reuse_${r#*:} || exit 1
 done
-cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 -ldl || exit 1
+cc_test "$t/memprof_host" tests/integration/memprof_host.c -O1 -I$inc -lluajit-5.1 -ldl -lpthread || exit 1
 
 # -- OpenResty's luajit2, extracted from its .debs (tests/integration/lib/luajit.sh).
 luajit2_fetch "$t/dl.log"
@@ -570,6 +570,19 @@ host() {
 		grep -qx 'child memprof	true	nil	true' "$dir/fork.out" &&
 		grep -qx 'parent memprof	true	nil' "$dir/fork.out" ||
 		fail "$what: profilers in a forked child: $(cat "$dir/fork.out")"
+	# A state that moves to another thread while both profilers run: that thread's sampled
+	# allocations are lost (counted), never walked alongside the CPU profiler's handler on
+	# the first thread; no crash; sampled again once the CPU profile stopped.
+	env "$@" "$t/memprof_host" migrate "build/?.so" "$dir" - >"$dir/migrate.out" 2>&1 ||
+		fail "$what: memprof_host migrate: exit $?: $(head -5 "$dir/migrate.out")"
+	if grep -qx 'migrate ok' "$dir/migrate.out"; then
+		mlost=$(build/luaprof report -q -f info "$dir/mig.bin" | sed -n 's/^meta.samples_lost: //p')
+		msmp=$(build/luaprof report -q -f info "$dir/mig.bin" | sed -n 's/^samples: //p')
+		[ "${mlost:-0}" -gt 100 ] && [ "${msmp:-0}" -gt 100 ] ||
+			fail "$what: a state on another thread than the CPU profiler samples: $mlost sampled allocations lost (want > 100: the second thread's), $msmp kept (want > 100: the first thread's after the CPU profile)"
+	else
+		fail "$what: memprof_host migrate: $(cat "$dir/migrate.out")"
+	fi
 	# A state closed while it shares the running sampled profile's stub: its blocks are
 	# freed through the stub, so the profile does not hold them as in use (~400 KiB).
 	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" - >"$dir/closeshared.out" 2>&1 ||
