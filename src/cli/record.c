@@ -1214,6 +1214,11 @@ int lp_cmd_record(int argc, char **argv)
 	const char *why = raw_unsafe(raw);
 	if (why)
 		return fail("%s %s", raw, why);
+	enum lp_fmt rawext;
+	if (o.raw && lp_fmt_of_path(o.raw, &rawext) == 0 && rawext != LP_FMT_NONE)
+		fprintf(stderr, "luaprof record: note: --raw %s gets the raw stream (binary: what "
+			"`luaprof report` reads), though its extension (%s) is that of -f %s\n",
+			o.raw, lp_path_ext(o.raw), lp_fmt_name(rawext));
 	if (raw_busy(dest))
 		return fail("%s is being written by a profile running in another process (another "
 			    "luaprof record?): give -o or --raw another name", raw);

@@ -529,6 +529,13 @@ expect "cannot tell the format from 'p.bin'; use -f (record writes the raw strea
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--lines applies to -f top (rank lines, not functions), not to -f flamegraph' --lines -o x.svg -- luajit app.lua
 
+# --raw with a graph's extension gets the raw stream, and is told so.
+(cd "$t" && "$lp" record -q -o rg.folded --raw rg.svg -- luajit app.lua 0.2) >/dev/null 2>"$t/err" ||
+	fail "record --raw rg.svg: $(cat "$t/err")"
+grep -q 'note: --raw rg.svg gets the raw stream (binary: .*extension (.svg) is that of -f flamegraph' "$t/err" ||
+	fail "record --raw rg.svg: no note: $(cat "$t/err")"
+"$lp" report -q -f info "$t/rg.svg" >/dev/null || fail "record --raw rg.svg: not a raw stream"
+
 # -o /dev/null (the raw stream alone): the summary keeps its top list (it rendered the
 # list into /dev/null and left it out of the summary).
 (cd "$t" && "$lp" record -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
