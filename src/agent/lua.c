@@ -462,9 +462,12 @@ static int mem_anchor_cdata(lua_State *L)
 	lua_getfield(L, 2, "ffi");                     /* 3 */
 	if (!lua_istable(L, 3)) {
 		/* Loaded but no longer in package.loaded (a sandbox "disabling" it): loading
-		 * it again would reset its types and drop its finalizers. */
+		 * it again would reset its types and drop its finalizers. Blocked by a value
+		 * of the program's there (false, a string): not loaded behind its back. */
 		if (agent_memprof_ffi_loaded())
 			return luaL_error(L, "the FFI is loaded but not in package.loaded");
+		if (!lua_isnil(L, 3))
+			return luaL_error(L, "package.loaded.ffi is set to something else");
 		/* What require("ffi") does, without the program's require. */
 		lua_settop(L, 2);
 		lua_getfield(L, LUA_REGISTRYINDEX, "_PRELOAD");

@@ -155,6 +155,16 @@ cases.ffihidden = function()
   stop()
 end
 
+-- package.loaded.ffi blocked by the program (a string there: require returns it) before the
+-- FFI was ever loaded: start must not load it and put the real module in its place.
+cases.ffiblocked = function()
+  package.loaded.ffi = "blocked"
+  start()
+  stop()
+  check(package.loaded.ffi == "blocked" and require("ffi") == "blocked",
+        "package.loaded.ffi after start: " .. tostring(package.loaded.ffi))
+end
+
 -- load: the compile on the line calling load, the chunk's own allocation on its line.
 cases.load = function()
   collectgarbage("stop")
