@@ -800,7 +800,9 @@ int agent_block_signal(sigset_t *old)
 int agent_sampling_elsewhere(void)
 {
 	int st = atomic_load(&sp.state);
-	return (st == ST_RUNNING || st == ST_HALT) && gettid_raw() != sp.tid;
+	/* A sampled thread that has exited takes no signal (its timer went with it). */
+	return (st == ST_RUNNING || st == ST_HALT) && gettid_raw() != sp.tid &&
+	       syscall(SYS_tgkill, getpid(), sp.tid, 0) == 0;
 }
 
 int agent_stop_any(const char *cause)

@@ -62,6 +62,11 @@
 ** walks the main thread with the same walker state; back on the main thread, with the CPU
 ** profile stopped, they are taken again. Prints "migrate ok".
 **
+** Usage: memprof_host deadsampler CPATH OUTDIR -
+** The CPU profiler started on a thread that then exits, while the state's sampled memory
+** profile goes on on the main thread: no handler can run any more, so no sampled
+** allocation is lost for it. Prints "deadsampler ok".
+**
 ** Usage: memprof_host closeshared CPATH OUTDIR -
 ** A state B, profiled once, then given the allocator of a state A that runs a sampled
 ** profile (the profiler's generated stub, from lua_getallocf), which B then shares: B's
@@ -523,6 +528,36 @@ static int run_migrate(const char *cpath, const char *out)
 	return bad;
 }
 
+/* deadsampler mode: the CPU profiler's start, on a thread that then exits. */
+static void *deadsampler_thread(void *arg)
+{
+	return (void *)(intptr_t)run_lua(arg, "assert(lp.sysprof.start{mode = 'C', "
+					    "path = OUT .. '/dead-cpu.bin'})\n");
+}
+
+/* deadsampler mode: 0, or 1 with a message. */
+static int run_deadsampler(const char *cpath, const char *out)
+{
+	lua_State *A = host_state(luaL_newstate(), cpath);
+	if (A)
+		lua_pushstring(A, out), lua_setglobal(A, "OUT");
+	if (!A || run_lua(A, "lp = require 'luaprof'\n"
+			    "assert(lp.memprof.start(OUT .. '/dead.bin', {sample = 256}))\n"))
+		return 1;
+	pthread_t th;
+	void *rc = NULL;
+	if (pthread_create(&th, NULL, deadsampler_thread, A) || pthread_join(th, &rc) || rc) {
+		fprintf(stderr, "memprof_host: the second thread failed\n");
+		return 1;
+	}
+	int bad = run_lua(A, "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+			     "assert(lp.memprof.stop())\n"
+			     "lp.sysprof.stop()\n"
+			     "print('deadsampler ok')\n");
+	lua_close(A);
+	return bad;
+}
+
 /* closeshared mode: 0, or 1 with a message. */
 static int run_closeshared(const char *cpath, const char *out)
 {
@@ -618,6 +653,8 @@ int main(int argc, char **argv)
 		return run_fork(cpath, out);
 	if (!strcmp(mode, "migrate"))
 		return run_migrate(cpath, out);
+	if (!strcmp(mode, "deadsampler"))
+		return run_deadsampler(cpath, out);
 	if (!strcmp(mode, "closeshared"))
 		return run_closeshared(cpath, out);
 	if (!strcmp(mode, "chain"))

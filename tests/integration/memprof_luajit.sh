@@ -18,6 +18,8 @@
 #             profiler read false in the frame's function slot as a function and crashed);
 #  ffihidden  the FFI loaded, then taken out of package.loaded, before start: its declared
 #             types, cdata and finalizers keep working (start loaded it anew, resetting it);
+#  ffiblocked package.loaded.ffi set to a string before the FFI was ever loaded: start
+#             leaves it (it loaded the FFI and put the module there);
 #  load       the chunk's {} on "=memprof_chunk:2" (1, 64 B), the compile on the load line
 #             (8 allocations 678 B, 4 frees 336 B, as measured on both builds), nothing
 #             on the line calling the chunk, nothing INTERNAL;
@@ -280,7 +282,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine deadresume ffihidden load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine deadresume ffihidden ffiblocked load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -583,6 +585,13 @@ host() {
 	else
 		fail "$what: memprof_host migrate: $(cat "$dir/migrate.out")"
 	fi
+	# The CPU profiler's thread gone: nothing to keep the captures from walking.
+	env "$@" "$t/memprof_host" deadsampler "build/?.so" "$dir" - >"$dir/deadsampler.out" 2>&1 &&
+		grep -qx 'deadsampler ok' "$dir/deadsampler.out" ||
+		fail "$what: memprof_host deadsampler: $(head -5 "$dir/deadsampler.out")"
+	dlost=$(build/luaprof report -q -f info "$dir/dead.bin" 2>/dev/null | sed -n 's/^meta.samples_lost: //p')
+	[ "${dlost:-x}" = 0 ] ||
+		fail "$what: the CPU profiler's thread exited: $dlost sampled allocations lost (want 0)"
 	# A state closed while it shares the running sampled profile's stub: its blocks are
 	# freed through the stub, so the profile does not hold them as in use (~400 KiB).
 	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" - >"$dir/closeshared.out" 2>&1 ||
