@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,6 +269,19 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 	return f;
 }
 
+/* A directory or file marked append-only or immutable (chattr +a / +i), where the file
+ * systems that have such flags say so: a new file can be made in an append-only directory,
+ * but the temporary file that replaces the output cannot be renamed over it or removed. */
+static int append_only(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW), flags = 0;
+	if (fd < 0)
+		return 0;
+	int r = ioctl(fd, FS_IOC_GETFLAGS, &flags);
+	close(fd);
+	return r == 0 && (flags & (FS_APPEND_FL | FS_IMMUTABLE_FL)) != 0;
+}
+
 int lp_output_check(const char *path)
 {
 	if (!path || !strcmp(path, "-"))
@@ -309,6 +324,10 @@ int lp_output_check(const char *path)
 	 * where the file system can (nothing to remove, nothing left in an append-only
 	 * directory), else named and removed; one that cannot be removed is refused, as the
 	 * temporary file that replaces the output would be left there too. */
+	if (append_only(dir) || (exists && append_only(dest))) {
+		errno = EPERM; /* entries can be added there, not replaced or removed */
+		return -1;
+	}
 	int e = 0, pfd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (pfd >= 0) {
 		close(pfd);
@@ -340,6 +359,13 @@ int lp_output_check(const char *path)
 	return -1;
 }
 
+
+int lp_output_discarded(const char *path)
+{
+	struct stat a, b;
+	return path && strcmp(path, "-") && stat(path, &a) == 0 && S_ISCHR(a.st_mode) &&
+	       stat("/dev/null", &b) == 0 && a.st_rdev == b.st_rdev;
+}
 
 int lp_output_same(const char *a, const char *b)
 {

@@ -30,6 +30,10 @@ const char *lp_path_ext(const char *path);
  * (which render the loaded stream itself). */
 lp_render_fn lp_fmt_renderer(enum lp_fmt f);
 
+/* Output that nobody reads (/dev/null: record keeping the raw stream alone), so that a
+ * top list rendered there is shown in the summary too. */
+int lp_output_discarded(const char *path);
+
 /*
 ** Opens a destination ("-" or NULL = standard output). A regular file (or a new path) is
 ** written through a temporary file beside it (its name left in tmp, else tmp[0] = 0)

@@ -457,15 +457,6 @@ static const char *raw_unsafe(const char *path)
 	       "(remove the file or give --raw another name)";
 }
 
-/* Output that nobody reads (/dev/null, to keep the raw stream only): the summary still
- * gets its top list. */
-static int discarded(const char *path)
-{
-	struct stat a, b;
-	return strcmp(path, "-") && stat(path, &a) == 0 && S_ISCHR(a.st_mode) &&
-	       stat("/dev/null", &b) == 0 && a.st_rdev == b.st_rdev;
-}
-
 /* luaprof.so: $LUAPROF_AGENT, else next to this executable. */
 static int agent_path(char *buf, size_t len)
 {
@@ -965,7 +956,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, "luaprof record: the program stopped the profile itself "
 				"(sysprof.stop) after %.*f s: what it did after that is not in it\n",
 			secs < 0.1 ? 3 : 2, secs);
-	if (o->top > 0 && n && (o->fmt != LP_FMT_TOP || discarded(o->output))) {
+	if (o->top > 0 && n && (o->fmt != LP_FMT_TOP || lp_output_discarded(o->output))) {
 		char err[256];
 		struct lp_render_opts ro = { .limit = (unsigned)o->top };
 		fputc('\n', stderr);

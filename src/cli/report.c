@@ -419,7 +419,7 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		ro.value = i;
 	}
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
-	if (!rc && top && top_text && o->fmt != LP_FMT_TOP)
+	if (!rc && top && top_text && (o->fmt != LP_FMT_TOP || lp_output_discarded(o->output)))
 		*top_text = top_text_of(p, &ro, top);
 	lp_profile_free(p);
 	return rc;

@@ -538,9 +538,11 @@ grep -q 'note: --raw rg.svg gets the raw stream (binary: .*extension (.svg) is t
 
 # -o /dev/null (the raw stream alone): the summary keeps its top list (it rendered the
 # list into /dev/null and left it out of the summary).
-(cd "$t" && "$lp" record -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
-	fail "record -o /dev/null: $(cat "$t/err")"
-grep -q '%self' "$t/err" || fail "record -o /dev/null: no top list in the summary: $(cat "$t/err")"
+for m in "" "--memory --sample 4K"; do
+	(cd "$t" && "$lp" record $m -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
+		fail "record $m -o /dev/null: $(cat "$t/err")"
+	grep -q '%self' "$t/err" || fail "record $m -o /dev/null: no top list in the summary: $(cat "$t/err")"
+done
 
 # -- Stacks cut short (recursion deeper than the profiler keeps) are said to be in the
 # reports: report's summary, the top list's header and the flame graph's subtitle, with
@@ -650,13 +652,17 @@ fi
 # A directory that refuses new files other than by permission (immutable: EPERM) holding a
 # writable output: refused before the program runs (the check fell back to writing in
 # place, which only a permission refusal allows, and the write failed after the run).
+# An append-only directory takes new files but no rename or removal: refused too (the
+# program ran, then the rename failed, leaving the temporary, claim and status files).
 mkdir "$t/imm" && : >"$t/imm/out.svg"
-if command -v chattr >/dev/null 2>&1 && chattr +i "$t/imm" 2>/dev/null; then
+for flag in i a; do
+	command -v chattr >/dev/null 2>&1 && chattr +$flag "$t/imm" 2>/dev/null || continue
 	expect "cannot write $t/imm/out.svg: Operation not permitted" -o "$t/imm/out.svg" -- \
 		luajit "$t/mark.lua" "$t/ran1"
-	chattr -i "$t/imm"
-	[ -e "$t/ran1" ] && fail "record ran the program although -o's directory takes no file"
-fi
+	chattr -$flag "$t/imm"
+	[ -e "$t/ran1" ] && fail "record ran the program although -o's directory (chattr +$flag) cannot take it"
+	[ "$(ls -A "$t/imm")" = out.svg ] || fail "record -o in a chattr +$flag directory left: $(ls -A "$t/imm")"
+done
 expect "cannot write the raw stream $t/nodir/r.bin" \
 	-o "$t/r.svg" --raw "$t/nodir/r.bin" -- luajit "$t/mark.lua" "$t/ran2"
 [ -e "$t/ran2" ] && fail "record ran the program although --raw could not be written"
