@@ -52,6 +52,7 @@ grep -q "@app.lua:1" "$t/stderr" || fail "top frames do not name fib (app.lua:1)
 "$lp" report -q "$t/out.bin" -f collapsed >"$t/out.folded" || fail "raw stream does not parse"
 grep -q 'lua_pcall;@app.lua:[0-9]*;@app.lua:4;@app.lua:1' "$t/out.folded" ||
 	grep -q 'TRACE \[[0-9]*\] @app.lua:1' "$t/out.folded" ||
+	grep -q '@app.lua:1;TRACE \[[0-9]*\] @app.lua:' "$t/out.folded" ||
 	fail "no main -> work:4 -> fib:1 stack and no fib trace: $(head -c 300 "$t/out.folded")"
 # report -f info names what the agent recorded: its extension and meta.
 "$lp" report -q -f info "$t/out.bin" >"$t/info.txt" || fail "report -f info on the raw stream"
