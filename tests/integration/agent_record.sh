@@ -539,11 +539,14 @@ grep -q 'note: --raw rg.svg gets the raw stream (binary: .*extension (.svg) is t
 
 # -o /dev/null (the raw stream alone): the summary keeps its top list (it rendered the
 # list into /dev/null and left it out of the summary).
-for m in "" "--memory --sample 4K"; do
-	(cd "$t" && "$lp" record $m -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
-		fail "record $m -o /dev/null: $(cat "$t/err")"
-	grep -q '%self' "$t/err" || fail "record $m -o /dev/null: no top list in the summary: $(cat "$t/err")"
-done
+printf 'local t = {} for i = 1, 2e5 do t[i %% 100 + 1] = { i } end\n' >"$t/churn.lua"
+(cd "$t" && "$lp" record -o /dev/null --raw dn.bin -- luajit app.lua 0.3) >/dev/null 2>"$t/err" ||
+	fail "record -o /dev/null: $(cat "$t/err")"
+grep -q '%self' "$t/err" || fail "record -o /dev/null: no top list in the summary: $(cat "$t/err")"
+(cd "$t" && "$lp" record --memory --sample 4K -o /dev/null --raw dn.bin -- luajit churn.lua) \
+	>/dev/null 2>"$t/err" || fail "record --memory --sample 4K -o /dev/null: $(cat "$t/err")"
+grep -q '%self' "$t/err" ||
+	fail "record --memory --sample 4K -o /dev/null: no top list in the summary: $(cat "$t/err")"
 
 # -- Stacks cut short (recursion deeper than the profiler keeps) are said to be in the
 # reports: report's summary, the top list's header and the flame graph's subtitle, with
