@@ -455,6 +455,15 @@ static int run_closing(const char *cpath, const char *out)
 	return 0;
 }
 
+/* A state whose global OUT is the output directory, or NULL. */
+static lua_State *out_state(const char *cpath, const char *out)
+{
+	lua_State *L = host_state(luaL_newstate(), cpath);
+	if (L)
+		lua_pushstring(L, out), lua_setglobal(L, "OUT");
+	return L;
+}
+
 /* fork mode: 0, or 1 with a message. */
 static int run_fork(const char *cpath, const char *out)
 {
@@ -469,17 +478,13 @@ static int run_fork(const char *cpath, const char *out)
 		"print('child sysprof', tostring(ok), msg, ok and lp.sysprof.stop())\n"
 		"ok, msg = lp.memprof.start(out .. '/fork-c.bin', {sample = 4096})\n"
 		"print('child memprof', tostring(ok), msg, ok and lp.memprof.stop())\n";
-	lua_State *A = host_state(luaL_newstate(), cpath);
-	if (A)
-		lua_pushstring(A, out), lua_setglobal(A, "OUT");
+	lua_State *A = out_state(cpath, out);
 	if (!A || run_lua(A, parent))
 		return 1;
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
-		lua_State *B = host_state(luaL_newstate(), cpath);
-		if (B)
-			lua_pushstring(B, out), lua_setglobal(B, "OUT");
+		lua_State *B = out_state(cpath, out);
 		int rc = !B || run_lua(B, child);
 		fflush(stdout);
 		_exit(rc);
@@ -495,67 +500,64 @@ static int run_fork(const char *cpath, const char *out)
 	return rc;
 }
 
-/* migrate mode: the state's second thread. */
-static void *migrate_thread(void *arg)
+struct thread_chunk {
+	lua_State *L;
+	const char *code;
+};
+
+static void *thread_main(void *arg)
 {
-	static const char work[] =
-		"local t = {} for i = 1, 300000 do t[i % 5000 + 1] = { i, tostring(i) } end\n";
-	return (void *)(intptr_t)run_lua(arg, work);
+	const struct thread_chunk *c = arg;
+	return (void *)(intptr_t)run_lua(c->L, c->code);
 }
 
-/* migrate mode: 0, or 1 with a message. */
+/* migrate and deadsampler modes: a state runs `before` on the main thread, `during` on a
+ * second thread while the main one waits, then `after` back on the main thread; 0, or 1
+ * with a message. */
+static int run_two_threads(const char *cpath, const char *out, const char *before,
+			   const char *during, const char *after)
+{
+	lua_State *A = out_state(cpath, out);
+	if (!A || run_lua(A, before))
+		return 1;
+	struct thread_chunk c = { A, during };
+	pthread_t th;
+	void *rc = NULL;
+	if (pthread_create(&th, NULL, thread_main, &c) || pthread_join(th, &rc) || rc) {
+		fprintf(stderr, "memprof_host: the second thread failed\n");
+		return 1;
+	}
+	int bad = run_lua(A, after);
+	lua_close(A);
+	return bad;
+}
+
 static int run_migrate(const char *cpath, const char *out)
 {
-	lua_State *A = host_state(luaL_newstate(), cpath);
-	if (A)
-		lua_pushstring(A, out), lua_setglobal(A, "OUT");
-	if (!A || run_lua(A, "lp = require 'luaprof'\n"
-			    "assert(lp.sysprof.start{mode = 'C', interval = 1, clock = 'wall', "
-			    "path = OUT .. '/mig-cpu.bin'})\n"
-			    "assert(lp.memprof.start(OUT .. '/mig.bin', {sample = 256}))\n"))
-		return 1;
-	pthread_t th;
-	void *rc = NULL;
-	if (pthread_create(&th, NULL, migrate_thread, A) || pthread_join(th, &rc) || rc) {
-		fprintf(stderr, "memprof_host: the second thread failed\n");
-		return 1;
-	}
-	int bad = run_lua(A, "assert(lp.sysprof.stop())\n"
-			     "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
-			     "assert(lp.memprof.stop())\n"
-			     "print('migrate ok')\n");
-	lua_close(A);
-	return bad;
+	return run_two_threads(cpath, out,
+			       "lp = require 'luaprof'\n"
+			       "assert(lp.sysprof.start{mode = 'C', interval = 1, clock = 'wall', "
+			       "path = OUT .. '/mig-cpu.bin'})\n"
+			       "assert(lp.memprof.start(OUT .. '/mig.bin', {sample = 256}))\n",
+			       "local t = {} for i = 1, 300000 do "
+			       "t[i % 5000 + 1] = { i, tostring(i) } end\n",
+			       "assert(lp.sysprof.stop())\n"
+			       "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+			       "assert(lp.memprof.stop())\n"
+			       "print('migrate ok')\n");
 }
 
-/* deadsampler mode: the CPU profiler's start, on a thread that then exits. */
-static void *deadsampler_thread(void *arg)
-{
-	return (void *)(intptr_t)run_lua(arg, "assert(lp.sysprof.start{mode = 'C', "
-					    "path = OUT .. '/dead-cpu.bin'})\n");
-}
-
-/* deadsampler mode: 0, or 1 with a message. */
+/* The CPU profiler's start on the second thread, which then exits. */
 static int run_deadsampler(const char *cpath, const char *out)
 {
-	lua_State *A = host_state(luaL_newstate(), cpath);
-	if (A)
-		lua_pushstring(A, out), lua_setglobal(A, "OUT");
-	if (!A || run_lua(A, "lp = require 'luaprof'\n"
-			    "assert(lp.memprof.start(OUT .. '/dead.bin', {sample = 256}))\n"))
-		return 1;
-	pthread_t th;
-	void *rc = NULL;
-	if (pthread_create(&th, NULL, deadsampler_thread, A) || pthread_join(th, &rc) || rc) {
-		fprintf(stderr, "memprof_host: the second thread failed\n");
-		return 1;
-	}
-	int bad = run_lua(A, "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
-			     "assert(lp.memprof.stop())\n"
-			     "lp.sysprof.stop()\n"
-			     "print('deadsampler ok')\n");
-	lua_close(A);
-	return bad;
+	return run_two_threads(cpath, out,
+			       "lp = require 'luaprof'\n"
+			       "assert(lp.memprof.start(OUT .. '/dead.bin', {sample = 256}))\n",
+			       "assert(lp.sysprof.start{mode = 'C', path = OUT .. '/dead-cpu.bin'})\n",
+			       "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+			       "assert(lp.memprof.stop())\n"
+			       "lp.sysprof.stop()\n"
+			       "print('deadsampler ok')\n");
 }
 
 /* closeshared mode: 0, or 1 with a message. */

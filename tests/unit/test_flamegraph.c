@@ -169,6 +169,19 @@ static void svg_free(struct svg *s)
 	free(s->head);
 }
 
+/* p rendered with the default options and parsed into *s (an empty document when the
+ * rendering failed), checked to be well formed: the document, freed after svg_free, or
+ * NULL after a failed check. */
+static char *render_parsed(const struct lp_profile *p, struct svg *s)
+{
+	size_t len = 0;
+	char *doc = render(p, NULL, &len);
+	CHECK(doc != NULL);
+	svg_parse(s, doc ? doc : "", len);
+	CHECK(s->ok);
+	return doc;
+}
+
 /* The box whose title starts with `prefix` (the n-th such, from 0), or NULL. */
 static const struct box *find(const struct svg *s, const char *prefix, int nth)
 {
@@ -249,14 +262,10 @@ static struct lp_profile *demo(int reversed)
 static void test_boxes_values_nesting(void)
 {
 	struct lp_profile *p = demo(0);
-	size_t len;
-	char *doc = render(p, NULL, &len);
-	CHECK(doc != NULL);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
 	if (!doc)
 		return;
-	struct svg s;
-	svg_parse(&s, doc, len);
-	CHECK(s.ok);
 	CHECK_EQ(s.width, 1200);
 	CHECK_EQ(s.nboxes, 12);  /* all + 11 tree nodes (fib:3 appears twice) */
 	/* depth 5 frames + root = 6 rows */
@@ -352,14 +361,10 @@ static void test_escaping(void)
 	struct lp_profile_meta *m = lp_profile_meta(p);
 	m->source = "src<&>\xff.lpf";
 	m->title = "cmd ]]> \"x\"\n";
-	size_t len;
-	char *doc = render(p, NULL, &len);
-	CHECK(doc != NULL);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
 	if (!doc)
 		return;
-	struct svg s;
-	svg_parse(&s, doc, len);
-	CHECK(s.ok);
 	CHECK_EQ(s.nboxes, nn + 1);
 	CHECK(find(&s, "<script>alert(1)</script> (10 samples, 14.29%) | C | /lib/<x>&\xef\xbf\xbd.so",
 		   0));
@@ -407,14 +412,10 @@ static void test_empty(void)
 {
 	struct lp_profile *p = lp_profile_new(1, &samples_t);
 	lp_profile_meta(p)->source = "empty.lpf";
-	size_t len;
-	char *doc = render(p, NULL, &len);
-	CHECK(doc != NULL);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
 	if (!doc)
 		return;
-	struct svg s;
-	svg_parse(&s, doc, len);
-	CHECK(s.ok);
 	CHECK_EQ(s.nboxes, 0);
 	CHECK(s.head && strstr(s.head, "luaprof: empty.lpf"));
 	CHECK(s.head && strstr(s.head, "Total: 0 samples"));
@@ -426,9 +427,7 @@ static void test_empty(void)
 	uint32_t f = frame(p, LP_FK_LUA, "@x.lua", 1);
 	add1(p, &f, 1, 0);
 	add1(p, (uint32_t[]){ f, f }, 2, -5);
-	doc = render(p, NULL, &len);
-	svg_parse(&s, doc ? doc : "", doc ? len : 0);
-	CHECK(s.ok);
+	doc = render_parsed(p, &s);
 	CHECK_EQ(s.nboxes, 0);
 	CHECK(doc && strstr(doc, ">no samples</text>"));
 	CHECK(s.head && strstr(s.head, "1 stacks with negative values not drawn"));
@@ -449,14 +448,10 @@ static void test_deep_stack(void)
 	}
 	add1(p, fr, DEPTH, 3);
 	add1(p, fr, DEPTH / 2, 1);
-	size_t len;
-	char *doc = render(p, NULL, &len);
-	CHECK(doc != NULL);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
 	if (!doc)
 		return;
-	struct svg s;
-	svg_parse(&s, doc, len);
-	CHECK(s.ok);
 	CHECK_EQ(s.nboxes, DEPTH + 1);
 	CHECK_EQ(s.height, 76 + (DEPTH + 1) * 16 + 30);
 	/* the topmost box is the leaf with 3 of 4 samples, at the top row */
@@ -479,14 +474,10 @@ static void test_deep_stack_cut(void)
 	add1(p, fr, DEPTH, 2);
 	CHECK_EQ(lp_profile_meta(p)->cut, 1);
 	CHECK_EQ(lp_profile_nstacks(p), 1);
-	size_t len;
-	char *doc = render(p, NULL, &len);
-	CHECK(doc != NULL);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
 	if (!doc)
 		return;
-	struct svg s;
-	svg_parse(&s, doc, len);
-	CHECK(s.ok);
 	CHECK_EQ(s.nboxes, LP_PROFILE_MAX_DEPTH + 1);
 	/* the leaf is the innermost frame; the outermost kept is 1000 frames up from the root */
 	CHECK(strstr(s.boxes[s.nboxes - 1].title, "@cut.lua:5096 "));

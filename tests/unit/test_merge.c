@@ -767,11 +767,10 @@ static void test_gc_stacks(void)
 	}
 }
 
-/* The JIT compiler's stacks (jsample records), beside the collector's: compiler samples
- * 0 and 2 (RECORD, OPT) compiled line 14 under stack 7, GC sample 0 ran the collector
- * under stack 8 (line 16); compiler sample 1 (ASM) has no pair. Each kind counts its own
- * samples. */
-static void jitstacks_trailer(void)
+/* Two kinds of side stacks in one extension: stack 7 (line 14) and stack 8 (line 16),
+ * both under main's line 5; samples 0 and 1 of kind `first` (a pair record type) under
+ * stack 7, sample 0 of kind `second` under stack 8. */
+static void two_kinds_trailer(uint8_t first, uint8_t second)
 {
 	const struct lp_lua_frame lua7[] = { L(P_F, 14), L(P_MAIN, 5) };
 	const struct lp_lua_frame lua8[] = { L(P_F, 16), L(P_MAIN, 5) };
@@ -779,10 +778,19 @@ static void jitstacks_trailer(void)
 	lp_write_ext_prologue(&wb);
 	ext_stack(7, lua7, 2, host, 3);
 	ext_stack(8, lua8, 2, host, 3);
-	const uint8_t jpairs[] = { 0, 7, 1, 7 }, gpairs[] = { 0, 8 };
-	lp_write_ext_record(&wb, LP_EXT_JSAMPLE, jpairs, sizeof(jpairs));
-	lp_write_ext_record(&wb, LP_EXT_GSAMPLE, gpairs, sizeof(gpairs));
+	const uint8_t pairs7[] = { 0, 7, 1, 7 }, pairs8[] = { 0, 8 };
+	lp_write_ext_record(&wb, first, pairs7, sizeof(pairs7));
+	lp_write_ext_record(&wb, second, pairs8, sizeof(pairs8));
 	lp_write_ext_end(&wb);
+}
+
+/* The JIT compiler's stacks (jsample records), beside the collector's: compiler samples
+ * 0 and 2 (RECORD, OPT) compiled line 14 under stack 7, GC sample 0 ran the collector
+ * under stack 8 (line 16); compiler sample 1 (ASM) has no pair. Each kind counts its own
+ * samples. */
+static void jitstacks_trailer(void)
+{
+	two_kinds_trailer(LP_EXT_JSAMPLE, LP_EXT_GSAMPLE);
 }
 
 /* A compiler sample with a jsample pair is shown under the Lua code being compiled, with
@@ -817,16 +825,7 @@ static void test_jit_compiler_stacks(void)
  * pair. Each kind counts its own samples. */
 static void exitstacks_trailer(void)
 {
-	const struct lp_lua_frame lua7[] = { L(P_F, 14), L(P_MAIN, 5) };
-	const struct lp_lua_frame lua8[] = { L(P_F, 16), L(P_MAIN, 5) };
-	const uint64_t host[] = { A_CFUNC + 8, A_LUA_PCALL + 4, A_MAIN + 9 };
-	lp_write_ext_prologue(&wb);
-	ext_stack(7, lua7, 2, host, 3);
-	ext_stack(8, lua8, 2, host, 3);
-	const uint8_t xpairs[] = { 0, 7, 1, 7 }, jpairs[] = { 0, 8 };
-	lp_write_ext_record(&wb, LP_EXT_XSAMPLE, xpairs, sizeof(xpairs));
-	lp_write_ext_record(&wb, LP_EXT_JSAMPLE, jpairs, sizeof(jpairs));
-	lp_write_ext_end(&wb);
+	two_kinds_trailer(LP_EXT_XSAMPLE, LP_EXT_JSAMPLE);
 }
 
 /* An EXIT sample with an xsample pair is shown under the Lua frames the exit returns to,
