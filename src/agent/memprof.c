@@ -648,13 +648,18 @@ static const struct lp_mem direct = { NULL, NULL };
 #define VMST_OPT    (-6)
 #define VMST_ASM    (-7)
 
+/* The base of the Lua frame that called the frame at base through a Lua frame link (a
+ * return PC: the CALL before it names the callee's slot, A). */
+static inline uint64_t caller_base(uint64_t base, uint64_t link)
+{
+	return base - 8ull * (2 + ((ld32(link - 4) >> 8) & 0xff));
+}
+
 /* The Lua function called at a Lua frame link (a return PC): its proto, or 0. */
 static uint64_t caller_proto(uint64_t base, uint64_t link)
 {
 	const struct lp_lj_layout *y = mp.vm.lay;
-	uint32_t ins = ld32(link - 4);
-	uint64_t cbase = base - 8ull * (2 + ((ins >> 8) & 0xff));
-	uint64_t fn = slot_fn(cbase - 16);
+	uint64_t fn = slot_fn(caller_base(base, link) - 16);
 	if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
 		return 0;
 	return ld64(fn + y->fn_pc) - y->pt_size;
@@ -821,7 +826,7 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 		/* A builtin storing its results (slot_fn): its caller, at the call, is the top. */
 		uint64_t link = ld64(t.base - 8);
 		if ((link & 3) == LP_LJ_FRAME_LUA && caller_proto(t.base, link)) {
-			base = t.base - 8ull * (2 + ((ld32(link - 4) >> 8) & 0xff));
+			base = caller_base(t.base, link);
 			leaf = link;
 		}
 	}
@@ -1588,7 +1593,7 @@ static inline __attribute__((always_inline)) void *lua_event(int raw, void *ud, 
 		pc = ld64(base - 8);
 		if ((pc & 3) != LP_LJ_FRAME_LUA)
 			return wrapper_any(ud, ptr, osize, nsize);
-		uint64_t cbase = base - 8ull * (2 + ((ld32(pc - 4) >> 8) & 0xff));
+		uint64_t cbase = caller_base(base, pc);
 		fn = slot_fn(cbase - 16);
 		if (!fn || ld8(fn + y->fn_ffid) != LP_LJ_FFID_LUA)
 			return wrapper_any(ud, ptr, osize, nsize);

@@ -319,15 +319,15 @@ int lp_output_check(const char *path)
 	int exists = stat(dest, &sb) == 0;
 	if (exists && access(dest, W_OK) != 0)
 		return -1;
-	/* A file made where the output goes: what the directory really takes (permission
-	 * bits do not say it for /proc, a read-only mount, an immutable directory). Unnamed
-	 * where the file system can (nothing to remove, nothing left in an append-only
-	 * directory), else named and removed; one that cannot be removed is refused, as the
-	 * temporary file that replaces the output would be left there too. */
 	if (append_only(dir) || (exists && append_only(dest))) {
 		errno = EPERM; /* entries can be added there, not replaced or removed */
 		return -1;
 	}
+	/* A file made where the output goes: what the directory really takes (permission
+	 * bits do not say it for /proc, a read-only mount, an immutable directory). Unnamed
+	 * where the file system can (nothing to remove), else named and removed; one that
+	 * cannot be removed is refused, as the temporary file that replaces the output would
+	 * be left there too. */
 	int e = 0, pfd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (pfd >= 0) {
 		close(pfd);
@@ -358,7 +358,6 @@ int lp_output_check(const char *path)
 	errno = e;
 	return -1;
 }
-
 
 int lp_output_discarded(const char *path)
 {

@@ -658,16 +658,12 @@ int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 	/* Named only by symbols that never named anything else: resolved after the whole
 	 * stream, an extent could not tell which of two definitions it went with. */
 	uint64_t n = st->tcodes[lo - 1].traceno;
-	struct u64_key tk = { st->traces, sizeof(*st->traces), n };
-	uint32_t ti, li;
-	if (!lp_iset_find(&st->traceset, lp_hash_u64(n), u64_eq, &tk, &ti) || st->traces[ti].redef)
-		return -1;
-	uint64_t proto = st->traces[ti].sym.proto;
-	struct u64_key lk = { st->lua, sizeof(*st->lua), proto };
-	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) || st->lua[li].redef)
+	const struct lp_sym_trace *tr;
+	const struct lp_sym_lua *f = lp_symtab_trace_start(st, n, &tr);
+	if (!f)
 		return -1;
 	*traceno = n;
-	*trace = &st->traces[ti].sym;
-	*fn = &st->lua[li].sym;
+	*trace = tr;
+	*fn = f;
 	return 0;
 }
