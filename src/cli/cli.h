@@ -15,6 +15,12 @@ enum {
 	LP_EXIT_TRUNCATED = 3   /* the input ends early: the report covers what was read */
 };
 
+/* record's and report's refusal of --value with the memprof text report. */
+#define LP_CLI_VALUE_MEMPROF                                                                \
+	"the memprof text report lists allocations, reallocations, frees and the heap "     \
+	"summary: --value applies to the graphs, pprof, top and annotate (-f flamegraph, "  \
+	"collapsed, pprof, speedscope, top, annotate)"
+
 int lp_cmd_report(int argc, char **argv);
 /* The same, also handing back what the stream's meta says of the recording (for record)
  * and, when top > 0 and the rendering is not a list itself (-f top, memprof, info), the

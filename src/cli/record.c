@@ -388,9 +388,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    "exact mode, -f memprof): the graphs and top give sizes in units "
 			    "already");
 	if (o->fmt == LP_FMT_MEMPROF && o->value)
-		return fail("the memprof text report lists allocations, reallocations, frees and "
-			    "the heap summary: --value applies to the graphs, pprof, top and annotate "
-			    "(-f flamegraph, collapsed, pprof, speedscope, top, annotate)");
+		return fail("%s", LP_CLI_VALUE_MEMPROF);
 	/* The memprof report lists every site and has no summary list: -n would do nothing. */
 	if (o->fmt == LP_FMT_MEMPROF && o->top_given && o->top > 0)
 		return fail("-n applies to -f top (its length) and to the summary's list of the "

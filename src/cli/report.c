@@ -238,9 +238,7 @@ static int check_format(const struct opts *o)
 {
 	const char *fname = lp_fmt_name(o->fmt);
 	if (o->fmt == LP_FMT_MEMPROF && o->value)
-		return fail("the memprof text report lists allocations, reallocations, frees and "
-			    "the heap summary: --value applies to the graphs, pprof, top and annotate "
-			    "(-f flamegraph, collapsed, pprof, speedscope, top, annotate)");
+		return fail("%s", LP_CLI_VALUE_MEMPROF);
 	if (o->mem.human_readable && o->fmt != LP_FMT_MEMPROF)
 		return fail("--human-readable applies to the memprof text report (-f memprof): "
 			    "%s", o->fmt == LP_FMT_TOP || o->fmt == LP_FMT_FLAMEGRAPH
