@@ -91,10 +91,10 @@ test: all unit
 
 # Fuzz targets are rebuilt from source with clang's libFuzzer and sanitizers.
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(GEN_PROTO)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRCS) $(AGENT_SRCS) $(GEN_PROTO)
 	@mkdir -p $(dir $@)
 	@echo "  FUZZ    $@"
-	$(Q)$(CLANG) -std=c11 $(WARN) $(FUZZ_FLAGS) $(CPPFLAGS) -o $@ $< $(LIB_SRCS) $(GEN_PROTO) $(LDLIBS)
+	$(Q)$(CLANG) -std=c11 $(WARN) $(FUZZ_FLAGS) $(CPPFLAGS) $(LUA_CFLAGS) -o $@ $< $(LIB_SRCS) $(GEN_PROTO) $(LDLIBS)
 
 fuzz: $(FUZZ_BINS)
 

@@ -11,8 +11,9 @@
 ** Every call carries its own state, so the CPU and memory profilers may run at once.
 **
 ** Runs at start, outside the signal handler. Files are mapped read-only and every offset
-** taken from them is checked against the file size before use: a truncated or odd ELF
-** file gives fewer symbols, never a fault.
+** taken from them is checked against the file size (and the table's alignment) before
+** use: a truncated or odd ELF file, or another build than the one mapped, gives fewer or
+** wrong symbols, never a fault (tests/fuzz/fuzz_elfsyms.c).
 */
 #include <elf.h>
 #include <fcntl.h>
@@ -66,7 +67,7 @@ static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 {
 	const Elf64_Shdr *t = &sh[idx];
 	if (t->sh_link >= shnum || t->sh_entsize != sizeof(Elf64_Sym) ||
-	    !in_bounds(size, t->sh_offset, t->sh_size))
+	    t->sh_offset % _Alignof(Elf64_Sym) || !in_bounds(size, t->sh_offset, t->sh_size))
 		return;
 	const Elf64_Shdr *s = &sh[t->sh_link];
 	if (s->sh_type != SHT_STRTAB || !in_bounds(size, s->sh_offset, s->sh_size))
@@ -100,7 +101,7 @@ static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 	    img[EI_CLASS] != ELFCLASS64)
 		return;
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-	if (eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff % _Alignof(Elf64_Shdr) ||
 	    !in_bounds(size, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
 		return;
 	const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);

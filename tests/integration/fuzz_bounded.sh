@@ -1,6 +1,7 @@
 #!/bin/sh
-# Bounded fuzzing run: builds every tests/fuzz/fuzz_*.c target (`make fuzz`), seeds them with
-# one shared corpus (tests/fuzz/make_corpus.sh) and runs each for a fixed time.
+# Bounded fuzzing run: builds every tests/fuzz/fuzz_*.c target (`make fuzz`), seeds the
+# stream readers' with one shared corpus (tests/fuzz/make_corpus.sh) and the ELF reader's
+# (fuzz_elfsyms) with small shared objects built here, and runs each for a fixed time.
 #
 #   tests/integration/fuzz_bounded.sh
 #
@@ -82,6 +83,22 @@ if ! tests/fuzz/make_corpus.sh "$work/seed"; then
 	echo "FAIL fuzz_bounded: could not build the seed corpus" >&2
 	exit 1
 fi
+# fuzz_elfsyms reads ELF files, not streams: its seeds are a small shared object with
+# symbols, the same stripped (.dynsym and the unwind table only) and one linked without
+# separate code segments.
+mkdir -p "$work/seed-elf"
+cat >"$work/elf.c" <<'ELF'
+static int helper(int x) { return x * 3 + 1; }
+int visible(int x) { return helper(x) + 2; }
+int other(int a, int b) { return a > b ? visible(a) : helper(b); }
+ELF
+if ! ${CC:-cc} -O1 -shared -fPIC -o "$work/seed-elf/full.so" "$work/elf.c" ||
+	! strip -o "$work/seed-elf/stripped.so" "$work/seed-elf/full.so" ||
+	! ${CC:-cc} -O1 -shared -fPIC -Wl,-z,noseparate-code -o "$work/seed-elf/packed.so" \
+		"$work/elf.c"; then
+	echo "FAIL fuzz_bounded: could not build the ELF seeds" >&2
+	exit 1
+fi
 
 if [ -n "${FUZZ_SECONDS:-}" ]; then
 	per=$FUZZ_SECONDS
@@ -100,8 +117,10 @@ for bin in $targets; do
 	name=${bin##*/}
 	mkdir -p "$work/$name"
 	echo "fuzz_bounded: $name for ${per}s" >&2
+	seeds=$work/seed with=$dict
+	[ "$name" = fuzz_elfsyms ] && seeds=$work/seed-elf with=
 	"$bin" -max_total_time="$per" -rss_limit_mb=2048 -timeout=5 -print_final_stats=1 \
-		-artifact_prefix="$work/$name-" $dict "$work/$name" "$work/seed" \
+		-artifact_prefix="$work/$name-" $with "$work/$name" "$seeds" \
 		>"$work/$name.log" 2>&1
 	rc=$?
 	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$work/$name.log" |
