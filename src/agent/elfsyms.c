@@ -34,6 +34,9 @@
 #include "util/grow.h"
 #include "util/iset.h"
 
+/* Most entries believed in a symbol table read from memory (libc has ~3,000 dynamic ones). */
+#define SYMS_MAX (1u << 22)
+
 /* Address ranges of one object's function symbols (load addresses). */
 struct covers {
 	struct cover { uint64_t lo, hi; } *c;
@@ -59,8 +62,29 @@ static int in_bounds(size_t size, uint64_t off, uint64_t len)
 	return off <= size && len <= size - off;
 }
 
-/* Emits the STT_FUNC symbols of the table at sh[idx] with its linked string table. */
+/* Emits the STT_FUNC symbols of syms[0..n) named in str (strsz bytes), at bias. */
+static void emit_syms(struct lp_wbuf *w, int kind, const Elf64_Sym *syms, size_t n,
+		      const char *str, uint64_t strsz, uint64_t bias, struct covers *cv)
+{
+	for (size_t i = 0; i < n; i++) {
+		const Elf64_Sym *y = &syms[i];
+		if (ELF64_ST_TYPE(y->st_info) != STT_FUNC && ELF64_ST_TYPE(y->st_info) != STT_GNU_IFUNC)
+			continue;
+		if (y->st_shndx == SHN_UNDEF || y->st_value == 0 || y->st_name >= strsz)
+			continue;
+		const char *name = str + y->st_name;
+		size_t len = strnlen(name, strsz - y->st_name);
+		if (len == 0 || len == strsz - y->st_name)
+			continue;
+		emit_one(w, kind, y->st_value + bias, y->st_size, name, len);
+		/* Without memory for the list some code may be named twice: harmless. */
+		if (cv && !lp_grow((void **)&cv->c, &cv->cap, cv->n + 1, sizeof(*cv->c)))
+			cv->c[cv->n++] = (struct cover){ y->st_value + bias,
+							 y->st_value + bias + (y->st_size ? y->st_size : 1) };
+	}
+}
 
+/* Emits the STT_FUNC symbols of the table at sh[idx] with its linked string table. */
 static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
 		       const Elf64_Shdr *sh, size_t shnum, size_t idx, uint64_t bias,
 		       struct covers *cv)
@@ -72,25 +96,8 @@ static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 	const Elf64_Shdr *s = &sh[t->sh_link];
 	if (s->sh_type != SHT_STRTAB || !in_bounds(size, s->sh_offset, s->sh_size))
 		return;
-	const Elf64_Sym *syms = (const Elf64_Sym *)(img + t->sh_offset);
-	const char *str = (const char *)(img + s->sh_offset);
-	size_t n = t->sh_size / sizeof(Elf64_Sym);
-	for (size_t i = 0; i < n; i++) {
-		const Elf64_Sym *y = &syms[i];
-		if (ELF64_ST_TYPE(y->st_info) != STT_FUNC && ELF64_ST_TYPE(y->st_info) != STT_GNU_IFUNC)
-			continue;
-		if (y->st_shndx == SHN_UNDEF || y->st_value == 0 || y->st_name >= s->sh_size)
-			continue;
-		const char *name = str + y->st_name;
-		size_t len = strnlen(name, s->sh_size - y->st_name);
-		if (len == 0 || len == s->sh_size - y->st_name)
-			continue;
-		emit_one(w, kind, y->st_value + bias, y->st_size, name, len);
-		/* Without memory for the list some code may be named twice: harmless. */
-		if (cv && !lp_grow((void **)&cv->c, &cv->cap, cv->n + 1, sizeof(*cv->c)))
-			cv->c[cv->n++] = (struct cover){ y->st_value + bias,
-							 y->st_value + bias + (y->st_size ? y->st_size : 1) };
-	}
+	emit_syms(w, kind, (const Elf64_Sym *)(img + t->sh_offset), t->sh_size / sizeof(Elf64_Sym),
+		  (const char *)(img + s->sh_offset), s->sh_size, bias, cv);
 }
 
 /* Emits the function symbols of an ELF image of `size` bytes loaded at `bias`. */
@@ -118,21 +125,191 @@ static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 		emit_table(w, kind, img, size, sh, eh->e_shnum, dynsym, bias, cv);
 }
 
-static void emit_file(struct lp_wbuf *w, int kind, const char *path, uint64_t bias,
-		      struct covers *cv)
+/* 1 if [addr, addr+len) lies in one of the object's loaded segments (mapped: readable). */
+static int in_object(const struct dl_phdr_info *info, uint64_t addr, uint64_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && addr >= lo &&
+		    addr - lo <= ph->p_memsz && len <= ph->p_memsz - (addr - lo))
+			return 1;
+	}
+	return 0;
+}
+
+/* The GNU build ID among the notes at p (len bytes, entries aligned to align): its bytes at
+ * *id and their count, 0 if there is none. */
+static size_t note_build_id(const uint8_t *p, uint64_t len, uint64_t align, const uint8_t **id)
+{
+	while (len >= sizeof(Elf64_Nhdr)) {
+		Elf64_Nhdr nh;
+		memcpy(&nh, p, sizeof(nh));
+		uint64_t name = ((uint64_t)nh.n_namesz + align - 1) & ~(align - 1);
+		uint64_t desc = ((uint64_t)nh.n_descsz + align - 1) & ~(align - 1);
+		if (name > len - sizeof(nh) || desc > len - sizeof(nh) - name)
+			return 0;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz &&
+		    !memcmp(p + sizeof(nh), "GNU", 4)) {
+			*id = p + sizeof(nh) + name;
+			return nh.n_descsz;
+		}
+		p += sizeof(nh) + name + desc;
+		len -= sizeof(nh) + name + desc;
+	}
+	return 0;
+}
+
+/* Note entries are padded to 8 bytes in a segment aligned so, to 4 otherwise. */
+static uint64_t note_align(uint64_t p_align)
+{
+	return p_align == 8 ? 8 : 4;
+}
+
+/*
+** Whether the file read (img, size bytes) is the object loaded (info), not another build
+** put at its path since it was loaded (a package upgraded under a running service): the
+** same program headers, and the same build ID when the loaded object has one. Another
+** file's symbols would name the loaded code after functions it does not have; without
+** them, its functions are named from the unwind table in memory ("lib.so+0x1120").
+*/
+static int same_object(const uint8_t *img, size_t size, const struct dl_phdr_info *info)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	if (size < sizeof(*eh) || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_phnum != info->dlpi_phnum || eh->e_phoff % _Alignof(Elf64_Phdr) ||
+	    !in_bounds(size, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr)))
+		return 0;
+	const Elf64_Phdr *fph = (const Elf64_Phdr *)(img + eh->e_phoff);
+	if (memcmp(fph, info->dlpi_phdr, eh->e_phnum * sizeof(Elf64_Phdr)))
+		return 0;
+	const uint8_t *mid = NULL, *fid = NULL;
+	size_t mlen = 0, flen = 0;
+	for (int i = 0; i < info->dlpi_phnum && !mlen; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t at = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_NOTE && in_object(info, at, ph->p_memsz))
+			mlen = note_build_id((const uint8_t *)(uintptr_t)at, ph->p_memsz,
+					     note_align(ph->p_align), &mid);
+	}
+	if (!mlen)
+		return 1;
+	for (int i = 0; i < eh->e_phnum && !flen; i++)
+		if (fph[i].p_type == PT_NOTE && in_bounds(size, fph[i].p_offset, fph[i].p_filesz))
+			flen = note_build_id(img + fph[i].p_offset, fph[i].p_filesz,
+					     note_align(fph[i].p_align), &fid);
+	return flen == mlen && !memcmp(fid, mid, mlen);
+}
+
+/* Emits the function symbols of the file at path if it is the object info describes:
+ * 1 if it is, else 0. */
+static int emit_file(struct lp_wbuf *w, int kind, const char *path,
+		      const struct dl_phdr_info *info, struct covers *cv)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), same = 0;
 	if (fd < 0)
-		return;
+		return 0;
 	struct stat sb;
 	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
 		void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (img != MAP_FAILED) {
-			emit_image(w, kind, img, (size_t)sb.st_size, bias, cv);
+			same = same_object(img, (size_t)sb.st_size, info);
+			if (same)
+				emit_image(w, kind, img, (size_t)sb.st_size, info->dlpi_addr, cv);
 			munmap(img, (size_t)sb.st_size);
 		}
 	}
 	close(fd);
+	return same;
+}
+
+/* An address the dynamic section gives for len bytes of the object: relocated in place by
+ * the loader (glibc, where the section is writable) or still relative to its base; 0 if
+ * neither lies in the object. */
+static uint64_t dyn_addr(const struct dl_phdr_info *info, uint64_t v, uint64_t len)
+{
+	if (v >= info->dlpi_addr && in_object(info, v, len))
+		return v;
+	if (in_object(info, info->dlpi_addr + v, len))
+		return info->dlpi_addr + v;
+	return 0;
+}
+
+/* Entries of the dynamic symbol table, from its GNU hash table at h: one past the last
+ * symbol any chain reaches; 0 if the table cannot be read. */
+static uint64_t gnu_hash_count(const struct dl_phdr_info *info, uint64_t h)
+{
+	uint32_t hd[4]; /* buckets, first hashed symbol, bloom words, bloom shift */
+	if (!h || !in_object(info, h, sizeof(hd)))
+		return 0;
+	memcpy(hd, (const void *)(uintptr_t)h, sizeof(hd));
+	uint64_t buckets = h + sizeof(hd) + 8ull * hd[2], chain = buckets + 4ull * hd[0];
+	if (!in_object(info, buckets, 4ull * hd[0]))
+		return 0;
+	uint32_t last = 0;
+	for (uint32_t b = 0; b < hd[0]; b++) {
+		uint32_t v;
+		memcpy(&v, (const void *)(uintptr_t)(buckets + 4ull * b), 4);
+		if (v > last)
+			last = v;
+	}
+	if (last < hd[1])
+		return hd[1];
+	for (uint64_t i = last; i - hd[1] < SYMS_MAX; i++) {
+		uint64_t at = chain + 4 * (i - hd[1]);
+		uint32_t v;
+		if (!in_object(info, at, 4))
+			return 0;
+		memcpy(&v, (const void *)(uintptr_t)at, 4);
+		if (v & 1)
+			return i + 1;
+	}
+	return 0;
+}
+
+/*
+** Emits the function symbols of the object's dynamic symbol table as it is loaded, for an
+** object whose file is not the one loaded any more: its exported functions keep their
+** names. The table, its strings and its hash table lie in the object's loaded segments.
+*/
+static void emit_loaded(struct lp_wbuf *w, int kind, const struct dl_phdr_info *info,
+			struct covers *cv)
+{
+	uint64_t dyn = 0, dynlen = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
+			dyn = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+			dynlen = info->dlpi_phdr[i].p_memsz;
+		}
+	if (!dyn || dyn % _Alignof(Elf64_Dyn) || !in_object(info, dyn, dynlen))
+		return;
+	uint64_t symtab = 0, strtab = 0, strsz = 0, syment = 0, hash = 0, gnu_hash = 0;
+	const Elf64_Dyn *d = (const Elf64_Dyn *)(uintptr_t)dyn;
+	for (uint64_t i = 0; i < dynlen / sizeof(*d) && d[i].d_tag != DT_NULL; i++) {
+		uint64_t v = d[i].d_un.d_val;
+		switch (d[i].d_tag) {
+		case DT_SYMTAB: symtab = v; break;
+		case DT_STRTAB: strtab = v; break;
+		case DT_STRSZ: strsz = v; break;
+		case DT_SYMENT: syment = v; break;
+		case DT_HASH: hash = v; break;
+		case DT_GNU_HASH: gnu_hash = v; break;
+		}
+	}
+	uint64_t n = 0;
+	if (gnu_hash)
+		n = gnu_hash_count(info, dyn_addr(info, gnu_hash, 16));
+	else if (hash && (hash = dyn_addr(info, hash, 8))) {
+		uint32_t nchain; /* one chain entry per symbol */
+		memcpy(&nchain, (const void *)(uintptr_t)(hash + 4), 4);
+		n = nchain;
+	}
+	if (syment != sizeof(Elf64_Sym) || !n || n > SYMS_MAX ||
+	    !(symtab = dyn_addr(info, symtab, n * sizeof(Elf64_Sym))) ||
+	    symtab % _Alignof(Elf64_Sym) || !(strtab = dyn_addr(info, strtab, strsz)))
+		return;
+	emit_syms(w, kind, (const Elf64_Sym *)(uintptr_t)symtab, n,
+		  (const char *)(uintptr_t)strtab, strsz, info->dlpi_addr, cv);
 }
 
 /* -- Functions without a symbol ---------------------------------------------------------- */
@@ -145,19 +322,6 @@ void agent_symtab_vm_block(uint64_t lo, uint64_t hi)
 {
 	atomic_store(&vm_lo, lo);
 	atomic_store(&vm_hi, hi);
-}
-
-/* 1 if [addr, addr+len) lies in one of the object's loaded segments (mapped: readable). */
-static int in_object(const struct dl_phdr_info *info, uint64_t addr, uint64_t len)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && addr >= lo &&
-		    addr - lo <= ph->p_memsz && len <= ph->p_memsz - (addr - lo))
-			return 1;
-	}
-	return 0;
 }
 
 /* The executable segment holding addr: its header, or NULL. */
@@ -396,18 +560,24 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 			   (size_t)(end - wk->vdso), base, NULL);
 		return 0;
 	}
-	const char *path = info->dlpi_name;
+	const char *path = info->dlpi_name, *file = path;
 	char exe[4096];
 	if (!path || !*path) {
-		/* The main program. */
+		/* The main program: read through the kernel's reference to the file running,
+		 * which stays the one loaded though its path may now name another. */
 		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		if (n <= 0)
 			return 0;
 		exe[n] = '\0';
+		size_t del = strlen(" (deleted)");
+		if ((size_t)n > del && !strcmp(exe + n - del, " (deleted)"))
+			exe[n - del] = '\0';
 		path = exe;
+		file = "/proc/self/exe";
 	}
 	struct covers cv = { NULL, 0, 0 };
-	emit_file(wk->w, wk->kind, path, base, &cv);
+	if (!emit_file(wk->w, wk->kind, file, info, &cv))
+		emit_loaded(wk->w, wk->kind, info, &cv);
 	emit_unnamed(wk->w, wk->kind, info, path, &cv);
 	free(cv.c);
 	return 0;

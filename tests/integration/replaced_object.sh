@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# C functions of objects replaced on disk while loaded (a package upgraded under a running
+# service), named by the exact-mode memory profiler on Debian's luajit. The profilers read
+# each object's symbols from its file: another build there would name the loaded code
+# after functions it does not have. replaced_object.c builds the objects:
+#  kept      the module loaded and left alone: its exported alloc and its static hidden
+#            are named from the file (.symtab), 10 events each;
+#  replaced  the module's file replaced by another build (other_alloc where alloc is, and
+#            hidden inside it) after require, before start: alloc is named from the dynamic
+#            symbol table in memory, hidden as replaced_mod.so+0xOFFSET from the unwind
+#            table (OFFSET: its place in the loaded build); none of the other build's
+#            names appears;
+#  host      a host program whose executable is replaced by another build before it
+#            starts the profiler: its static host_alloc is named (the running file, read
+#            through /proc/self/exe), the other build's host_other is not.
+# Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib/luajit.sh
+name=replaced_object
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+
+[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
+[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
+[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+luajit_dev "$t/apt.log" || skip "$why"
+
+src=tests/integration/replaced_object.c
+flags="-O2 -fno-toplevel-reorder -I$inc"
+mkdir -p "$t/m"
+cc_test "$t/m/replaced_mod.so" $src $flags -fPIC -shared -DMODULE || exit 1
+cc_test "$t/mod-kept.so" $src $flags -fPIC -shared -DMODULE || exit 1
+cc_test "$t/mod-other.so" $src $flags -fPIC -shared -DMODULE -DVARIANT || exit 1
+cc_test "$t/host" $src $flags -lluajit-5.1 || exit 1
+cc_test "$t/host-other" $src $flags -lluajit-5.1 -DVARIANT || exit 1
+
+# The other build has its own functions where the loaded build's are (the first one at
+# the same address), and the loaded build's static function is at OFFSET in its file.
+sym() { nm "$1" | awk -v n="$2" '$3 == n { print $1 }'; }
+first=$(sym "$t/m/replaced_mod.so" alloc)
+other=$(sym "$t/mod-other.so" other_alloc)
+[ -n "$first" ] && [ "$first" = "$other" ] ||
+	{ echo "FAIL: the builds do not overlap (alloc at '$first', other_alloc at '$other')"; exit 1; }
+hidden=$(sym "$t/m/replaced_mod.so" hidden)
+off=$(printf '0x%x' $((16#$hidden)))
+
+# events REPORT LABEL_ERE: the ALLOCATIONS section's event count for the one label matching.
+events() {
+	awk -v re="^($2)$" '/^ALLOCATIONS/ { s = 1; next } /^$/ { s = 0 }
+		s { split($0, a, ": "); if (a[1] ~ re) { split(a[2], b, " "); n += b[1] } }
+		END { print n + 0 }' "$1"
+}
+
+# module CASE RENAME: runs the module's two functions under the profiler, the file
+# replaced first when RENAME is 1; the report in $t/CASE.txt.
+module() {
+	cat >"$t/$1.lua" <<LUA
+package.cpath = "build/?.so;$t/m/?.so;" .. package.cpath
+local m = require "replaced_mod"
+if $2 == 1 then assert(os.rename("$t/mod-other.so", "$t/m/replaced_mod.so")) end
+local mp = require("luaprof").memprof
+assert(mp.start("$t/$1.bin"))
+for _ = 1, 10 do m.alloc() m.hidden() end
+assert(mp.stop())
+LUA
+	luajit "$t/$1.lua" >"$t/$1.out" 2>&1 || { fail "$1: luajit: $(head -5 "$t/$1.out")"; return 1; }
+	build/luaprof report "$t/$1.bin" >"$t/$1.txt" 2>"$t/$1.err" ||
+		{ fail "$1: report: $(head -5 "$t/$1.err")"; return 1; }
+	[ "${REPLACED_VERBOSE:-0}" = 1 ] && cat "$t/$1.txt"
+	return 0
+}
+
+if module kept 0; then
+	n=$(events "$t/kept.txt" "alloc:0x[0-9a-f]+")
+	[ "$n" = 10 ] || fail "kept: alloc has $n events, want 10"
+	n=$(events "$t/kept.txt" "hidden:0x[0-9a-f]+")
+	[ "$n" = 10 ] || fail "kept: hidden has $n events, want 10 (named from .symtab)"
+fi
+if module replaced 1; then
+	n=$(events "$t/replaced.txt" "alloc:0x[0-9a-f]+")
+	[ "$n" = 10 ] || fail "replaced: alloc has $n events, want 10 (named from memory)"
+	n=$(events "$t/replaced.txt" "replaced_mod\\.so\\+$off")
+	[ "$n" = 10 ] || fail "replaced: replaced_mod.so+$off has $n events, want 10"
+	if grep -E "other_|hidden" "$t/replaced.txt" >/dev/null; then
+		fail "replaced: the other build's names appear: $(grep -E 'other_|hidden' "$t/replaced.txt" | head -3)"
+	fi
+fi
+
+cp "$t/host" "$t/host-run"
+cp "$t/host-other" "$t/host-other.copy"
+if "$t/host-run" "$t/host-other" "build/?.so" "$t/host.bin" >"$t/host.out" 2>&1; then
+	build/luaprof report "$t/host.bin" >"$t/host.txt" 2>"$t/host.err" ||
+		fail "host: report: $(head -5 "$t/host.err")"
+	[ "${REPLACED_VERBOSE:-0}" = 1 ] && cat "$t/host.txt"
+	n=$(events "$t/host.txt" "host_alloc:0x[0-9a-f]+")
+	[ "$n" = 10 ] || fail "host: host_alloc has $n events, want 10"
+	if grep -E "host_other" "$t/host.txt" >/dev/null; then
+		fail "host: the other build's host_other appears"
+	fi
+	cmp -s "$t/host-run" "$t/host-other.copy" || fail "host: the executable was not replaced"
+else
+	fail "host: $(head -5 "$t/host.out")"
+fi
+
+[ $fails -eq 0 ] || exit 1
+echo "PASS $name"
