@@ -686,6 +686,46 @@ static uint64_t cont_caller_proto(uint64_t base, uint64_t link, uint64_t stack, 
 	return ld64(fn + y->fn_pc) - y->pt_size;
 }
 
+/*
+** The same for a builtin the VM's own C code called with lj_vm_call or lj_vm_pcall on top
+** of a Lua function: an xpcall handler (`xpcall(f, debug.traceback)`, called where f
+** raised the error), a finalizer the collector runs, a debug hook. The call made a C
+** frame (cf, the running one) over the interpreter's, whose saved PC is where the Lua
+** function below stopped: as Tarantool's memprof does (frame_prev, then the line from
+** the C frames), the event is that function's, at that PC. Below an error handler
+** (the thread's status LUA_ERRERR) may be the builtin that raised the error (`error`,
+** `assert`, a bad argument): then, as for any builtin, the Lua line that called it, which
+** the handler runs for (Tarantool's names the handler). Any other builtin below (gsub
+** calling string.upper) is the running one's caller, as in Tarantool: 0 then, and when
+** the frame below is a C function's or the PC is not in the Lua function's bytecode
+** (another C frame between them: a C function's lua_pcall).
+*/
+static uint64_t vm_caller_proto(uint64_t L, uint64_t base, uint64_t link, uint64_t stack,
+				uint64_t cf, uint64_t *pc)
+{
+	const struct lp_lj_layout *y = mp.vm.lay;
+	uint64_t delta = link & ~7ull;
+	if (delta < 16 || delta > base - stack - 16)
+		return 0;
+	uint64_t pbase = base - delta, fn = slot_fn(pbase - 16);
+	if (!fn)
+		return 0;
+	uint8_t ffid = ld8(fn + y->fn_ffid);
+	if (ffid != LP_LJ_FFID_LUA && ffid != LP_LJ_FFID_C) {
+		if (ld8(L + y->l_status) != LUA_ERRERR)
+			return 0;
+		uint64_t plink = ld64(pbase - 8);
+		*pc = plink;
+		return (plink & 3) == LP_LJ_FRAME_LUA ? caller_proto(pbase, plink) : 0;
+	}
+	uint64_t prev = ld64(cf + y->cf_prev) & LP_LJ_CFRAME_RAWMASK;
+	if (ffid != LP_LJ_FFID_LUA || !prev)
+		return 0;
+	uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
+	*pc = ld64(prev + y->cf_pc);
+	return in_bytecode(pt, *pc) ? pt : 0;
+}
+
 /* Where an event comes from: its source and the fields the stream gives that source (num
  * is the line of LFUNC, the number of TRACE). Small enough to come back in two registers. */
 struct origin {
@@ -771,6 +811,8 @@ static struct origin locate(void)
 			pt = caller_proto(base, link);
 		else if ((link & 7) == LP_LJ_FRAME_CONT)
 			pt = cont_caller_proto(base, link, stack, &pc);
+		else if ((link & 7) == LP_LJ_FRAME_C || (link & 7) == LP_LJ_FRAME_CP)
+			pt = vm_caller_proto(L, base, link, stack, cf0, &pc);
 		uint32_t line = pt ? pc_line(pt, pc) : 0;
 		if (line || (pt && stripped_at(pt, pc)))
 			return (struct origin){ need_proto(pt), line, LP_ASOURCE_LFUNC };

@@ -136,6 +136,25 @@ cases.deadresume = function()
   return warm, co
 end
 
+-- xpcall's handler as a builtin (`xpcall(f, debug.traceback)`): the VM calls it from C on
+-- top of the function that raised the error, so its traceback is that function's, at the
+-- failing line (an index of nil, raised in the VM's own code), or the line that called
+-- the builtin that raised it (error): never debug.traceback's own.
+cases.handler = function()
+  collectgarbage("stop")
+  local warm = table.new(4096, 0)
+  for i = 1, 4096 do warm[i] = "warm" .. i end
+  local function f() local x = nil; return x.y end --@handler_index
+  local function g() error("boom") end --@handler_error
+  start()
+  local ok1, tb1 = xpcall(f, debug.traceback)
+  local ok2, tb2 = xpcall(g, debug.traceback)
+  stop()
+  check(not ok1 and tb1:find("stack traceback", 1, true), "xpcall(f) handler: " .. tostring(tb1))
+  check(not ok2 and tb2:find("boom", 1, true), "xpcall(g) handler: " .. tostring(tb2))
+  return warm
+end
+
 -- The FFI loaded, then taken out of package.loaded (a sandbox hiding it): start must not
 -- load it again (luaopen_ffi anew resets its state: declared types gone, cdata retyped,
 -- finalizers dropped), as the sentinel's FFI finalizer did at first.

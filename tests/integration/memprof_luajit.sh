@@ -16,6 +16,9 @@
 #             on the resume line;
 #  deadresume coroutine.resume of a dead coroutine: its message (56 B) on its line (the
 #             profiler read false in the frame's function slot as a function and crashed);
+#  handler    xpcall(f, debug.traceback): the handler's traceback (and the error message) on
+#             the line that failed (15 events, 1,168 B: an index of nil) or that called
+#             error (9, 1,140 B), never on debug.traceback (the VM calls it from C);
 #  ffihidden  the FFI loaded, then taken out of package.loaded, before start: its declared
 #             types, cdata and finalizers keep working (start loaded it anew, resetting it);
 #  ffiblocked package.loaded.ffi set to a string before the FFI was ever loaded: start
@@ -282,7 +285,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine deadresume ffihidden ffiblocked load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine deadresume handler ffihidden ffiblocked load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -313,6 +316,11 @@ cases() {
 			expect_section "$what" "$e" D ;;
 		deadresume)
 			expect_section "$what" "$e" A "$(L deadresume)|1|56|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		handler)
+			expect_section "$what" "$e" A "$(L handler_index)|15|1168|0" \
+				"$(L handler_error)|9|1140|0"
 			expect_section "$what" "$e" R
 			expect_section "$what" "$e" D ;;
 		load)
