@@ -50,6 +50,9 @@ enum lp_vmstate {
 #define LP_FRAME_CFUNC     2    /* frame-header address of the C function */
 #define LP_FRAME_FFUNC     3    /* frame-header fast-function id */
 #define LP_FRAME_LUA_LAST  0x80 /* ends the Lua stack of a sample */
+/* The last host address of a stack the writer cut short (its walk met its depth limit or
+ * lost its way before the program's first frame): no return address is 1. */
+#define LP_HOST_CUT        1
 #define LP_SYSPROF_SYM_LFUNC 10 /* mid-stream symbol events: a sym-* body follows */
 #define LP_SYSPROF_SYM_CFUNC 11
 #define LP_SYSPROF_SYM_TRACE 12

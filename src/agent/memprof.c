@@ -181,7 +181,7 @@ static struct agent_tcodes s_tcodes;
 static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
 static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
 static struct lp_lj_trace_frame s_tfr[LP_LJ_TRACE_MAX_INLINED]; /* a trace's inlined calls */
-static uint64_t s_host[AGENT_MAX_HOST];
+static uint64_t s_host[AGENT_MAX_HOST + 1]; /* + LP_HOST_CUT */
 static uint8_t s_body[AGENT_SAMPLE_MAX];
 
 /* -- Plain loads --------------------------------------------------------------------- */
@@ -1094,6 +1094,8 @@ static int64_t capture(void)
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
 	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
 		mp.cut++;
+	if (cut && nhost > skip)
+		s_host[nhost++] = LP_HOST_CUT;
 	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,
 				     .nhost = nhost - skip };
 	struct lp_wbuf w;

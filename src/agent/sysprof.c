@@ -433,6 +433,10 @@ static void take_sample(const ucontext_t *uc)
 		}
 		out.host = hs_host;
 	}
+	/* A host stack cut short says so (LP_HOST_CUT): the report then does not take its
+	 * outermost VM entry for the program's first. */
+	if (truncated && out.nhost && out.nhost < sizeof(hs_host) / sizeof(hs_host[0]))
+		hs_host[out.nhost++] = LP_HOST_CUT;
 	count(s->vmstate);
 	truncated |= s->lua_truncated;
 	out.vmstate = s->vmstate;

@@ -78,6 +78,7 @@ struct lp_sysprof {
 		size_t merged, nmerged;         /* cached merge in mpool, once done ... */
 		int done;
 		int cpu;                        /* a CPU sample's own stacks, not a record's */
+		int cut;                        /* the host stack was cut short (LP_HOST_CUT) */
 		uint64_t epoch;                 /* ... with the names of this overlay epoch */
 	} *stacks;
 	size_t nstacks, stackcap;
@@ -381,14 +382,24 @@ static int step_copy_at(struct lp_sysprof *s, const uint64_t *host, size_t k)
 	return in != ANCHOR_VM_BLOCK && in != ANCHOR_UNNAMED;
 }
 
+/* Whether the writer cut the host stack short: then *nhost leaves out its marker. */
+static int host_cut(const uint64_t *host, size_t *nhost)
+{
+	if (!*nhost || host[*nhost - 1] != LP_HOST_CUT)
+		return 0;
+	--*nhost;
+	return 1;
+}
+
 /*
 ** Builds the merged stack of a guest sample into s->out, root first.
 ** lua[] and host[] arrive innermost first, as in the stream. trace_leaf: host[0] is the
 ** machine code of the running trace (a TRACE sample's full stack): it is the VM entry of
-** the innermost segment, and not shown, since the trace's own frame follows.
+** the innermost segment, and not shown, since the trace's own frame follows. cut: the
+** writer cut the host stack short (its outermost frames are missing).
 */
 static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
-		       size_t *n)
+		       int cut, size_t *n)
 {
 	size_t nl = smp->nlua, nh = smp->nhost;
 	const struct lp_lua_frame *lua = smp->lua;   /* lua[nl-1] is the outermost */
@@ -563,6 +574,13 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	size_t want_opt = na > nseg ? na - nseg : 0;
 	if (want_opt > optional)
 		want_opt = optional;
+	/* A host stack cut short has lost its outer anchors: the count left says nothing of
+	 * how many optional boundaries there are. Every builtin that calls back from C code
+	 * of its own or resumes is then one (as on a whole stack), and the outer segments
+	 * the anchors left cannot reach go to the root, not after the outermost anchor left
+	 * (the main chunk's line shown as called from deep in a sort's comparator). */
+	if (cut)
+		want_opt = optional - protects;
 	if (lp_grow((void **)&s->seg_start, &s->segcap, nseg + want_opt + 2, sizeof(size_t)))
 		return -ENOMEM;
 	/* Walk outermost first (o = 0 is lua[nl-1]); decide optional boundaries innermost
@@ -707,11 +725,11 @@ static size_t vm_caller(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 ** that a coroutine's VM code called on top of the stack that VM code has (vm_caller).
 */
 static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trace_leaf,
-		 size_t *n)
+		 int cut, size_t *n)
 {
 	size_t j = trace_leaf ? 0 : vm_caller(s, smp);
 	if (!j)
-		return merge_stack(s, smp, trace_leaf, n);
+		return merge_stack(s, smp, trace_leaf, cut, n);
 	struct lp_sys_sample sub = *smp;
 	sub.host += j;
 	sub.nhost -= j;
@@ -727,7 +745,7 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 			}
 		}
 	}
-	if (merge_stack(s, &sub, 1, n))
+	if (merge_stack(s, &sub, 1, cut, n))
 		return -ENOMEM;
 	uint32_t id;
 	for (size_t k = j + 1; k-- > 0;)
@@ -798,7 +816,9 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	} else if (smp->nlua > 0) {
 		return defer(s, smp);
 	} else {
-		for (size_t k = smp->nhost; k-- > 0;)
+		size_t nh = smp->nhost;
+		(void)host_cut(smp->host, &nh);
+		for (size_t k = nh; k-- > 0;)
 			if (c_frame(s, smp->host[k], &id) || push(s, &n, id))
 				return -ENOMEM;
 	}
@@ -813,10 +833,12 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 
 /* -- Full stacks of TRACE samples (extension) ------------------------------------------ */
 
-/* Appends a raw stack: its index in stacks, or -ENOMEM. */
+/* Appends a raw stack (its cut marker taken off into cut): its index in stacks, or
+ * -ENOMEM. */
 static int64_t add_rawstack(struct lp_sysprof *s, const struct lp_lua_frame *lua, size_t nlua,
 			    const uint64_t *host, size_t nhost)
 {
+	int cut = host_cut(host, &nhost);
 	if (lp_grow((void **)&s->stacks, &s->stackcap, s->nstacks + 1, sizeof(*s->stacks)) ||
 	    lp_grow((void **)&s->lpool, &s->lpoolcap, s->nlpool + nlua, sizeof(*s->lpool)) ||
 	    lp_grow((void **)&s->hpool, &s->hpoolcap, s->nhpool + nhost, sizeof(*s->hpool)))
@@ -827,6 +849,7 @@ static int64_t add_rawstack(struct lp_sysprof *s, const struct lp_lua_frame *lua
 	r->nlua = nlua;
 	r->host = s->nhpool;
 	r->nhost = nhost;
+	r->cut = cut;
 	if (nlua)
 		memcpy(s->lpool + s->nlpool, lua, nlua * sizeof(*lua));
 	if (nhost)
@@ -859,6 +882,8 @@ static int same_lua(const struct lp_lua_frame *a, const struct lp_lua_frame *b, 
  * have the same ones; -ENOMEM. */
 static int64_t intern_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 {
+	size_t nh = smp->nhost;
+	int cut = host_cut(smp->host, &nh);
 	uint64_t h = lp_hash_u64(smp->nlua * 0x9e3779b97f4a7c15ull ^ smp->nhost);
 	for (size_t i = 0; i < smp->nlua; i++)
 		h = lp_hash_u64(h ^ smp->lua[i].addr ^ smp->lua[i].line << 20 ^ smp->lua[i].type);
@@ -867,10 +892,9 @@ static int64_t intern_stack(struct lp_sysprof *s, const struct lp_sys_sample *sm
 	struct lp_addrmap_entry *e = lp_addrmap_get(&s->dedup, h);
 	if (e) {
 		const struct rawstack *r = &s->stacks[e->a];
-		if (r->nlua == smp->nlua && r->nhost == smp->nhost &&
+		if (r->nlua == smp->nlua && r->nhost == nh && r->cut == cut &&
 		    (smp->nlua == 0 || same_lua(s->lpool + r->lua, smp->lua, smp->nlua)) &&
-		    (smp->nhost == 0 ||
-		     !memcmp(s->hpool + r->host, smp->host, smp->nhost * sizeof(*smp->host))))
+		    (nh == 0 || !memcmp(s->hpool + r->host, smp->host, nh * sizeof(*smp->host))))
 			return (int64_t)e->a;
 	}
 	int64_t k = add_rawstack(s, smp->lua, smp->nlua, smp->host, smp->nhost);
@@ -1038,7 +1062,7 @@ static int stack_frames(struct lp_sysprof *s, struct rawstack *r)
 			by_trace = s->memory && k == ANCHOR_UNNAMED &&
 				   lp_symtab_tcode(s->st, host[0], &tn, &tr, &fn) == 0;
 		}
-		if (merge(s, &smp, leaf, &n))
+		if (merge(s, &smp, leaf, r->cut, &n))
 			return -ENOMEM;
 		if (by_trace && (c_frame(s, host[0], &id) || push(s, &n, id)))
 			return -ENOMEM;
@@ -1168,6 +1192,7 @@ static int64_t gc_stack(struct lp_sysprof *s, uint64_t id)
 	if (k < 0)
 		return -ENOMEM;
 	s->stacks[k].cpu = 1;
+	s->stacks[k].cut = r.cut;
 	if (lp_addrmap_put(&s->gside, id, (uint64_t)k, 0))
 		return -ENOMEM;
 	return k;

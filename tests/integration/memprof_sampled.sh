@@ -400,6 +400,34 @@ placed=$(awk '$0 ~ /;lua_pcall;@[^;]*deadco\.lua:7 [0-9]+$/ { p += $NF } END { p
 	fail "failed coroutine.resume: $placed bytes on the calling line, not 300 x 56:
 $(sort -t' ' -k2 -nr "$t/deadco.folded" | head -3)"
 
+# -- Recursion through table.sort's comparator, 100 deep: each level adds a VM entry and
+# four host frames, so the host walk (256 frames) is cut short about 60 levels in. The
+# levels the cut host stack cannot reach stay at the root, the main chunk's line first
+# (under the main chunk's caller, pmain, a C function of the Lua stack): never after host
+# frames of the recursion (they took the outermost VM entry left for the program's first
+# and hung the main chunk's line from it). Stacks not cut reach the host's main.
+cat >"$t/deep.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local keep = {}
+local function leaf() for i = 1, 20000 do keep[i % 500 + 1] = { i } end end
+local function rec(n)
+  if n == 0 then return leaf() end
+  table.sort({ 2, 1 }, function(a, b) rec(n - 1); return a < b end)
+end
+assert(mp.start(arg[1], { sample = 2048 }))
+rec(100)
+assert(mp.stop())
+EOF
+folded deep deep-sort "$t/deep.lua" -joff
+read -r all cut misplaced < <(awk '{ t += $NF; i = index($0, ";@")
+	pre = substr($0, 1, i); if ($0 !~ /^_start;/) c += $NF
+	if (!index($0, "deep.lua:10;") || ($0 !~ /^_start;/ && pre ~ /lj_vm_|luajit\+0x[0-9a-f]+;[^@]/)) m += $NF }
+	END { print t + 0, c + 0, m + 0 }' "$t/deep.folded")
+[ "$all" -gt 0 ] && [ "$cut" -gt 0 ] && [ "$misplaced" -eq 0 ] ||
+	fail "cut stacks: $misplaced of $all bytes ($cut in cut stacks) with host frames before the main chunk's line:
+$(grep -v '^_start;' "$t/deep.folded" | sort -t' ' -k2 -nr | head -2 | cut -c1-300)"
+
 # -- The JIT compiler's allocations (IR, snapshots, machine code) happen in its protected
 # call (lj_vm_cpcall from lj_trace_ins), a VM entry with no Lua frame, while it compiles a
 # loop of Lua code that allocates nothing itself: they are shown on top of the compiled

@@ -267,6 +267,21 @@ static void test_builtins(void)
 		  "lj_vm_call;@app.lua:12;lj_BC_CALL 1\n");
 }
 
+/* A host stack the agent cut short (LP_HOST_CUT at its outer end): of two table.sort
+ * comparators, only the inner one's VM entry is left. The outer Lua frames that no host
+ * frame reaches go to the root ahead of the host frames; they went after the only VM
+ * entry left (the main chunk's line shown as called from inside the inner sort). */
+static void test_cut_host(void)
+{
+	begin();
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(18), L(P_F, 12), FF(18), L(P_G, 22) };
+	uint64_t host[] = { LP_HOST_CUT, A_SORT, A_LUA_CALL, A_VM_CALL, A_BC };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	CHECK_STR(collapse(0, 0),
+		  "@app.lua:5;builtin#18;@app.lua:12;builtin#18;lj_cf_table_sort;lua_call;"
+		  "lj_vm_call;@app.lua:22;lj_BC_CALL 1\n");
+}
+
 static void test_api_anchors(void)
 {
 	begin();
@@ -1454,6 +1469,7 @@ int main(void)
 	RUN(test_resume);
 	RUN(test_running_cfunc);
 	RUN(test_builtins);
+	RUN(test_cut_host);
 	RUN(test_api_anchors);
 	RUN(test_trace_host_split);
 	RUN(test_unknown_addresses);
