@@ -83,6 +83,7 @@ static int mem_on_stop(void *ctx, uint8_t *buf)
 
 struct parsed {
 	uint64_t samples, host_frames, one_host_frame, lua_frames, gc_samples, gc_pairs;
+	uint64_t cut_marked; /* samples whose host stack ends in LP_HOST_CUT */
 	int complete, extension, status;
 };
 
@@ -98,9 +99,14 @@ static int on_sample(void *ctx, const struct lp_sys_sample *s)
 	struct parsed *p = ctx;
 	p->samples++;
 	p->gc_samples += s->vmstate == LP_VMST_GC;
-	p->host_frames += s->nhost;
+	/* A host stack cut short ends in LP_HOST_CUT, which is no frame. */
+	size_t nh = s->nhost;
+	int cut = nh && s->host[nh - 1] == LP_HOST_CUT;
+	nh -= (size_t)cut;
+	p->cut_marked += (uint64_t)cut;
+	p->host_frames += nh;
 	p->lua_frames += s->nlua;
-	if (s->vmstate != LP_VMST_TRACE && s->nhost == 1)
+	if (s->vmstate != LP_VMST_TRACE && nh == 1)
 		p->one_host_frame++;
 	return 0;
 }
@@ -495,6 +501,10 @@ static void test_callgraph(void)
 	      "unaligned backtracer: %llu leaf-only samples, %llu truncated, %llu non-trace",
 	      (unsigned long long)p.one_host_frame, (unsigned long long)s.truncated,
 	      (unsigned long long)nontrace);
+	/* Each says it was cut short (the report then keeps its Lua frames at the root). */
+	CHECK(p.cut_marked >= p.one_host_frame,
+	      "unaligned backtracer: %llu of %llu leaf-only samples marked cut short",
+	      (unsigned long long)p.cut_marked, (unsigned long long)p.one_host_frame);
 }
 
 /* CPU seconds of this thread. */
