@@ -601,43 +601,41 @@ static int tcode_cmp(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static int tcode_ptr_cmp(const void *a, const void *b)
-{
-	const struct tcode *x = *(const struct tcode *const *)a, *y = *(const struct tcode *const *)b;
-	return x->traceno < y->traceno ? -1 : x->traceno > y->traceno;
-}
+/* Extents still open at a point of the sweep below past which every open one is taken for
+ * ambiguous: a crafted stream's thousands of nested extents stay linear. */
+#define TCODE_OPEN_MAX 64
 
-/* Sorts the extents and marks the ambiguous ones: overlapping another, or sharing their
- * trace number with another (a number reused: which code was which trace is unknown). */
+/* Sorts the extents and marks the ambiguous ones: overlapping an extent of another trace
+ * number (code reused by another trace: which one ran there is unknown). Extents of one
+ * number at several places (the trace compiled again after a flush) name that number;
+ * which start it had is the symbols' question (lp_symtab_tcode asks it). */
 static void tcode_sort(struct lp_symtab *st)
 {
 	st->tdirty = 0;
 	if (!st->ntcodes)
 		return;
 	qsort(st->tcodes, st->ntcodes, sizeof(*st->tcodes), tcode_cmp);
-	uint64_t maxend = st->tcodes[0].end;
-	size_t maxi = 0;
-	for (size_t i = 1; i < st->ntcodes; i++) {
-		if (st->tcodes[i].start < maxend)
-			st->tcodes[i].bad = st->tcodes[maxi].bad = 1;
-		if (st->tcodes[i].end > maxend) {
-			maxend = st->tcodes[i].end;
-			maxi = i;
+	size_t open[TCODE_OPEN_MAX], nopen = 0;
+	for (size_t i = 0; i < st->ntcodes; i++) {
+		struct tcode *t = &st->tcodes[i];
+		size_t k = 0;
+		for (size_t j = 0; j < nopen; j++) {
+			struct tcode *o = &st->tcodes[open[j]];
+			if (o->end <= t->start)
+				continue; /* closed before t */
+			if (o->traceno != t->traceno)
+				o->bad = t->bad = 1;
+			open[k++] = open[j];
 		}
+		nopen = k;
+		if (nopen == TCODE_OPEN_MAX) {
+			for (size_t j = 0; j < nopen; j++)
+				st->tcodes[open[j]].bad = 1;
+			t->bad = 1;
+			nopen = 0;
+		}
+		open[nopen++] = i;
 	}
-	struct tcode **by_no = malloc(st->ntcodes * sizeof(*by_no));
-	if (!by_no) {
-		for (size_t i = 0; i < st->ntcodes; i++)
-			st->tcodes[i].bad = 1; /* no memory to tell: none used */
-		return;
-	}
-	for (size_t i = 0; i < st->ntcodes; i++)
-		by_no[i] = &st->tcodes[i];
-	qsort(by_no, st->ntcodes, sizeof(*by_no), tcode_ptr_cmp);
-	for (size_t i = 1; i < st->ntcodes; i++)
-		if (by_no[i]->traceno == by_no[i - 1]->traceno)
-			by_no[i]->bad = by_no[i - 1]->bad = 1;
-	free(by_no);
 }
 
 int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,

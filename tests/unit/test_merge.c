@@ -869,8 +869,9 @@ static void test_trace_exit_stacks(void)
 }
 
 /* Trace 5's machine code, [0x7f0000, 0x7f0100), and, with tcode_overlap, trace 6's over
- * part of it (begin's symbol table names trace 3 already). */
-static int tcode_overlap;
+ * part of it (begin's symbol table names trace 3 already); with tcode_again, trace 5's
+ * code compiled anew elsewhere, [0x7f0200, 0x7f0300) (after a flush). */
+static int tcode_overlap, tcode_again;
 
 static void tcode_rec(uint64_t traceno, uint64_t addr, uint64_t size)
 {
@@ -887,12 +888,16 @@ static void tcode_trailer(void)
 	tcode_rec(5, 0x7f0000, 0x100);
 	if (tcode_overlap)
 		tcode_rec(6, 0x7f00f8, 0x100);
+	if (tcode_again)
+		tcode_rec(5, 0x7f0200, 0x100);
 	lp_write_ext_end(&wb);
 }
 
 /* Three samples in C code trace 5 called: two from inside its code, one from just past it.
- * redef: the trace's number then names another trace. */
-static const char *tcode_case(int redef, int overlap)
+ * redef: the trace's number then names another trace. again: trace 5 is then compiled
+ * anew elsewhere from the same start (the symbol written again, the same), and a fourth
+ * sample is in C code that code called. */
+static const char *tcode_case(int redef, int overlap, int again)
 {
 	begin();
 	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
@@ -905,24 +910,35 @@ static const char *tcode_case(int redef, int overlap)
 	SAMPLE(LP_VMST_CFUNC, lua, h3);
 	if (redef)
 		lp_write_sys_sym_trace(&wb, 5, P_G, 21);
+	if (again) {
+		uint64_t h4[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x7f0210, A_CFUNC + 4 };
+		lp_write_sys_sym_trace(&wb, 5, P_F, 13);
+		SAMPLE(LP_VMST_CFUNC, lua, h4);
+	}
 	tcode_overlap = overlap;
+	tcode_again = again;
 	trailer = tcode_trailer;
 	return collapse(0, 0);
 }
 
 /* C code a trace called: the trace's frame is named after the trace (tcode record), one
  * frame for all its call sites; an address outside every trace stays raw, and so does one
- * whose trace is not certain (its number reused, its extent overlapping another). */
+ * whose trace is not certain (its number reused for another start, its extent overlapping
+ * another trace's). Its number's code in two places with one start (compiled again after
+ * a flush) names it in both: every such frame was raw after any flush. */
 static void test_trace_code_frame(void)
 {
-	CHECK_STR(tcode_case(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
-				    "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;"
-				    "my_cfunc 2\n");
+	CHECK_STR(tcode_case(0, 0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
+				       "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;"
+				       "my_cfunc 2\n");
 	static const char raw[] = "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0010;my_cfunc 1\n"
 				  "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f00f0;my_cfunc 1\n"
 				  "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n";
-	CHECK_STR(tcode_case(1, 0), raw);
-	CHECK_STR(tcode_case(0, 1), raw);
+	CHECK_STR(tcode_case(1, 0, 0), raw);
+	CHECK_STR(tcode_case(0, 1, 0), raw);
+	CHECK_STR(tcode_case(0, 0, 1), "main;lua_pcall;@app.lua:5;@app.lua:13;0x7f0100;my_cfunc 1\n"
+				       "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;"
+				       "my_cfunc 3\n");
 }
 
 /* A trace's code as the only frame to anchor a segment at (a coroutine resumed by
