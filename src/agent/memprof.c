@@ -693,12 +693,14 @@ static uint64_t cont_caller_proto(uint64_t base, uint64_t link, uint64_t stack, 
 ** frame (cf, the running one) over the interpreter's, whose saved PC is where the Lua
 ** function below stopped: as Tarantool's memprof does (frame_prev, then the line from
 ** the C frames), the event is that function's, at that PC. Below an error handler
-** (the thread's status LUA_ERRERR) may be the builtin that raised the error (`error`,
-** `assert`, a bad argument): then, as for any builtin, the Lua line that called it, which
-** the handler runs for (Tarantool's names the handler). Any other builtin below (gsub
-** calling string.upper) is the running one's caller, as in Tarantool: 0 then, and when
-** the frame below is a C function's or the PC is not in the Lua function's bytecode
-** (another C frame between them: a C function's lua_pcall).
+** (the thread's status LUA_ERRERR) may be `error` or `assert`, which raised the error:
+** then, as for any builtin, the Lua line that called it, which the handler runs for
+** (Tarantool's names the handler). Neither calls anything from C, so the builtin over
+** one is the handler (or a finalizer their allocation ran). Any other builtin below (a
+** handler's gsub calling string.upper; a builtin that raised a bad argument) is the
+** running one's caller, as in Tarantool: 0 then, and when the frame below is a C
+** function's or the PC is not in the Lua function's bytecode (another C frame between
+** them: a C function's lua_pcall).
 */
 static uint64_t vm_caller_proto(uint64_t L, uint64_t base, uint64_t link, uint64_t stack,
 				uint64_t cf, uint64_t *pc)
@@ -712,7 +714,9 @@ static uint64_t vm_caller_proto(uint64_t L, uint64_t base, uint64_t link, uint64
 		return 0;
 	uint8_t ffid = ld8(fn + y->fn_ffid);
 	if (ffid != LP_LJ_FFID_LUA && ffid != LP_LJ_FFID_C) {
-		if (ld8(L + y->l_status) != LUA_ERRERR)
+		const char *name = lp_lj_ffname(y, ffid);
+		if (ld8(L + y->l_status) != LUA_ERRERR || !name ||
+		    (strcmp(name, "error") && strcmp(name, "assert")))
 			return 0;
 		uint64_t plink = ld64(pbase - 8);
 		*pc = plink;
