@@ -16,6 +16,7 @@
 ** wrong symbols, never a fault (tests/fuzz/fuzz_elfsyms.c).
 */
 #include <elf.h>
+#include <errno.h> /* program_invocation_name */
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
@@ -299,7 +300,7 @@ static void emit_loaded(struct lp_wbuf *w, int kind, const struct dl_phdr_info *
 	uint64_t n = 0;
 	if (gnu_hash)
 		n = gnu_hash_count(info, dyn_addr(info, gnu_hash, 16));
-	else if (hash && (hash = dyn_addr(info, hash, 8))) {
+	if (!n && hash && (hash = dyn_addr(info, hash, 8))) {
 		uint32_t nchain; /* one chain entry per symbol */
 		memcpy(&nchain, (const void *)(uintptr_t)(hash + 4), 4);
 		n = nchain;
@@ -562,22 +563,31 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 	}
 	const char *path = info->dlpi_name, *file = path;
 	char exe[4096];
-	if (!path || !*path) {
+	int main_program = !path || !*path;
+	if (main_program) {
 		/* The main program: read through the kernel's reference to the file running,
 		 * which stays the one loaded though its path may now name another. */
 		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-		if (n <= 0)
-			return 0;
-		exe[n] = '\0';
+		exe[n > 0 ? n : 0] = '\0';
 		size_t del = strlen(" (deleted)");
-		if ((size_t)n > del && !strcmp(exe + n - del, " (deleted)"))
+		if (n > 0 && (size_t)n > del && !strcmp(exe + n - del, " (deleted)"))
 			exe[n - del] = '\0';
-		path = exe;
+		path = n > 0 ? exe : program_invocation_name;
 		file = "/proc/self/exe";
 	}
 	struct covers cv = { NULL, 0, 0 };
-	if (!emit_file(wk->w, wk->kind, file, info, &cv))
-		emit_loaded(wk->w, wk->kind, info, &cv);
+	if (!emit_file(wk->w, wk->kind, file, info, &cv)) {
+		/* A program run through the dynamic loader (`ld.so prog`): the file running is
+		 * the loader; the program is the one it was asked to run (argv[0] then), and
+		 * is named so whether or not that file is still the one loaded. */
+		if (main_program) {
+			path = program_invocation_name;
+			if (!emit_file(wk->w, wk->kind, path, info, &cv))
+				emit_loaded(wk->w, wk->kind, info, &cv);
+		} else {
+			emit_loaded(wk->w, wk->kind, info, &cv);
+		}
+	}
 	emit_unnamed(wk->w, wk->kind, info, path, &cv);
 	free(cv.c);
 	return 0;

@@ -12,7 +12,10 @@
 #            names appears;
 #  host      a host program whose executable is replaced by another build before it
 #            starts the profiler: its static host_alloc is named (the running file, read
-#            through /proc/self/exe), the other build's host_other is not.
+#            through /proc/self/exe), the other build's host_other is not;
+#  loader    luajit run through the dynamic loader (`ld.so luajit script`), whose running
+#            file is then the loader: a CPU profile (luaprof record) names luajit's own
+#            code luajit+0xOFFSET under main, not after the loader (ld-linux...+0x).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -105,6 +108,25 @@ if "$t/host-run" "$t/host-other" "build/?.so" "$t/host.bin" >"$t/host.out" 2>&1;
 	cmp -s "$t/host-run" "$t/host-other.copy" || fail "host: the executable was not replaced"
 else
 	fail "host: $(head -5 "$t/host.out")"
+fi
+
+loader=$(ls /lib64/ld-linux-x86-64.so.2 2>/dev/null)
+if [ -n "$loader" ]; then
+	cat >"$t/loader.lua" <<'LUA'
+local t = 0
+for i = 1, 2e7 do t = t + math.sin(i) * i % 7 end
+print(t)
+LUA
+	(cd "$t" && "$OLDPWD/build/luaprof" record -q -o loader.svg -- "$loader" "$(command -v luajit)" \
+		loader.lua) >"$t/loader.out" 2>&1 || fail "loader: record: $(tail -3 "$t/loader.out")"
+	build/luaprof report -q -f collapsed "$t/loader.bin" >"$t/loader.folded" 2>"$t/loader.err" ||
+		fail "loader: report: $(head -3 "$t/loader.err")"
+	read -r all named < <(awk '/;lua_pcall;/ { t += $NF
+		if ($0 ~ /;main;lua_cpcall;lj_vm_asm_begin;luajit\+0x[0-9a-f]+;luajit\+0x[0-9a-f]+;lua_pcall;/) n += $NF }
+		END { print t + 0, n + 0 }' "$t/loader.folded")
+	[ "$all" -gt 0 ] && [ "$named" = "$all" ] ||
+		fail "loader: $named of $all samples name luajit's frames under main after luajit:
+$(head -2 "$t/loader.folded" | cut -c1-200)"
 fi
 
 [ $fails -eq 0 ] || exit 1
