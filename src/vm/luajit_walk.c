@@ -368,7 +368,8 @@ static int resume_frame(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	if (co->L == vm->mainL)
 		return LP_LJ_ENONE;
 	/* The resume frame is the coroutine's outermost: C frames the coroutine entered since
-	 * (lj_vm_cpcall: a trace exit, the JIT compiler) link to it, flag included. */
+	 * (lj_vm_cpcall: a trace exit, the JIT compiler; lj_vm_call: a comparator) link to
+	 * it, flag included. */
 	uint64_t link = co->cframe;
 	for (int hop = 0; !(link & LP_LJ_CFRAME_RESUME); hop++) {
 		uint64_t cf = link & LP_LJ_CFRAME_RAWMASK, prev;

@@ -107,15 +107,16 @@ unsigned lp_lj_cframes(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64
 ** function): its interpreter C frame sits right above co's resume frame on the native
 ** stack, so resumer_cframe = resume frame + CFRAME_SIZE and resumer L = SAVE_L there. The
 ** resume frame is co->cframe, or the first frame with the resume flag on its chain when co
-** is inside C frames of its own (lj_vm_cpcall: trace exits, the JIT compiler; at most
-** LP_LJ_MAX_INNER_CFRAMES of them). A resume frame that returns outside the interpreter
+** is inside C frames of its own (lj_vm_cpcall: trace exits, the JIT compiler; lj_vm_call
+** from a builtin calling Lua back: a table.sort comparator, a gsub callback, each level of
+** a recursion through them; at most LP_LJ_MAX_INNER_CFRAMES of them, one read each). A resume frame that returns outside the interpreter
 ** block was entered by lua_resume from C: the frame above it is the host's, never read as
 ** a thread. The result is trusted only if that thread belongs to this VM, its own L->cframe is exactly that
 ** C frame and its top frame is the resume/wrap builtin; its stack is then walkable from its
 ** L->base. Returns LP_LJ_OK and fills *resumer (and *cframe_out if non-NULL), LP_LJ_ENONE
 ** when co was not resumed from Lua (main thread, lua_resume from C, suspended), or an error.
 */
-#define LP_LJ_MAX_INNER_CFRAMES 8
+#define LP_LJ_MAX_INNER_CFRAMES 256
 int lp_lj_resumer(const struct lp_lj_vm *vm, const struct lp_mem *m,
 		  const struct lp_lj_thread *co, struct lp_lj_thread *resumer,
 		  uint64_t *cframe_out);

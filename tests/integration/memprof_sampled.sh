@@ -420,13 +420,43 @@ rec(100)
 assert(mp.stop())
 EOF
 folded deep deep-sort "$t/deep.lua" -joff
-read -r all cut misplaced < <(awk '{ t += $NF; i = index($0, ";@")
-	pre = substr($0, 1, i); if ($0 !~ /^_start;/) c += $NF
-	if (!index($0, "deep.lua:10;") || ($0 !~ /^_start;/ && pre ~ /lj_vm_|luajit\+0x[0-9a-f]+;[^@]/)) m += $NF }
-	END { print t + 0, c + 0, m + 0 }' "$t/deep.folded")
+# Placed: the main chunk's line is the first Lua frame, right after lua_pcall (the host
+# stack reaches it) or after at most one frame (pmain, a C function of the Lua stack).
+placed='{ i = index($0, ";@"); n = split(substr($0, 1, i - 1), pre, ";")
+	ok = index($0, "deep.lua:10;") && substr($0, i + 1) ~ /^@[^;]*deep\.lua:10;/ &&
+	     (n <= 1 || pre[n] == "lua_pcall") }'
+read -r all cut misplaced < <(awk "$placed"'{ t += $NF; if ($0 !~ /^_start;/) c += $NF
+	if (!ok) m += $NF } END { print t + 0, c + 0, m + 0 }' "$t/deep.folded")
 [ "$all" -gt 0 ] && [ "$cut" -gt 0 ] && [ "$misplaced" -eq 0 ] ||
 	fail "cut stacks: $misplaced of $all bytes ($cut in cut stacks) with host frames before the main chunk's line:
-$(grep -v '^_start;' "$t/deep.folded" | sort -t' ' -k2 -nr | head -2 | cut -c1-300)"
+$(awk "$placed"'!ok' "$t/deep.folded" | head -2 | cut -c1-300)"
+
+# -- The same recursion 12 deep inside coroutine.wrap, the comparator calling through
+# pcall: each level is a C frame of the coroutine (lj_vm_call) over its resume frame, and
+# finding the resumer (the main thread's wrap call) stopped after 8 of them: every stack
+# lost main and the wrap line. The leaf's bytes (line 4) all reach main through
+# coroutine.wrap_aux (coroutine.wrap's own, on line 10, are the main thread's).
+cat >"$t/deepco.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+local mp = require("luaprof").memprof
+local keep = {}
+local function leaf() for i = 1, 20000 do keep[i % 500 + 1] = { i } end end
+local function rec(n)
+  if n == 0 then return leaf() end
+  table.sort({ 2, 1 }, function(a, b) pcall(rec, n - 1); return a < b end)
+end
+assert(mp.start(arg[1], { sample = 4096 }))
+local co = coroutine.wrap(function() rec(12) end)
+co()
+assert(mp.stop())
+EOF
+folded deepco deep-sort-coroutine "$t/deepco.lua" -joff
+re='(^|;)main;.*;@[^;]*deepco\.lua:11;coroutine\.wrap_aux;'
+read -r all rooted < <(awk -v re="$re" '/deepco\.lua:4[; ]/ { t += $NF; if ($0 ~ re) r += $NF }
+	END { print t + 0, r + 0 }' "$t/deepco.folded")
+[ "$all" -gt 0 ] && [ "$rooted" -eq "$all" ] ||
+	fail "coroutine, 12 comparators deep: $rooted of $all bytes of the leaf reach main through the wrap call:
+$(grep 'deepco\.lua:4[; ]' "$t/deepco.folded" | grep -Ev "$re" | sort -t' ' -k2 -nr | head -2 | cut -c1-300)"
 
 # -- The JIT compiler's allocations (IR, snapshots, machine code) happen in its protected
 # call (lj_vm_cpcall from lj_trace_ins), a VM entry with no Lua frame, while it compiles a
