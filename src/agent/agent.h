@@ -87,6 +87,10 @@ struct agent_sample {
 	uint64_t traceno, trace_proto, trace_line; /* vmstate == LP_VMST_TRACE */
 	size_t nsyms;                         /* symbols to emit before the sample */
 	struct agent_sym syms[AGENT_MAX_NEWSYMS];
+	/* Machine code of the traces the sample names, kept (agent_vm_sample_kept) only once
+	 * the sample and its symbols are in the stream. */
+	size_t ncodes;
+	struct agent_sample_code { uint64_t mcode; uint32_t size, traceno; } codes[4];
 };
 
 /* -- VM sampler (vmsample.c): the only part that knows LuaJIT's memory layout --------- */
@@ -118,6 +122,12 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 ** sample is then dropped, never guessed).
 */
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
+/* After agent_vm_sample: the sample went into the stream (its trace code is noted for
+ * the tcode records), or it did not (its symbols are forgotten, so that the next sample
+ * that needs them writes them: a dropped sample's symbols were named in no stream).
+ * Async-signal-safe. */
+void agent_vm_sample_kept(const struct agent_sample *s);
+void agent_vm_sample_dropped(const struct agent_sample *s);
 
 /*
 ** In the handler after the host walk (C mode, or L mode's walk to the first VM frame):

@@ -392,10 +392,12 @@ static void take_sample(const ucontext_t *uc)
 {
 	struct agent_sample *s = &hs_sample;
 	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
+		agent_vm_sample_dropped(s);
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
 	if (sp.mode == LUAPROF_SYSPROF_DEFAULT) {
+		agent_vm_sample_dropped(s); /* counted: nothing written */
 		count(s->vmstate);
 		return;
 	}
@@ -454,9 +456,11 @@ static void take_sample(const ucontext_t *uc)
 	}
 	lp_write_sys_sample(&w, &out);
 	if (!lp_wbuf_ok(&w) || push(hs_scratch, (size_t)(w.pos - w.buf)) != 0) {
+		agent_vm_sample_dropped(s);
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
+	agent_vm_sample_kept(s);
 	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC, JIT
 	 * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua
 	 * code, the compiler compiles it, the exit restores its frames). */

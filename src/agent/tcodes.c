@@ -7,19 +7,25 @@
 
 #define PROBES 8
 
-void agent_tcodes_note(struct agent_tcodes *s, const struct lp_lj_trace *t)
+void agent_tcodes_note_code(struct agent_tcodes *s, uint32_t traceno, uint64_t mcode,
+			    uint32_t size)
 {
-	for (unsigned i = 0; t->mcode && t->szmcode && i < PROBES; i++) {
-		struct agent_tcode *c = &s->slot[(t->traceno + i) & (AGENT_TCODE_SLOTS - 1)];
-		if (c->mcode == t->mcode && c->traceno == t->traceno && c->size == t->szmcode)
+	for (unsigned i = 0; mcode && size && i < PROBES; i++) {
+		struct agent_tcode *c = &s->slot[(traceno + i) & (AGENT_TCODE_SLOTS - 1)];
+		if (c->mcode == mcode && c->traceno == traceno && c->size == size)
 			return;
 		if (!c->mcode) {
-			c->size = t->szmcode;
-			c->traceno = t->traceno;
-			c->mcode = t->mcode;
+			c->size = size;
+			c->traceno = traceno;
+			c->mcode = mcode;
 			return;
 		}
 	}
+}
+
+void agent_tcodes_note(struct agent_tcodes *s, const struct lp_lj_trace *t)
+{
+	agent_tcodes_note_code(s, t->traceno, t->mcode, t->szmcode);
 }
 
 void agent_tcodes_write(const struct agent_tcodes *s, struct lp_wbuf *w)

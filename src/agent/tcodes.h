@@ -24,6 +24,9 @@ struct agent_tcodes {
 
 /* Notes t's code (nothing for a trace without code). Async-signal-safe: no allocation. */
 void agent_tcodes_note(struct agent_tcodes *s, const struct lp_lj_trace *t);
+/* The same from a trace's number and code. */
+void agent_tcodes_note_code(struct agent_tcodes *s, uint32_t traceno, uint64_t mcode,
+			    uint32_t size);
 /* One tcode record per extent noted. */
 void agent_tcodes_write(const struct agent_tcodes *s, struct lp_wbuf *w);
 

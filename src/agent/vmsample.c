@@ -218,6 +218,9 @@ void agent_vm_ffnames(char *buf, size_t len)
 
 #define KNOWN_SLOTS 32768u /* power of two */
 #define TRACE_KEY   (UINT64_C(1) << 63)
+/* A known entry's fingerprint once its symbol is forgotten: no fingerprint is all ones in
+ * practice (a proto's or a trace's mixes addresses that are 8- or 4-aligned). */
+#define FP_FORGOTTEN UINT64_MAX
 
 static struct known {
 	uint64_t key;  /* proto address, or TRACE_KEY | traceno; 0 = empty */
@@ -313,12 +316,23 @@ static void need_proto(struct agent_sample *s, uint64_t pt)
 	set_known(pt, fp);
 }
 
+/*
+** Queues a symbol event for trace t unless named already, and its machine code for the
+** tcode records: only with its symbol in this stream (a report pairs the code with the
+** trace number's definition at the time), noted once the sample is in (agent_vm_sample_
+** kept).
+*/
 static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 {
 	uint64_t key = TRACE_KEY | t->traceno, fp = t->addr ^ (t->startpt << 1) ^ t->startpc;
-	agent_tcodes_note(&tcodes, t);
 	need_proto(s, t->startpt);
-	if (is_known(key, fp) || s->nsyms == AGENT_MAX_NEWSYMS)
+	int known_now = is_known(key, fp);
+	if (!known_now && s->nsyms == AGENT_MAX_NEWSYMS)
+		return;
+	if (s->ncodes < sizeof(s->codes) / sizeof(s->codes[0]))
+		s->codes[s->ncodes++] = (struct agent_sample_code){ t->mcode, t->szmcode,
+								    t->traceno };
+	if (known_now)
 		return;
 	struct lp_lj_proto p;
 	int32_t line = 0;
@@ -333,6 +347,26 @@ static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 	y->name = NULL;
 	y->len = 0;
 	set_known(key, fp);
+}
+
+void agent_vm_sample_kept(const struct agent_sample *s)
+{
+	for (size_t i = 0; i < s->ncodes; i++)
+		agent_tcodes_note_code(&tcodes, s->codes[i].traceno, s->codes[i].mcode,
+				       s->codes[i].size);
+}
+
+/* Forgets what a sample the stream did not take would have named: its symbols' known
+ * entries no longer match any fingerprint (an entry stays, as open addressing needs). */
+void agent_vm_sample_dropped(const struct agent_sample *s)
+{
+	for (size_t i = 0; i < s->nsyms; i++) {
+		const struct agent_sym *y = &s->syms[i];
+		uint64_t key = y->event == LP_SYSPROF_SYM_TRACE ? TRACE_KEY | y->traceno : y->addr;
+		struct known *k = known_slot(key);
+		if (k && k->key == key)
+			k->fp = FP_FORGOTTEN;
+	}
 }
 
 /*
@@ -989,6 +1023,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	uint64_t rbx = (uint64_t)gr[REG_RBX], rbp = (uint64_t)gr[REG_RBP];
 	s->nlua = 0;
 	s->nsyms = 0;
+	s->ncodes = 0;
 	s->lua_truncated = 0;
 	s->traceno = s->trace_proto = s->trace_line = 0;
 	ncframes = 0;

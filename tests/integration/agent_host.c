@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,14 @@ static struct {
 	void *last_ctx;
 } sink;
 
+/* While set, the writer waits (a slow disk): the profile's buffer fills and samples are
+ * dropped. */
+static atomic_int sink_hold;
+
 static size_t mem_writer(const void **data, size_t len, void *ctx)
 {
+	while (atomic_load(&sink_hold))
+		usleep(1000);
 	if (sink.len + len > sink.cap) {
 		size_t cap = (sink.len + len) * 2;
 		uint8_t *p = realloc(sink.data, cap);
@@ -468,6 +475,90 @@ static struct parsed run_callgraph(luaprof_sysprof_backtracer bt, int jit,
 	luaprof_sysprof_set_backtracer(NULL);
 	lua_close(L);
 	return parse_bytes(sink.data, sink.len);
+}
+
+/* Prototypes named in the stream so far, and Lua frames of samples naming one that was
+ * not (the report shows those as [unknown function 0x...]). */
+static struct {
+	uint64_t named[4096];
+	size_t nnamed, frames, unnamed;
+} dropsyms;
+
+static int drop_sym_lua(void *ctx, uint64_t addr, const char *chunk, size_t len, uint64_t line)
+{
+	if (dropsyms.nnamed < sizeof(dropsyms.named) / sizeof(dropsyms.named[0]))
+		dropsyms.named[dropsyms.nnamed++] = addr;
+	return 0;
+}
+
+static int drop_sample(void *ctx, const struct lp_sys_sample *s)
+{
+	for (size_t i = 0; i < s->nlua; i++) {
+		if (s->lua[i].type != LP_FRAME_LFUNC)
+			continue;
+		size_t k = 0;
+		while (k < dropsyms.nnamed && dropsyms.named[k] != s->lua[i].addr)
+			k++;
+		dropsyms.frames++;
+		dropsyms.unnamed += k == dropsyms.nnamed;
+	}
+	return 0;
+}
+
+static int c_release(lua_State *L)
+{
+	atomic_store(&sink_hold, 0);
+	return 0;
+}
+
+/*
+** Functions first met by samples that a full buffer drops (the writer held up): their
+** symbols went with those samples, and the sampler, which had taken them for written,
+** never wrote them again: the report showed every later sample of theirs as an unknown
+** function (and, after a flush, a trace under another trace's name). Every Lua frame of
+** the samples in the stream must be named before it.
+*/
+static void test_dropped_symbols(void)
+{
+	lua_State *L = new_state();
+	lua_register(L, "release", c_release);
+	struct luaprof_sysprof_options o = callgraph_options();
+	CHECK(luaprof_sysprof_start(L, &o) == 0, "start C: %s", luaprof_sysprof_error());
+	atomic_store(&sink_hold, 1);
+	const char *chunk =
+		"jit.off()\n"
+		"local function spin(fs, secs)\n"
+		"  local t, s = os.clock(), 0\n"
+		"  while os.clock() - t < secs do for k = 1, #fs do s = s + fs[k](300) end end\n"
+		"  return s\n"
+		"end\n"
+		"local function made(first, last)\n"
+		"  local fs = {}\n"
+		"  for k = first, last do\n"
+		"    fs[#fs + 1] = load('return function(n) local s = 0 for i = 1, n do s = s + i % ' ..\n"
+		"                       (k + 2) .. ' end return s end', '=dropchunk' .. k)()\n"
+		"  end\n"
+		"  return fs\n"
+		"end\n"
+		"spin(made(1, 4), 0.8)\n"   /* fills the buffer: from here samples are dropped */
+		"local fs = made(5, 44)\n"
+		"spin(fs, 0.3)\n"           /* new functions, first met by dropped samples */
+		"release()\n"
+		"spin(fs, 0.4)\n";
+	int rc = luaL_dostring(L, chunk);
+	atomic_store(&sink_hold, 0);
+	CHECK(rc == 0, "dropped symbols chunk: %s", rc ? lua_tostring(L, -1) : "");
+	CHECK(luaprof_sysprof_stop(L) == 0, "stop C");
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_stats(&s);
+	lua_close(L);
+	memset(&dropsyms, 0, sizeof(dropsyms));
+	struct lp_parse_handlers h = { .sym_lua = drop_sym_lua, .sys_sample = drop_sample };
+	struct lp_parse_stats st;
+	CHECK(parse_mem(sink.data, sink.len, &h, &st) == LP_OK, "dropped symbols: stream parses");
+	CHECK(s.dropped > 0 && dropsyms.frames > 0 && dropsyms.unnamed == 0,
+	      "dropped symbols: %zu of %zu Lua frames name an unnamed function (%llu dropped)",
+	      dropsyms.unnamed, dropsyms.frames, (unsigned long long)s.dropped);
 }
 
 static void test_callgraph(void)
@@ -1343,6 +1434,7 @@ int main(int argc, char **argv)
 	test_stop_other_thread();
 	test_validation();
 	test_callgraph();
+	test_dropped_symbols();
 	test_gc_stacks();
 	test_close_lua_api(argv[1], argv[2]);
 	test_close_c_api();
