@@ -616,8 +616,11 @@ static void tcode_sort(struct lp_symtab *st)
 		return;
 	qsort(st->tcodes, st->ntcodes, sizeof(*st->tcodes), tcode_cmp);
 	size_t open[TCODE_OPEN_MAX], nopen = 0;
+	uint64_t given_up = 0; /* the end of the extents given up: all ambiguous up to there */
 	for (size_t i = 0; i < st->ntcodes; i++) {
 		struct tcode *t = &st->tcodes[i];
+		if (t->start < given_up)
+			t->bad = 1;
 		size_t k = 0;
 		for (size_t j = 0; j < nopen; j++) {
 			struct tcode *o = &st->tcodes[open[j]];
@@ -629,9 +632,14 @@ static void tcode_sort(struct lp_symtab *st)
 		}
 		nopen = k;
 		if (nopen == TCODE_OPEN_MAX) {
-			for (size_t j = 0; j < nopen; j++)
+			for (size_t j = 0; j < nopen; j++) {
 				st->tcodes[open[j]].bad = 1;
+				if (st->tcodes[open[j]].end > given_up)
+					given_up = st->tcodes[open[j]].end;
+			}
 			t->bad = 1;
+			if (t->end > given_up)
+				given_up = t->end;
 			nopen = 0;
 		}
 		open[nopen++] = i;

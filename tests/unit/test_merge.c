@@ -941,6 +941,30 @@ static void test_trace_code_frame(void)
 				       "my_cfunc 3\n");
 }
 
+/* 64 extents of traces 10..73 over one range (the sweep's limit of open extents), then
+ * traces 74 and 75 inside it: 75's code overlaps only extents the sweep gave up on, and
+ * is as ambiguous as they are (it was named after trace 75). */
+static void many_tcodes_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	for (uint64_t n = 10; n < 74; n++)
+		tcode_rec(n, 0x700000, 0x10000);
+	tcode_rec(74, 0x708000, 0x100);
+	tcode_rec(75, 0x709000, 0x100);
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_code_many_overlaps(void)
+{
+	begin();
+	lp_write_sys_sym_trace(&wb, 75, P_F, 13);
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), L(P_F, 13) };
+	uint64_t h[] = { A_MAIN + 9, A_LUA_PCALL + 4, 0x709010, A_CFUNC + 4 };
+	SAMPLE(LP_VMST_CFUNC, lua, h);
+	trailer = many_tcodes_trailer;
+	CHECK_STR(collapse(0, 0), "main;lua_pcall;@app.lua:5;@app.lua:13;0x709010;my_cfunc 1\n");
+}
+
 /* A trace's code as the only frame to anchor a segment at (a coroutine resumed by
  * lua_resume, which enters the VM by a tail call: nginx's handlers): the trace's frame
  * after the segment's Lua frames, as under lua_pcall (it came before them all). */
@@ -1508,6 +1532,7 @@ int main(void)
 	RUN(test_long_chunk_name);
 	RUN(test_trace_exit_stacks);
 	RUN(test_trace_code_frame);
+	RUN(test_trace_code_many_overlaps);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
 	RUN(test_c_in_callback);
