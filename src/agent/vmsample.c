@@ -218,8 +218,8 @@ void agent_vm_ffnames(char *buf, size_t len)
 
 #define KNOWN_SLOTS 32768u /* power of two */
 #define TRACE_KEY   (UINT64_C(1) << 63)
-/* A known entry's fingerprint once its symbol is forgotten: no fingerprint is all ones in
- * practice (a proto's or a trace's mixes addresses that are 8- or 4-aligned). */
+/* A known entry's fingerprint once its symbol is forgotten: no fingerprint has bit 63 set
+ * (a proto's and a trace's mix user-space addresses and small counts). */
 #define FP_FORGOTTEN UINT64_MAX
 
 static struct known {
@@ -1011,6 +1011,8 @@ static int exit_sample(struct agent_sample *s, const struct lp_lj_thread *t, int
 
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
+	s->nsyms = 0; /* nothing queued: a refused sample has no symbols to forget */
+	s->ncodes = 0;
 	if (!attached)
 		return -1;
 	plain_reads = 0;
