@@ -423,17 +423,18 @@ static inline uint32_t pc_line_quick(uint64_t pt, uint64_t pc)
 static struct trace_seen { uint64_t gen; uint32_t traceno; } trace_seen[64];
 
 /* The trace table's check, once per trace number and generation: the symbol when the
- * number names a trace the stream has not named yet. */
-static __attribute__((noinline)) void need_trace(uint32_t traceno)
+ * number names a trace the stream has not named yet. 1 when the stream names it (its
+ * code may then be noted for the tcode records), 0 when it is no trace now. */
+static __attribute__((noinline)) int need_trace(uint32_t traceno)
 {
 	uint64_t J = mp.vm.J;
 	const struct lp_lj_layout *y = mp.vm.lay;
 	struct trace_seen *c = &trace_seen[traceno & 63];
 	if (traceno >= ld32(J + y->j_sizetrace))
-		return;
+		return 0;
 	uint64_t tr = ld64(ld64(J + y->j_trace) + 8ull * traceno) & LP_LJ_GCVMASK;
 	if (!tr)
-		return;
+		return 0;
 	/* The same block may hold another trace of the same number after a flush: the
 	 * fingerprint takes its code and start too. */
 	uint64_t fp = lp_hash_u64(tr ^ ld64(tr + y->t_mcode) * 0x9e3779b97f4a7c15ull ^
@@ -442,7 +443,7 @@ static __attribute__((noinline)) void need_trace(uint32_t traceno)
 	if (!e || e->a != fp) {
 		struct lp_lj_trace t;
 		if (lp_lj_trace_read(&mp.vm, &mp.checked, traceno, &t) != LP_LJ_OK)
-			return;
+			return 0;
 		uint64_t key = need_proto(t.startpt);
 		lp_write_mem_sym_trace(mp.symw, traceno, key, pc_line(t.startpt, t.startpc + 4));
 		sym_end();
@@ -450,6 +451,7 @@ static __attribute__((noinline)) void need_trace(uint32_t traceno)
 	}
 	c->traceno = traceno;
 	c->gen = mp.trace_gen;
+	return 1;
 }
 
 /*
@@ -892,8 +894,8 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			if (i == 0) {
 				/* The trace's code allocated: its symbol (checked against reuse:
 				 * sampled mode has no generation of trace numbers) and extent. */
-				need_trace((uint32_t)vmst);
-				agent_tcodes_note(&s_tcodes, &tr);
+				if (need_trace((uint32_t)vmst))
+					agent_tcodes_note(&s_tcodes, &tr);
 			}
 			/* The functions the trace inlined at the call, each at its line, and the
 			 * base frame at the call into them; else (their snapshot does not check
