@@ -689,19 +689,49 @@ static uint64_t cont_caller_proto(uint64_t base, uint64_t link, uint64_t stack, 
 }
 
 /*
+** Whether the running builtin (its frame at base) is the error handler of the innermost
+** xpcall below it: LuaJIT's xpcall keeps its handler in its first slot, 24 bytes below
+** the protected function's base, whose frame it links by FRAME_PCALL with that delta
+** (pcall's is 16). The frames are followed down as the VM's own search for the handler
+** does (lj_err.c, finderrfcn); a C function's protected call on the way (FRAME_CP) ends it
+** (the handler is then C's). At most 256 frames.
+*/
+static int is_xpcall_handler(uint64_t base, uint64_t stack)
+{
+	uint64_t self = ld64(base - 16), b = base;
+	for (int i = 0; i < 256; i++) {
+		uint64_t link = ld64(b - 8), nb;
+		unsigned type = (unsigned)(link & 7);
+		if ((link & 3) == LP_LJ_FRAME_LUA)
+			nb = caller_base(b, link);
+		else if (type == LP_LJ_FRAME_PCALL || type == LP_LJ_FRAME_PCALLH)
+			return (link & ~7ull) == 24 && b - 24 >= stack && ld64(b - 24) == self;
+		else if (type == LP_LJ_FRAME_CP)
+			return 0;
+		else
+			nb = b - (link & ~7ull);
+		if (nb >= b || nb < stack + 16)
+			return 0;
+		b = nb;
+	}
+	return 0;
+}
+
+/*
 ** The same for a builtin the VM's own C code called with lj_vm_call or lj_vm_pcall on top
 ** of a Lua function: an xpcall handler (`xpcall(f, debug.traceback)`, called where f
 ** raised the error), a finalizer the collector runs, a debug hook. The call made a C
 ** frame (cf, the running one) over the interpreter's, whose saved PC is where the Lua
 ** function below stopped: as Tarantool's memprof does (frame_prev, then the line from
 ** the C frames), the event is that function's, at that PC. Below an error handler
-** (the thread's status LUA_ERRERR) may be `error` or `assert`, which raised the error:
-** then, as for any builtin, the Lua line that called it, which the handler runs for
-** (Tarantool's names the handler). Neither calls anything from C, so the builtin over
-** one is the handler (or a finalizer their allocation ran). Any other builtin below (a
-** handler's gsub calling string.upper; a builtin that raised a bad argument) is the
-** running one's caller, as in Tarantool: 0 then, and when the frame below is a C
-** function's or the PC is not in the Lua function's bytecode (another C frame between
+** (the thread's status LUA_ERRERR) may be the builtin or C function that raised the error
+** (`error`, `assert`, a bad argument to string.rep, a C module's luaL_error): then, as
+** for any builtin, the Lua line that called it, which the handler runs for (Tarantool's
+** names the handler). That is so when the frame below is `error` or `assert` (neither
+** calls anything from C) or the running builtin is xpcall's handler itself; any other
+** builtin below (a Lua handler's gsub calling string.upper) is the running one's caller,
+** as in Tarantool: 0 then, and when the frame below is a C function's outside an error
+** handler or the PC is not in the Lua function's bytecode (another C frame between
 ** them: a C function's lua_pcall).
 */
 static uint64_t vm_caller_proto(uint64_t L, uint64_t base, uint64_t link, uint64_t stack,
@@ -715,17 +745,19 @@ static uint64_t vm_caller_proto(uint64_t L, uint64_t base, uint64_t link, uint64
 	if (!fn)
 		return 0;
 	uint8_t ffid = ld8(fn + y->fn_ffid);
-	if (ffid != LP_LJ_FFID_LUA && ffid != LP_LJ_FFID_C) {
-		const char *name = lp_lj_ffname(y, ffid);
-		if (ld8(L + y->l_status) != LUA_ERRERR || !name ||
-		    (strcmp(name, "error") && strcmp(name, "assert")))
+	if (ffid != LP_LJ_FFID_LUA) {
+		if (ld8(L + y->l_status) != LUA_ERRERR)
+			return 0;
+		const char *name = ffid != LP_LJ_FFID_C ? lp_lj_ffname(y, ffid) : NULL;
+		int raiser = name && (!strcmp(name, "error") || !strcmp(name, "assert"));
+		if (!raiser && !is_xpcall_handler(base, stack))
 			return 0;
 		uint64_t plink = ld64(pbase - 8);
 		*pc = plink;
 		return (plink & 3) == LP_LJ_FRAME_LUA ? caller_proto(pbase, plink) : 0;
 	}
 	uint64_t prev = ld64(cf + y->cf_prev) & LP_LJ_CFRAME_RAWMASK;
-	if (ffid != LP_LJ_FFID_LUA || !prev)
+	if (!prev)
 		return 0;
 	uint64_t pt = ld64(fn + y->fn_pc) - y->pt_size;
 	*pc = ld64(prev + y->cf_pc);

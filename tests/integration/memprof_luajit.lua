@@ -147,11 +147,14 @@ cases.handler = function()
   local function f() local x = nil; return x.y end --@handler_index
   local function g() error("boom") end --@handler_error
   local function h(e) return (string.gsub("qzx", "%w+", string.upper)) end --@handler_lua
+  local function k() local r = string.rep(nil, 3); return r end --@handler_badarg
   start()
   local ok1, tb1 = xpcall(f, debug.traceback)
   local ok2, tb2 = xpcall(g, debug.traceback)
   local ok3, r3 = xpcall(g, h) --@handler_lua_call
+  local ok4, tb4 = xpcall(k, debug.traceback)
   stop()
+  check(not ok4 and tb4:find("bad argument", 1, true), "xpcall(k) handler: " .. tostring(tb4))
   check(not ok1 and tb1:find("stack traceback", 1, true), "xpcall(f) handler: " .. tostring(tb1))
   check(not ok2 and tb2:find("boom", 1, true), "xpcall(g) handler: " .. tostring(tb2))
   check(not ok3 and r3 == ("qzx"):upper(), "xpcall(g, h): " .. tostring(r3))

@@ -18,9 +18,10 @@
 #             profiler read false in the frame's function slot as a function and crashed);
 #  handler    xpcall(f, debug.traceback): the handler's traceback (and the error message) on
 #             the line that failed (15 events, 1,168 B: an index of nil) or that called
-#             error (9, 1,140 B), never on debug.traceback (the VM calls it from C); a Lua
-#             handler's gsub calling string.upper leaves string.upper named (1 x 28 B), as
-#             outside a handler, not charged to a line;
+#             error (9, 1,140 B) or that passed string.rep a bad argument (10, 1,380 B),
+#             never on debug.traceback (the VM calls it from C); a Lua handler's gsub
+#             calling string.upper leaves string.upper named (1 x 28 B), as outside a
+#             handler, not charged to a line;
 #  ffihidden  the FFI loaded, then taken out of package.loaded, before start: its declared
 #             types, cdata and finalizers keep working (start loaded it anew, resetting it);
 #  ffiblocked package.loaded.ffi set to a string before the FFI was ever loaded: start
@@ -325,7 +326,9 @@ cases() {
 			expect_sum "$what" "$e" A "$(L handler_index)" "15 1168 0"
 			expect_sum "$what" "$e" A "$(L handler_error)" "9 1140 0"
 			expect_sum "$what" "$e" A "$up" "1 28 0"
-			only_labels "$what" "$e" A "$(L handler_index)|$(L handler_error)|$up"
+			expect_sum "$what" "$e" A "$(L handler_badarg)" "10 1380 0"
+			only_labels "$what" "$e" A \
+				"$(L handler_index)|$(L handler_error)|$(L handler_badarg)|$up"
 			expect_section "$what" "$e" R
 			expect_section "$what" "$e" D ;;
 		load)
