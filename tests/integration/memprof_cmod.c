@@ -14,6 +14,7 @@
 ** while the VM's current thread is still the coroutine, which has yielded. dlcall(path,
 ** name) loads a library, calls its lua_CFunction name and unloads it again (a plugin
 ** reloaded): it returns what the function returned and the function's address.
+** fail() raises an error from C (luaL_error).
 */
 #include <dlfcn.h>
 #include <time.h>
@@ -40,6 +41,12 @@ int memprof_cmod_newud(lua_State *L)
 {
 	lua_newuserdata(L, 100);
 	return 1;
+}
+
+/* fail(): raises an error from C (luaL_error), as a C module rejecting its input does. */
+static int fail(lua_State *L)
+{
+	return luaL_error(L, "memprof_cmod failed");
 }
 
 /* resume(co): lua_resume(co, 0); returns its status (0 finished, LUA_YIELD yielded). */
@@ -205,5 +212,7 @@ int luaopen_memprof_cmod(lua_State *L)
 	lua_setfield(L, -2, "resume");
 	lua_pushcfunction(L, memprof_cmod_resume_alloc);
 	lua_setfield(L, -2, "resume_alloc");
+	lua_pushcfunction(L, fail);
+	lua_setfield(L, -2, "fail");
 	return 1;
 }

@@ -19,7 +19,7 @@
 local case, out, jitmode, extra = arg[1], arg[2], arg[3], arg[4]
 assert(case and out and (jitmode == "on" or jitmode == "off"),
        "usage: memprof_luajit.lua CASE OUT on|off [ARG]")
-local cmod_cases = { cmod = true, cresume = true, crecord = true, dlreuse = true }
+local cmod_cases = { cmod = true, cresume = true, crecord = true, dlreuse = true, chandler = true }
 package.cpath = "build/?.so;" .. (cmod_cases[case] and extra .. "/?.so;" or "") .. package.cpath
 local lp = require "luaprof"
 local mp = lp.memprof
@@ -212,6 +212,21 @@ cases.cmod = function()
   stop()
   check(type(ud) == "userdata", "newud returned " .. type(ud))
   return ud
+end
+
+-- xpcall's handler (debug.traceback) over an error a C function raised (luaL_error in
+-- memprof_cmod.c): the traceback and the message on the line that called it.
+cases.chandler = function()
+  collectgarbage("stop")
+  local warm = table.new(4096, 0)
+  for i = 1, 4096 do warm[i] = "warm" .. i end
+  local cm = require "memprof_cmod"
+  local function c() local r = cm.fail(); return r end --@chandler_call
+  start()
+  local ok, tb = xpcall(c, debug.traceback)
+  stop()
+  check(not ok and tb:find("memprof_cmod failed", 1, true), "xpcall(c) handler: " .. tostring(tb))
+  return warm
 end
 
 -- A coroutine resumed from C (lua_resume in memprof_cmod.c): its tables on its own lines,

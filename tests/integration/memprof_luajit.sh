@@ -22,6 +22,9 @@
 #             never on debug.traceback (the VM calls it from C); a Lua handler's gsub
 #             calling string.upper leaves string.upper named (1 x 28 B), as outside a
 #             handler, not charged to a line;
+#  chandler   the same handler over an error a C function raised (luaL_error): the traceback
+#             (15 events, 1,392 B) on the line that called it, the message (1 x 88 B) on
+#             the C function, fail;
 #  ffihidden  the FFI loaded, then taken out of package.loaded, before start: its declared
 #             types, cdata and finalizers keep working (start loaded it anew, resetting it);
 #  ffiblocked package.loaded.ffi set to a string before the FFI was ever loaded: start
@@ -288,7 +291,7 @@ cases() {
 	shift 3
 	dir="$t/$runner-$jit"
 	mkdir -p "$dir"
-	for c in tnew concat rep coroutine deadresume handler ffihidden ffiblocked load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
+	for c in tnew concat rep coroutine deadresume handler chandler ffihidden ffiblocked load cmod dlreuse cresume crecord ffi_cb hot stitch builtin builtin_drop reload reload_lines stripped retrace fork leak grown misuse close; do
 		runcase "$runner" "$jit" "$dir" $c "$@" || continue
 		report "$runner" "$jit" "$dir" $c || continue
 		e="$dir/$c.ent"
@@ -319,6 +322,12 @@ cases() {
 			expect_section "$what" "$e" D ;;
 		deadresume)
 			expect_section "$what" "$e" A "$(L deadresume)|1|56|0"
+			expect_section "$what" "$e" R
+			expect_section "$what" "$e" D ;;
+		chandler)
+			expect_sum "$what" "$e" A "$(L chandler_call)" "15 1392 0"
+			expect_sum "$what" "$e" A "fail:0x[0-9a-f]+" "1 88 0"
+			only_labels "$what" "$e" A "$(L chandler_call)|fail:0x[0-9a-f]+"
 			expect_section "$what" "$e" R
 			expect_section "$what" "$e" D ;;
 		handler)
