@@ -382,6 +382,17 @@ static int step_copy_at(struct lp_sysprof *s, const uint64_t *host, size_t k)
 	return in != ANCHOR_VM_BLOCK && in != ANCHOR_UNNAMED;
 }
 
+/* Whether an API function (lua_call...) whose frame holds inner has not entered the VM yet:
+ * inner is plain C code, not the interpreter's block or a trace (lua_call shifting its
+ * arguments with memmove, through its PLT stub, before its tail call into the
+ * interpreter; a stack growth). Only where the stream maps the objects (luaprof's agent,
+ * which names the interpreter's block too); else unknown: no. */
+static int api_prologue(struct lp_sysprof *s, uint64_t api, uint64_t inner)
+{
+	uint64_t ss;
+	return lp_symtab_mapped(s->st, api) == 1 && classify(s, inner, &ss) == ANCHOR_NONE;
+}
+
 /* Whether the writer cut the host stack short: then *nhost leaves out its marker. */
 static int host_cut(const uint64_t *host, size_t *nhost)
 {
@@ -507,7 +518,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 				enum anchor in = k > 0 ? classify(s, host[k - 1], &ss) : ANCHOR_NONE;
 				enum anchor out = k + 1 < nh ? classify(s, host[k + 1], &ss)
 							     : ANCHOR_UNNAMED;
-				int api = k > 0 && in != ANCHOR_API_CALL && in != ANCHOR_API_RESUME;
+				int api = k > 0 && in != ANCHOR_API_CALL && in != ANCHOR_API_RESUME &&
+					  !(a == ANCHOR_API_CALL && api_prologue(s, host[k], host[k - 1]));
 				call = api && a == ANCHOR_API_CALL;
 				resume = api && a == ANCHOR_API_RESUME;
 				if (out == ANCHOR_NONE && a == ANCHOR_VM_BLOCK)

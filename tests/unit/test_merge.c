@@ -293,6 +293,34 @@ static void test_api_anchors(void)
 				  "@app.lua:12;lj_BC_CALL 1\n");
 }
 
+/* A stripped VM's lua_call before it enters the VM (it moves its arguments with libc's
+ * memmove, then tail-calls the interpreter): no anchor, since its inside is plain C code,
+ * not the interpreter's block (named, as luaprof's agent names it, in a stream with its
+ * mapped objects). The C function's caller keeps its Lua line right under lua_pcall (it
+ * was put after lua_call, the Lua line over the C function's frames). */
+static void prologue_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_map(&wb, 0x1000, 0x9000, 0, "/usr/bin/luajit", NULL, 0);
+	lp_write_ext_map(&wb, 0x20000, 0x30000, 0, "/usr/lib/libc.so.6", NULL, 0);
+	lp_write_ext_end(&wb);
+}
+
+static void test_api_prologue(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CALL, "lua_call" },
+		{ A_BC, "lj_vm_asm_begin" }, { A_CFUNC, "my_cfunc" }, { 0x20000, "memmove" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5), C(A_CFUNC) };
+	uint64_t host[] = { A_MAIN, A_LUA_PCALL, 0x3ff0, A_CFUNC + 8, A_LUA_CALL + 4, 0x20010 };
+	SAMPLE(LP_VMST_CFUNC, lua, host);
+	trailer = prologue_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;lj_vm_asm_begin;my_cfunc;lua_call;memmove 1\n");
+}
+
 static void test_trace_host_split(void)
 {
 	begin();
@@ -1511,6 +1539,7 @@ int main(void)
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_api_anchors);
+	RUN(test_api_prologue);
 	RUN(test_trace_host_split);
 	RUN(test_unknown_addresses);
 	RUN(test_function_granularity);
