@@ -139,6 +139,19 @@ static int in_object(const struct dl_phdr_info *info, uint64_t addr, uint64_t le
 	return 0;
 }
 
+/* The loaded address of the object's (last) segment of type, 0 if none; its size in *len. */
+static uint64_t segment(const struct dl_phdr_info *info, uint32_t type, uint64_t *len)
+{
+	uint64_t at = 0;
+	*len = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == type) {
+			at = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+			*len = info->dlpi_phdr[i].p_memsz;
+		}
+	return at;
+}
+
 /* The GNU build ID among the notes at p (len bytes, entries aligned to align): its bytes at
  * *id and their count, 0 if there is none. */
 static size_t note_build_id(const uint8_t *p, uint64_t len, uint64_t align, const uint8_t **id)
@@ -276,12 +289,7 @@ static uint64_t gnu_hash_count(const struct dl_phdr_info *info, uint64_t h)
 static void emit_loaded(struct lp_wbuf *w, int kind, const struct dl_phdr_info *info,
 			struct covers *cv)
 {
-	uint64_t dyn = 0, dynlen = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) {
-			dyn = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-			dynlen = info->dlpi_phdr[i].p_memsz;
-		}
+	uint64_t dynlen, dyn = segment(info, PT_DYNAMIC, &dynlen);
 	if (!dyn || dyn % _Alignof(Elf64_Dyn) || !in_object(info, dyn, dynlen))
 		return;
 	uint64_t symtab = 0, strtab = 0, strsz = 0, syment = 0, hash = 0, gnu_hash = 0;
@@ -477,12 +485,7 @@ static int covered(const struct covers *cv, uint64_t addr)
 static void emit_unnamed(struct lp_wbuf *w, int kind, const struct dl_phdr_info *info,
 			 const char *path, struct covers *cv)
 {
-	uint64_t hdr = 0, hdrlen = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
-			hdr = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-			hdrlen = info->dlpi_phdr[i].p_memsz;
-		}
+	uint64_t hdrlen, hdr = segment(info, PT_GNU_EH_FRAME, &hdrlen);
 	struct obj_text t;
 	if (!hdr || !in_object(info, hdr, hdrlen) || agent_objects_parse_hdr(hdr, hdrlen, &t))
 		return;
