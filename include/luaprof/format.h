@@ -78,5 +78,14 @@ enum lp_vmstate {
 			     * collector (GC) or the JIT compiler (RECORD, OPT, ASM) */
 #define LP_EXT_XSAMPLE 0x0b /* (gap id)*: Lua + host stacks of trace exit samples (EXIT), by
 			     * their ordinal among those */
+#define LP_EXT_KCODE   0x0c /* traceno key size proto line: machine code of one trace, which
+			     * host stacks give as keyed addresses (LP_HOST_KEYED) */
+/* A host address at or above this, in a stream with kcode records, is trace code keyed by
+ * the trace it belonged to when the stack was taken: (tag << 47) | address, tag >= 1 (user
+ * addresses fit in 47 bits). Trace numbers and code addresses are reused after a flush,
+ * and stacks are resolved after the whole stream: the key tells the traces apart. */
+#define LP_HOST_KEY_SHIFT 47
+#define LP_HOST_KEYED(addr) ((addr) >> LP_HOST_KEY_SHIFT != 0)
+#define LP_HOST_UNKEYED(addr) ((addr) & (((uint64_t)1 << LP_HOST_KEY_SHIFT) - 1))
 
 #endif

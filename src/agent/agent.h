@@ -14,6 +14,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include "agent/tcodes.h"
 #include "luaprof.h"
 #include "stream/parse.h"
 #include "stream/wbuf.h"
@@ -87,10 +88,10 @@ struct agent_sample {
 	uint64_t traceno, trace_proto, trace_line; /* vmstate == LP_VMST_TRACE */
 	size_t nsyms;                         /* symbols to emit before the sample */
 	struct agent_sym syms[AGENT_MAX_NEWSYMS];
-	/* Machine code of the traces the sample names, kept (agent_vm_sample_kept) only once
-	 * the sample and its symbols are in the stream. */
+	/* The traces the sample names (their symbols queued or written before): their frames
+	 * in its host stack are keyed (agent_vm_key_trace_code). */
 	size_t ncodes;
-	struct agent_sample_code { uint64_t mcode; uint32_t size, traceno; } codes[4];
+	struct agent_tcode_id codes[4];
 };
 
 /* -- VM sampler (vmsample.c): the only part that knows LuaJIT's memory layout --------- */
@@ -122,12 +123,14 @@ void agent_vm_prepare_walk(uint64_t L, int32_t vmstate);
 ** sample is then dropped, never guessed).
 */
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s);
-/* After agent_vm_sample: the sample went into the stream (its trace code is noted for
- * the tcode records), or it did not (its symbols are forgotten, so that the next sample
- * that needs them writes them: a dropped sample's symbols were named in no stream).
- * Async-signal-safe. */
-void agent_vm_sample_kept(const struct agent_sample *s);
+/* After agent_vm_sample: the sample did not go into the stream (its symbols are
+ * forgotten, so that the next sample that needs them writes them: a dropped sample's
+ * symbols were named in no stream). Async-signal-safe. */
 void agent_vm_sample_dropped(const struct agent_sample *s);
+/* In the handler once the host walk is done (C mode): host[0, n)'s frames in the code of
+ * the traces s names, as keyed addresses (tcodes.h), for the kcode records
+ * (agent_vm_tcodes_write). Async-signal-safe. */
+void agent_vm_key_trace_code(const struct agent_sample *s, uint64_t *host, size_t n);
 
 /*
 ** In the handler after the host walk (C mode, or L mode's walk to the first VM frame):
@@ -146,7 +149,7 @@ int agent_vm_helper_pending(void);
 ** innermost Lua frame (the trace stored no PC there).
 */
 void agent_vm_after_walk(struct agent_sample *s);
-/* At stop, after the last sample: the extension's tcode records, one per trace whose
+/* At stop, after the last sample: the extension's kcode records, one per trace whose
  * machine code the samples met since attach. */
 void agent_vm_tcodes_write(struct lp_wbuf *w);
 /*

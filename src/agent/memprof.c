@@ -174,8 +174,10 @@ static void *chain_on(const void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* Sampled mode: the machine code of the traces whose own code made a sampled allocation
  * (tcodes.h), so that the report shows such a sample under the trace's frame as it shows a
- * CPU sample in the trace. */
+ * CPU sample in the trace; and the keyed address of the capture's first host frame when
+ * that is a trace's code (lua_frames), 0 otherwise. */
 static struct agent_tcodes s_tcodes;
+static uint64_t s_host0_key;
 
 /* Scratch of one sampled stack (the VM thread only). */
 static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
@@ -923,11 +925,20 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			struct lp_lj_trace_loc loc;
 			if (!lp_lj_trace_has(&tr, host[i]))
 				continue;
-			if (i == 0) {
+			if (i == 0 && need_trace((uint32_t)vmst)) {
 				/* The trace's code allocated: its symbol (checked against reuse:
-				 * sampled mode has no generation of trace numbers) and extent. */
-				if (need_trace((uint32_t)vmst))
-					agent_tcodes_note(&s_tcodes, &tr);
+				 * sampled mode has no generation of trace numbers), and the
+				 * frame keyed by that trace, its start named by its prototype's
+				 * key. */
+				struct agent_tcode_id id = agent_tcodes_id(&tr);
+				int fresh;
+				struct agent_tcode *c = agent_tcodes_slot(&s_tcodes, &id, &fresh);
+				if (fresh) {
+					c->proto = need_proto(tr.startpt);
+					c->line = pc_line(tr.startpt, tr.startpc + 4);
+				}
+				if (c)
+					s_host0_key = agent_tcodes_key(&s_tcodes, c, host[0]);
 			}
 			/* The functions the trace inlined at the call, each at its line, and the
 			 * base frame at the call into them; else (their snapshot does not check
@@ -1129,7 +1140,10 @@ static int64_t capture(void)
 	if (skip + 3 < nhost && lp_lj_in_vm(&mp.vm, s_host[skip]) && vm_c_code(s_host[skip + 1]) &&
 	    s_host[skip + 2] == s_host[skip + 3] && lp_lj_in_vm(&mp.vm, s_host[skip + 2]))
 		skip += 2;
+	s_host0_key = 0;
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
+	if (s_host0_key)
+		s_host[skip] = s_host0_key;
 	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
 		mp.cut++;
 	if (cut && nhost > skip)
@@ -1332,7 +1346,7 @@ static void free_samples(void)
 	memset(live_count, 0, sizeof(live_count));
 	mp.smp = NULL;
 	mp.nsmp = mp.smpcap = 0;
-	memset(&s_tcodes, 0, sizeof(s_tcodes));
+	agent_tcodes_reset(&s_tcodes);
 }
 
 int agent_memprof_uses_native(void)

@@ -433,6 +433,8 @@ static void take_sample(const ucontext_t *uc)
 			}
 			out.nhost = agent_vm_omit_empty(hs_host, out.nhost);
 		}
+		if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
+			agent_vm_key_trace_code(s, hs_host, out.nhost);
 		out.host = hs_host;
 	}
 	/* A host stack cut short says so (LP_HOST_CUT): the report then does not take its
@@ -460,7 +462,6 @@ static void take_sample(const ucontext_t *uc)
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	agent_vm_sample_kept(s);
 	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC, JIT
 	 * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua
 	 * code, the compiler compiles it, the exit restores its frames). */

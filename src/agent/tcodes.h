@@ -1,33 +1,71 @@
 /*
-** Trace code extents: the machine code of the traces a profile's stacks met, written as the
-** extension's tcode records so that the report names a trace's frame in a host stack after
-** the trace (docs/FORMAT.md, "tcode").
+** Trace code keys: the machine code of each trace a profile's stacks met, under a tag of
+** its own, so that the report names a trace's frame in a host stack after the trace that
+** ran there when the stack was taken (docs/FORMAT.md, "kcode"). A flush reuses both trace
+** numbers and code addresses; the host stacks carry the frames keyed by the tag.
 */
 #ifndef AGENT_TCODES_H
 #define AGENT_TCODES_H
 
 #include <stdint.h>
 
+#include "luaprof/format.h"
 #include "stream/wbuf.h"
 #include "vm/luajit_trace.h"
 
-#define AGENT_TCODE_SLOTS 1024
+/* Tags 1..AGENT_TCODE_SLOTS: a tag fits in the 17 bits above a user address. */
+#define AGENT_TCODE_SLOTS 8192
 
-/* Open addressing by trace number, zeroed to start; an extent that finds no room within a
- * few probes is not kept (its frames stay raw addresses, or are left out). */
+/* A trace as its frames are keyed: its number, code and start (the same trace compiled
+ * again at the same place after a flush is the same: its frames read the same). */
+struct agent_tcode_id {
+	uint64_t mcode, startpt, startpc;
+	uint32_t size, traceno;
+};
+
+/* Open addressing by code address and trace number, emptied by agent_tcodes_reset (all
+ * zero is empty too). */
 struct agent_tcodes {
+	uint32_t used; /* slots filled: an empty table is not written over (its pages stay
+			* untouched) */
 	struct agent_tcode {
-		uint64_t mcode; /* 0 = empty */
-		uint32_t size, traceno;
+		struct agent_tcode_id id; /* id.mcode 0 = empty */
+		uint64_t proto;           /* the key naming id.startpt in the stream */
+		uint32_t line;            /* where the trace starts */
 	} slot[AGENT_TCODE_SLOTS];
 };
 
-/* Notes t's code (nothing for a trace without code). Async-signal-safe: no allocation. */
-void agent_tcodes_note(struct agent_tcodes *s, const struct lp_lj_trace *t);
-/* The same from a trace's number and code. */
-void agent_tcodes_note_code(struct agent_tcodes *s, uint32_t traceno, uint64_t mcode,
-			    uint32_t size);
-/* One tcode record per extent noted. */
+/* t's identity. */
+static inline struct agent_tcode_id agent_tcodes_id(const struct lp_lj_trace *t)
+{
+	return (struct agent_tcode_id){ t->mcode, t->startpt, t->startpc, t->szmcode, t->traceno };
+}
+
+/* 1 if addr is in the code of trace id. */
+static inline int agent_tcodes_has(const struct agent_tcode_id *id, uint64_t addr)
+{
+	return addr >= id->mcode && addr - id->mcode < id->size;
+}
+
+/*
+** The slot of trace id's code, filled with id when new (*fresh then 1: the caller sets
+** proto and line), or NULL when the trace has no code or the table has no room (its
+** frames then stay plain addresses). Async-signal-safe: no allocation.
+*/
+struct agent_tcode *agent_tcodes_slot(struct agent_tcodes *s, const struct agent_tcode_id *id,
+				      int *fresh);
+
+/* addr, inside the code of the trace in slot c, as host stacks carry it. */
+static inline uint64_t agent_tcodes_key(const struct agent_tcodes *s,
+					const struct agent_tcode *c, uint64_t addr)
+{
+	return addr | (uint64_t)(c - s->slot + 1) << LP_HOST_KEY_SHIFT;
+}
+
+/* Empties the table (before a profile). */
+void agent_tcodes_reset(struct agent_tcodes *s);
+
+/* One kcode record per slot filled. */
 void agent_tcodes_write(const struct agent_tcodes *s, struct lp_wbuf *w);
 
 #endif

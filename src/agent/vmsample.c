@@ -230,7 +230,7 @@ static size_t nknown;
 
 /* The machine code of every trace the samples met (tcodes.h): a trace's frame inside a
  * host stack (C code the trace called, a collector step it ran) is then named after the
- * trace instead of a raw address. */
+ * trace instead of a raw address, the trace that was there when the sample was taken. */
 static struct agent_tcodes tcodes;
 
 void agent_vm_tcodes_write(struct lp_wbuf *w)
@@ -242,7 +242,7 @@ static void known_reset(void)
 {
 	memset(known, 0, sizeof(known));
 	nknown = 0;
-	memset(&tcodes, 0, sizeof(tcodes));
+	agent_tcodes_reset(&tcodes);
 }
 
 /* Returns the slot for key (matching or empty), NULL if the table is too full to add. */
@@ -316,11 +316,21 @@ static void need_proto(struct agent_sample *s, uint64_t pt)
 	set_known(pt, fp);
 }
 
+/* The line where a trace starts. */
+static uint32_t start_line(uint64_t startpt, uint64_t startpc)
+{
+	struct lp_lj_proto p;
+	int32_t line = 0;
+	if (lp_lj_proto_read(&vm, &mem, startpt, &p) == LP_LJ_OK &&
+	    lp_lj_pc_line(&vm, &mem, &p, startpc + 4, &line) != LP_LJ_OK)
+		line = p.firstline;
+	return line > 0 ? (uint32_t)line : 0;
+}
+
 /*
-** Queues a symbol event for trace t unless named already, and its machine code for the
-** tcode records: only with its symbol in this stream (a report pairs the code with the
-** trace number's definition at the time), noted once the sample is in (agent_vm_sample_
-** kept).
+** Queues a symbol event for trace t unless named already, with its prototype's; its
+** frames in the sample's host stack are then keyed (agent_vm_key_trace_code), which names
+** them by that prototype (a trace number's symbol is redefined by every flush).
 */
 static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 {
@@ -330,30 +340,40 @@ static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 	if (!known_now && s->nsyms == AGENT_MAX_NEWSYMS)
 		return;
 	if (s->ncodes < sizeof(s->codes) / sizeof(s->codes[0]))
-		s->codes[s->ncodes++] = (struct agent_sample_code){ t->mcode, t->szmcode,
-								    t->traceno };
+		s->codes[s->ncodes++] = agent_tcodes_id(t);
 	if (known_now)
 		return;
-	struct lp_lj_proto p;
-	int32_t line = 0;
-	if (lp_lj_proto_read(&vm, &mem, t->startpt, &p) == LP_LJ_OK &&
-	    lp_lj_pc_line(&vm, &mem, &p, t->startpc + 4, &line) != LP_LJ_OK)
-		line = p.firstline;
 	struct agent_sym *y = &s->syms[s->nsyms++];
 	y->event = LP_SYSPROF_SYM_TRACE;
 	y->addr = t->startpt;
-	y->line = line > 0 ? (uint64_t)line : 0;
+	y->line = start_line(t->startpt, t->startpc);
 	y->traceno = t->traceno;
 	y->name = NULL;
 	y->len = 0;
 	set_known(key, fp);
 }
 
-void agent_vm_sample_kept(const struct agent_sample *s)
+void agent_vm_key_trace_code(const struct agent_sample *s, uint64_t *host, size_t n)
 {
-	for (size_t i = 0; i < s->ncodes; i++)
-		agent_tcodes_note_code(&tcodes, s->codes[i].traceno, s->codes[i].mcode,
-				       s->codes[i].size);
+	struct agent_tcode *slot[sizeof(s->codes) / sizeof(s->codes[0])] = { 0 };
+	unsigned looked = 0;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < s->ncodes; k++) {
+			const struct agent_tcode_id *id = &s->codes[k];
+			if (!agent_tcodes_has(id, host[i]))
+				continue;
+			if (!(looked & 1u << k)) {
+				int fresh;
+				looked |= 1u << k;
+				slot[k] = agent_tcodes_slot(&tcodes, id, &fresh);
+				if (fresh)
+					slot[k]->line = start_line(id->startpt, id->startpc);
+			}
+			if (slot[k])
+				host[i] = agent_tcodes_key(&tcodes, slot[k], host[i]);
+			break;
+		}
+	}
 }
 
 /* Forgets what a sample the stream did not take would have named: its symbols' known

@@ -152,6 +152,13 @@ static int on_ext_tcode(void *p, uint64_t traceno, uint64_t addr, uint64_t size)
 	return lp_symtab_add_tcode(c->l->st, traceno, addr, size) ? nomem(c) : 0;
 }
 
+static int on_ext_kcode(void *p, uint64_t traceno, uint64_t key, uint64_t size,
+			uint64_t proto, uint64_t line)
+{
+	struct ctx *c = p;
+	return lp_symtab_add_kcode(c->l->st, traceno, key, size, proto, line) ? nomem(c) : 0;
+}
+
 static int on_ext_gsample(void *p, uint64_t ordinal, uint64_t id)
 {
 	struct ctx *c = p;
@@ -283,6 +290,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_jsample = on_ext_jsample,
 		.ext_xsample = on_ext_xsample,
 		.ext_tcode = on_ext_tcode,
+		.ext_kcode = on_ext_kcode,
 		.ext_asample = on_ext_asample,
 		.ext_astate = on_ext_astate,
 	};

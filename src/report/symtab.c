@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "luaprof/format.h"
 #include "util/addrmap.h"
 #include "util/grow.h"
 #include "util/iset.h"
@@ -71,8 +72,13 @@ struct lp_symtab {
 	size_t nmaps, mapcap;
 	int mdirty;
 
-	struct tcode { uint64_t start, end, traceno; int bad; } *tcodes; /* by start when !tdirty */
-	size_t ntcodes, tcodecap;
+	struct tcode {
+		uint64_t start, end, traceno;
+		int bad;
+		int keyed;                /* a kcode record's: its start in sym */
+		struct lp_sym_trace sym;
+	} *tcodes; /* by start when !tdirty */
+	size_t ntcodes, tcodecap, nkcodes;
 	int tdirty;
 };
 
@@ -333,20 +339,34 @@ const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t 
 	return &st->traces[idx].sym;
 }
 
-const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint64_t traceno,
-					      const struct lp_sym_trace **trace)
+static const struct lp_sym_lua *trace_start(const struct lp_symtab *st, uint64_t traceno,
+					   const struct lp_sym_trace **trace, int certain)
 {
 	struct u64_key tk = { st->traces, sizeof(*st->traces), traceno };
 	uint32_t ti, li;
 	if (!lp_iset_find(&st->traceset, lp_hash_u64(traceno), u64_eq, &tk, &ti) ||
-	    st->traces[ti].redef)
+	    (certain && st->traces[ti].redef))
 		return NULL;
 	uint64_t proto = st->traces[ti].sym.proto;
 	struct u64_key lk = { st->lua, sizeof(*st->lua), proto };
-	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) || st->lua[li].redef)
+	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) ||
+	    (certain && st->lua[li].redef))
 		return NULL;
 	*trace = &st->traces[ti].sym;
 	return &st->lua[li].sym;
+}
+
+const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint64_t traceno,
+					      const struct lp_sym_trace **trace)
+{
+	return trace_start(st, traceno, trace, 1);
+}
+
+const struct lp_sym_lua *lp_symtab_trace_start_now(const struct lp_symtab *st,
+						  uint64_t traceno,
+						  const struct lp_sym_trace **trace)
+{
+	return trace_start(st, traceno, trace, 0);
 }
 
 /* -- C symbols ------------------------------------------------------------------ */
@@ -563,6 +583,13 @@ int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr)
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object)
 {
+	/* Trace code keyed by a trace no kcode record names with certainty: the address. */
+	if (st->nkcodes && LP_HOST_KEYED(addr)) {
+		*object = NULL;
+		*start = LP_HOST_UNKEYED(addr);
+		snprintf(buf, len, "0x%llx", (unsigned long long)*start);
+		return buf;
+	}
 	const struct map *m = st->nmaps ? map_of(st, addr) : NULL;
 	const struct lp_sym_c *sym = csym_in(st, addr, m);
 	*object = m ? m->path : NULL;
@@ -590,7 +617,21 @@ int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, 
 		return 0;
 	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
 		return -ENOMEM;
-	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno, 0 };
+	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno, 0, 0, { 0, 0 } };
+	st->tdirty = 1;
+	return 0;
+}
+
+int lp_symtab_add_kcode(struct lp_symtab *st, uint64_t traceno, uint64_t key, uint64_t size,
+			uint64_t proto, uint64_t line)
+{
+	if (!size || key + size < key || !LP_HOST_KEYED(key))
+		return 0;
+	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
+		return -ENOMEM;
+	st->tcodes[st->ntcodes++] = (struct tcode){ key, key + size, traceno, 0, 1,
+						    { proto, clamp32(line) } };
+	st->nkcodes++;
 	st->tdirty = 1;
 	return 0;
 }
@@ -661,9 +702,21 @@ int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 	}
 	if (lo == 0 || addr >= st->tcodes[lo - 1].end || st->tcodes[lo - 1].bad)
 		return -1;
+	const struct tcode *t = &st->tcodes[lo - 1];
+	if (t->keyed) {
+		struct u64_key lk = { st->lua, sizeof(*st->lua), t->sym.proto };
+		uint32_t li;
+		if (!lp_iset_find(&st->luaset, lp_hash_u64(t->sym.proto), u64_eq, &lk, &li) ||
+		    st->lua[li].redef)
+			return -1;
+		*traceno = t->traceno;
+		*trace = &t->sym;
+		*fn = &st->lua[li].sym;
+		return 0;
+	}
 	/* Named only by symbols that never named anything else: resolved after the whole
 	 * stream, an extent could not tell which of two definitions it went with. */
-	uint64_t n = st->tcodes[lo - 1].traceno;
+	uint64_t n = t->traceno;
 	const struct lp_sym_trace *tr;
 	const struct lp_sym_lua *f = lp_symtab_trace_start(st, n, &tr);
 	if (!f)

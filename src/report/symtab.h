@@ -71,6 +71,11 @@ const struct lp_sym_trace *lp_symtab_trace(const struct lp_symtab *st, uint64_t 
  * prototype address may keep an older trace's symbol); else NULL. */
 const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint64_t traceno,
 					      const struct lp_sym_trace **trace);
+/* The same as the stream defines them at this point, for a reader that is going through
+ * it (a sample names its trace after the symbols written before it), redefined or not. */
+const struct lp_sym_lua *lp_symtab_trace_start_now(const struct lp_symtab *st,
+						  uint64_t traceno,
+						  const struct lp_sym_trace **trace);
 /* The C symbol that contains addr under the span rule above, or NULL. */
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
 /* The extent of the C symbol at addr (luaprof extension); addresses past it are not
@@ -92,12 +97,17 @@ int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);
 /* The machine code of trace traceno, [start, start + size) (luaprof extension): 0 or
  * -ENOMEM. */
 int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, uint64_t size);
+/* The machine code of trace traceno at the keyed addresses [key, key + size) (kcode
+ * record), the trace starting at line of prototype proto: 0 or -ENOMEM. */
+int lp_symtab_add_kcode(struct lp_symtab *st, uint64_t traceno, uint64_t key, uint64_t size,
+			uint64_t proto, uint64_t line);
 /*
 ** The trace whose machine code holds addr, when that is certain: 0 with its number and its
-** trace and prototype symbols; -1 when no extent holds addr, or the extent overlaps another
-** or shares its trace number with one, or the trace's symbol or its prototype's was
-** redefined in the stream (numbers and addresses are reused: the extent cannot tell which
-** definition it went with).
+** trace and prototype symbols; -1 when no extent holds addr, or the extent overlaps one of
+** another trace number, or the trace's symbol or its prototype's was redefined in the
+** stream (numbers and addresses are reused: the extent cannot tell which definition it
+** went with). A keyed address (LP_HOST_KEYED) has its trace's start in its kcode record:
+** only the prototype's symbol must be certain.
 */
 int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn);

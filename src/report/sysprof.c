@@ -813,9 +813,11 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 		s->tframe[s->ntframe].proto = smp->trace_addr;
 		s->tframe[s->ntframe].line = smp->trace_line;
 		/* As the trace is named where its code is under C code or a sampled allocation:
-		 * its start, when its symbols are certain so far. */
+		 * its start, as the symbols written before the sample define it (a flush
+		 * redefines the trace number). */
 		const struct lp_sym_trace *tr;
-		const struct lp_sym_lua *start = lp_symtab_trace_start(s->st, smp->traceno, &tr);
+		const struct lp_sym_lua *start = lp_symtab_trace_start_now(s->st, smp->traceno,
+									   &tr);
 		if (start && f.traceno == smp->traceno) {
 			f.name = start->chunk;
 			f.fline = start->firstline;

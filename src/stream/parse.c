@@ -392,6 +392,20 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 					     (unsigned long long)size, (unsigned long long)addr);
 		if (h->ext_tcode && h->ext_tcode(h->ctx, traceno, addr, size))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_KCODE) {
+		uint64_t traceno, key, size, proto, line;
+		TRY(lp_input_uleb(in, &traceno));
+		TRY(lp_input_uleb(in, &key));
+		TRY(lp_input_uleb(in, &size));
+		TRY(lp_input_uleb(in, &proto));
+		TRY(lp_input_uleb(in, &line));
+		TRY(overrun(in, type, start, len, at));
+		if (size == 0 || size > UINT32_MAX || key + size < key || !LP_HOST_KEYED(key))
+			return lp_input_fail(in, LP_ERR_FORMAT, at,
+					     "keyed trace code record with size 0x%llx at 0x%llx",
+					     (unsigned long long)size, (unsigned long long)key);
+		if (h->ext_kcode && h->ext_kcode(h->ctx, traceno, key, size, proto, line))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_CSIZE) {
 		uint64_t addr, size;
 		TRY(lp_input_uleb(in, &addr));

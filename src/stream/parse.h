@@ -86,6 +86,10 @@ struct lp_parse_handlers {
 	int (*ext_xsample)(void *ctx, uint64_t ordinal, uint64_t id);
 	/* A tcode record: trace traceno's machine code is [addr, addr + size). */
 	int (*ext_tcode)(void *ctx, uint64_t traceno, uint64_t addr, uint64_t size);
+	/* A kcode record: trace traceno, starting at line of the prototype the stream names
+	 * proto, had its machine code at the keyed addresses [key, key + size). */
+	int (*ext_kcode)(void *ctx, uint64_t traceno, uint64_t key, uint64_t size, uint64_t proto,
+			 uint64_t line);
 	/* One sampled allocation of an asample record: its stack id, its size, and whether
 	 * it was still allocated when the profile stopped. */
 	int (*ext_asample)(void *ctx, uint64_t id, uint64_t size, int live);

@@ -271,6 +271,11 @@ static void seeds_sysprof(void)
 	lp_write_ext_record(w, LP_EXT_XSAMPLE, pairs, 4);
 	static const uint8_t tcode[] = { 1, 0x80, 0x80, 0xc0, 0x02, 0x80, 0x02 };
 	lp_write_ext_record(w, LP_EXT_TCODE, tcode, sizeof(tcode));
+	/* Trace 1 at the keyed address (tag 1) 0x800000008000, 0x100 bytes, prototype 0x10
+	 * line 3. */
+	static const uint8_t kcode[] = { 1, 0x80, 0x80, 0x82, 0x80, 0x80, 0x80, 0x20, 0x80, 0x02,
+					 0x10, 3 };
+	lp_write_ext_record(w, LP_EXT_KCODE, kcode, sizeof(kcode));
 	lp_write_ext_meta(w, "ffnames", "assert - pcall");
 	lp_write_ext_meta(w, "interval_ns", "1000000");
 	lp_write_ext_end(w);

@@ -969,6 +969,102 @@ static void test_trace_code_frame(void)
 				       "my_cfunc 3\n");
 }
 
+/* kcode records: trace 5 of f (line 13) and, after a flush, trace 5 of g (line 21) at the
+ * same code address, tags 1 and 2; tag 3's record names a prototype redefined in the
+ * stream (h's address reused); tag 4 has none. */
+static void kcode_rec(uint64_t traceno, uint64_t tag, uint64_t addr, uint64_t size,
+		      uint64_t proto, uint64_t line)
+{
+	uint8_t rec[64];
+	size_t n = lp_uleb_encode(traceno, rec);
+	n += lp_uleb_encode(addr | tag << LP_HOST_KEY_SHIFT, rec + n);
+	n += lp_uleb_encode(size, rec + n);
+	n += lp_uleb_encode(proto, rec + n);
+	n += lp_uleb_encode(line, rec + n);
+	lp_write_ext_record(&wb, LP_EXT_KCODE, rec, n);
+}
+
+enum { P_H = 0xa300 };
+
+static void kcode_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	kcode_rec(5, 1, 0x7f0000, 0x100, P_F, 13);
+	kcode_rec(5, 2, 0x7f0000, 0x100, P_G, 21);
+	kcode_rec(7, 3, 0x7f0000, 0x100, P_H, 31);
+	lp_write_ext_end(&wb);
+}
+
+#define KEYED(tag, addr) ((addr) | (uint64_t)(tag) << LP_HOST_KEY_SHIFT)
+
+/* C code a trace called, where a flush gave trace 5's number and code address to another
+ * trace: each sample's trace frame is named after the trace that ran there when it was
+ * taken (its frames keyed by the agent), the number's redefinition notwithstanding; a
+ * frame whose trace's function is not certain, or with no record, stays the raw address.
+ * Before, every such frame was raw after the first flush. */
+static void test_trace_code_keyed(void)
+{
+	begin();
+	lp_write_sys_sym_lua(&wb, P_H, "@h.lua", 6, 30);
+	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
+	struct lp_lua_frame in_f[] = { L(P_MAIN, 5), L(P_F, 13) };
+	struct lp_lua_frame in_g[] = { L(P_MAIN, 6), L(P_G, 21) };
+	uint64_t h1[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(1, 0x7f0010), A_CFUNC + 4 };
+	uint64_t h2[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(2, 0x7f0010), A_CFUNC + 4 };
+	uint64_t h3[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(3, 0x7f0020), A_CFUNC + 4 };
+	uint64_t h4[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(4, 0x7f0030), A_CFUNC + 4 };
+	SAMPLE(LP_VMST_CFUNC, in_f, h1);
+	lp_write_sys_sym_trace(&wb, 5, P_G, 21);
+	SAMPLE(LP_VMST_CFUNC, in_g, h2);
+	SAMPLE(LP_VMST_CFUNC, in_g, h2);
+	lp_write_sys_sym_lua(&wb, P_H, "@h2.lua", 7, 30);
+	SAMPLE(LP_VMST_CFUNC, in_g, h3);
+	SAMPLE(LP_VMST_CFUNC, in_g, h4);
+	trailer = kcode_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;my_cfunc 1\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0020;my_cfunc 1\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0030;my_cfunc 1\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [5] @app.lua:21;my_cfunc 2\n");
+}
+
+static void flush_tsamples_trailer(void)
+{
+	const struct lp_lua_frame in_f[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const struct lp_lua_frame in_g[] = { L(P_G, 22), L(P_MAIN, 6) };
+	const uint64_t host[] = { 0x7f0000, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(0, in_f, 2, host, 3);
+	ext_stack(1, in_g, 2, host, 3);
+	const uint8_t pairs[] = { 0, 0, 0, 1, 0, 0 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* A TRACE sample's own frame is named where its trace starts as the symbols before it
+ * define the trace: after a flush gave its number to another trace as well. Before, only
+ * until the first redefinition (then at the sample's location). */
+static void test_trace_frame_after_flush(void)
+{
+	begin();
+	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 5, .trace_addr = P_F,
+				   .trace_line = 14 };
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sym_trace(&wb, 5, P_G, 21);
+	t.trace_addr = P_G;
+	t.trace_line = 22;
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
+	t.trace_addr = P_F;
+	t.trace_line = 14;
+	lp_write_sys_sample(&wb, &t);
+	trailer = flush_tsamples_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [5] @app.lua:13 2\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:22;TRACE [5] @app.lua:21 1\n");
+}
+
 /* 64 extents of traces 10..73 over one range (the sweep's limit of open extents), then
  * traces 74 and 75 inside it: 75's code overlaps only extents the sweep gave up on, and
  * is as ambiguous as they are (it was named after trace 75). */
@@ -1490,6 +1586,16 @@ static void test_extension_errors(void)
 	static const uint8_t tcode0[] = { 'l', 'p', 'x', 1, 0, 0, 0, 8, 3, 1, 0x40, 0, 0 };
 	CHECK_EQ(parse_status(tcode0, sizeof(tcode0), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "trace code record with size 0x0 at 0x40") != NULL);
+	/* A keyed trace code record of size 0, and one whose key has no tag (trace 1 at
+	 * 0x40, prototype 0x50, line 7). */
+	static const uint8_t kcode0[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_KCODE, 11, 1,
+					  0xc0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0x50, 7, 0 };
+	CHECK_EQ(parse_status(kcode0, sizeof(kcode0), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "keyed trace code record with size 0x0 at 0x800000000040") != NULL);
+	static const uint8_t kplain[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_KCODE, 5, 1, 0x40,
+					  0x10, 0x50, 7, 0 };
+	CHECK_EQ(parse_status(kplain, sizeof(kplain), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "keyed trace code record with size 0x10 at 0x40") != NULL);
 	/* An astate pair with a state that is neither the collector's nor the compiler's. */
 	static const uint8_t badst[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASTATE, 2, 0, 0x7f, 0 };
 	CHECK_EQ(parse_status(badst, sizeof(badst), msg, sizeof(msg)), LP_ERR_FORMAT);
@@ -1562,6 +1668,8 @@ int main(void)
 	RUN(test_trace_exit_stacks);
 	RUN(test_trace_code_frame);
 	RUN(test_trace_code_many_overlaps);
+	RUN(test_trace_code_keyed);
+	RUN(test_trace_frame_after_flush);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
 	RUN(test_c_in_callback);
