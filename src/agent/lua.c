@@ -189,6 +189,21 @@ static const char *parse_opts(lua_State *L, struct start_args *a)
 		}
 		lua_pop(L, 1);
 	}
+	/* After the known options, in Tarantool's order: a misspelt one (`mdoe`, `pth`) must
+	 * not silently give mode D, no file, or the default path. Tarantool's misc.sysprof
+	 * reads these four keys alone (clock is luaprof's), so its correct code runs as is. */
+	lua_pushnil(L);
+	while (lua_next(L, 1)) {
+		lua_pop(L, 1);
+		const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+		if (k && (!strcmp(k, "mode") || !strcmp(k, "interval") || !strcmp(k, "path") ||
+			  !strcmp(k, "clock")))
+			continue;
+		lua_pushvalue(L, -1); /* lua_tostring converts a number key in place: a copy */
+		k = lua_tostring(L, -1);
+		return lua_pushfstring(L, "unknown sysprof option '%s' (mode, interval, path, "
+				       "clock)", k ? k : luaL_typename(L, -1));
+	}
 	return NULL;
 }
 

@@ -64,6 +64,18 @@ expect_err("path 42", "profiler misuse: profiler path should be a string", EINVA
            { mode = "C", path = 42 })
 expect_err("clock 'x'", "profiler misuse: profiler clock must be 'cpu' or 'wall'", EINVAL,
            sp.start, { clock = "x" })
+-- A misspelt option is refused (Tarantool ignores it: mode D, no file, or sysprof.bin),
+-- after the known ones are checked, in Tarantool's order.
+local UNKNOWN = "profiler misuse: unknown sysprof option '%s' (mode, interval, path, clock)"
+expect_err("option mdoe", UNKNOWN:format("mdoe"), EINVAL, sp.start,
+           { mdoe = "C", path = out .. "/typo.bin" })
+expect_err("option pth", UNKNOWN:format("pth"), EINVAL, sp.start,
+           { mode = "C", pth = out .. "/typo.bin" })
+expect_err("option [1]", UNKNOWN:format("1"), EINVAL, sp.start, { "C" })
+expect_err("bad mode and an unknown option", MODE, EINVAL, sp.start, { mode = "A", x = 1 })
+local typo = io.open(out .. "/typo.bin")
+check(typo == nil, "a start refused for an unknown option creates no file")
+if typo then typo:close() end
 expect_err("unwritable path", "/nonexistent/dir/x.bin: No such file or directory", ENOENT,
            sp.start, { mode = "C", path = "/nonexistent/dir/x.bin" })
 expect_err("unwritable path in L mode", "/nonexistent/l.bin: No such file or directory", ENOENT,
