@@ -1327,6 +1327,14 @@ int lp_cmd_record(int argc, char **argv)
 			return fail("%s recorded nothing before its stream ended: %s; the earlier "
 				    "profile %s is kept", o.cmd[0],
 				    unfinished_text(unfinished, upid, o.sample != 0), raw);
+		/* Killed: no message from the profiler, which had no time for one. */
+		if (kept && ended_early && WIFSIGNALED(status))
+			return fail("%s recorded nothing before its stream ended: it was killed "
+				    "before the profiler wrote %s (%s): the earlier profile %s is "
+				    "kept", o.cmd[0], o.sample ? "its stacks" : "what it recorded",
+				    o.sample ? "sampled mode writes them when the program ends"
+					     : "up to a quarter second of it is lost",
+				    raw);
 		if (kept && ended_early)
 			return fail("%s recorded nothing before its stream ended (the profiler's "
 				    "message above says why): the earlier profile %s is kept",

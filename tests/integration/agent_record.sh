@@ -1053,6 +1053,21 @@ grep -q 'agent was not loaded' "$t/err" && fail "sampled, killed: blamed the age
 grep -q 'sampled mode writes its stacks when the program ends); the earlier profile is kept$' "$t/err" ||
 	fail "sampled, killed, an earlier profile: not said kept: $(cat "$t/err")"
 
+# CPU, killed over an earlier profile before its first samples were written (the writer
+# drains them every quarter second): kept, and said why; no "message above" to point at.
+cat >"$t/ckill.lua" <<'EOF'
+local s, t = 0, os.clock() while os.clock() - t < 0.1 do s = s + 1 end
+os.execute("kill -9 " .. io.open("/proc/self/stat"):read("*n"))
+EOF
+(cd "$t" && "$lp" record -q -f collapsed -o ck.folded -- luajit app.lua 0.3) >/dev/null 2>&1 ||
+	fail "record app.lua into ck.folded"
+(cd "$t" && "$lp" record -f collapsed -o ck.folded -- luajit ckill.lua) >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -q 'luajit was killed by signal 9' "$t/err" &&
+	grep -q "^luaprof record: luajit recorded nothing before its stream ended: it was killed before the profiler wrote what it recorded (up to a quarter second of it is lost): the earlier profile $t/ck.bin is kept\$" "$t/err" ||
+	fail "CPU, killed, an earlier profile: exit $rc: $(cat "$t/err")"
+grep -q 'message above' "$t/err" && fail "CPU, killed: points at a message that is not there: $(cat "$t/err")"
+
 # -- Two records into one new file: the second is refused before its program runs (it ran
 # unprofiled, and was told the agent was not loaded). (Into an earlier profile each writes
 # a file of its own beside it, renamed over it at its end.)
