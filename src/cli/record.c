@@ -1194,6 +1194,15 @@ int lp_cmd_record(int argc, char **argv)
 		return fail("cannot write %s: %s", o.output, strerror(errno));
 	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output))
 		return fail("pprof output is binary; give a file with -o");
+	/* The script being profiled (or any file the program is given) named as -o by
+	 * mistake (`-f top -o app.lua -- luajit app.lua`) would be replaced by the rendering
+	 * once the program ends, as the raw stream is kept from doing (raw_unsafe). */
+	for (char **a = o.cmd; *a; a++) {
+		struct stat as;
+		if (stat(*a, &as) == 0 && S_ISREG(as.st_mode) && lp_output_same(o.output, *a))
+			return fail("-o %s is %s, which the program is given: the rendering would "
+				    "replace it (give -o another name)", o.output, *a);
+	}
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
 	if (lp_output_target(raw, dest))
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));

@@ -740,6 +740,16 @@ expect "$t/keep.lua exists and is not a profile" --memory --raw "$t/keep.lua" -o
 	luajit "$t/mark.lua" "$t/ran4"
 cmp -s "$t/mark.lua" "$t/keep.lua" || fail "record --raw SCRIPT: the script was changed"
 [ -e "$t/ran4" ] && fail "record ran the program although --raw was refused"
+# Nor does the rendering replace the script (or any file the program is given) named as -o
+# by mistake, a spelling of it with a directory too.
+expect "-o $t/keep.lua is $t/keep.lua, which the program is given" -f top -o "$t/keep.lua" -- \
+	luajit "$t/keep.lua" "$t/ran4"
+(cd "$t" && "$lp" record --memory -f top -o ./keep.lua -- luajit "$t/keep.lua" "$t/ran4") \
+	>/dev/null 2>"$t/err" && fail "record -o ./SCRIPT: exit 0"
+grep -q -- "-o ./keep.lua is $t/keep.lua, which the program is given" "$t/err" ||
+	fail "record -o ./SCRIPT: $(cat "$t/err")"
+cmp -s "$t/mark.lua" "$t/keep.lua" || fail "record -o SCRIPT: the script was changed"
+[ -e "$t/ran4" ] && fail "record ran the program although -o was refused"
 # A text file whose first word starts with the symbol table's magic is no profile either.
 printf 'ljs notes\n' >"$t/notes.txt"
 expect "$t/notes.txt exists and is not a profile" --memory --raw "$t/notes.txt" -o "$t/n.txt" -- \
