@@ -146,7 +146,7 @@ LUAPROF_API int luaprof_sysprof_set_backtracer(luaprof_sysprof_backtracer backtr
 
 /*
 ** Starts sampling the calling thread, which must be the one running L's VM.
-** LUAPROF_PROFILE_ERRUSE: mode > 2, interval 0 (or interval_ns < 100000), LEAF/CALLGRAPH
+** LUAPROF_PROFILE_ERRUSE: opt NULL (on_stop is not called), mode > 2, interval 0 (or interval_ns < 100000), LEAF/CALLGRAPH
 ** without buf, with len < LUAPROF_SYSPROF_BUF_MIN, or without writer/on_stop; an unknown
 ** clock; an unsupported LuaJIT build ("unsupported LuaJIT build (...)"); CALLGRAPH with
 ** the default backtracer where libunwind is missing; no free real-time signal.

@@ -1134,6 +1134,12 @@ LUAPROF_API int luaprof_sysprof_set_backtracer(luaprof_sysprof_backtracer backtr
 
 LUAPROF_API int luaprof_sysprof_start(struct lua_State *L, const struct luaprof_sysprof_options *opt)
 {
+	/* As luaprof_memprof_start: refused, not a crash (no ctx or buf for on_stop). */
+	if (!opt) {
+		set_err("no options given");
+		errno = EINVAL;
+		return LUAPROF_PROFILE_ERRUSE;
+	}
 	return agent_start(L, opt, sp.cfg_writer, sp.cfg_on_stop);
 }
 

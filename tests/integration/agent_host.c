@@ -420,6 +420,13 @@ static void test_validation(void)
 	CHECK(luaprof_sysprof_start(L, &o) == LUAPROF_PROFILE_ERRUSE, "clock 7");
 	CHECK(strstr(luaprof_sysprof_error(), "clock") != NULL, "message: %s",
 	      luaprof_sysprof_error());
+	/* No options: refused (it crashed), as luaprof_memprof_start does; nothing to give
+	 * on_stop. */
+	calls = sink.on_stop_calls;
+	CHECK(luaprof_sysprof_start(L, NULL) == LUAPROF_PROFILE_ERRUSE, "start(L, NULL)");
+	CHECK(sink.on_stop_calls == calls, "on_stop after start(L, NULL)");
+	CHECK(strstr(luaprof_sysprof_error(), "no options") != NULL, "message: %s",
+	      luaprof_sysprof_error());
 	o.clock = LUAPROF_CLOCK_CPU;
 
 	CHECK(luaprof_sysprof_stop(L) == LUAPROF_PROFILE_ERRRUN, "stop when idle");
