@@ -208,6 +208,22 @@ too_long:
 	return -1;
 }
 
+int lp_output_rename_refused(const char *dest)
+{
+	struct stat fs, ds;
+	char dir[PATH_MAX];
+	const char *slash = strrchr(dest, '/');
+	size_t n = !slash ? 1 : slash == dest ? 1 : (size_t)(slash - dest);
+	if (n >= sizeof(dir) || lstat(dest, &fs) != 0)
+		return 0;
+	memcpy(dir, slash ? dest : ".", n);
+	dir[n] = '\0';
+	uid_t me = geteuid();
+	/* Root's CAP_FOWNER passes the sticky bit (a root without it is rare enough). */
+	return stat(dir, &ds) == 0 && (ds.st_mode & S_ISVTX) && me != 0 && fs.st_uid != me &&
+	       ds.st_uid != me;
+}
+
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 {
 	tmp[0] = '\0';
@@ -236,6 +252,11 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 		return fopen(path, "w");
 	}
 	int exists = stat(dest, &sb) == 0;
+	/* Another user's file in a sticky directory (/tmp) cannot be renamed over: written in
+	 * place, as it would be without the temporary file (a failed rendering leaves it
+	 * cut). lp_output_check has found it writable. */
+	if (exists && lp_output_rename_refused(dest))
+		return fopen(dest, "w");
 	/* lp_output_close renames tmp over the name tmp has without this suffix: dest. */
 	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", dest) >= tmplen) {
 		errno = ENAMETOOLONG;
@@ -323,6 +344,9 @@ int lp_output_check(const char *path)
 		errno = EPERM; /* entries can be added there, not replaced or removed */
 		return -1;
 	}
+	/* Another user's file in a sticky directory: written in place (lp_output_open). */
+	if (exists && lp_output_rename_refused(dest))
+		return 0;
 	/* A file made where the output goes: what the directory really takes (permission
 	 * bits do not say it for /proc, a read-only mount, an immutable directory). Unnamed
 	 * where the file system can (nothing to remove), else named and removed; one that

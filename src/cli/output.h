@@ -52,6 +52,10 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen);
 ** the directory it goes in, or of the file when that directory takes no new file).
 */
 int lp_output_check(const char *path);
+/* Whether the existing file dest (links followed) cannot be replaced by renaming another
+ * file over it: another user's, in a sticky directory such as /tmp that is not ours. It is
+ * then written in place. */
+int lp_output_rename_refused(const char *dest);
 /* Whether path names something that exists and is not a regular file (/dev/null, a FIFO,
 ** /dev/stdout whatever it is redirected to): no file should be derived from its name. */
 int lp_output_is_special(const char *path);

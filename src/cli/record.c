@@ -1224,7 +1224,9 @@ int lp_cmd_record(int argc, char **argv)
 	int replace = stat(dest, &old) == 0 && old.st_size > 0, probe = -1;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
 		return fail("output path too long");
-	if (replace && (probe = mkostemp(tmp, O_CLOEXEC)) >= 0)
+	/* Another user's profile in a sticky directory (/tmp) cannot be renamed over: the new
+	 * stream is written in place, as where no file can be made beside it. */
+	if (replace && !lp_output_rename_refused(dest) && (probe = mkostemp(tmp, O_CLOEXEC)) >= 0)
 		fchmod(probe, old.st_mode & 07777);
 	else
 		snprintf(tmp, sizeof(tmp), "%s", dest);

@@ -893,6 +893,23 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 		build/luaprof report -q "$nb/ro/p.bin" 2>&1 | grep -Eq "$memsite" ||
 		fail "as nobody: the profile written in place is not the new run's: $(head -3 "$nb/out/b.txt")"
 	[ "$(ls "$nb/ro")" = p.bin ] || fail "as nobody: files left beside the profile: $(ls "$nb/ro")"
+	# Another user's writable profile and report in a sticky directory (a shared /tmp):
+	# nothing can be renamed over them, so both are written in place (the run's profile was
+	# dropped after the program ran: "cannot write the raw stream: Operation not permitted").
+	mkdir -p "$nb/st"
+	chmod 1777 "$nb/st"
+	cp "$t/target.bin" "$nb/st/s.bin"
+	echo old >"$nb/st/s.txt"
+	chmod 666 "$nb/st/s.bin" "$nb/st/s.txt"
+	as_nobody ./luaprof record -q --memory -o st/s.txt -- luajit mem.lua >/dev/null 2>"$t/err" ||
+		fail "as nobody, another user's files in a sticky directory: $(cat "$t/err")"
+	grep -Eq "$memsite" "$nb/st/s.txt" && build/luaprof report -q "$nb/st/s.bin" 2>&1 | grep -Eq "$memsite" ||
+		fail "as nobody, sticky directory: not the new run's: $(head -3 "$nb/st/s.txt")"
+	[ "$(stat -c %U "$nb/st/s.bin" "$nb/st/s.txt" | sort -u)" = root ] &&
+		[ "$(ls -A "$nb/st" | tr '\n' ' ')" = "s.bin s.txt " ] ||
+		fail "as nobody, sticky directory: files replaced or left: $(ls -lA "$nb/st")"
+	as_nobody ./luaprof report -q st/s.bin -f memprof -o st/s.txt 2>"$t/err" &&
+		grep -Eq "$memsite" "$nb/st/s.txt" || fail "as nobody, report into a sticky directory: $(cat "$t/err")"
 else
 	echo "note: the in-place replacement check needs root (to run as nobody) and setpriv"
 fi
