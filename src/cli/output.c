@@ -272,6 +272,10 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 		tmp[0] = '\0';
 		if (e == EACCES && exists)
 			return fopen(dest, "w");
+		/* A name too long for its suffix (NAME_MAX less 7 bytes or more): written in
+		 * place too, as the check before the rendering took it. */
+		if (e == ENAMETOOLONG)
+			return fopen(dest, "w");
 		errno = e;
 		return NULL;
 	}

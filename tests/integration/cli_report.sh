@@ -238,6 +238,13 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
 	[ -L "$t/nb/w/l.folded" ] && cmp -s "$t/nb/ro/t.folded" "$t/plain.folded" ||
 		fail "report -o LINK (target's directory not writable): not written in place"
 fi
+# A name of 249 to 255 bytes is valid, though the temporary file beside it (NAME.XXXXXX)
+# cannot be made: written in place (it was refused as "File name too long").
+long=$(printf '%0245d' 0)
+$lp report -q $sp -f collapsed -o "$t/$long.txt" 2>"$t/err" && cmp -s "$t/$long.txt" "$t/plain.folded" ||
+	fail "report -o NAME of 249 bytes: $(cat "$t/err")"
+[ "$(ls "$t" | grep -c "^$long")" = 1 ] || fail "report -o NAME of 249 bytes: files left: $(ls "$t" | grep "^$long")"
+expect 1 "File name too long" -- $lp report -q $sp -f collapsed -o "$t/${long}0123456789.txt"
 if command -v script >/dev/null 2>&1; then
 	script -qec "$lp report -q $sp -f pprof -o /dev/stdout" /dev/null >"$t/tty.out" 2>&1
 	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" ||
