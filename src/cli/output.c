@@ -224,6 +224,20 @@ int lp_output_rename_refused(const char *dest)
 	       ds.st_uid != me;
 }
 
+/* An existing file opened to be rewritten in place: without O_CREAT, which a sticky
+ * directory refuses for another user's file where fs.protected_regular is set. */
+static FILE *open_in_place(const char *dest)
+{
+	int fd = open(dest, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (fd >= 0 && !f) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
+	return f;
+}
+
 FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 {
 	tmp[0] = '\0';
@@ -256,7 +270,7 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 	 * place, as it would be without the temporary file (a failed rendering leaves it
 	 * cut). lp_output_check has found it writable. */
 	if (exists && lp_output_rename_refused(dest))
-		return fopen(dest, "w");
+		return open_in_place(dest);
 	/* lp_output_close renames tmp over the name tmp has without this suffix: dest. */
 	if ((size_t)snprintf(tmp, tmplen, "%s.XXXXXX", dest) >= tmplen) {
 		errno = ENAMETOOLONG;
@@ -271,11 +285,11 @@ FILE *lp_output_open(const char *path, char *tmp, size_t tmplen)
 		int e = errno;
 		tmp[0] = '\0';
 		if (e == EACCES && exists)
-			return fopen(dest, "w");
+			return open_in_place(dest);
 		/* A name too long for its suffix (NAME_MAX less 7 bytes or more): written in
 		 * place too, as the check before the rendering took it. */
 		if (e == ENAMETOOLONG)
-			return fopen(dest, "w");
+			return exists ? open_in_place(dest) : fopen(dest, "w");
 		errno = e;
 		return NULL;
 	}

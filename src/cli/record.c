@@ -1235,7 +1235,10 @@ int lp_cmd_record(int argc, char **argv)
 		created = access(dest, F_OK) != 0;
 		/* Not truncated here: an earlier profile that could not be set aside is
 		 * emptied by the agent when it starts, not by a run that never does. */
-		probe = open(dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		/* An existing file without O_CREAT, which a sticky directory refuses for
+		 * another user's where fs.protected_regular is set. */
+		probe = open(dest, created ? O_WRONLY | O_CREAT | O_CLOEXEC : O_WRONLY | O_CLOEXEC,
+			     0644);
 	}
 	if (probe < 0)
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
