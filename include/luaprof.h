@@ -180,7 +180,8 @@ LUAPROF_API int luaprof_sysprof_start(struct lua_State *L,
 LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L);
 
 /* Copies the counters; valid while running (a consistent snapshot: samples equals the
- * sum of the states) and after stop, until the next start. Always succeeds. */
+ * sum of the states) and after stop, until the next start. LUAPROF_PROFILE_ERRUSE when
+ * counters is NULL, else LUAPROF_PROFILE_SUCCESS. */
 LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *counters);
 
 /* Same for the extra statistics. Always succeeds. */
@@ -265,7 +266,8 @@ LUAPROF_API int luaprof_memprof_start(struct lua_State *L,
 ** stream failed (errno set; ECANCELED when the writer asked to stop), now or while running.
 */
 LUAPROF_API int luaprof_memprof_stop(struct lua_State *L);
-/* Counters of the running or last profile. Always succeeds. */
+/* Counters of the running or last profile. LUAPROF_PROFILE_ERRUSE when counters is NULL,
+ * else LUAPROF_PROFILE_SUCCESS. */
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *counters);
 /* One-line description of the calling thread's last failed start/stop, "" if none. */
 LUAPROF_API const char *luaprof_memprof_error(void);

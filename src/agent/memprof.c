@@ -2379,6 +2379,8 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
 {
+	if (!c)
+		return LUAPROF_PROFILE_ERRUSE;
 	c->events = mp.allocs + mp.frees + mp.reallocs;
 	c->samples = mp.nsmp;
 	c->allocs = mp.allocs;

@@ -1166,6 +1166,8 @@ LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L)
 LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *c)
 {
 	uint64_t v[LP_VMST__MAX], n;
+	if (!c)
+		return LUAPROF_PROFILE_ERRUSE;
 	for (;;) {
 		uint32_t s1 = atomic_load_explicit(&sp.cnt_seq, memory_order_acquire);
 		if (s1 & 1) {

@@ -400,6 +400,8 @@ static void test_validation(void)
 	CHECK(luaprof_sysprof_set_writer(mem_writer) == 0, "set_writer");
 	CHECK(luaprof_sysprof_set_on_stop(mem_on_stop) == 0, "set_on_stop");
 	CHECK(luaprof_sysprof_set_backtracer(NULL) == 0, "set_backtracer(NULL)");
+	CHECK(luaprof_sysprof_report(NULL) == LUAPROF_PROFILE_ERRUSE, "sysprof_report(NULL)");
+	CHECK(luaprof_memprof_report(NULL) == LUAPROF_PROFILE_ERRUSE, "memprof_report(NULL)");
 
 	int calls = sink.on_stop_calls;
 	memset(&o, 0, sizeof(o));
