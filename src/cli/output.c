@@ -323,12 +323,11 @@ static int append_only(const char *path)
 
 int lp_output_check(const char *path)
 {
-	if (!path || !strcmp(path, "-"))
-		return 0;
 	char dest[PATH_MAX];
-	int fd;
-	enum dest_kind kind;
-	if (classify(path, dest, &fd, &kind))
+	int fd = STDOUT_FILENO;
+	enum dest_kind kind = DEST_FD;
+	/* Standard output closed (`>&-`) or read-only: said before a program runs for it. */
+	if (path && strcmp(path, "-") && classify(path, dest, &fd, &kind))
 		return -1;
 	struct stat sb;
 	if (kind == DEST_FD) {

@@ -476,6 +476,18 @@ static int agent_path(char *buf, size_t len)
 	return access(buf, R_OK);
 }
 
+/* Whether path starts as an ELF file does: LUAPROF_AGENT naming anything else (a
+ * directory, a script) would have luajit fail to load it, and record blame LUA_INIT. */
+static int is_elf(const char *path)
+{
+	unsigned char m[4];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, m, sizeof(m));
+	if (fd >= 0)
+		close(fd);
+	return n == 4 && !memcmp(m, "\x7f" "ELF", 4);
+}
+
 /* Lua long-bracket literal of s: [==[s]==] with enough '=' not to occur in s. */
 static int lua_literal(const char *s, char *buf, size_t len)
 {
@@ -1179,6 +1191,11 @@ int lp_cmd_record(int argc, char **argv)
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
 			    agent);
+	if (!is_elf(agent))
+		return fail("the agent %s is not a shared library (%s)", agent,
+			    getenv("LUAPROF_AGENT") && *getenv("LUAPROF_AGENT")
+				    ? "LUAPROF_AGENT names it; unset it to use the one beside luaprof"
+				    : "build it with make");
 	int perr = program_check(o.cmd[0]);
 	if (perr)
 		return fail("cannot run %s: %s", o.cmd[0],
@@ -1191,7 +1208,8 @@ int lp_cmd_record(int argc, char **argv)
 	 * renamed over it once the program has left one: a run that records nothing leaves
 	 * the previous profile (and the report made from it) as they were. */
 	if (lp_output_check(o.output) != 0)
-		return fail("cannot write %s: %s", o.output, strerror(errno));
+		return fail("cannot write %s: %s", strcmp(o.output, "-") ? o.output : "standard output",
+			    strerror(errno));
 	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output))
 		return fail("pprof output is binary; give a file with -o");
 	/* The script being profiled (or any file the program is given) named as -o by

@@ -529,6 +529,22 @@ expect '--human-readable applies to the memprof text report' --human-readable --
 expect "cannot tell the format from 'p.bin'; use -f (record writes the raw stream too: --raw names it)" -o p.bin -- luajit app.lua
 expect '--rate expects' --rate 0 -- luajit app.lua
 expect '--lines applies to -f top (rank lines, not functions), not to -f flamegraph' --lines -o x.svg -- luajit app.lua
+# LUAPROF_AGENT naming no shared library: said before the program runs (luajit failed to
+# load it, and record blamed LUA_INIT).
+LUAPROF_AGENT=/etc/passwd "$lp" record -q -o x.svg -- luajit app.lua >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -q 'the agent /etc/passwd is not a shared library (LUAPROF_AGENT names it' "$t/err" ||
+	fail "LUAPROF_AGENT=/etc/passwd: exit $rc: $(cat "$t/err")"
+# Standard output closed, or open read-only, for a report that goes there: refused before
+# the program runs (it ran, then "write error").
+"$lp" record -q -f top -- luajit app.lua 0.1 >&- 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -q 'cannot write standard output: Bad file descriptor' "$t/err" ||
+	fail "record with standard output closed: exit $rc: $(cat "$t/err")"
+"$lp" record -q -f top -- luajit app.lua 0.1 1</dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -q 'cannot write standard output' "$t/err" ||
+	fail "record with standard output read-only: exit $rc: $(cat "$t/err")"
 
 # --raw with a graph's extension gets the raw stream, and is told so.
 (cd "$t" && "$lp" record -q -o rg.folded --raw rg.svg -- luajit app.lua 0.2) >/dev/null 2>"$t/err" ||
