@@ -1397,6 +1397,11 @@ int lp_cmd_record(int argc, char **argv)
 		if (gone)
 			return fail("%s wrote no profile that is left: the raw stream %s was "
 				    "removed while it ran", o.cmd[0], renamed ? tmp : raw);
+		if (WIFSIGNALED(status) && loaded == 0)
+			return fail("%s wrote no profile: it was killed before it loaded the agent "
+				    "(which record gives LuaJIT's standalone interpreter through "
+				    "LUA_INIT)%s", o.cmd[0],
+				    renamed ? "; the earlier profile is kept" : "");
 		if (WIFSIGNALED(status))
 			return fail("%s wrote no profile: it was killed before the profiler wrote "
 				    "anything%s%s", o.cmd[0],

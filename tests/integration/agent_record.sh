@@ -367,6 +367,11 @@ rc=$?
 [ $rc = 1 ] || fail "luajit -E: exit $rc, want 1"
 grep -q 'wrote no profile: it never loaded the agent, which record gives LuaJIT.s standalone interpreter through LUA_INIT (`luajit -E` ignores' "$t/err" ||
 	fail "luajit -E message: $(cat "$t/err")"
+# A program killed before it loaded the agent (a shell): said so, not that the profiler
+# had no time to write.
+(cd "$t" && "$lp" record -q -o k.svg -- sh -c 'kill -9 $$') >/dev/null 2>"$t/err"
+grep -q 'sh wrote no profile: it was killed before it loaded the agent' "$t/err" ||
+	fail "sh killed: $(cat "$t/err")"
 # A host that does not run LUA_INIT at all: said as plainly.
 if command -v tarantool >/dev/null 2>&1; then
 	printf 'print("hi")\n' >"$t/tt.lua"
