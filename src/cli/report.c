@@ -145,6 +145,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'o':
 			if (!strcmp(optarg, "--"))
 				return fail("-o needs a file name before --");
+			if (!*optarg)
+				return fail("-o needs a file name ('-' for standard output)");
 			o->output = optarg;
 			break;
 		case 'n': {

@@ -529,6 +529,7 @@ expect() {
 }
 expect 'no program to run' -o x.svg
 expect '-o needs a file name before --' -f top -o -- luajit app.lua
+expect "-o needs a file name ('-' for standard output)" -o '' -- luajit app.lua
 expect '--human-readable applies to the memprof text report' --memory --sample 1K --human-readable -- luajit app.lua
 expect '--human-readable applies to the memprof text report' --human-readable -- luajit app.lua
 expect "cannot tell the format from 'p.bin'; use -f (record writes the raw stream too: --raw names it)" -o p.bin -- luajit app.lua

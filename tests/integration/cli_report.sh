@@ -163,6 +163,7 @@ expect 2 "lx.bin: byte 0: not a profile stream .text: .*this file with 0x6c 0x6f
 printf 'lj' >"$t/lj.bin"
 expect 3 "lj.bin: byte 2: unexpected end of input" -- $lp report "$t/lj.bin"
 expect 1 "-o needs a file name before --" -- $lp report -o -- "$t/lj.bin"
+expect 1 "-o needs a file name .'-' for standard output." -- $lp report -o '' "$t/lj.bin"
 { printf 'ljs\004\0\0\0'; } >"$t/v4.bin"
 expect 2 "v4.bin: byte 3: symtab version mismatch: luaprof expects 3, the file has 4" -- $lp report "$t/v4.bin"
 size=$(stat -c %s $mp)
