@@ -5,7 +5,13 @@
 **
 ** This is flamegraph.pl's input and Pyroscope's "folded" format. Lines are sorted so the
 ** output is deterministic; ';' inside a frame label would split the frame, and a
-** newline would split the line, so both are replaced (by ':' and ' ').
+** newline would split the line, so both are replaced (by ':' and ' '), as is every other
+** control character (by ' '). Labels are written whole (a chunk name may be 4 KiB), and as
+** UTF-8: bytes that are none become U+FFFD, as in pprof and speedscope. Their readers need
+** it: flamegraph.pl dies on "Malformed UTF-8", and copies control characters into its SVG,
+** which no XML parser then reads; inferno reads its input as a Rust String and refuses the
+** whole file. (LuaJIT cuts a string chunk's name after 45 bytes, inside a character of a
+** non-ASCII first line.)
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 
 #include "report/render.h"
+#include "util/utf8.h"
 
 struct line {
 	char *text;
@@ -27,28 +34,53 @@ static int line_cmp(const void *a, const void *b)
 /* Appends ";" (unless first) and the frame's label with separators neutralised. */
 static int append_label(char **buf, size_t *len, size_t *cap, const struct lp_frame *f, int sep)
 {
-	char tmp[1024];
-	int n = lp_frame_label(f, tmp, sizeof(tmp));
+	char small[512], *tmp = small;
+	int n = lp_frame_label(f, small, sizeof(small));
 	if (n < 0)
 		return -EINVAL;
-	size_t k = (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1;
-	if (*len + k + 3 > *cap) {
+	if ((size_t)n >= sizeof(small)) {
+		if (!(tmp = malloc((size_t)n + 1)))
+			return -ENOMEM;
+		lp_frame_label(f, tmp, (size_t)n + 1);
+	}
+	size_t k = (size_t)n;
+	/* Each byte grows to at most the 3 of U+FFFD. */
+	if (*len + 3 * k + 2 > *cap) {
 		size_t ncap = *cap ? *cap * 2 : 256;
-		while (ncap < *len + k + 3)
+		while (ncap < *len + 3 * k + 2)
 			ncap *= 2;
 		char *p = realloc(*buf, ncap);
-		if (!p)
+		if (!p) {
+			if (tmp != small)
+				free(tmp);
 			return -ENOMEM;
+		}
 		*buf = p;
 		*cap = ncap;
 	}
+	char *o = *buf + *len;
 	if (sep)
-		(*buf)[(*len)++] = ';';
-	for (size_t i = 0; i < k; i++) {
-		char ch = tmp[i];
-		(*buf)[(*len)++] = ch == ';' ? ':' : (ch == '\n' || ch == '\r') ? ' ' : ch;
+		*o++ = ';';
+	const unsigned char *u = (const unsigned char *)tmp;
+	for (size_t i = 0; i < k;) {
+		size_t bad = 0, sl = lp_utf8_seq(u + i, k - i, &bad, NULL);
+		if (!sl) {
+			memcpy(o, LP_UTF8_REPLACEMENT, 3);
+			o += 3;
+			i += bad;
+		} else if (sl == 1) {
+			unsigned char ch = u[i++];
+			*o++ = ch == ';' ? ':' : ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
+		} else {
+			memcpy(o, u + i, sl);
+			o += sl;
+			i += sl;
+		}
 	}
-	(*buf)[*len] = '\0';
+	*o = '\0';
+	*len = (size_t)(o - *buf);
+	if (tmp != small)
+		free(tmp);
 	return 0;
 }
 
