@@ -171,21 +171,23 @@ static int intern_label(struct lp_memprof *m, const char *s, uint32_t *idx)
 /* A C site's label: "name:0xstart", as Tarantool's parser prints a symbol; a stand-in name
  * the agent gave a function with no symbol ("object+0xoffset") says where it is already,
  * and its absolute address would differ from run to run: the name alone. */
-static void c_label(char *buf, size_t len, const char *name, uint64_t start)
+static int c_label(char *buf, size_t len, const char *name, uint64_t start)
 {
 	if (strstr(name, "+0x"))
-		snprintf(buf, len, "%s", name);
-	else
-		snprintf(buf, len, "%s:0x%" PRIx64, name, start);
+		return snprintf(buf, len, "%s", name);
+	return snprintf(buf, len, "%s:0x%" PRIx64, name, start);
 }
 
-/* Names a site the way Tarantool's memprof parser does, and describes it as a frame. */
-static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
+/* Names a site the way Tarantool's memprof parser does, and describes it as a frame.
+ * Returns the label's length (as snprintf: buf holds all of it only when it is below
+ * len). */
+static int describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 {
+	int n = 0;
 	memset(&l->f, 0, sizeof(l->f));
 	switch (l->source) {
 	case LP_ASOURCE_INT:
-		snprintf(buf, len, "INTERNAL");
+		n = snprintf(buf, len, "INTERNAL");
 		l->f.kind = LP_FK_INTERNAL;
 		l->f.name = "INTERNAL";
 		break;
@@ -194,11 +196,11 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		l->f.kind = LP_FK_LUA;
 		l->f.line = l->line > UINT32_MAX ? UINT32_MAX : (uint32_t)l->line;
 		if (s) {
-			snprintf(buf, len, "%s:%" PRIu64, s->tchunk, l->line);
+			n = snprintf(buf, len, "%s:%" PRIu64, s->tchunk, l->line);
 			l->f.name = s->chunk;
 			l->f.fline = s->firstline;
 		} else {
-			snprintf(buf, len, "LFUNC 0x%" PRIx64 ":%" PRIu64, l->addr, l->line);
+			n = snprintf(buf, len, "LFUNC 0x%" PRIx64 ":%" PRIu64, l->addr, l->line);
 			l->f.name = NULL; /* set to the label below */
 		}
 		break;
@@ -207,11 +209,11 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		const struct lp_sym_c *s = lp_symtab_c(m->st, l->addr);
 		l->f.kind = LP_FK_C;
 		if (s) {
-			c_label(buf, len, s->name, s->start);
+			n = c_label(buf, len, s->name, s->start);
 			l->f.name = s->name;
 			l->f.addr = s->start;
 		} else {
-			snprintf(buf, len, "CFUNC 0x%" PRIx64, l->addr);
+			n = snprintf(buf, len, "CFUNC 0x%" PRIx64, l->addr);
 			l->f.addr = l->addr;
 		}
 		break;
@@ -222,23 +224,25 @@ static void describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		l->f.kind = LP_FK_TRACE;
 		l->f.traceno = l->traceno > UINT32_MAX ? UINT32_MAX : (uint32_t)l->traceno;
 		if (t && s) {
-			snprintf(buf, len, "TRACE [%" PRIu64 "] started at %s:%" PRIu32, l->traceno,
-				 s->tchunk, t->line);
+			n = snprintf(buf, len, "TRACE [%" PRIu64 "] started at %s:%" PRIu32,
+				     l->traceno, s->tchunk, t->line);
 			l->f.name = s->chunk;
 			l->f.line = t->line;
 			l->f.fline = s->firstline;
 		} else if (t) {
-			snprintf(buf, len, "TRACE [%" PRIu64 "] started at LFUNC 0x%" PRIx64 ":%" PRIu32,
-				 l->traceno, t->proto, t->line);
+			n = snprintf(buf, len,
+				     "TRACE [%" PRIu64 "] started at LFUNC 0x%" PRIx64 ":%" PRIu32,
+				     l->traceno, t->proto, t->line);
 			l->f.name = "?";
 			l->f.line = t->line;
 		} else {
-			snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
+			n = snprintf(buf, len, "TRACE [%" PRIu64 "]", l->traceno);
 			l->f.name = "?";
 		}
 		break;
 	}
 	}
+	return n < 0 ? 0 : n;
 }
 
 struct loc_key {
@@ -315,9 +319,19 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 	l->traceno = ev->traceno;
 	l->sym = k.full ? k.sym : sym_content(m, ev);
 	l->entry[0] = l->entry[1] = l->entry[2] = UINT32_MAX;
-	char buf[1024];
-	describe(m, l, buf, sizeof(buf));
-	if (intern_label(m, buf, &l->label))
+	/* A label as long as its chunk name (up to LP_SYMTAB_MAX_NAME) or C symbol: cut, two
+	 * lines of one chunk would read (and merge) as one site. */
+	char small[1024], *buf = small;
+	int need = describe(m, l, buf, sizeof(small));
+	if ((size_t)need >= sizeof(small)) {
+		if (!(buf = malloc((size_t)need + 1)))
+			return -ENOMEM;
+		describe(m, l, buf, (size_t)need + 1);
+	}
+	int rc = intern_label(m, buf, &l->label);
+	if (buf != small)
+		free(buf);
+	if (rc)
 		return -ENOMEM;
 	if (!l->f.name)
 		l->f.name = m->labels[l->label].text;

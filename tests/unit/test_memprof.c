@@ -331,6 +331,37 @@ static void test_c_symbol_replaced(void)
 /* A function with no symbol, which the agent names "object+0xoffset": labelled by that
  * name alone (its absolute address would change from run to run), where a symbol's label
  * is "name:0xstart" as in Tarantool's parser. */
+/* A chunk name longer than a kilobyte (a deep path; Tarantool's streams carry it whole):
+ * its two lines stay two sites, named in full, as Tarantool's parser names them. The
+ * label used to be cut at 1023 bytes, which took the line with it and merged the sites. */
+static void test_long_chunk_name(void)
+{
+	char chunk[1501], want[8192];
+	chunk[0] = '@';
+	for (size_t i = 1; i < sizeof(chunk) - 1; i++)
+		chunk[i] = "dir/"[i % 4];
+	chunk[sizeof(chunk) - 1] = '\0';
+	begin();
+	lp_write_mem_sym_lua(&wb, 0x900, chunk, strlen(chunk), 1);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0x900, 5, 0, 0, 0x1000, 32);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0x900, 6, 0, 0, 0x2000, 64);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0x900, 6, 0, 0, 0x3000, 64);
+	snprintf(want, sizeof(want),
+		 "ALLOCATIONS\n"
+		 "%s:6: 2 events\t+128B\t-0B\n"
+		 "%s:5: 1 events\t+32B\t-0B\n"
+		 "\n"
+		 "REALLOCATIONS\n"
+		 "\n"
+		 "DEALLOCATIONS\n"
+		 "\n"
+		 "HEAP SUMMARY:\n"
+		 "%s:6 holds 128B: 2 allocs, 0 frees\n"
+		 "%s:5 holds 32B: 1 allocs, 0 frees\n"
+		 "\n", chunk, chunk, chunk, chunk);
+	CHECK_STR(report(0, 0, NULL), want);
+}
+
 static void test_stand_in_label(void)
 {
 	begin();
@@ -474,6 +505,7 @@ int main(void)
 	RUN(test_builtin_over_stand_in);
 	RUN(test_c_symbol_replaced);
 	RUN(test_stand_in_label);
+	RUN(test_long_chunk_name);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);
