@@ -286,26 +286,27 @@ static uint64_t proto_fp(const struct lp_lj_proto *p)
 	       ((uint64_t)p->sizebc << 12) ^ p->numline;
 }
 
-/* Queues a symbol event for prototype pt unless named already. */
-static void need_proto(struct agent_sample *s, uint64_t pt)
+/* Queues a symbol event for prototype pt unless named already. Returns the fingerprint of
+ * the function there (0 when it cannot be read). */
+static uint64_t need_proto(struct agent_sample *s, uint64_t pt)
 {
 	struct lp_lj_proto p;
 	if (pt == 0 || s->nsyms == AGENT_MAX_NEWSYMS || lp_lj_proto_read(&vm, &mem, pt, &p))
-		return;
+		return 0;
 	/* With the chunk name's string id: a chunk loaded again at the freed addresses of the
 	 * last one has the same name pointer, first line and size (memprof.c). */
 	uint32_t sid = 0;
 	(void)lp_mem_u32(&mem, p.chunkname + vm.lay->str_sid, &sid);
 	uint64_t fp = proto_fp(&p) ^ ((uint64_t)sid << 20);
 	if (is_known(pt, fp))
-		return;
+		return fp;
 	for (size_t i = 0; i < s->nsyms; i++)
 		if (s->syms[i].event == LP_SYSPROF_SYM_LFUNC && s->syms[i].addr == pt)
-			return;
+			return fp;
 	size_t len = 0;
 	char *buf = names[s->nsyms];
 	if (lp_lj_str(&vm, &mem, p.chunkname, buf, AGENT_NAME_MAX, &len) != LP_LJ_OK)
-		return;
+		return 0;
 	struct agent_sym *y = &s->syms[s->nsyms++];
 	y->event = LP_SYSPROF_SYM_LFUNC;
 	y->addr = pt;
@@ -314,6 +315,7 @@ static void need_proto(struct agent_sample *s, uint64_t pt)
 	y->name = buf;
 	y->len = len < AGENT_NAME_MAX ? len : AGENT_NAME_MAX - 1;
 	set_known(pt, fp);
+	return fp;
 }
 
 /* The line where a trace starts. */
@@ -334,8 +336,11 @@ static uint32_t start_line(uint64_t startpt, uint64_t startpc)
 */
 static void need_trace(struct agent_sample *s, const struct lp_lj_trace *t)
 {
-	uint64_t key = TRACE_KEY | t->traceno, fp = t->addr ^ (t->startpt << 1) ^ t->startpc;
-	need_proto(s, t->startpt);
+	/* With the start function's fingerprint: a trace of the same number, block and start
+	 * address over another function at that prototype's address (collected, its memory
+	 * reused) starts at another line. */
+	uint64_t key = TRACE_KEY | t->traceno,
+		 fp = t->addr ^ (t->startpt << 1) ^ t->startpc ^ need_proto(s, t->startpt) << 3;
 	int known_now = is_known(key, fp);
 	if (!known_now && s->nsyms == AGENT_MAX_NEWSYMS)
 		return;

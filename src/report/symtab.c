@@ -17,12 +17,14 @@ struct lua_entry {
 	uint64_t proto;
 	struct lp_sym_lua sym;
 	int redef;           /* the key named something else before */
+	uint64_t defined;    /* when it was last named otherwise (defs): 0 never */
 };
 
 struct trace_entry {
 	uint64_t traceno;
 	struct lp_sym_trace sym;
 	int redef;
+	uint64_t defined;    /* when its symbol was last written (defs) */
 };
 
 struct map {
@@ -45,6 +47,7 @@ struct lp_symtab {
 
 	struct lua_entry *lua;
 	size_t nlua, luacap;
+	uint64_t defs; /* symbol definitions so far: their order */
 	uint64_t luagen;            /* bumped by every lp_symtab_add_lua */
 	uint64_t redefs;            /* symbols replaced by another content */
 	struct lp_iset luaset;
@@ -286,10 +289,12 @@ int lp_symtab_add_lua(struct lp_symtab *st, uint64_t proto, const char *chunk, s
 		idx = (uint32_t)st->nlua++;
 		st->lua[idx].proto = proto;
 		st->lua[idx].redef = 0;
+		st->lua[idx].defined = 0;
 	} else if (st->lua[idx].sym.chunk != name ||
 		   st->lua[idx].sym.firstline != clamp32(firstline)) {
 		st->redefs++;
 		st->lua[idx].redef = 1;
+		st->lua[idx].defined = ++st->defs;
 	}
 	st->lua[idx].sym.chunk = name;
 	st->lua[idx].sym.tchunk = st->tchunks[ci];
@@ -316,6 +321,7 @@ int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, 
 		st->redefs++;
 		st->traces[idx].redef = 1;
 	}
+	st->traces[idx].defined = ++st->defs;
 	st->traces[idx].sym.proto = proto;
 	st->traces[idx].sym.line = clamp32(line);
 	return 0;
@@ -351,6 +357,11 @@ static const struct lp_sym_lua *trace_start(const struct lp_symtab *st, uint64_t
 	struct u64_key lk = { st->lua, sizeof(*st->lua), proto };
 	if (!lp_iset_find(&st->luaset, lp_hash_u64(proto), u64_eq, &lk, &li) ||
 	    (certain && st->lua[li].redef))
+		return NULL;
+	/* The prototype's address named another function since the trace's symbol was
+	 * written: that symbol may be the old function's (a writer that did not write it
+	 * again, its trace number, code and start address being the same), its line too. */
+	if (st->lua[li].defined > st->traces[ti].defined)
 		return NULL;
 	*trace = &st->traces[ti].sym;
 	return &st->lua[li].sym;

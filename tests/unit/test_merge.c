@@ -1028,6 +1028,40 @@ static void test_trace_code_keyed(void)
 		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [5] @app.lua:21;my_cfunc 2\n");
 }
 
+static void stale_tsamples_trailer(void)
+{
+	const struct lp_lua_frame first[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const struct lp_lua_frame second[] = { L(P_F, 22), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0000, A_LUA_PCALL + 4, A_MAIN + 9 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(0, first, 2, host, 3);
+	ext_stack(1, second, 2, host, 3);
+	const uint8_t pairs[] = { 0, 0, 0, 1 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* The trace's prototype address named another function after the trace's symbol was
+ * written, the trace's not written again (a writer whose fingerprint of the trace missed
+ * it): the symbol may be the old function's, so the sample's own line names the frame.
+ * The start's line was shown with the new function's name (agent_api.sh's reused chunks:
+ * chunk10:3 for a loop on line 11). */
+static void test_trace_frame_stale_start(void)
+{
+	begin();
+	lp_write_sys_sym_trace(&wb, 5, P_F, 13);
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 5, .trace_addr = P_F,
+				   .trace_line = 14 };
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sym_lua(&wb, P_F, "@new.lua", 8, 20);
+	t.trace_line = 22;
+	lp_write_sys_sample(&wb, &t);
+	trailer = stale_tsamples_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;@app.lua:14;TRACE [5] @app.lua:13 1\n"
+		  "main;lua_pcall;@app.lua:5;@new.lua:22;TRACE [5] @new.lua:22 1\n");
+}
+
 static void flush_tsamples_trailer(void)
 {
 	const struct lp_lua_frame in_f[] = { L(P_F, 14), L(P_MAIN, 5) };
@@ -1670,6 +1704,7 @@ int main(void)
 	RUN(test_trace_code_many_overlaps);
 	RUN(test_trace_code_keyed);
 	RUN(test_trace_frame_after_flush);
+	RUN(test_trace_frame_stale_start);
 	RUN(test_trace_anchor_resumed);
 	RUN(test_c_in_coroutine);
 	RUN(test_c_in_callback);
