@@ -227,7 +227,7 @@ static int describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 			n = snprintf(buf, len, "TRACE [%" PRIu64 "] started at %s:%" PRIu32,
 				     l->traceno, s->tchunk, t->line);
 			l->f.name = s->chunk;
-			l->f.line = t->line;
+			l->f.line = l->f.tline = t->line;
 			l->f.fline = s->firstline;
 		} else if (t) {
 			n = snprintf(buf, len,

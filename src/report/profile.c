@@ -110,8 +110,8 @@ static const char *intern(struct lp_profile *p, const char *s)
 static int frame_same(const struct lp_frame *a, const struct lp_frame *b)
 {
 	return a->kind == b->kind && a->line == b->line && a->traceno == b->traceno &&
-	       a->fline == b->fline && a->addr == b->addr && a->name == b->name &&
-	       a->file == b->file;
+	       a->fline == b->fline && a->tline == b->tline && a->addr == b->addr &&
+	       a->name == b->name && a->file == b->file;
 }
 
 struct frame_key {
@@ -129,7 +129,8 @@ static uint64_t frame_hash(const struct lp_frame *f)
 {
 	uint64_t h = lp_hash_u64((uint64_t)(uintptr_t)f->name ^ ((uint64_t)f->kind << 56));
 	h = lp_hash_u64(h ^ (uint64_t)(uintptr_t)f->file);
-	h = lp_hash_u64(h ^ ((uint64_t)f->line << 32 | f->traceno) ^ ((uint64_t)f->fline << 17));
+	h = lp_hash_u64(h ^ ((uint64_t)f->line << 32 | f->traceno) ^ ((uint64_t)f->fline << 17) ^
+			((uint64_t)f->tline << 7));
 	h = lp_hash_u64(h ^ f->addr);
 	return h;
 }
@@ -322,8 +323,8 @@ fail:
 }
 
 /*
-** Lua frames by function, and a trace's frames at its lines as one (at its function's first
-** line). Code of a known object that no symbol covers ("libm.so.6+0x705a9": static
+** Lua frames by function, and a trace's frames at its lines as one: at the line where it
+** starts, as the flame graphs name it under C code (else its function's first line). Code of a known object that no symbol covers ("libm.so.6+0x705a9": static
 ** functions of a stripped library, in a stream without the agent's names for them) has no
 ** function to rank by; its addresses are one row per object, "libm.so.6 (no symbol)",
 ** rather than a row per address. Functions the agent named after their start (from the
@@ -333,7 +334,7 @@ static void to_function(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 {
 	(void)ctx;
 	if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE) {
-		f->line = f->fline;
+		f->line = f->kind == LP_FK_TRACE && f->tline ? f->tline : f->fline;
 		return;
 	}
 	if (f->kind != LP_FK_C || !f->file || !f->nosym)

@@ -805,6 +805,15 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", smp->trace_addr);
 			f.name = buf;
 		}
+		/* As the trace is named where its code is under C code or a sampled allocation:
+		 * its start, as the symbols written before the sample define it (a flush
+		 * redefines the trace number). At a line of the function it starts in, the
+		 * frame knows that start too (its row by function). */
+		const struct lp_sym_trace *tr;
+		const struct lp_sym_lua *start = lp_symtab_trace_start_now(s->st, smp->traceno,
+									   &tr);
+		if (start && f.traceno == smp->traceno && tr->proto == smp->trace_addr)
+			f.tline = tr->line;
 		if (lp_profile_frame_id(s->raw, &f, &id))
 			return -ENOMEM;
 		if (lp_grow((void **)&s->tframe, &s->tframecap, s->ntframe + 1, sizeof(*s->tframe)))
@@ -812,16 +821,10 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 		s->tframe[s->ntframe].at = s->tframe[s->ntframe].start = id;
 		s->tframe[s->ntframe].proto = smp->trace_addr;
 		s->tframe[s->ntframe].line = smp->trace_line;
-		/* As the trace is named where its code is under C code or a sampled allocation:
-		 * its start, as the symbols written before the sample define it (a flush
-		 * redefines the trace number). */
-		const struct lp_sym_trace *tr;
-		const struct lp_sym_lua *start = lp_symtab_trace_start_now(s->st, smp->traceno,
-									   &tr);
 		if (start && f.traceno == smp->traceno) {
 			f.name = start->chunk;
 			f.fline = start->firstline;
-			f.line = tr->line;
+			f.line = f.tline = tr->line;
 			if (lp_profile_frame_id(s->raw, &f, &s->tframe[s->ntframe].start))
 				return -ENOMEM;
 		}
@@ -1384,7 +1387,7 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 			f->kind = LP_FK_TRACE;
 			f->name = fn->chunk;
 			f->fline = fn->firstline;
-			f->line = tr->line;
+			f->line = f->tline = tr->line;
 			f->traceno = (uint32_t)traceno;
 			f->addr = 0;
 			f->file = NULL;

@@ -116,6 +116,33 @@ static void test_trace_by_function(void)
 	lp_profile_free(p);
 }
 
+/* The same trace when the frames know where it starts (tline: the stream named its start):
+ * its row by function is at that line, as the flame graphs name the trace under C code,
+ * not at its function's first line (a label no search of the graph found). */
+static void test_trace_by_function_start(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_frame t = { .kind = LP_FK_TRACE, .name = "@t.lua", .line = 6, .fline = 3,
+			      .traceno = 1, .tline = 5 };
+	uint32_t main = frame(p, LP_FK_LUA, "@t.lua", 13, 0), t6, t5;
+	CHECK_EQ(lp_profile_frame_id(p, &t, &t6), 0);
+	t.line = 5;
+	CHECK_EQ(lp_profile_frame_id(p, &t, &t5), 0);
+	uint32_t fmt = frame(p, LP_FK_C, "lj_strfmt_pushf", 0, 0);
+	add(p, (uint32_t[]){ main, t6 }, 2, 4);
+	add(p, (uint32_t[]){ main, t5, fmt }, 3, 4);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	int ok = s && strstr(s, " 50.00%          4 100.00%          8  trace    TRACE [1] @t.lua:5\n") &&
+		 !strstr(s, "TRACE [1] @t.lua:3") && !strstr(s, "TRACE [1] @t.lua:6");
+	if (!ok)
+		printf("    got: %s\n", s ? s : err);
+	CHECK(ok);
+	free(s);
+	lp_profile_free(p);
+}
+
 /* Code of an object without a symbol: one row per object by function, per address by line. */
 static void test_unnamed_code(void)
 {
@@ -337,6 +364,7 @@ int main(void)
 {
 	RUN(test_by_function);
 	RUN(test_trace_by_function);
+	RUN(test_trace_by_function_start);
 	RUN(test_unnamed_code);
 	RUN(test_same_name);
 	RUN(test_by_line);
