@@ -104,11 +104,33 @@ static int write_frame(FILE *out, const struct lp_frame *f, char **buf, size_t *
 
 /* -- Profiles --------------------------------------------------------------- */
 
-/* Stacks with a non-positive weight are left out: speedscope cannot draw them. */
+/* A sample count's weight in nanoseconds of the sampling interval (saturating). */
+static int64_t scaled(int64_t v, uint64_t scale)
+{
+	if (scale <= 1)
+		return v;
+	return (uint64_t)v > (uint64_t)INT64_MAX / scale ? INT64_MAX : v * (int64_t)scale;
+}
+
+/*
+** Stacks with a non-positive weight are left out: speedscope cannot draw them. A CPU
+** profile's sample counts are written as time (count x interval, in nanoseconds), so that
+** speedscope shows seconds, as pprof's cpu/nanoseconds column does: scale is the interval,
+** else 1.
+*/
 static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, const char *name,
 			  const uint32_t *ids)
 {
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
+	const struct lp_profile_meta *m = lp_profile_cmeta(p);
+	uint64_t scale = 1;
+	const char *type = t->type, *unit = unit_name(t->unit);
+	if (!strcmp(t->type, "samples") && !strcmp(t->unit, "count") && m->period_ns &&
+	    m->event && !strcmp(m->event, "cpu") && m->period_ns <= INT64_MAX) {
+		scale = m->period_ns;
+		type = m->wall_clock ? "wall time" : "cpu time";
+		unit = "nanoseconds";
+	}
 	size_t nstacks = lp_profile_nstacks(p);
 	int64_t end = 0;
 	for (size_t i = 0; i < nstacks; i++) {
@@ -117,21 +139,21 @@ static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, con
 		const int64_t *val;
 		lp_profile_stack(p, i, &fr, &depth, &val);
 		if (val[v] > 0)
-			end = lp_sat_add(end, val[v]);
+			end = lp_sat_add(end, scaled(val[v], scale));
 	}
 
 	fputs("{\"type\":\"sampled\",\"name\":", out);
-	size_t nlen = strlen(name), tlen = strlen(t->type);
+	size_t nlen = strlen(name), tlen = strlen(type);
 	char *pname = malloc(nlen + tlen + 4);
 	if (pname) {
-		snprintf(pname, nlen + tlen + 4, "%s (%s)", name, t->type);
+		snprintf(pname, nlen + tlen + 4, "%s (%s)", name, type);
 		json_cstr(out, pname);
 		free(pname);
 	} else {
-		json_cstr(out, t->type);
+		json_cstr(out, type);
 	}
 	fputs(",\"unit\":", out);
-	json_cstr(out, unit_name(t->unit));
+	json_cstr(out, unit);
 	fprintf(out, ",\"startValue\":0,\"endValue\":%" PRId64 ",\n\"samples\":[", end);
 	int first = 1;
 	for (size_t i = 0; i < nstacks; i++) {
@@ -156,7 +178,7 @@ static void write_profile(FILE *out, const struct lp_profile *p, unsigned v, con
 		lp_profile_stack(p, i, &fr, &depth, &val);
 		if (val[v] <= 0)
 			continue;
-		fprintf(out, first ? "%" PRId64 : ",%" PRId64, val[v]);
+		fprintf(out, first ? "%" PRId64 : ",%" PRId64, scaled(val[v], scale));
 		first = 0;
 	}
 	fputs("]}", out);

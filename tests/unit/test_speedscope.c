@@ -157,6 +157,39 @@ static void test_nasty_names(void)
 	lp_profile_free(p);
 }
 
+/* A CPU profile's samples as time: count x interval in nanoseconds, named after the
+ * clock (speedscope showed bare counts, unit none). */
+static void test_cpu_time(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	for (int wall = 0; wall <= 1; wall++) {
+		struct lp_profile *p = lp_profile_new(1, types);
+		lp_profile_meta(p)->event = "cpu";
+		lp_profile_meta(p)->period_ns = 4000000;
+		lp_profile_meta(p)->wall_clock = wall;
+		uint32_t a = frame(p, LP_FK_LUA, "@a.lua", "a.lua", 3, 1, 0);
+		int64_t three = 3, five = 5;
+		uint32_t b = frame(p, LP_FK_C, "lj_str_new", NULL, 0, 0, 0);
+		CHECK_EQ(lp_profile_add(p, (uint32_t[]){ a }, 1, &three), 0);
+		CHECK_EQ(lp_profile_add(p, (uint32_t[]){ a, b }, 2, &five), 0);
+		struct lp_render_opts o = { .title = "t" };
+		char *res = render_and_parse(p, &o);
+		char want[1024];
+		snprintf(want, sizeof(want),
+			 "$schema,activeProfileIndex,exporter,name,profiles,shared\n"
+			 "https://www.speedscope.app/file-format-schema.json t 0 luaprof\n"
+			 "{\"file\": \"a.lua\", \"line\": 3, \"name\": \"@a.lua:3\"}\n"
+			 "{\"name\": \"lj_str_new\"}\n"
+			 "{\"endValue\":32000000,\"name\":\"t (%s time)\",\"samples\":[[0],[0,1]],"
+			 "\"startValue\":0,\"type\":\"sampled\",\"unit\":\"nanoseconds\","
+			 "\"weights\":[12000000,20000000]}\n"
+			 "ok\n", wall ? "wall" : "cpu");
+		CHECK_STR(res, want);
+		free(res);
+		lp_profile_free(p);
+	}
+}
+
 static void test_empty(void)
 {
 	static const struct lp_value_type types[] = { { "samples", "count" } };
@@ -193,6 +226,7 @@ int main(void)
 {
 	RUN(test_two_columns);
 	RUN(test_nasty_names);
+	RUN(test_cpu_time);
 	RUN(test_empty);
 	RUN(test_bad_value);
 	return UNIT_RESULT();
