@@ -698,8 +698,8 @@ static void tcode_sort(struct lp_symtab *st)
 	}
 }
 
-int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
-		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn)
+/* The extent that holds addr, unless none does or it is ambiguous. */
+static const struct tcode *tcode_at(struct lp_symtab *st, uint64_t addr)
 {
 	if (st->tdirty)
 		tcode_sort(st);
@@ -712,8 +712,27 @@ int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 			hi = mid;
 	}
 	if (lo == 0 || addr >= st->tcodes[lo - 1].end || st->tcodes[lo - 1].bad)
+		return NULL;
+	return &st->tcodes[lo - 1];
+}
+
+int lp_symtab_kcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
+		    const struct lp_sym_trace **trace)
+{
+	const struct tcode *t = LP_HOST_KEYED(addr) ? tcode_at(st, addr) : NULL;
+	if (!t || !t->keyed)
 		return -1;
-	const struct tcode *t = &st->tcodes[lo - 1];
+	*traceno = t->traceno;
+	*trace = &t->sym;
+	return 0;
+}
+
+int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
+		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn)
+{
+	const struct tcode *t = tcode_at(st, addr);
+	if (!t)
+		return -1;
 	if (t->keyed) {
 		struct u64_key lk = { st->lua, sizeof(*st->lua), t->sym.proto };
 		uint32_t li;

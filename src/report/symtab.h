@@ -111,6 +111,12 @@ int lp_symtab_add_kcode(struct lp_symtab *st, uint64_t traceno, uint64_t key, ui
 */
 int lp_symtab_tcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
 		    const struct lp_sym_trace **trace, const struct lp_sym_lua **fn);
+/* The kcode record whose keyed extent holds addr (LP_HOST_KEYED), unambiguous: 0 with its
+ * trace number and start (prototype key, line); else -1. Which function that prototype
+ * key named when the frame was taken is the caller's question (lp_symtab_tcode takes its
+ * symbol only when never redefined). */
+int lp_symtab_kcode(struct lp_symtab *st, uint64_t addr, uint64_t *traceno,
+		    const struct lp_sym_trace **trace);
 /* Counts Lua prototype additions and replacements, so callers can cache names. */
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st);
 /* How many Lua or trace symbols replaced one of another content, and C symbols an earlier

@@ -222,8 +222,53 @@ static int push(struct lp_sysprof *s, size_t *n, uint32_t id)
 	return 0;
 }
 
+/*
+** A CPU sample's trace code keyed by the trace that ran there (kcode record), in the
+** walks of the deferred samples at the end: the trace's frame, its prototype named as it
+** was at the sample being walked (the overlay undoes the later redefinitions, as for Lua
+** frames). The agent writes a prototype's symbol again before a sample once another
+** function took its address (a chunk loaded, collected, and the next loaded there), and a
+** trace keeps its prototype alive while its code is keyed: at the sample the symbol is
+** the trace's. lp_symtab_tcode, which resolves after the whole stream, could only refuse
+** such a prototype (the frame stayed a raw address). 0 and *f, or -1.
+*/
+static int keyed_trace(struct lp_sysprof *s, uint64_t addr, struct lp_frame *f)
+{
+	uint64_t traceno;
+	const struct lp_sym_trace *tr;
+	if (!s->finished || s->memory || !LP_HOST_KEYED(addr) ||
+	    lp_symtab_kcode(s->st, addr, &traceno, &tr) || traceno > UINT32_MAX)
+		return -1;
+	const struct lp_addrmap_entry *o = s->nrepl ? lp_addrmap_get(&s->overlay, tr->proto)
+						    : NULL;
+	const struct lp_sym_lua *fn = o ? &s->repl[o->a].old : lp_symtab_lua(s->st, tr->proto);
+	if (!fn)
+		return -1;
+	memset(f, 0, sizeof(*f));
+	f->kind = LP_FK_TRACE;
+	f->name = fn->chunk;
+	f->fline = fn->firstline;
+	f->line = f->tline = tr->line;
+	f->traceno = (uint32_t)traceno;
+	return 0;
+}
+
+/* Whether addr is a trace's code that the stream names with certainty (its frame is then
+ * the trace's). */
+static int trace_code(struct lp_sysprof *s, uint64_t addr)
+{
+	struct lp_frame f;
+	uint64_t tn;
+	const struct lp_sym_trace *tr;
+	const struct lp_sym_lua *fn;
+	return keyed_trace(s, addr, &f) == 0 || lp_symtab_tcode(s->st, addr, &tn, &tr, &fn) == 0;
+}
+
 static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 {
+	struct lp_frame kf;
+	if (keyed_trace(s, addr, &kf) == 0) /* named as at the sample: not from the cache */
+		return lp_profile_frame_id(s->raw, &kf, id) ? -ENOMEM : 0;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&s->cframes, addr);
 	if (e) {
 		*id = (uint32_t)e->a;
@@ -650,11 +695,9 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	for (size_t k = nh; k-- > 0;) {
 		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
 		int anchor = anc < na && s->anchor_at[anc] == k;
-		uint64_t sk, tn;
-		const struct lp_sym_trace *tr;
-		const struct lp_sym_lua *tfn;
+		uint64_t sk;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
-			    lp_symtab_tcode(s->st, host[k], &tn, &tr, &tfn) == 0;
+			    trace_code(s, host[k]);
 		/* So is the interpreter's code that anchors a segment and calls C code or is
 		 * called by it (a plain C frame inside or outside it): a VM entry C made by a
 		 * tail call (lua_call, lua_resume) or directly (table.sort's comparator). It

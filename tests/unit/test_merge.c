@@ -999,9 +999,10 @@ static void kcode_trailer(void)
 
 /* C code a trace called, where a flush gave trace 5's number and code address to another
  * trace: each sample's trace frame is named after the trace that ran there when it was
- * taken (its frames keyed by the agent), the number's redefinition notwithstanding; a
- * frame whose trace's function is not certain, or with no record, stays the raw address.
- * Before, every such frame was raw after the first flush. */
+ * taken (its frames keyed by the agent), the number's redefinition notwithstanding; its
+ * prototype as that was named at the sample (h3: @h2.lua, written before it); a frame with
+ * no record stays the raw address. Before, every such frame was raw after the first
+ * flush. */
 static void test_trace_code_keyed(void)
 {
 	begin();
@@ -1023,9 +1024,40 @@ static void test_trace_code_keyed(void)
 	trailer = kcode_trailer;
 	CHECK_STR(collapse(0, 0),
 		  "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;my_cfunc 1\n"
-		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0020;my_cfunc 1\n"
 		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0030;my_cfunc 1\n"
-		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [5] @app.lua:21;my_cfunc 2\n");
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [5] @app.lua:21;my_cfunc 2\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [7] @h2.lua:31;my_cfunc 1\n");
+}
+
+static void kcode_reused_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	kcode_rec(7, 1, 0x7f0000, 0x100, P_H, 31);
+	kcode_rec(7, 2, 0x7f1000, 0x100, P_H, 32);
+	lp_write_ext_end(&wb);
+}
+
+/* Chunks loaded, run and collected in turn, the next at the freed addresses (its loop one
+ * line lower): the prototype's address names another function after each, and each
+ * chunk's trace calls C code. Each sample's trace frame is named by the prototype as the
+ * symbols before it define it, as its Lua frames are. Before, both frames stayed raw
+ * addresses (the prototype's symbol redefined somewhere in the stream): in a CPU profile
+ * of such a program (scratch/w2.lua of a review), 139 of 182 samples. */
+static void test_trace_code_keyed_proto_reused(void)
+{
+	begin();
+	lp_write_sys_sym_lua(&wb, P_H, "@h.lua", 6, 30);
+	struct lp_lua_frame in_h[] = { L(P_MAIN, 5), L(P_H, 31) };
+	uint64_t h1[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(1, 0x7f0010), A_CFUNC + 4 };
+	SAMPLE(LP_VMST_CFUNC, in_h, h1);
+	lp_write_sys_sym_lua(&wb, P_H, "@h2.lua", 7, 31);
+	struct lp_lua_frame in_h2[] = { L(P_MAIN, 5), L(P_H, 32) };
+	uint64_t h2[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(2, 0x7f1010), A_CFUNC + 4 };
+	SAMPLE(LP_VMST_CFUNC, in_h2, h2);
+	trailer = kcode_reused_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "main;lua_pcall;@app.lua:5;@h.lua:31;TRACE [7] @h.lua:31;my_cfunc 1\n"
+		  "main;lua_pcall;@app.lua:5;@h2.lua:32;TRACE [7] @h2.lua:32;my_cfunc 1\n");
 }
 
 static void stale_tsamples_trailer(void)
@@ -1703,6 +1735,7 @@ int main(void)
 	RUN(test_trace_code_frame);
 	RUN(test_trace_code_many_overlaps);
 	RUN(test_trace_code_keyed);
+	RUN(test_trace_code_keyed_proto_reused);
 	RUN(test_trace_frame_after_flush);
 	RUN(test_trace_frame_stale_start);
 	RUN(test_trace_anchor_resumed);
