@@ -197,6 +197,9 @@ void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n);
  * those (lp_lj_c_resumer, innermost first), the walk confirmed: it came to each one's
  * interpreter at its C frame, through VM code at known C frames only. */
 unsigned agent_vm_c_resumer_confirmed(void);
+/* After that walk: 1 and the first trace whose code it stepped through (the trace that ran
+ * the collector's step, or called the C code, the walk started in), else 0. */
+int agent_vm_walk_trace(struct lp_lj_trace *t);
 
 /* -- Host unwinder (unwind.c) --------------------------------------------------------- */
 

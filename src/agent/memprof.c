@@ -1026,6 +1026,31 @@ static size_t no_flush(const void **data, size_t len, void *ctx)
 }
 
 
+/* Sampled mode: the frames of trace tr deeper in the stack of an allocation made in
+ * another state than the trace's (a collector's step the trace ran, an FFI callback it
+ * called), keyed by the trace as the CPU profiler keys them (else each was a raw address in
+ * the report). */
+static void key_trace_frames(const struct lp_lj_trace *tr, uint64_t *host, size_t n)
+{
+	struct agent_tcode_id id = agent_tcodes_id(tr);
+	struct agent_tcode *c = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!agent_tcodes_has(&id, host[i]))
+			continue;
+		if (!c) {
+			int fresh;
+			c = agent_tcodes_slot(&s_tcodes, &id, &fresh);
+			if (!c)
+				return;
+			if (fresh) {
+				c->proto = need_proto(tr->startpt);
+				c->line = pc_line(tr->startpt, tr->startpc + 4);
+			}
+		}
+		host[i] = agent_tcodes_key(&s_tcodes, c, host[i]);
+	}
+}
+
 /* The native stack from here, innermost first (the registers are this frame's: it stays
  * on the stack during the walk). */
 static __attribute__((noinline)) size_t host_frames(uint64_t L, int32_t vmst, int *cut)
@@ -1119,6 +1144,8 @@ static int64_t capture(void)
 	size_t nhost = host_frames(L, vmst, &cut);
 	/* Read while the CPU profiler's handler cannot run a walk of its own over it. */
 	unsigned c_resumers = agent_vm_c_resumer_confirmed();
+	struct lp_lj_trace wtr;
+	int walked_trace = vmst <= 0 && agent_vm_walk_trace(&wtr);
 	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* The profiler's own frames (this function, the wrapper) are not the program's, nor
@@ -1144,6 +1171,17 @@ static int64_t capture(void)
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
 	if (s_host0_key)
 		s_host[skip] = s_host0_key;
+	else if (walked_trace)
+		key_trace_frames(&wtr, s_host + skip, nhost - skip);
+	/* The collector's step a trace ran: its base frame, the innermost, is at the line its
+	 * C frame's SAVE_PC was left at long before; where the trace starts instead, as the
+	 * CPU profiler has it (agent_vm_after_walk). */
+	if (walked_trace && vmst == VMST_GC && nlua > 0 && s_lua[0].type == LP_FRAME_LFUNC &&
+	    s_lua[0].addr == need_proto(wtr.startpt)) {
+		uint32_t line = pc_line(wtr.startpt, wtr.startpc + 4);
+		if (line > 0)
+			s_lua[0].line = line;
+	}
 	if (cut || nlua == AGENT_MAX_LUA) /* the walk filled the array: deeper than kept */
 		mp.cut++;
 	if (cut && nhost > skip)

@@ -1435,6 +1435,14 @@ void agent_vm_frames_copied(const uint64_t *ips, const uint64_t *sps, size_t n)
 	}
 }
 
+int agent_vm_walk_trace(struct lp_lj_trace *t)
+{
+	if (!walk_trace_found)
+		return 0;
+	*t = walk_trace;
+	return 1;
+}
+
 unsigned agent_vm_c_resumer_confirmed(void)
 {
 	unsigned h = 0;
