@@ -291,7 +291,7 @@ static uint64_t proto_fp(const struct lp_lj_proto *p)
 static uint64_t need_proto(struct agent_sample *s, uint64_t pt)
 {
 	struct lp_lj_proto p;
-	if (pt == 0 || s->nsyms == AGENT_MAX_NEWSYMS || lp_lj_proto_read(&vm, &mem, pt, &p))
+	if (pt == 0 || lp_lj_proto_read(&vm, &mem, pt, &p))
 		return 0;
 	/* With the chunk name's string id: a chunk loaded again at the freed addresses of the
 	 * last one has the same name pointer, first line and size (memprof.c). */
@@ -299,10 +299,12 @@ static uint64_t need_proto(struct agent_sample *s, uint64_t pt)
 	(void)lp_mem_u32(&mem, p.chunkname + vm.lay->str_sid, &sid);
 	uint64_t fp = proto_fp(&p) ^ ((uint64_t)sid << 20);
 	if (is_known(pt, fp))
-		return fp;
+		return fp; /* also with the sample's queue full: its traces stay known */
 	for (size_t i = 0; i < s->nsyms; i++)
 		if (s->syms[i].event == LP_SYSPROF_SYM_LFUNC && s->syms[i].addr == pt)
 			return fp;
+	if (s->nsyms == AGENT_MAX_NEWSYMS)
+		return 0; /* not named in the stream: nothing may refer to it */
 	size_t len = 0;
 	char *buf = names[s->nsyms];
 	if (lp_lj_str(&vm, &mem, p.chunkname, buf, AGENT_NAME_MAX, &len) != LP_LJ_OK)

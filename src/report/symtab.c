@@ -678,7 +678,9 @@ static void tcode_sort(struct lp_symtab *st)
 			struct tcode *o = &st->tcodes[open[j]];
 			if (o->end <= t->start)
 				continue; /* closed before t */
-			if (o->traceno != t->traceno)
+			/* Keyed extents (one tag a trace) overlap only in a crafted stream:
+			 * any two are ambiguous. */
+			if (o->traceno != t->traceno || o->keyed || t->keyed)
 				o->bad = t->bad = 1;
 			open[k++] = open[j];
 		}

@@ -400,7 +400,13 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(lp_input_uleb(in, &proto));
 		TRY(lp_input_uleb(in, &line));
 		TRY(overrun(in, type, start, len, at));
-		if (size == 0 || size > UINT32_MAX || key + size < key || !LP_HOST_KEYED(key))
+		if (!LP_HOST_KEYED(key))
+			return lp_input_fail(in, LP_ERR_FORMAT, at,
+					     "keyed trace code record at 0x%llx, an address without "
+					     "a key", (unsigned long long)key);
+		/* The extent stays within its key: one tag's addresses. */
+		if (size == 0 || size > UINT32_MAX || key + size < key ||
+		    (key + size - 1) >> LP_HOST_KEY_SHIFT != key >> LP_HOST_KEY_SHIFT)
 			return lp_input_fail(in, LP_ERR_FORMAT, at,
 					     "keyed trace code record with size 0x%llx at 0x%llx",
 					     (unsigned long long)size, (unsigned long long)key);

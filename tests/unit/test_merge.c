@@ -992,6 +992,9 @@ static void kcode_trailer(void)
 	kcode_rec(5, 1, 0x7f0000, 0x100, P_F, 13);
 	kcode_rec(5, 2, 0x7f0000, 0x100, P_G, 21);
 	kcode_rec(7, 3, 0x7f0000, 0x100, P_H, 31);
+	/* Two records for one key (a crafted stream): neither is certain. */
+	kcode_rec(8, 5, 0x7f0000, 0x100, P_F, 13);
+	kcode_rec(8, 5, 0x7f0000, 0x100, P_G, 21);
 	lp_write_ext_end(&wb);
 }
 
@@ -1021,10 +1024,13 @@ static void test_trace_code_keyed(void)
 	lp_write_sys_sym_lua(&wb, P_H, "@h2.lua", 7, 30);
 	SAMPLE(LP_VMST_CFUNC, in_g, h3);
 	SAMPLE(LP_VMST_CFUNC, in_g, h4);
+	uint64_t h5[] = { A_MAIN + 9, A_LUA_PCALL + 4, KEYED(5, 0x7f0040), A_CFUNC + 4 };
+	SAMPLE(LP_VMST_CFUNC, in_g, h5);
 	trailer = kcode_trailer;
 	CHECK_STR(collapse(0, 0),
 		  "main;lua_pcall;@app.lua:5;@app.lua:13;TRACE [5] @app.lua:13;my_cfunc 1\n"
 		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0030;my_cfunc 1\n"
+		  "main;lua_pcall;@app.lua:6;@app.lua:21;0x7f0040;my_cfunc 1\n"
 		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [5] @app.lua:21;my_cfunc 2\n"
 		  "main;lua_pcall;@app.lua:6;@app.lua:21;TRACE [7] @h2.lua:31;my_cfunc 1\n");
 }
@@ -1661,7 +1667,12 @@ static void test_extension_errors(void)
 	static const uint8_t kplain[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_KCODE, 5, 1, 0x40,
 					  0x10, 0x50, 7, 0 };
 	CHECK_EQ(parse_status(kplain, sizeof(kplain), msg, sizeof(msg)), LP_ERR_FORMAT);
-	CHECK(strstr(msg, "keyed trace code record with size 0x10 at 0x40") != NULL);
+	CHECK(strstr(msg, "keyed trace code record at 0x40, an address without a key") != NULL);
+	/* One whose extent runs past its key into the next (tag 1's last byte, 2 bytes). */
+	static const uint8_t kspan[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_KCODE, 11, 1,
+					 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 2, 0x50, 7, 0 };
+	CHECK_EQ(parse_status(kspan, sizeof(kspan), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "keyed trace code record with size 0x2 at 0xffffffffffff") != NULL);
 	/* An astate pair with a state that is neither the collector's nor the compiler's. */
 	static const uint8_t badst[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASTATE, 2, 0, 0x7f, 0 };
 	CHECK_EQ(parse_status(badst, sizeof(badst), msg, sizeof(msg)), LP_ERR_FORMAT);
