@@ -31,10 +31,11 @@ struct lp_frame {
 	uint32_t line;     /* current line (Lua, trace); 0 if none */
 	uint32_t fline;    /* first line of the Lua function (Lua, trace); 0 if unknown */
 	uint32_t traceno;  /* TRACE frames */
-	uint32_t tline;    /* TRACE: the line where the trace starts, 0 if unknown (its row
-			    * by function, whichever line a frame has) */
 	uint64_t addr;     /* C: symbol start or address (part of the identity); else 0 */
 	uint8_t nosym;     /* C: no symbol covers the address (name: object+offset of it) */
+	uint32_t tline;    /* TRACE: the line where the trace starts, 0 if unknown (its row
+			    * by function, whichever line a frame has); last, so that
+			    * initializers by position stay valid */
 };
 
 /* What a profile measures, for titles and pprof's period/sample types. */
