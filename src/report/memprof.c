@@ -105,6 +105,7 @@ struct lp_memprof {
 	uint64_t seq;
 	uint32_t last;             /* site of the previous event (loops repeat sites) */
 	int relabeled;
+	int symhashed;             /* locset is keyed by the sites' symbols too (site_hash) */
 };
 
 struct lp_memprof *lp_memprof_new(struct lp_symtab *st)
@@ -293,10 +294,43 @@ static struct sym_content sym_content(struct lp_memprof *m, const struct lp_mem_
 	return c;
 }
 
+/* A site's key in locset: its location, and once the stream has redefined a symbol its
+ * symbols too. A program that loads code again and again (templates, a reloaded handler)
+ * or flushes its traces has thousands of sites at one location (a reused prototype
+ * address, a reused trace number): with the location alone they share one hash, and every
+ * event at that location compared itself with all of them (a report quadratic in the
+ * stream's length). */
+static uint64_t site_hash(uint8_t source, uint64_t addr, uint64_t line, uint64_t traceno,
+			  int full, const struct sym_content *sym)
+{
+	uint64_t h = lp_hash_u64(addr ^ lp_hash_u64(line ^ (traceno << 20)) ^ source);
+	if (full)
+		h = lp_hash_u64(h ^ lp_hash_u64((uint64_t)(uintptr_t)sym->chunk ^
+						lp_hash_u64(sym->proto ^ ((uint64_t)sym->line << 32 |
+									  sym->first))));
+	return h;
+}
+
+/* The first redefinition: every site so far goes into the index again, keyed by its
+ * symbols (a site keeps the symbols it was made with). */
+static int rehash_sites(struct lp_memprof *m)
+{
+	lp_iset_free(&m->locset);
+	memset(&m->locset, 0, sizeof(m->locset));
+	for (size_t i = 0; i < m->nlocs; i++) {
+		const struct loc *l = &m->locs[i];
+		if (lp_iset_insert(&m->locset, site_hash(l->source, l->addr, l->line, l->traceno,
+							  1, &l->sym), (uint32_t)i))
+			return -ENOMEM;
+	}
+	m->symhashed = 1;
+	return 0;
+}
+
 static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *idx)
 {
 	/* Until the stream redefines a symbol, a location has one site: no look-up. After,
-	 * sites of one location differ by their symbols (the hash leaves them out). */
+	 * sites of one location differ by their symbols. */
 	struct loc_key k = { m, ev, lp_symtab_redefinitions(m->st) != 0, { NULL, 0, 0, 0 } };
 	if (k.full)
 		k.sym = sym_content(m, ev);
@@ -304,8 +338,10 @@ static int site(struct lp_memprof *m, const struct lp_mem_event *ev, uint32_t *i
 		*idx = m->last;
 		return 0;
 	}
-	uint64_t h = lp_hash_u64(ev->loc_addr ^ lp_hash_u64(ev->loc_line ^ (ev->traceno << 20)) ^
-				 ev->source);
+	if (k.full && !m->symhashed && rehash_sites(m))
+		return -ENOMEM;
+	uint64_t h = site_hash(ev->source, ev->loc_addr, ev->loc_line, ev->traceno, k.full,
+			       &k.sym);
 	if (lp_iset_find(&m->locset, h, loc_eq, &k, idx)) {
 		m->last = *idx;
 		return 0;

@@ -4,6 +4,7 @@
 */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "report/load.h"
 #include "report/render.h"
@@ -495,6 +496,59 @@ static void test_format_doc_example(void)
 	free(m.data);
 }
 
+/* A program that loads code again and again (a template engine) or flushes its traces:
+ * one prototype address and one trace number named after a new chunk thousands of times.
+ * Each chunk's events are a site of their own, named after it; and the report stays
+ * linear in the stream (its sites used to share one hash per location, so that every
+ * event compared itself with all the earlier chunks' sites: 40,000 chunks took 5.6 s). */
+static void test_churn_sites(void)
+{
+	enum { N = 40000 };
+	begin();
+	for (uint64_t k = 0; k < N; k++) {
+		char name[32];
+		int len = snprintf(name, sizeof(name), "=chunk%llu", (unsigned long long)k);
+		lp_write_mem_sym_lua(&wb, 0x900, name, (size_t)len, 1);
+		lp_write_mem_sym_trace(&wb, 1, 0x900, 3);
+		ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, 0x900, 2, 0, 0, 0x100000 + 64 * k,
+		   16 + k % 7);
+		ev(LP_AEVENT_ALLOC, LP_ASOURCE_TRACE, 1, 0, 0, 0, 0x10000000 + 64 * k, 8 + k % 5);
+		ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x100000 + 64 * k, 16 + k % 7, 0, 0);
+	}
+	lp_write_memprof_epilogue(&wb);
+	lp_wbuf_flush(&wb);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "t");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct lp_memprof_opts o = { 0, 0 };
+	CHECK_EQ(lp_memprof_report(l.mem, &o, f), 0);
+	fclose(f);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (secs > 2.0)
+		fprintf(stderr, "  %d chunks' events reported in %.2f s\n", N, secs);
+	CHECK(secs <= 2.0);
+	/* Every chunk's two sites, each with its own sizes. */
+	CHECK(text && strstr(text, "=chunk0:2: 1 events\t+16B\t-0B\n"));
+	CHECK(text && strstr(text, "=chunk39999:2: 1 events\t+17B\t-0B\n"));
+	CHECK(text && strstr(text, "TRACE [1] started at =chunk39998:3: 1 events\t+11B\t-0B\n"));
+	size_t rows = 0;
+	const char *sec = text ? strstr(text, "ALLOCATIONS\n") : NULL;
+	const char *end = sec ? strstr(sec, "\n\n") : NULL;
+	for (const char *p = sec; p && p < end; p = strchr(p + 1, '\n'))
+		rows++;
+	CHECK_EQ(rows, 2 * N + 1); /* and the header */
+	free(text);
+}
+
 int main(void)
 {
 	RUN(test_sections_and_overrides);
@@ -510,6 +564,7 @@ int main(void)
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);
 	RUN(test_trace_reused_in_another_function);
+	RUN(test_churn_sites);
 	free(stream.data);
 	return UNIT_RESULT();
 }
