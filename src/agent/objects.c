@@ -141,6 +141,41 @@ void agent_objects_fini(void)
 	atomic_store(&cur_tab, NULL);
 }
 
+/*
+** The writer thread's reads of object memory outside a refresh (learning unwind rules):
+** the loaded objects may change meanwhile, the program unloading a library on its own
+** thread (dlclose of an FFI library collected, a C module's at lua_close), and a table
+** taken before that still lists memory no longer mapped (a crash, found by loading and
+** unloading C modules under the CPU profiler). The loader unmaps an object only while it
+** holds the lock dl_iterate_phdr takes, so fn runs inside dl_iterate_phdr, with a table of
+** its own taken there (the lock is recursive): nothing it lists goes away until fn
+** returns.
+*/
+static struct objtab locked_tab;
+
+struct locked_call {
+	void (*fn)(const struct objtab *, void *);
+	void *arg;
+	int ran;
+};
+
+static int locked_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct locked_call *lc = data;
+	if (!lc->ran) {
+		lc->ran = 1;
+		snapshot(&locked_tab);
+		lc->fn(&locked_tab, lc->arg);
+	}
+	return 1;
+}
+
+void agent_objects_locked(void (*fn)(const struct objtab *, void *), void *arg)
+{
+	struct locked_call lc = { fn, arg, 0 };
+	dl_iterate_phdr(locked_cb, &lc);
+}
+
 void agent_objects_refresh(void)
 {
 	struct objtab *old = atomic_load(&cur_tab);

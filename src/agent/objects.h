@@ -37,6 +37,10 @@ int agent_objects_init(char *err, size_t errlen);
 void agent_objects_fini(void);
 /* Re-reads the loaded objects (writer thread, after a load or unload). */
 void agent_objects_refresh(void);
+/* Writer thread: runs fn with a table of the objects loaded now, none of which can be
+ * unloaded before fn returns (fn runs under the loader's lock: it must not wait for the
+ * sampled thread, which may be waiting for that lock in dlopen or dlclose). */
+void agent_objects_locked(void (*fn)(const struct objtab *, void *), void *arg);
 /* Changes whenever the table does (init, refresh, fini): what depends on it is stale. */
 unsigned agent_objects_gen(void);
 

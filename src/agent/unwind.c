@@ -958,6 +958,38 @@ agent_getcontext_fn agent_unwind_getcontext(void)
 	return U.getcontext ? U.getcontext : getcontext;
 }
 
+struct learn_arg {
+	const uint64_t *ips;
+	size_t n;
+};
+
+/* Under the loader's lock (agent_objects_locked), with a table of the objects loaded now:
+ * an address queued before its library was unloaded is in none, and no read of the walk
+ * meets memory unmapped meanwhile. */
+static void learn_locked(const struct objtab *tab, void *p)
+{
+	const struct learn_arg *a = p;
+	/* A walk context of this thread's own (the handler's is in use): no stack. */
+	struct walkctx lc;
+	memset(&lc, 0, sizeof(lc));
+	lc.tab = tab;
+	lc.sp_lo = UINT64_MAX;
+	rules_off_wait();
+	pthread_mutex_lock(&rule_lock);
+	rules_check_gen();
+	for (size_t i = 0; i < a->n; i++) {
+		if (rule_find(a->ips[i]))
+			continue;
+		unw_cursor_t c;
+		lc.regs[UNW_X86_64_RIP] = a->ips[i];
+		lc.regs[UNW_X86_64_RSP] = 0;
+		if (U.init_remote(&c, as_learn, &lc) < 0)
+			continue;
+		(void)rule_add(&c, a->ips[i]);
+	}
+	pthread_mutex_unlock(&rule_lock);
+}
+
 void agent_unwind_learn(void)
 {
 	if (!as_learn)
@@ -969,30 +1001,10 @@ void agent_unwind_learn(void)
 	while (t != h && n < MISS_RING)
 		ips[n++] = miss_ip[t++ % MISS_RING];
 	atomic_store_explicit(&miss_tail, t, memory_order_release);
-	if (!n)
+	if (!n || !agent_objects_current())
 		return;
-	/* A walk context of this thread's own (the handler's is in use): no stack, the
-	 * loaded objects as the last refresh (this thread's) left them. */
-	struct walkctx lc;
-	memset(&lc, 0, sizeof(lc));
-	lc.tab = agent_objects_current();
-	lc.sp_lo = UINT64_MAX;
-	if (!lc.tab)
-		return;
-	rules_off_wait();
-	pthread_mutex_lock(&rule_lock);
-	rules_check_gen();
-	for (size_t i = 0; i < n; i++) {
-		if (rule_find(ips[i]))
-			continue;
-		unw_cursor_t c;
-		lc.regs[UNW_X86_64_RIP] = ips[i];
-		lc.regs[UNW_X86_64_RSP] = 0;
-		if (U.init_remote(&c, as_learn, &lc) < 0)
-			continue;
-		(void)rule_add(&c, ips[i]);
-	}
-	pthread_mutex_unlock(&rule_lock);
+	struct learn_arg a = { ips, n };
+	agent_objects_locked(learn_locked, &a);
 }
 
 /* -- Set-up ------------------------------------------------------------------------------ */
