@@ -32,6 +32,10 @@ void lp_cmd_report_usage(FILE *out);
 /* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
  * those are named by each trace's start, and where their lines are. */
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);
+/* Says how many CPU samples in a trace, the collector, the JIT compiler or a trace exit
+ * lost the frames below them (the agent's store of their stacks was full: meta
+ * trace_stacks_lost); prefix starts the line. */
+void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);
 

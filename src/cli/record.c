@@ -956,6 +956,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
 				"--clock wall samples that too)\n", f->thread_cpu_ns ? "" : "about ",
 			f->thread_cpu_ns ? due : ticked, secs);
+	if (f->trace_stacks_lost)
+		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
 	if (f->paced)
 		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "

@@ -299,6 +299,15 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 	return check_format(o);
 }
 
+void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples)
+{
+	fprintf(stderr, "%s: %" PRIu64 " samples (%.1f%%) in traces, the collector, the JIT "
+		"compiler or trace exits have lost the frames below them: the profiler's store "
+		"of their full stacks filled up (a long run at a high rate over code that keeps "
+		"changing); they hang from the trace or the VM entry instead\n", prefix, lost,
+		samples ? 100.0 * (double)lost / (double)samples : 0.0);
+}
+
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
 {
 	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
@@ -346,6 +355,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 			"outermost frames are missing, the rest hangs from where the cut is\n",
 			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "samples have"
 			: "sampled allocations have");
+	if (l->kind == LP_STREAM_SYSPROF && l->facts.trace_stacks_lost)
+		lp_cli_stacks_lost_note("luaprof: note", l->facts.trace_stacks_lost,
+					l->stats.events);
 	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);

@@ -19,6 +19,8 @@ struct lp_record_facts {
 	uint64_t thread_cpu_ns;   /* CPU: the sampled thread's CPU time, 0 if unknown */
 	uint64_t signal_taken_ns; /* CPU: the program took the signal this long in, or 0 */
 	uint64_t signal;          /* CPU: the sampling signal's number, 0 if unknown */
+	uint64_t trace_stacks_lost; /* CPU: TRACE, GC, compiler and exit samples whose full
+				   * stacks the agent could not keep (meta trace_stacks_lost) */
 	int sampled;                                      /* memory: meta mode = "sampled" */
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */

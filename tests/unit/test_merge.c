@@ -465,6 +465,32 @@ static void maps_trailer(void)
 	lp_write_ext_end(&wb);
 }
 
+/* The agent's count of samples whose full stacks it could not keep (meta
+ * trace_stacks_lost) reaches the facts `record` and `report` print a note from. */
+static void stacks_lost_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "trace_stacks_lost", "7");
+	lp_write_ext_end(&wb);
+}
+
+static void test_trace_stacks_lost_fact(void)
+{
+	begin();
+	struct lp_lua_frame a[] = { L(P_F, 12) };
+	sample(LP_VMST_LFUNC, a, 1, NULL, 0);
+	lp_write_sysprof_epilogue(&wb);
+	stacks_lost_trailer();
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	CHECK_EQ(l.facts.trace_stacks_lost, 7);
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+}
+
 static void test_extension_maps(void)
 {
 	begin();
@@ -1728,6 +1754,7 @@ int main(void)
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
 	RUN(test_extension_maps);
+	RUN(test_trace_stacks_lost_fact);
 	RUN(test_anchor_after_sizes);
 	RUN(test_unnamed_in_object);
 	RUN(test_trace_in_coroutine);
