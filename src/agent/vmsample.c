@@ -1712,4 +1712,5 @@ void agent_vm_detach(void)
 	attached = 0;
 	gg_lo = gg_hi = 0;
 	known_reset();
+	agent_tcodes_free(&tcodes);
 }
