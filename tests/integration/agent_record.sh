@@ -464,9 +464,11 @@ else
 fi
 # A process that ignores every signal, left running: Ctrl-C to record stops the wait (after
 # a second: the terminal's ^C reaches the process too, and one that ends on it finishes its
-# profile, which record then renders whole).
+# profile, which record then renders whole). The wrapper gives it time to load the agent
+# (without, under load, it had not when the wrapper ended: record took it for a program
+# that never would).
 printf 'local t = os.clock() while os.clock() - t < (tonumber(arg[1]) or 1) do end\n' >"$t/busy30.lua"
-"$lp" record -f collapsed -o "$t/st.folded" -- sh -c 'trap "" INT TERM HUP; exec luajit "$1" 30 &' x "$t/busy30.lua" \
+"$lp" record -f collapsed -o "$t/st.folded" -- sh -c 'trap "" INT TERM HUP; luajit "$1" 30 & sleep 0.3' x "$t/busy30.lua" \
 	>/dev/null 2>"$t/err" &
 rp=$!
 for i in $(seq 50); do grep -q 'still runs: waiting' "$t/err" && break; sleep 0.1; done
