@@ -184,7 +184,7 @@ LUAPROF_API int luaprof_sysprof_stop(struct lua_State *L);
  * counters is NULL, else LUAPROF_PROFILE_SUCCESS. */
 LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *counters);
 
-/* Same for the extra statistics. Always succeeds. */
+/* Same for the extra statistics. LUAPROF_PROFILE_ERRUSE when stats is NULL. */
 LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *stats);
 
 /* One-line description of the last failed start/stop, "" if none. */
@@ -225,7 +225,7 @@ struct luaprof_memprof_options {
 	luaprof_sysprof_writer writer;   /* required */
 	luaprof_sysprof_on_stop on_stop; /* required; also called when start fails */
 	/* luaprof extension: 0 for exact mode; else sampled mode, one allocation stack per
-	 * this many bytes allocated on average (see below). */
+	 * this many bytes allocated on average, at most 2^50 (see below). */
 	uint64_t sample_bytes;
 };
 

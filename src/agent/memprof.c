@@ -431,7 +431,7 @@ static struct trace_seen { uint64_t gen; uint32_t traceno; } trace_seen[64];
 
 /* The trace table's check, once per trace number and generation: the symbol when the
  * number names a trace the stream has not named yet. 1 when the stream names it (its
- * code may then be noted for the tcode records), 0 when it is no trace now. */
+ * code may then be keyed for the kcode records), 0 when it is no trace now. */
 static __attribute__((noinline)) int need_trace(uint32_t traceno)
 {
 	uint64_t J = mp.vm.J;
@@ -2180,6 +2180,12 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	    opt->len < LUAPROF_MEMPROF_BUF_MIN) {
 		set_err("options need a writer, on_stop and a buffer of at least "
 			"LUAPROF_MEMPROF_BUF_MIN bytes");
+		return LUAPROF_PROFILE_ERRUSE;
+	}
+	/* As the Lua API and record take it: past 2^50 bytes no program allocates a sample. */
+	if (opt->sample_bytes > (UINT64_C(1) << 50)) {
+		set_err("sample_bytes %llu is above 2^50", (unsigned long long)opt->sample_bytes);
+		errno = EINVAL;
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	if (opt->sample_bytes && lp_stubenv_read(api_err, sizeof(api_err)) == LP_STUBENV_BAD) {

@@ -1198,6 +1198,8 @@ LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *c)
 
 LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *s)
 {
+	if (!s)
+		return LUAPROF_PROFILE_ERRUSE;
 	s->dropped = atomic_load(&sp.dropped);
 	s->overruns = atomic_load(&sp.overruns);
 	s->paced = atomic_load(&sp.paced);

@@ -402,6 +402,7 @@ static void test_validation(void)
 	CHECK(luaprof_sysprof_set_backtracer(NULL) == 0, "set_backtracer(NULL)");
 	CHECK(luaprof_sysprof_report(NULL) == LUAPROF_PROFILE_ERRUSE, "sysprof_report(NULL)");
 	CHECK(luaprof_memprof_report(NULL) == LUAPROF_PROFILE_ERRUSE, "memprof_report(NULL)");
+	CHECK(luaprof_sysprof_stats(NULL) == LUAPROF_PROFILE_ERRUSE, "sysprof_stats(NULL)");
 
 	int calls = sink.on_stop_calls;
 	memset(&o, 0, sizeof(o));
@@ -731,8 +732,13 @@ static void test_two_vms(void)
 	so.interval = 10;
 	struct luaprof_memprof_options mo = {
 		.buf = mem_buf, .len = sizeof(mem_buf), .writer = mem_writer, .on_stop = mem_on_stop,
-		.sample_bytes = 4096,
+		.sample_bytes = (UINT64_C(1) << 50) + 1,
 	};
+	/* Past 2^50, as the Lua API and record refuse it. */
+	CHECK(luaprof_memprof_start(A, &mo) == LUAPROF_PROFILE_ERRUSE &&
+	      strstr(luaprof_memprof_error(), "above 2^50") != NULL,
+	      "sample_bytes 2^50 + 1: %s", luaprof_memprof_error());
+	mo.sample_bytes = 4096;
 	CHECK(luaprof_memprof_start(A, &mo) == 0, "sampled memprof in A: %s",
 	      luaprof_memprof_error());
 	CHECK(luaprof_sysprof_start(B, &so) == LUAPROF_PROFILE_ERRUSE, "sysprof in B");
