@@ -174,10 +174,11 @@ static void *chain_on(const void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* Sampled mode: the machine code of the traces whose own code made a sampled allocation
  * (tcodes.h), so that the report shows such a sample under the trace's frame as it shows a
- * CPU sample in the trace; and the keyed address of the capture's first host frame when
- * that is a trace's code (lua_frames), 0 otherwise. */
+ * CPU sample in the trace; and the trace whose code made the capture's allocation, when
+ * the stream names it (lua_frames: s_own_trace set). */
 static struct agent_tcodes s_tcodes;
-static uint64_t s_host0_key;
+static struct lp_lj_trace s_own;
+static int s_own_trace;
 
 /* Scratch of one sampled stack (the VM thread only). */
 static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
@@ -932,18 +933,10 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 				continue;
 			if (i == 0 && need_trace((uint32_t)vmst)) {
 				/* The trace's code allocated: its symbol (checked against reuse:
-				 * sampled mode has no generation of trace numbers), and the
-				 * frame keyed by that trace, its start named by its prototype's
-				 * key. */
-				struct agent_tcode_id id = agent_tcodes_id(&tr);
-				int fresh;
-				struct agent_tcode *c = agent_tcodes_slot(&s_tcodes, &id, &fresh);
-				if (fresh) {
-					c->proto = need_proto(tr.startpt);
-					c->line = pc_line(tr.startpt, tr.startpc + 4);
-				}
-				if (c)
-					s_host0_key = agent_tcodes_key(&s_tcodes, c, host[0]);
+				 * sampled mode has no generation of trace numbers); its frames
+				 * are keyed once the walk is done (key_trace_frames). */
+				s_own = tr;
+				s_own_trace = 1;
 			}
 			/* The functions the trace inlined at the call, each at its line, and the
 			 * base frame at the call into them; else (their snapshot does not check
@@ -1031,10 +1024,10 @@ static size_t no_flush(const void **data, size_t len, void *ctx)
 }
 
 
-/* Sampled mode: the frames of trace tr deeper in the stack of an allocation made in
- * another state than the trace's (a collector's step the trace ran, an FFI callback it
- * called), keyed by the trace as the CPU profiler keys them (else each was a raw address in
- * the report). */
+/* Sampled mode: the frames of trace tr in a capture's host stack (the trace's own
+ * allocation; a collector's step the trace ran, an FFI callback it called), keyed by the
+ * trace as the CPU profiler keys them (else each was a raw address in the report), its
+ * start named by its prototype's key. */
 static void key_trace_frames(const struct lp_lj_trace *tr, uint64_t *host, size_t n)
 {
 	struct agent_tcode_id id = agent_tcodes_id(tr);
@@ -1172,12 +1165,10 @@ static int64_t capture(void)
 	if (skip + 3 < nhost && lp_lj_in_vm(&mp.vm, s_host[skip]) && vm_c_code(s_host[skip + 1]) &&
 	    s_host[skip + 2] == s_host[skip + 3] && lp_lj_in_vm(&mp.vm, s_host[skip + 2]))
 		skip += 2;
-	s_host0_key = 0;
+	s_own_trace = 0;
 	size_t nlua = lua_frames(L, vmst, s_host + skip, nhost - skip, c_resumers);
-	if (s_host0_key)
-		s_host[skip] = s_host0_key;
-	else if (walked_trace)
-		key_trace_frames(&wtr, s_host + skip, nhost - skip);
+	if (s_own_trace || walked_trace)
+		key_trace_frames(s_own_trace ? &s_own : &wtr, s_host + skip, nhost - skip);
 	/* The collector's step a trace ran: its base frame, the innermost, is at the line its
 	 * C frame's SAVE_PC was left at long before; where the trace starts instead, as the
 	 * CPU profiler has it (agent_vm_after_walk). */
