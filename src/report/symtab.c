@@ -622,15 +622,22 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 
 /* -- Machine code of traces (luaprof extension) ---------------------------------------- */
 
+/* Appends extent t (its fields checked by the caller): 0 or -ENOMEM. */
+static int add_extent(struct lp_symtab *st, struct tcode t)
+{
+	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
+		return -ENOMEM;
+	st->tcodes[st->ntcodes++] = t;
+	st->nkcodes += (size_t)t.keyed;
+	st->tdirty = 1;
+	return 0;
+}
+
 int lp_symtab_add_tcode(struct lp_symtab *st, uint64_t traceno, uint64_t start, uint64_t size)
 {
 	if (!size || start + size < start)
 		return 0;
-	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
-		return -ENOMEM;
-	st->tcodes[st->ntcodes++] = (struct tcode){ start, start + size, traceno, 0, 0, { 0, 0 } };
-	st->tdirty = 1;
-	return 0;
+	return add_extent(st, (struct tcode){ start, start + size, traceno, 0, 0, { 0, 0 } });
 }
 
 int lp_symtab_add_kcode(struct lp_symtab *st, uint64_t traceno, uint64_t key, uint64_t size,
@@ -638,13 +645,8 @@ int lp_symtab_add_kcode(struct lp_symtab *st, uint64_t traceno, uint64_t key, ui
 {
 	if (!size || key + size < key || !LP_HOST_KEYED(key))
 		return 0;
-	if (lp_grow((void **)&st->tcodes, &st->tcodecap, st->ntcodes + 1, sizeof(*st->tcodes)))
-		return -ENOMEM;
-	st->tcodes[st->ntcodes++] = (struct tcode){ key, key + size, traceno, 0, 1,
-						    { proto, clamp32(line) } };
-	st->nkcodes++;
-	st->tdirty = 1;
-	return 0;
+	return add_extent(st, (struct tcode){ key, key + size, traceno, 0, 1,
+					      { proto, clamp32(line) } });
 }
 
 static int tcode_cmp(const void *a, const void *b)
