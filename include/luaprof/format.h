@@ -80,6 +80,8 @@ enum lp_vmstate {
 			     * their ordinal among those */
 #define LP_EXT_KCODE   0x0c /* traceno key size proto line: machine code of one trace, which
 			     * host stacks give as keyed addresses (LP_HOST_KEYED) */
+#define LP_EXT_AFREED  0x0d /* (stack size count)*: sampled allocations freed before stop,
+			     * counted by stack and size (memprof sampled mode) */
 /* A host address at or above this, in a stream with kcode records, is trace code keyed by
  * the trace it belonged to when the stack was taken: (tag << 47) | address, tag >= 1 (user
  * addresses fit in 47 bits). Trace numbers and code addresses are reused after a flush,

@@ -114,9 +114,16 @@ static struct {
 	uint64_t vmobj_lo, vmobj_hi;    /* code of the object holding the VM: its allocation
 					 * path (lj_mem_*, lj_alloc_*, lj_tab_new...) */
 	struct agent_stackdict dict;    /* the distinct stacks */
+	/* Sampled allocations still allocated, each by its address (live = 1), and the few
+	 * freed ones that could not be counted in `freed` (live = 0). A slot freed is put on
+	 * a list (live = 2, stack = next free slot) and taken again: the table holds about
+	 * the sampled part of the live heap, not every sample of the run. */
 	struct asample { uint64_t size; uint32_t stack; uint8_t live; } *smp;
-	size_t nsmp, smpcap;
+	size_t nsmp, smpcap;            /* slots used (free ones included), allocated */
+	uint32_t smpfree;               /* first free slot, or UINT32_MAX */
+	uint64_t nsampled;              /* samples kept in the run: live, freed and counted */
 	struct lp_addrmap live;         /* sampled block still allocated -> index in smp */
+	struct lp_addrmap freed;        /* (size << 32 | stack) -> count of freed samples */
 	uint64_t nlost;                 /* samples not kept (no memory, or capture() refused) */
 	uint64_t capture_ns;            /* time spent taking samples: the mode's main cost */
 	uint64_t lookups;               /* frees and reallocs that looked the live map up */
@@ -1249,8 +1256,22 @@ static void sampled_gone(void *ptr)
 	struct lp_addrmap_entry *e = lp_addrmap_get(&mp.live, (uint64_t)(uintptr_t)ptr);
 	if (!e)
 		return;
-	mp.smp[e->a].live = 0;
+	uint32_t i = (uint32_t)e->a;
 	lp_addrmap_remove(&mp.live, (uint64_t)(uintptr_t)ptr);
+	/* Counted by stack and size, which is all the reports use of a freed sample (its
+	 * weight depends on the size): the slot is taken again. A size of 4 GiB or more, or
+	 * no memory for the count, keeps the slot as it is. */
+	uint64_t size = mp.smp[i].size, key = size << 32 | mp.smp[i].stack;
+	struct lp_addrmap_entry *f = size >> 32 ? NULL : lp_addrmap_get(&mp.freed, key);
+	if (f)
+		f->a++;
+	if (f || (!(size >> 32) && !lp_addrmap_put(&mp.freed, key, 1, 0))) {
+		mp.smp[i].live = 2;
+		mp.smp[i].stack = mp.smpfree;
+		mp.smpfree = i;
+	} else {
+		mp.smp[i].live = 0;
+	}
 	unsigned b = live_granule(ptr);
 	if (--live_count[b] == 0)
 		live_mark[b] = 0;
@@ -1275,15 +1296,23 @@ static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osiz
 	if (ptr && osize && np && maybe_live(ptr))
 		sampled_gone(ptr);
 	if (id >= 0 && np) {
-		if (lp_grow((void **)&mp.smp, &mp.smpcap, mp.nsmp + 1, sizeof(*mp.smp)) ||
-		    lp_addrmap_put(&mp.live, (uint64_t)(uintptr_t)np, mp.nsmp, 0)) {
+		int64_t i = mp.smpfree != UINT32_MAX ? (int64_t)mp.smpfree : (int64_t)mp.nsmp;
+		if ((i == (int64_t)mp.nsmp &&
+		     (mp.nsmp >= UINT32_MAX - 1 ||
+		      lp_grow((void **)&mp.smp, &mp.smpcap, mp.nsmp + 1, sizeof(*mp.smp)))) ||
+		    lp_addrmap_put(&mp.live, (uint64_t)(uintptr_t)np, (uint64_t)i, 0)) {
 			mp.nlost++;
 			return np;
 		}
+		if (i == (int64_t)mp.nsmp)
+			mp.nsmp++;
+		else
+			mp.smpfree = mp.smp[i].stack;
 		live_add(np);
-		mp.smp[mp.nsmp].size = nsize;
-		mp.smp[mp.nsmp].stack = (uint32_t)id;
-		mp.smp[mp.nsmp++].live = 1;
+		mp.smp[i].size = nsize;
+		mp.smp[i].stack = (uint32_t)id;
+		mp.smp[i].live = 1;
+		mp.nsampled++;
 	}
 	/* Symbols written while capturing may have failed the stream. */
 	if (mp.w.flags)
@@ -1342,21 +1371,38 @@ static void write_ext_records(struct lp_wbuf *w)
 			lp_write_ext_csize(w, builtins[i].addr, 1);
 	if (!mp.sample_bytes)
 		return;
-	agent_stackdict_write(&mp.dict, w);
-	agent_tcodes_write(&s_tcodes, w);
 	/* asample records of up to 60 KiB: (stack size live)*. Not on the stack: stop runs
 	 * on the host's thread, whose stack may be small (sysbench's are 64 KiB). */
 	static uint8_t rec[61440 + 32];
 	size_t len = 0;
 	for (size_t i = 0; i < mp.nsmp; i++) {
-		len += lp_uleb_encode(mp.smp[i].stack, rec + len);
-		len += lp_uleb_encode(mp.smp[i].size, rec + len);
-		len += lp_uleb_encode(mp.smp[i].live, rec + len);
-		if (len >= 61440 || i + 1 == mp.nsmp) {
+		if (mp.smp[i].live < 2) {
+			len += lp_uleb_encode(mp.smp[i].stack, rec + len);
+			len += lp_uleb_encode(mp.smp[i].size, rec + len);
+			len += lp_uleb_encode(mp.smp[i].live, rec + len);
+		}
+		if (len && (len >= 61440 || i + 1 == mp.nsmp)) {
 			lp_write_ext_record(w, LP_EXT_ASAMPLE, rec, len);
 			len = 0;
 		}
 	}
+	/* afreed records: (stack size count)* for the samples freed before stop. */
+	for (size_t i = 0; i < mp.freed.cap; i++) {
+		const struct lp_addrmap_entry *f = &mp.freed.slots[i];
+		if (f->used) {
+			len += lp_uleb_encode((uint32_t)f->key, rec + len);
+			len += lp_uleb_encode(f->key >> 32, rec + len);
+			len += lp_uleb_encode(f->a, rec + len);
+		}
+		if (len && (len >= 61440 || i + 1 == mp.freed.cap)) {
+			lp_write_ext_record(w, LP_EXT_AFREED, rec, len);
+			len = 0;
+		}
+	}
+	/* The stacks after the samples: a file cut short keeps the samples whose stacks
+	 * come first (a cut before the samples would keep none). */
+	agent_stackdict_write(&mp.dict, w);
+	agent_tcodes_write(&s_tcodes, w);
 	/* astate records: (stack state)* for the stacks of the collector and the compiler,
 	 * whose state is their tag in the dictionary. */
 	for (size_t i = 0; i < mp.dict.nent; i++) {
@@ -1376,10 +1422,13 @@ static void free_samples(void)
 	agent_stackdict_free(&mp.dict);
 	free(mp.smp);
 	lp_addrmap_free(&mp.live);
+	lp_addrmap_free(&mp.freed);
 	memset(live_mark, 0, sizeof(live_mark));
 	memset(live_count, 0, sizeof(live_count));
 	mp.smp = NULL;
 	mp.nsmp = mp.smpcap = 0;
+	mp.smpfree = UINT32_MAX;
+	mp.nsampled = 0;
 	agent_tcodes_reset(&s_tcodes);
 }
 
@@ -2340,13 +2389,15 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 	int e = mp.io_errno;
 	if (!e) {
 		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32], ncut[32];
+		char held[32];
 		static char ffnames[8192];
 		ffnames[0] = '\0';
 		if (mp.sample_bytes)
 			agent_vm_ffnames(ffnames, sizeof(ffnames));
 		snprintf(every, sizeof(every), "%llu", (unsigned long long)mp.sample_bytes);
-		snprintf(nsmp, sizeof(nsmp), "%llu", (unsigned long long)mp.nsmp);
+		snprintf(nsmp, sizeof(nsmp), "%llu", (unsigned long long)mp.nsampled);
 		snprintf(lost, sizeof(lost), "%llu", (unsigned long long)mp.nlost);
+		snprintf(held, sizeof(held), "%llu", (unsigned long long)mp.nsmp);
 		snprintf(cap, sizeof(cap), "%llu", (unsigned long long)mp.capture_ns);
 		snprintf(look, sizeof(look), "%llu", (unsigned long long)mp.lookups);
 		snprintf(ncut, sizeof(ncut), "%llu", (unsigned long long)mp.cut);
@@ -2378,6 +2429,7 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 			"sample_bytes", every,
 			"samples", nsmp,
 			"samples_lost", lost,
+			"samples_held", held,
 			"sample_ns", cap,
 			"sample_lookups", look,
 			"truncated", ncut,
@@ -2422,7 +2474,7 @@ LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
 	if (!c)
 		return LUAPROF_PROFILE_ERRUSE;
 	c->events = mp.allocs + mp.frees + mp.reallocs;
-	c->samples = mp.nsmp;
+	c->samples = mp.nsampled;
 	c->allocs = mp.allocs;
 	c->frees = mp.frees;
 	c->reallocs = mp.reallocs;

@@ -63,7 +63,8 @@ int lp_info_report(const struct lp_loaded *l, const char *source, FILE *out)
 			fputc('\n', out);
 	} else if (l->kind == LP_STREAM_MEMPROF) {
 		if (l->sampled)
-			fprintf(out, "samples: %zu\n", lp_sysprof_nasamples(l->msamp));
+			fprintf(out, "samples: %llu\n",
+				(unsigned long long)lp_sysprof_nasamples(l->msamp));
 		else
 			fprintf(out, "events: %" PRIu64 "\n", l->stats.events);
 	}

@@ -115,13 +115,13 @@ static int on_ext_stack(void *p, uint64_t id, const struct lp_lua_frame *lua, si
 	return 0;
 }
 
-static int on_ext_asample(void *p, uint64_t id, uint64_t size, int live)
+static int on_ext_asample(void *p, uint64_t id, uint64_t size, int live, uint64_t count)
 {
 	struct ctx *c = p;
 	if (!c->l->mem)
 		return 0;
 	struct lp_sysprof *s = stacks_of(c);
-	if (!s || lp_sysprof_asample(s, id, size, live))
+	if (!s || lp_sysprof_asample(s, id, size, live, count))
 		return nomem(c);
 	c->l->sampled = 1;
 	return 0;

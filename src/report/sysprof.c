@@ -120,8 +120,9 @@ struct lp_sysprof {
 	/* Memory samples. */
 	int memory;
 	uint64_t sample_bytes;
-	struct msample { uint64_t id, size; int live; } *msmp;
+	struct msample { uint64_t id, size, count; int live; } *msmp;
 	size_t nmsmp, msmpcap;
+	uint64_t nsampled;              /* the samples msmp stands for (counts summed) */
 	/* Lua symbols replaced while samples were read (a proto address reused), so that
 	 * their stacks, resolved at the end, name frames as of their own time: replacement
 	 * k happened after the first after[REPL_TRACE] TRACE samples and after[REPL_GC] GC
@@ -1337,19 +1338,22 @@ void lp_sysprof_set_sample_bytes(struct lp_sysprof *s, uint64_t sample_bytes)
 	s->sample_bytes = sample_bytes;
 }
 
-size_t lp_sysprof_nasamples(const struct lp_sysprof *s)
+uint64_t lp_sysprof_nasamples(const struct lp_sysprof *s)
 {
-	return s->nmsmp;
+	return s->nsampled;
 }
 
-int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live)
+int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live,
+		       uint64_t count)
 {
 	if (lp_grow((void **)&s->msmp, &s->msmpcap, s->nmsmp + 1, sizeof(*s->msmp)))
 		return -ENOMEM;
 	s->msmp[s->nmsmp].id = id;
 	s->msmp[s->nmsmp].size = size;
+	s->msmp[s->nmsmp].count = count;
 	s->msmp[s->nmsmp++].live = live;
-	lp_profile_meta(s->raw)->samples++;
+	s->nsampled += count;
+	lp_profile_meta(s->raw)->samples += count;
 	return 0;
 }
 
@@ -1373,7 +1377,7 @@ static int add_memory(struct lp_sysprof *s)
 		const struct msample *m = &s->msmp[i];
 		struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, m->id);
 		if (!e) {
-			lp_profile_meta(s->raw)->dropped++;
+			lp_profile_meta(s->raw)->dropped += m->count;
 			continue;
 		}
 		struct rawstack *r = &s->stacks[e->a];
@@ -1384,7 +1388,8 @@ static int add_memory(struct lp_sysprof *s)
 			double q = 1.0 - exp(-(double)m->size / (double)s->sample_bytes);
 			w = q > 0 ? 1.0 / q : 1.0;
 		}
-		int64_t v[4] = { sat64(w * (double)m->size), sat64(w), 0, 0 };
+		double cnt = (double)m->count;
+		int64_t v[4] = { sat64(cnt * w * (double)m->size), sat64(cnt * w), 0, 0 };
 		if (m->live) {
 			v[2] = v[0];
 			v[3] = v[1];

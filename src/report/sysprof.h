@@ -76,12 +76,14 @@ int lp_sysprof_lua_replaced(struct lp_sysprof *s, uint64_t proto, const struct l
 ** counts each sample once). Return NULL / 0 or -ENOMEM.
 */
 struct lp_sysprof *lp_sysprof_new_memory(struct lp_symtab *st);
-int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live);
+/* count sampled allocations of stack id, each of size bytes, live or freed at stop. */
+int lp_sysprof_asample(struct lp_sysprof *s, uint64_t id, uint64_t size, int live,
+		       uint64_t count);
 /* The sampled allocations of stack id were the collector's or the JIT compiler's (vmstate
  * GC, RECORD, OPT or ASM): shown with that state's frame on top, as CPU samples are. */
 int lp_sysprof_astate(struct lp_sysprof *s, uint64_t id, unsigned vmstate);
 void lp_sysprof_set_sample_bytes(struct lp_sysprof *s, uint64_t sample_bytes);
-size_t lp_sysprof_nasamples(const struct lp_sysprof *s);
+uint64_t lp_sysprof_nasamples(const struct lp_sysprof *s);
 /* Samples counted per VM state so far. */
 const uint64_t *lp_sysprof_vmstates(const struct lp_sysprof *s);
 

@@ -462,7 +462,21 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 				return lp_input_fail(in, LP_ERR_FORMAT, at,
 						     "sampled allocation with live flag %llu",
 						     (unsigned long long)live);
-			if (h->ext_asample && h->ext_asample(h->ctx, id, size, (int)live))
+			if (h->ext_asample && h->ext_asample(h->ctx, id, size, (int)live, 1))
+				rc = lp_input_fail(in, LP_ERR_ABORT, at,
+						   "stopped by the consumer");
+		}
+	} else if (type == LP_EXT_AFREED) {
+		while (rc == LP_OK && lp_input_offset(in) - start < len) {
+			uint64_t id, size, count;
+			TRY(lp_input_uleb(in, &id));
+			TRY(lp_input_uleb(in, &size));
+			TRY(lp_input_uleb(in, &count));
+			TRY(overrun(in, type, start, len, at));
+			if (count == 0)
+				return lp_input_fail(in, LP_ERR_FORMAT, at,
+						     "freed sampled allocations counted 0");
+			if (h->ext_asample && h->ext_asample(h->ctx, id, size, 0, count))
 				rc = lp_input_fail(in, LP_ERR_ABORT, at,
 						   "stopped by the consumer");
 		}

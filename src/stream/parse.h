@@ -90,9 +90,10 @@ struct lp_parse_handlers {
 	 * proto, had its machine code at the keyed addresses [key, key + size). */
 	int (*ext_kcode)(void *ctx, uint64_t traceno, uint64_t key, uint64_t size, uint64_t proto,
 			 uint64_t line);
-	/* One sampled allocation of an asample record: its stack id, its size, and whether
-	 * it was still allocated when the profile stopped. */
-	int (*ext_asample)(void *ctx, uint64_t id, uint64_t size, int live);
+	/* Sampled allocations of one stack id and size: count of them (1 for an asample
+	 * record's, 1 or more for an afreed record's), and whether they were still allocated
+	 * when the profile stopped (an afreed record's never are). */
+	int (*ext_asample)(void *ctx, uint64_t id, uint64_t size, int live, uint64_t count);
 	/* One pair of an astate record: the sampled allocations of stack id were made by the
 	 * collector or the JIT compiler, in VM state vmstate (enum lp_vmstate: GC, RECORD,
 	 * OPT, ASM). */

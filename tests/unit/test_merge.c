@@ -1491,7 +1491,10 @@ static void memory_extension(void)
 	lp_write_ext_prologue(&wb);
 }
 
-static const char *collapse_memory(unsigned column, const char *sample_bytes)
+/* freed: 0 writes stack 0's freed sample in the asample record; n > 0 writes it as an
+ * afreed record's n samples freed, as the agent counts them. */
+static const char *collapse_memory_freed(unsigned column, const char *sample_bytes,
+					 unsigned freed)
 {
 	static const struct csym syms[] = {
 		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_BC, "lj_vm_asm_begin" },
@@ -1511,14 +1514,30 @@ static const char *collapse_memory(unsigned column, const char *sample_bytes)
 	ext_stack(1, lua1, 2, host1, 4);
 	/* Stack 0: 100 B live, 100 B freed; stack 1: 1000 B live; id 9 has no stack. */
 	const uint8_t recs[] = { 0, 100, 1, 0, 100, 0, 1, 0xe8, 0x07, 1, 9, 5, 1 };
-	lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	const uint8_t live[] = { 0, 100, 1, 1, 0xe8, 0x07, 1, 9, 5, 1 };
+	if (!freed) {
+		lp_write_ext_record(&wb, LP_EXT_ASAMPLE, recs, sizeof(recs));
+	} else {
+		/* Split over two records, and the same key twice: counts add up. */
+		const uint8_t fr[] = { 0, 100, (uint8_t)(freed - 1) };
+		const uint8_t fr1[] = { 0, 100, 1 };
+		lp_write_ext_record(&wb, LP_EXT_AFREED, fr1, sizeof(fr1));
+		lp_write_ext_record(&wb, LP_EXT_ASAMPLE, live, sizeof(live));
+		if (freed > 1)
+			lp_write_ext_record(&wb, LP_EXT_AFREED, fr, sizeof(fr));
+	}
 	if (sample_bytes)
 		lp_write_ext_meta(&wb, "sample_bytes", sample_bytes);
 	uint64_t samples, dropped;
 	const char *text = memory_text(column, &samples, &dropped);
-	CHECK_EQ(samples, 4);
+	CHECK_EQ(samples, 3 + (freed ? freed : 1));
 	CHECK_EQ(dropped, 1);
 	return text;
+}
+
+static const char *collapse_memory(unsigned column, const char *sample_bytes)
+{
+	return collapse_memory_freed(column, sample_bytes, 0);
 }
 
 /*
@@ -1645,6 +1664,18 @@ static void test_memory_samples(void)
 					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1582\n");
 	CHECK_STR(collapse_memory(3, "1000"), "main;lua_pcall;@app.lua:5;@app.lua:12 11\n"
 					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 2\n");
+	/* Freed samples counted by stack and size (afreed): the same profile as one asample
+	 * entry each; counts in the allocated columns only. */
+	CHECK_STR(collapse_memory_freed(0, NULL, 1), collapse_memory(0, NULL));
+	CHECK_STR(collapse_memory_freed(0, NULL, 4), "main;lua_pcall;@app.lua:5;@app.lua:12 500\n"
+						     "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1000\n");
+	CHECK_STR(collapse_memory_freed(1, NULL, 4), "main;lua_pcall;@app.lua:5;@app.lua:12 5\n"
+						     "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1\n");
+	CHECK_STR(collapse_memory_freed(2, NULL, 4), collapse_memory(2, NULL));
+	CHECK_STR(collapse_memory_freed(3, "1000", 4), collapse_memory(3, "1000"));
+	/* 5 x 10.508 x 100 */
+	CHECK_STR(collapse_memory_freed(0, "1000", 4), "main;lua_pcall;@app.lua:5;@app.lua:12 5254\n"
+						       "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1582\n");
 }
 
 static int parse_status(const uint8_t *tail, size_t n, char *msg, size_t msglen)
@@ -1710,6 +1741,12 @@ static void test_extension_errors(void)
 	CHECK_EQ(parse_status(astcut, sizeof(astcut), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "extension record 0x0a ends inside its fields (length 3, the fields take at least 4)") !=
 	      NULL);
+	static const uint8_t afzero[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_AFREED, 3, 0, 9, 0, 0 };
+	CHECK_EQ(parse_status(afzero, sizeof(afzero), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "freed sampled allocations counted 0") != NULL);
+	static const uint8_t afcut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_AFREED, 2, 0, 9, 7, 0 };
+	CHECK_EQ(parse_status(afcut, sizeof(afcut), msg, sizeof(msg)), LP_ERR_FORMAT);
+	CHECK(strstr(msg, "extension record 0x0d ends inside its fields") != NULL);
 	static const uint8_t ascut[] = { 'l', 'p', 'x', 1, 0, 0, 0, LP_EXT_ASAMPLE, 2, 0, 9, 7, 0 };
 	CHECK_EQ(parse_status(ascut, sizeof(ascut), msg, sizeof(msg)), LP_ERR_FORMAT);
 	CHECK(strstr(msg, "extension record 0x06 ends inside its fields (length 2, the fields take at least 3)") !=
