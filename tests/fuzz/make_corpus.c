@@ -144,6 +144,9 @@ static void seeds_memprof(void)
 	static const uint8_t asmp[] = { 0, 64, 1, 0, 100, 0, 3, 8, 1 };
 	lp_write_ext_record(w, LP_EXT_STACK, mstack, sizeof(mstack));
 	lp_write_ext_record(w, LP_EXT_ASAMPLE, asmp, sizeof(asmp));
+	/* Freed samples counted by stack and size. */
+	static const uint8_t afr[] = { 0, 64, 7, 3, 8, 0x81, 0x01 };
+	lp_write_ext_record(w, LP_EXT_AFREED, afr, sizeof(afr));
 	/* Stack 0's allocations were the collector's (the state frame goes on top). */
 	static const uint8_t ast[] = { 0, LP_VMST_GC };
 	lp_write_ext_record(w, LP_EXT_ASTATE, ast, sizeof(ast));
