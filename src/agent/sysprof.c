@@ -33,7 +33,9 @@
 
 #include "agent/agent.h"
 #include "agent/objects.h"
+#include "agent/ticker.h"
 #include "stream/writer.h"
+#include "util/timerenv.h"
 
 
 enum { ST_IDLE, ST_RUNNING, ST_HALT, ST_STOPPING };
@@ -77,9 +79,10 @@ static struct {
 	int signo;
 	int sig_installed;               /* our handler is in place (maybe left inert) */
 	struct sigaction oldsa;          /* what it replaced, restored on stop */
-	timer_t timer;
-	int timer_ok;
-	pthread_mutex_t timer_lock;      /* the timer, between teardown and the writer thread */
+	struct agent_ticker ticker;      /* the sampling clock (ticker.h) */
+	int timer_ok;                    /* ticker armed (kind other than NONE) */
+	const char *timer_name;          /* which clock it was (meta timer) */
+	pthread_mutex_t timer_lock;      /* the ticker, between teardown and the writer thread */
 	_Atomic uint64_t sig_taken_ns;   /* the signal's disposition seen changed this long
 					  * after start (the timer then deleted); 0 if not */
 
@@ -160,10 +163,8 @@ static void io_fail(int e)
 	atomic_compare_exchange_strong(&sp.state, &running, ST_HALT);
 	/* Sampling stops here; the timer itself is deleted by stop. */
 	pthread_mutex_lock(&sp.timer_lock);
-	if (sp.timer_ok) {
-		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
-		timer_settime(sp.timer, 0, &off, NULL);
-	}
+	if (sp.timer_ok)
+		agent_ticker_pause(&sp.ticker);
 	pthread_mutex_unlock(&sp.timer_lock);
 }
 
@@ -233,6 +234,19 @@ static int signal_ours(void);
 ** the record says when (meta signal_taken_ns); stop leaves the program's handler. Writer
 ** thread, every round.
 */
+/* Deletes the ticker (timer_lock held, timer_ok): paused first, then deleted once no
+ * handler is between its checks (one may re-arm the perf clock, or use its file). */
+static void ticker_delete(void)
+{
+	agent_ticker_pause(&sp.ticker);
+	while (atomic_load(&sp.busy)) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
+	agent_ticker_delete(&sp.ticker);
+	sp.timer_ok = 0;
+}
+
 static void check_signal(void)
 {
 	if (atomic_load(&sp.sig_taken_ns))
@@ -243,8 +257,7 @@ static void check_signal(void)
 	 * (Linux 6.13 on), and kill it. */
 	pthread_mutex_lock(&sp.timer_lock);
 	if (sp.timer_ok && atomic_load(&sp.state) == ST_RUNNING && !signal_ours()) {
-		timer_delete(sp.timer);
-		sp.timer_ok = 0;
+		ticker_delete();
 		uint64_t t = agent_now_ns() - sp.started_ns;
 		atomic_store(&sp.sig_taken_ns, t ? t : 1);
 	}
@@ -492,15 +505,14 @@ static void take_sample(const ucontext_t *uc)
 static void on_signal(int sig, siginfo_t *si, void *ucv)
 {
 	int saved = errno;
-	if (si->si_code != SI_TIMER || si->si_value.sival_ptr != (void *)&sp)
-		goto out; /* not our timer (e.g. a stray kill): ignore */
-	if (atomic_load(&sp.state) != ST_RUNNING)
-		goto out;
+	if (atomic_load(&sp.state) != ST_RUNNING || !agent_ticker_ours(&sp.ticker, si))
+		goto out; /* not our tick (e.g. a stray kill): ignore */
 	atomic_store(&sp.busy, 1);
 	if (atomic_load(&sp.state) == ST_RUNNING && gettid_raw() == sp.tid) {
 		uint64_t t0 = agent_now_ns();
-		if (si->si_overrun > 0)
-			atomic_fetch_add_explicit(&sp.overruns, (uint64_t)si->si_overrun,
+		int over = agent_ticker_overrun(&sp.ticker, si);
+		if (over > 0)
+			atomic_fetch_add_explicit(&sp.overruns, (uint64_t)over,
 						  memory_order_relaxed);
 		if (t0 < hs_resume_ns) {
 			atomic_fetch_add_explicit(&sp.paced, 1, memory_order_relaxed);
@@ -510,6 +522,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 			atomic_fetch_add_explicit(&sp.handler_ns, t1 - t0, memory_order_relaxed);
 			hs_resume_ns = t1 + pace_factor * (t1 - t0);
 		}
+		agent_ticker_tick(&sp.ticker);
 	}
 	atomic_store(&sp.busy, 0);
 out:
@@ -587,29 +600,18 @@ static void release_signal(int blocked, const sigset_t *oldmask)
 
 static int arm_timer(void)
 {
-	struct sigevent sev;
-	memset(&sev, 0, sizeof(sev));
-	sev.sigev_notify = SIGEV_THREAD_ID;
-	sev.sigev_signo = sp.signo;
-	sev.sigev_value.sival_ptr = &sp;
-	sev._sigev_un._tid = sp.tid;
-	clockid_t clk = sp.clock == LUAPROF_CLOCK_WALL ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID;
-	pthread_mutex_lock(&sp.timer_lock); /* the writer thread reads timer and timer_ok */
-	int rc = timer_create(clk, &sev, &sp.timer);
+	char err[160];
+	int posix_only = lp_timerenv_read(err, sizeof(err)) == LP_TIMERENV_POSIX;
+	pthread_mutex_lock(&sp.timer_lock); /* the writer thread reads ticker and timer_ok */
+	int rc = agent_ticker_arm(&sp.ticker, sp.clock == LUAPROF_CLOCK_WALL, posix_only, sp.tid,
+				  sp.signo, &sp, sp.interval_ns, err, sizeof(err));
 	int e = errno;
-	sp.timer_ok = rc == 0;
+	sp.timer_ok = sp.ticker.kind != AGENT_TICKER_NONE;
+	sp.timer_name = agent_ticker_name(&sp.ticker);
 	pthread_mutex_unlock(&sp.timer_lock);
 	if (rc != 0) {
-		set_err("cannot create the sampling timer: %s", strerror(e));
+		set_err("%s", err);
 		errno = e;
-		return -1;
-	}
-	struct itimerspec its;
-	its.it_interval.tv_sec = (time_t)(sp.interval_ns / 1000000000ull);
-	its.it_interval.tv_nsec = (long)(sp.interval_ns % 1000000000ull);
-	its.it_value = its.it_interval;
-	if (timer_settime(sp.timer, 0, &its, NULL) != 0) {
-		set_err("cannot arm the sampling timer: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -622,10 +624,8 @@ static int arm_timer(void)
 static void teardown(int blocked, const sigset_t *oldmask)
 {
 	pthread_mutex_lock(&sp.timer_lock);
-	if (sp.timer_ok) {
-		timer_delete(sp.timer);
-		sp.timer_ok = 0;
-	}
+	if (sp.timer_ok)
+		ticker_delete();
 	pthread_mutex_unlock(&sp.timer_lock);
 	while (atomic_load(&sp.busy)) {
 		struct timespec ts = { 0, 50000 };
@@ -707,6 +707,7 @@ static void finish_stream(const char *cause)
 		"cmdline", cmdline,
 		"interval_ns", interval,
 		"clock", sp.clock == LUAPROF_CLOCK_WALL ? "wall" : "cpu",
+		"timer", sp.timer_name ? sp.timer_name : "none",
 		"mode", mode_name(sp.mode),
 		"duration_ns", duration,
 		"start_unix_ns", start,
@@ -866,6 +867,11 @@ static int validate(const struct luaprof_sysprof_options *opt, luaprof_sysprof_w
 		set_err("unknown profiler clock");
 		return -1;
 	}
+	char err[160];
+	if (lp_timerenv_read(err, sizeof(err)) == LP_TIMERENV_BAD) {
+		set_err("%s", err);
+		return -1;
+	}
 	if (opt->mode != LUAPROF_SYSPROF_DEFAULT) {
 		if (!opt->buf || opt->len < LUAPROF_SYSPROF_BUF_MIN) {
 			set_err("the stream buffer must hold at least 64 KiB");
@@ -923,6 +929,8 @@ static void at_fork_child(void)
 {
 	atomic_store(&sp.state, ST_IDLE);
 	atomic_store(&sp.busy, 0); /* the parent's handler, running on another thread */
+	if (sp.timer_ok)
+		agent_ticker_forget(&sp.ticker);
 	sp.timer_ok = 0;
 	sp.wthread_ok = 0;
 	sp.sem_ok = 0;

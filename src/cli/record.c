@@ -37,6 +37,7 @@
 #include "stream/parse.h"
 #include "util/size.h"
 #include "util/stubenv.h"
+#include "util/timerenv.h"
 
 /*
 ** A profile started, its stream not finished: how (enum unfinished) the process that
@@ -137,8 +138,11 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      being recorded)\n"
 	      "  -h, --help          this help\n"
 	      "\n"
-	      "CPU-time timers tick with the kernel (250 Hz on many systems): a higher --rate\n"
-	      "needs --clock wall. The summary gives the rate actually achieved.\n"
+	      "CPU time is counted by a perf_event task clock where the process may open one\n"
+	      "(root, or kernel.perf_event_paranoid at 1 or less, and no seccomp filter that\n"
+	      "forbids it); otherwise by a POSIX timer, which ticks with the kernel (250 Hz on\n"
+	      "many systems): a higher --rate then needs --clock wall. LUAPROF_TIMER=posix\n"
+	      "keeps the POSIX timer. The summary gives the rate actually achieved.\n"
 	      "\n"
 	      "Exit status: the program's own status (128+N if killed by signal N, also when\n"
 	      "the stream it left is cut short; what was read is rendered) once the profile is\n"
@@ -365,6 +369,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* The agent would refuse it at start, after the program had begun, unprofiled. */
 	char stub_err[160];
 	if (o->sample && lp_stubenv_read(stub_err, sizeof(stub_err)) == LP_STUBENV_BAD)
+		return fail("%s", stub_err);
+	if (!o->memory && lp_timerenv_read(stub_err, sizeof(stub_err)) == LP_TIMERENV_BAD)
 		return fail("%s", stub_err);
 	if (o->memory && !o->output && o->fmt == LP_FMT_NONE)
 		o->fmt = o->sample ? LP_FMT_TOP : LP_FMT_MEMPROF;
@@ -964,7 +970,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 				"its share of the time below that\n", f->paced, o->rate);
 	if (!strcmp(o->clock, "cpu") && f->overruns > n && n)
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
-				"this kernel ticks slower than --rate %u; use --clock wall for more\n",
+				"this kernel ticks slower than --rate %u; use --clock wall for more, or allow "
+				"perf events (luaprof record --help)\n",
 			f->overruns, o->rate);
 	if (f->stopped_by_program && n)
 		fprintf(stderr, "luaprof record: the program stopped the profile itself "

@@ -6,6 +6,7 @@
 ** tests are deterministic and need no Lua VM.
 */
 #include "../../src/agent/sysprof.c"
+#include "../../src/agent/ticker.c"
 #include "../../src/agent/tstacks.c"
 #include "../../src/agent/stackdict.c"
 
@@ -347,15 +348,21 @@ static int start(uint8_t mode)
 	return luaprof_sysprof_start(FAKE_L, &o);
 }
 
-/* One timer expiry, as the kernel would deliver it to the sampled thread. */
+/* One timer expiry, as the kernel would deliver it to the sampled thread: from a POSIX
+ * timer, or from the perf clock's file (where the process may open one). */
 static void tick(void)
 {
 	siginfo_t si;
 	ucontext_t uc;
 	memset(&si, 0, sizeof(si));
 	memset(&uc, 0, sizeof(uc));
-	si.si_code = SI_TIMER;
-	si.si_value.sival_ptr = &sp;
+	if (sp.ticker.kind == AGENT_TICKER_PERF) {
+		si.si_code = POLL_IN;
+		si.si_fd = sp.ticker.fd;
+	} else {
+		si.si_code = SI_TIMER;
+		si.si_value.sival_ptr = &sp;
+	}
 	on_signal(sp.signo, &si, &uc);
 }
 
@@ -553,9 +560,48 @@ static void test_foreign_signal_ignored(void)
 	memset(&uc, 0, sizeof(uc));
 	si.si_code = SI_USER;
 	on_signal(sp.signo, &si, &uc);
+	/* Another file's I/O signal, or another timer's. */
+	si.si_code = POLL_IN;
+	si.si_fd = sp.ticker.kind == AGENT_TICKER_PERF ? sp.ticker.fd + 1 : 0;
+	on_signal(sp.signo, &si, &uc);
+	si.si_code = SI_TIMER;
+	si.si_value.sival_ptr = &si;
+	on_signal(sp.signo, &si, &uc);
 	struct luaprof_sysprof_counters c;
 	luaprof_sysprof_report(&c);
 	CHECK_EQ(c.samples, 0);
+	tick();
+	luaprof_sysprof_report(&c);
+	CHECK_EQ(c.samples, 1);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+}
+
+/* LUAPROF_TIMER: posix keeps the POSIX timer; anything but auto or empty is refused with
+ * its name. Where perf events may be opened (root here, unless a filter forbids them),
+ * the default is the perf clock. */
+static void test_timer_choice(void)
+{
+	sink_reset();
+	setenv("LUAPROF_TIMER", "posix", 1);
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_SUCCESS);
+	CHECK_EQ(sp.ticker.kind, AGENT_TICKER_POSIX);
+	CHECK_STR(sp.timer_name, "posix cpu");
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	setenv("LUAPROF_TIMER", "hrtimer", 1);
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_ERRUSE);
+	CHECK(strstr(luaprof_sysprof_error(), "LUAPROF_TIMER is 'hrtimer'") != NULL);
+	unsetenv("LUAPROF_TIMER");
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_SUCCESS);
+	int perf = (int)syscall(SYS_perf_event_open, &(struct perf_event_attr){
+		.size = sizeof(struct perf_event_attr), .type = PERF_TYPE_SOFTWARE,
+		.config = PERF_COUNT_SW_TASK_CLOCK, .disabled = 1 }, 0, -1, -1, 0);
+	CHECK_EQ(sp.ticker.kind, perf >= 0 ? AGENT_TICKER_PERF : AGENT_TICKER_POSIX);
+	if (perf >= 0)
+		close(perf);
+	tick();
+	struct luaprof_sysprof_counters c;
+	luaprof_sysprof_report(&c);
+	CHECK_EQ(c.samples, 1);
 	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
 }
 
@@ -608,6 +654,7 @@ int main(void)
 	RUN(test_io_error);
 	RUN(test_writer_stop_request);
 	RUN(test_foreign_signal_ignored);
+	RUN(test_timer_choice);
 	sink_reset();
 	return UNIT_RESULT();
 }

@@ -1,0 +1,157 @@
+/*
+** The CPU profiler's sampling clock (ticker.h): a perf_event task clock or a POSIX timer.
+*/
+#include "agent/ticker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+** A task clock counting the thread's CPU time, user and kernel, as CLOCK_THREAD_CPUTIME_ID
+** does; refused where the kernel allows only user-space counting (perf_event_paranoid 2
+** or more without CAP_PERFMON): ticks falling in the kernel would then be dropped, and
+** time in system calls go unsampled, unlike with the POSIX timer. Seccomp filters
+** (containers) refuse the call altogether. The event has an allowance of PERF_ALLOWANCE
+** overflows (PERF_EVENT_IOC_REFRESH), each signal's handler gives one back: it keeps
+** counting while the handler runs (the thread's CPU time includes the handler, as the
+** POSIX timer's does), and a thread that blocks the signal has at most that many queued
+** before the event stops itself (RLIMIT_SIGPENDING reached, the kernel would send SIGIO
+** instead, whose default action kills).
+*/
+#define PERF_ALLOWANCE 4
+
+static int perf_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t interval_ns)
+{
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = interval_ns;
+	a.disabled = 1;
+	a.wakeup_events = 1;
+	int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct f_owner_ex own = { F_OWNER_TID, tid };
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, signo) != 0 ||
+	    fcntl(fd, F_SETOWN_EX, &own) != 0 ||
+	    ioctl(fd, PERF_EVENT_IOC_REFRESH, PERF_ALLOWANCE) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	t->fd = fd;
+	t->kind = AGENT_TICKER_PERF;
+	return 0;
+}
+
+static int posix_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t interval_ns,
+		     char *err, size_t errlen)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = signo;
+	sev.sigev_value.sival_ptr = (void *)t->cookie;
+	sev._sigev_un._tid = tid;
+	if (timer_create(t->wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &sev,
+			 &t->timer) != 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot create the sampling timer: %s", strerror(e));
+		errno = e;
+		return -1;
+	}
+	t->kind = AGENT_TICKER_POSIX;
+	struct itimerspec its;
+	its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
+	its.it_value = its.it_interval;
+	if (timer_settime(t->timer, 0, &its, NULL) != 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot arm the sampling timer: %s", strerror(e));
+		errno = e;
+		return -1; /* armed as far as delete goes: the caller deletes it */
+	}
+	return 0;
+}
+
+int agent_ticker_arm(struct agent_ticker *t, int wall, int posix_only, pid_t tid, int signo,
+		     const void *cookie, uint64_t interval_ns, char *err, size_t errlen)
+{
+	t->kind = AGENT_TICKER_NONE;
+	t->wall = wall;
+	t->fd = -1;
+	t->cookie = cookie;
+	atomic_store(&t->paused, 0);
+	if (!wall && !posix_only && perf_arm(t, tid, signo, interval_ns) == 0)
+		return 0;
+	return posix_arm(t, tid, signo, interval_ns, err, errlen);
+}
+
+int agent_ticker_ours(const struct agent_ticker *t, const siginfo_t *si)
+{
+	if (t->kind == AGENT_TICKER_PERF)
+		return (si->si_code == POLL_IN || si->si_code == POLL_HUP) && si->si_fd == t->fd;
+	return si->si_code == SI_TIMER && si->si_value.sival_ptr == t->cookie;
+}
+
+void agent_ticker_tick(const struct agent_ticker *t)
+{
+	if (t->kind == AGENT_TICKER_PERF && !atomic_load(&t->paused))
+		ioctl(t->fd, PERF_EVENT_IOC_REFRESH, 1);
+}
+
+int agent_ticker_overrun(const struct agent_ticker *t, const siginfo_t *si)
+{
+	return t->kind == AGENT_TICKER_POSIX && si->si_overrun > 0 ? si->si_overrun : 0;
+}
+
+void agent_ticker_pause(struct agent_ticker *t)
+{
+	atomic_store(&t->paused, 1);
+	if (t->kind == AGENT_TICKER_POSIX) {
+		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+		timer_settime(t->timer, 0, &off, NULL);
+	} else if (t->kind == AGENT_TICKER_PERF) {
+		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+	}
+}
+
+void agent_ticker_delete(struct agent_ticker *t)
+{
+	if (t->kind == AGENT_TICKER_POSIX) {
+		timer_delete(t->timer);
+	} else if (t->kind == AGENT_TICKER_PERF) {
+		/* Disabled first: a forked child may hold the file, and keep the event. */
+		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+		close(t->fd);
+		t->fd = -1;
+	}
+	t->kind = AGENT_TICKER_NONE;
+}
+
+void agent_ticker_forget(struct agent_ticker *t)
+{
+	if (t->kind == AGENT_TICKER_PERF)
+		close(t->fd);
+	t->fd = -1;
+	t->kind = AGENT_TICKER_NONE;
+}
+
+const char *agent_ticker_name(const struct agent_ticker *t)
+{
+	switch (t->kind) {
+	case AGENT_TICKER_PERF: return "perf task-clock";
+	case AGENT_TICKER_POSIX: return t->wall ? "posix monotonic" : "posix cpu";
+	default: return "none";
+	}
+}

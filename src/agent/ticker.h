@@ -1,0 +1,69 @@
+/*
+** The CPU profiler's sampling clock: a signal to one thread every interval of its CPU
+** time or of elapsed time. CPU time comes from a perf_event task clock where the process
+** may open one (a high-resolution timer: any rate) and otherwise from a POSIX CPU-time
+** timer, which the kernel checks at its tick (250 Hz on many kernels caps the rate).
+*/
+#ifndef AGENT_TICKER_H
+#define AGENT_TICKER_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+enum agent_ticker_kind {
+	AGENT_TICKER_NONE,
+	AGENT_TICKER_POSIX,   /* timer_create: CLOCK_THREAD_CPUTIME_ID or CLOCK_MONOTONIC */
+	AGENT_TICKER_PERF,    /* perf_event_open: PERF_COUNT_SW_TASK_CLOCK of the thread */
+};
+
+struct agent_ticker {
+	int kind;             /* enum agent_ticker_kind; NONE when not armed */
+	int wall;             /* elapsed time rather than the thread's CPU time */
+	timer_t timer;        /* POSIX */
+	int fd;               /* PERF: the event; a few signals ahead (re-armed by tick()) */
+	const void *cookie;   /* POSIX: the signal's si_value, to tell our ticks from others */
+	_Atomic int paused;   /* agent_ticker_pause ran: tick() re-arms nothing */
+};
+
+/*
+** Arms t to send signo to thread tid every interval_ns of its CPU time (or of elapsed
+** time if wall). Tries the perf clock first for CPU time unless posix_only. Returns 0,
+** or -1 with errno set and a message in err.
+*/
+int agent_ticker_arm(struct agent_ticker *t, int wall, int posix_only, pid_t tid, int signo,
+		     const void *cookie, uint64_t interval_ns, char *err, size_t errlen);
+
+/* In the signal handler (async-signal-safe): the signal is t's tick. */
+int agent_ticker_ours(const struct agent_ticker *t, const siginfo_t *si);
+
+/* In the signal handler, after one of t's ticks: the perf clock sends a few signals
+ * ahead and waits for these, so that a thread blocking the signal never has more than a
+ * few queued (a full queue of real-time signals would make the kernel send SIGIO, which
+ * kills). Async-signal-safe. */
+void agent_ticker_tick(const struct agent_ticker *t);
+
+/* Ticks the kernel merged into the one delivered (the POSIX timer's overrun; 0 for the
+ * perf clock, which waits for the handler). Async-signal-safe. */
+int agent_ticker_overrun(const struct agent_ticker *t, const siginfo_t *si);
+
+/* Stops the ticks and keeps t's kernel objects. A handler already past its checks may
+ * still call agent_ticker_tick and, for the perf clock, give the event one more tick:
+ * once no handler is busy, pause again (or delete). */
+void agent_ticker_pause(struct agent_ticker *t);
+
+/* Stops the ticks for good and frees t's kernel objects: only once no handler can be
+ * about to call agent_ticker_tick (pause, then wait for the handlers). */
+void agent_ticker_delete(struct agent_ticker *t);
+
+/* In a forked child: the parent's ticker is not the child's to stop; its file is
+ * closed and t forgotten. */
+void agent_ticker_forget(struct agent_ticker *t);
+
+/* "perf task-clock", "posix cpu", "posix monotonic" or "none": meta timer. */
+const char *agent_ticker_name(const struct agent_ticker *t);
+
+#endif

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The CPU profiler's CPU-time clock. Where the process may open a perf_event task clock
+# (root, or kernel.perf_event_paranoid <= 1, and no seccomp filter against it) --clock cpu
+# samples at the rate asked, above the kernel's tick (250 Hz on many kernels, where the
+# POSIX CPU-time timer it used alone capped --rate 1000 at 250 a second); LUAPROF_TIMER=posix
+# keeps the POSIX timer; any other value is refused before the program runs. A program
+# that blocks the signal for a second at 10 kHz keeps running: the perf clock sends a few
+# signals ahead and waits (a full queue of real-time signals makes the kernel send SIGIO,
+# which kills). A forked child is not sampled and exits normally.
+# Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=cpu_timer
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+
+[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
+lp=$PWD/build/luaprof
+
+cat >"$t/burn.lua" <<'LUA'
+local function f(n) local s = 0 for i = 1, n do s = s + i % 7 end return s end
+local t0 = os.clock()
+while os.clock() - t0 < 1 do f(20000) end
+LUA
+# meta values of a raw stream: "timer samples thread_cpu_ns"
+facts() {
+	"$lp" report -q -f info "$1" | awk '
+		/^meta.timer: / { sub(/^meta.timer: /, ""); tm = $0; gsub(/ /, "_", tm) }
+		/^samples: / { n = $2 } /^meta.thread_cpu_ns: / { c = $2 }
+		END { print tm, n + 0, c + 0 }'
+}
+
+# Can this process open a task clock for itself? (The agent's own test, by a run.)
+"$lp" record -q --rate 1000 -f collapsed -o "$t/a.folded" -- luajit "$t/burn.lua" 2>"$t/err" ||
+	fail "record --rate 1000: $(cat "$t/err")"
+read -r timer n cpu < <(facts "$t/a.bin")
+case $timer in
+perf_task-clock)
+	# Samples per second of the thread's CPU time: 1000 asked.
+	rate=$(awk -v n="$n" -v c="$cpu" 'BEGIN { printf "%d", c ? n / (c / 1e9) : 0 }')
+	if [ "$rate" -ge 900 ] && [ "$rate" -le 1100 ]; then
+		echo "ok perf task-clock: $rate samples per CPU second at --rate 1000"
+	else
+		fail "perf task-clock at --rate 1000: $rate samples per CPU second ($n in $cpu ns)"
+	fi
+	# 10 kHz, and the signal blocked for a second of CPU time in the middle.
+	cat >"$t/block.lua" <<'LUA'
+local ffi = require "ffi"
+ffi.cdef [[ typedef struct { unsigned long v[16]; } sigset_t;
+int sigfillset(sigset_t *s); int pthread_sigmask(int how, const sigset_t *s, sigset_t *o); ]]
+local function burn(s) local t = os.clock() local x = 0 while os.clock() - t < s do x = x + 1 end end
+burn(0.2)
+local s, old = ffi.new("sigset_t"), ffi.new("sigset_t")
+ffi.C.sigfillset(s) ffi.C.pthread_sigmask(0, s, old)
+burn(1)
+ffi.C.pthread_sigmask(2, old, nil)
+burn(0.2)
+io.write("done\n")
+LUA
+	# A small queue of pending signals (ulimit -i), so that a flood would show at once.
+	(cd "$t" && ulimit -i 64 && "$lp" record --rate 10000 -f collapsed -o b.folded -- \
+		luajit block.lua) >"$t/out" 2>"$t/err"
+	rc=$?
+	[ $rc = 0 ] && grep -q '^done$' "$t/out" ||
+		fail "10 kHz with the signal blocked for a second: exit $rc: $(cat "$t/out" "$t/err")"
+	read -r timer n cpu < <(facts "$t/b.bin")
+	# 0.4 s of CPU time unblocked at 10 kHz: some 4,000 samples (pacing may skip some).
+	if [ "$n" -ge 2000 ] && [ "$n" -le 6000 ]; then
+		echo "ok 10 kHz with the signal blocked for a second: exit $rc, $n samples"
+	else
+		fail "10 kHz with the signal blocked: $n samples, want about 4000 (0.4 s unblocked)"
+	fi
+	;;
+posix_cpu)
+	echo "note: this process may not open a perf_event task clock (perf_event_paranoid" \
+		"$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null), uid $(id -u)):" \
+		"the POSIX timer's checks only" ;;
+*)	fail "meta.timer is '$timer'" ;;
+esac
+
+# LUAPROF_TIMER=posix: the POSIX timer, whatever perf allows.
+LUAPROF_TIMER=posix "$lp" record -q -f collapsed -o "$t/p.folded" -- luajit "$t/burn.lua" \
+	2>"$t/err" || fail "LUAPROF_TIMER=posix: $(cat "$t/err")"
+read -r timer n cpu < <(facts "$t/p.bin")
+[ "$timer" = posix_cpu ] && [ "$n" -ge 50 ] ||
+	fail "LUAPROF_TIMER=posix: timer '$timer', $n samples"
+# --clock wall is the POSIX monotonic timer, whatever LUAPROF_TIMER says.
+"$lp" record -q --clock wall -f collapsed -o "$t/w.folded" -- luajit "$t/burn.lua" 2>"$t/err" ||
+	fail "--clock wall: $(cat "$t/err")"
+read -r timer n cpu < <(facts "$t/w.bin")
+[ "$timer" = posix_monotonic ] || fail "--clock wall: timer '$timer'"
+
+# Any other value: refused before the program runs.
+LUAPROF_TIMER=hrtimer "$lp" record -q -f collapsed -o "$t/x.folded" -- \
+	luajit -e "io.open('$t/ran', 'w'):close()" >"$t/out" 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && [ ! -e "$t/ran" ] && [ ! -e "$t/x.folded" ] &&
+	grep -q "^luaprof record: LUAPROF_TIMER is 'hrtimer': auto for a perf_event task clock" "$t/err" ||
+	fail "LUAPROF_TIMER=hrtimer: exit $rc, ran: $([ -e "$t/ran" ] && echo yes || echo no): $(cat "$t/err")"
+# The Lua API refuses it at start with the same message.
+LUAPROF_TIMER=hrtimer luajit -e "package.cpath = '$PWD/build/?.so;' .. package.cpath
+	local ok, msg = require('luaprof').sysprof.start({ mode = 'C', path = '$t/api.bin' })
+	io.write(tostring(ok), ' ', tostring(msg), '\n')" >"$t/out" 2>&1
+grep -q "^nil .*LUAPROF_TIMER is 'hrtimer': auto for" "$t/out" || fail "sysprof.start with LUAPROF_TIMER=hrtimer: $(cat "$t/out")"
+
+# A forked child is not sampled (it closes its copy of the clock's file) and exits as it
+# would without the profiler.
+cat >"$t/fork.lua" <<'LUA'
+local ffi = require "ffi"
+ffi.cdef "int fork(void); int waitpid(int, int *, int); void _exit(int);"
+local function burn(s) local t = os.clock() local x = 0 while os.clock() - t < s do x = x + 1 end end
+burn(0.1)
+local pid = ffi.C.fork()
+if pid == 0 then burn(0.4) ffi.C._exit(7) end
+burn(0.1)
+local st = ffi.new("int[1]")
+ffi.C.waitpid(pid, st, 0)
+io.write("child ", st[0], "\n")
+LUA
+(cd "$t" && "$lp" record -q --rate 1000 -f collapsed -o f.folded -- luajit fork.lua) >"$t/out" 2>"$t/err"
+rc=$?
+# 7 << 8: exited with 7, not killed by a signal.
+[ $rc = 0 ] && grep -q '^child 1792$' "$t/out" || fail "fork: exit $rc: $(cat "$t/out" "$t/err")"
+
+[ $fails -eq 0 ] && echo "PASS $name" && exit 0
+echo "FAIL $name ($fails)"
+exit 1
