@@ -278,6 +278,9 @@ static void pc_cache_clear(void)
 	memset(pc_cache, 0, sizeof(pc_cache));
 }
 
+/* The longest chunk name written (the bytes after it are left out). */
+#define SYM_NAME_MAX (64u << 10)
+
 /* The cache missed: the map, and the symbol when this function is new to the stream. */
 static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk,
 						     uint32_t first, uint32_t sizebc, uint32_t sid)
@@ -296,7 +299,12 @@ static __attribute__((noinline)) uint64_t proto_miss(uint64_t pt, uint64_t chunk
 		 * six-minute run). Bit 63 keeps these keys apart from addresses. */
 		if (e && mp.sample_bytes)
 			key = UINT64_C(1) << 63 | ++generation;
-		char name[AGENT_NAME_MAX];
+		/* The chunk name whole, as Tarantool's memprof writes it: a chunk loaded from a
+		 * string is named by its source, which the memprof report lists under ALIASES
+		 * (cut at AGENT_NAME_MAX, a template's lines past its first 511 bytes were
+		 * missing there, the lines its allocations are charged to among them). Not on
+		 * the stack: the allocating thread's may be small. */
+		static char name[SYM_NAME_MAX];
 		size_t len = 0;
 		if (lp_lj_str(&mp.vm, &mp.checked, chunk, name, sizeof(name), &len) != LP_LJ_OK) {
 			snprintf(name, sizeof(name), "?");
