@@ -917,14 +917,18 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	if (!n && f->stopped_by_program)
 		fprintf(stderr, "luaprof record: no sample: the program stopped the profile itself "
 				"(sysprof.stop) after %.3f s, before the first sample\n", secs);
-	else if (!n && l->stats.complete && !f->signal_taken_ns)
-		fprintf(stderr, "luaprof record: no sample: the program ran %.3f s %s, less than "
+	else if (!n && l->stats.complete && !f->signal_taken_ns) {
+		/* A POSIX CPU-time timer expires at the kernel's tick: a run a little longer
+		 * than the interval may end before it. */
+		double ran = strcmp(o->clock, "cpu") ? secs
+			     : f->thread_cpu_ns ? (double)f->thread_cpu_ns / 1e9 : secs;
+		fprintf(stderr, "luaprof record: no sample: the program ran %.3f s %s, %s "
 				"a sampling interval (%.3f s at --rate %u) - raise --rate%s, or profile "
 				"a longer run\n",
-			strcmp(o->clock, "cpu") ? secs
-			: f->thread_cpu_ns ? (double)f->thread_cpu_ns / 1e9 : secs,
-			strcmp(o->clock, "cpu") ? "in all" : "on the CPU", 1.0 / o->rate, o->rate,
+			ran, strcmp(o->clock, "cpu") ? "in all" : "on the CPU",
+			ran < 1.0 / o->rate ? "less than" : "about", 1.0 / o->rate, o->rate,
 			strcmp(o->clock, "cpu") ? "" : " or use --clock wall if it mostly waits");
+	}
 	if (n) {
 		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
 		const char *sep = "luaprof record: VM states: ";
