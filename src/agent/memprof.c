@@ -1339,7 +1339,11 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 	/* Only for the running sampled profile's allocator: a wrapper kept from another's
 	 * (another state, an earlier run) passes the call on to the one it wrapped. */
 	if (mp.state == MP_RUNNING && mp.sample_bytes && orig == mp.orig_f && ud == mp.orig_ud) {
-		if (mp.countdown < 0)
+		/* A free is never a sample: the countdown is below 0 at one only when a
+		 * wrapper kept from another allocator counted bytes down and passed them on
+		 * (above). It stays below 0 for the next allocation, and the free still looks
+		 * its block up: taken as due, a live sample freed stayed in use until stop. */
+		if (mp.countdown < 0 && nsize)
 			return sampled_due(ud, ptr, osize, nsize);
 		if (ptr && maybe_live(ptr)) {
 			void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);

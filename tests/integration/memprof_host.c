@@ -75,6 +75,15 @@
 ** longer holds them as in use. B keeps about 400 KiB; A almost nothing. Writes A's
 ** profile to OUTDIR/cs.bin and prints "closeshared ok".
 **
+** Usage: memprof_host duefree CPATH OUTDIR -
+** A state A's wrapper kept from a sampled profile (lua_getallocf), then a state B profiled
+** with every allocation sampled (sample = 1), its collector stopped halfway through
+** sweeping 1000 garbage tables (line 3 of its chunk), and a block allocated and freed
+** through A's kept wrapper: its bytes count B's countdown below 0, so that B's next
+** allocator call, a free of one of those tables, has a sample due. B's collection then
+** finishes: none of the tables may stay in use in B's profile (OUTDIR/duefree.bin; the
+** free was taken as a sample, and the block stayed live until stop). Prints "duefree ok".
+**
 ** Usage: memprof_host chain CPATH OUTDIR exact|sampled
 ** The profiler's wrapper among other allocators, in the given mode:
 **   scoped   a counting allocator installed over the profiler's wrapper while it runs, the
@@ -589,6 +598,48 @@ static int run_closeshared(const char *cpath, const char *out)
 	return 0;
 }
 
+/* duefree mode: 0, or 1 with a message. */
+static int run_duefree(const char *cpath, const char *out)
+{
+	lua_State *A = host_state(luaL_newstate(), cpath);
+	lua_State *B = host_state(luaL_newstate(), cpath);
+	if (!A || !B ||
+	    run_lua(A, "assert(require 'luaprof'.memprof.start('/dev/null', { sample = 4096 }))"))
+		return 1;
+	void *ud;
+	lua_Alloc kept = lua_getallocf(A, &ud);
+	if (run_lua(A, "assert(require 'luaprof'.memprof.stop())"))
+		return 1;
+	char code[4400];
+	snprintf(code, sizeof(code), "jit.off() collectgarbage() collectgarbage('stop')\n"
+		 "assert(require 'luaprof'.memprof.start('%s/duefree.bin', { sample = 1 }))\n"
+		 "for i = 1, 1000 do local t = {} end", out);
+	if (run_lua(B, code))
+		return 1;
+	/* Steps until one frees more than a few blocks: the sweep of the objects (the
+	 * strings' sweep and the string table's shrink come before, a few hundred bytes). */
+	int total = lua_gc(B, LUA_GCCOUNT, 0) * 1024 + lua_gc(B, LUA_GCCOUNTB, 0), swept = 0;
+	for (int i = 0; i < 100000 && !swept; i++) {
+		lua_gc(B, LUA_GCSTEP, 0);
+		int now = lua_gc(B, LUA_GCCOUNT, 0) * 1024 + lua_gc(B, LUA_GCCOUNTB, 0);
+		swept = now < total - 2000;
+		total = now;
+	}
+	if (!swept) {
+		fprintf(stderr, "memprof_host: B's collector never swept\n");
+		return 1;
+	}
+	void *p = kept(ud, NULL, 0, 64);
+	kept(ud, p, 64, 0);
+	lua_gc(B, LUA_GCCOLLECT, 0);
+	if (run_lua(B, "assert(require 'luaprof'.memprof.stop())"))
+		return 1;
+	lua_close(B);
+	lua_close(A);
+	printf("duefree ok\n");
+	return 0;
+}
+
 /* oom mode: 0, or 1 with a message. */
 static int run_oom(const char *cpath, const char *out, const char *jit)
 {
@@ -640,7 +691,7 @@ int main(int argc, char **argv)
 	if (argc != 5) {
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
-			"       memprof_host stale|closing|fork|closeshared CPATH OUTDIR -\n"
+			"       memprof_host stale|closing|fork|closeshared|duefree CPATH OUTDIR -\n"
 			"       memprof_host chain CPATH OUTDIR exact|sampled\n");
 		return 1;
 	}
@@ -659,6 +710,8 @@ int main(int argc, char **argv)
 		return run_deadsampler(cpath, out);
 	if (!strcmp(mode, "closeshared"))
 		return run_closeshared(cpath, out);
+	if (!strcmp(mode, "duefree"))
+		return run_duefree(cpath, out);
 	if (!strcmp(mode, "chain"))
 		return run_chain(cpath, out, argv[4]);
 	int n = atoi(argv[4]);

@@ -129,6 +129,8 @@
 #             state of its own, CPU and sampled memory (the sampler is not held for it);
 #  closeshared memprof_host.c: a state closed while it shares the running sampled
 #             profile's stub frees its blocks through it (none left in use in the profile);
+#  duefree    memprof_host.c: a free whose sampled profile's countdown another state's kept
+#             wrapper took below 0 is no sample, and its live sampled block is gone;
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
 #             on: four pcalls run out of memory (array growth, new tables, string doubling,
 #             string keys); the profile's allocated - freed bytes equal the growth of the
@@ -631,6 +633,15 @@ host() {
 	# B's blocks were sampled into A's profile (about 400 KiB allocated), and are gone.
 	[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
 		fail "$what: closeshared: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
+	# A free whose state's countdown another allocator's kept wrapper took below 0: it is
+	# no sample, and its block, a live sampled one, is gone (it stayed in use until stop).
+	env "$@" "$t/memprof_host" duefree "build/?.so" "$dir" - >"$dir/duefree.out" 2>&1 ||
+		fail "$what: memprof_host duefree: exit $?: $(head -5 "$dir/duefree.out")"
+	df_inuse=$(grep -qx 'duefree ok' "$dir/duefree.out" &&
+		build/luaprof report -q -f collapsed --value inuse_objects "$dir/duefree.bin" |
+		awk '/\]:3 [0-9]+$/ { s += $NF } END { print s + 0 }')
+	[ "${df_inuse:-x}" = 0 ] ||
+		fail "$what: duefree: ${df_inuse:-no} of the 1000 garbage tables still in use at stop (want 0)"
 	# Out of memory while profiling: a refused call leaves no event, the program goes on.
 	local j net
 	for j in off on; do
