@@ -339,7 +339,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	} else if (!l->kind) {
 		fprintf(stderr, "luaprof: %s: no profile section", o->input);
 	} else if (l->sampled) {
-		fprintf(stderr, "luaprof: %s: %zu sampled allocations", o->input,
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " sampled allocations", o->input,
 			lp_sysprof_nasamples(l->msamp));
 	} else {
 		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory events", o->input,
