@@ -302,6 +302,8 @@ int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_
 			   unsigned tag, size_t max_bytes, uint32_t *id);
 /* One extension stack record (04) per entry, in id order. */
 void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w);
+/* Entry id's stack record alone (id < d->nent). */
+void agent_stackdict_write_one(const struct agent_stackdict *d, struct lp_wbuf *w, size_t id);
 /* Frees and empties the dictionary (a zeroed one is empty too). */
 void agent_stackdict_free(struct agent_stackdict *d);
 

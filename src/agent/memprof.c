@@ -1374,6 +1374,65 @@ static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 	return c->f(c->ud, ptr, osize, nsize);
 }
 
+/* Sampled allocations as write_ext_records writes them, by stack: an entry of mp.smp
+ * (freed 0) or a slot of mp.freed (freed 1). */
+struct sref {
+	uint32_t stack;
+	uint32_t at; /* index << 1 | freed */
+};
+
+static int sref_cmp(const void *a, const void *b)
+{
+	const struct sref *x = a, *y = b;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Records of up to 60 KiB. Not on the stack: stop runs on the host's thread, whose stack
+ * may be small (sysbench's are 64 KiB). */
+static uint8_t srec[2][61440 + 32];
+static size_t slen[2];
+
+static void put_samples_end(struct lp_wbuf *w)
+{
+	for (int f = 0; f < 2; f++)
+		if (slen[f]) {
+			lp_write_ext_record(w, f ? LP_EXT_AFREED : LP_EXT_ASAMPLE, srec[f], slen[f]);
+			slen[f] = 0;
+		}
+}
+
+/* With refs, notes the sample at refs[k] and returns k + 1; without, encodes it into its
+ * record (written when full, or by put_samples_end) and returns k. */
+static size_t put_sref(struct sref *refs, size_t k, uint32_t stack, size_t i, int freed,
+		       struct lp_wbuf *w)
+{
+	if (refs) {
+		refs[k].stack = stack;
+		refs[k].at = (uint32_t)(i << 1 | (size_t)freed);
+		return k + 1;
+	}
+	uint8_t *p = srec[freed] + slen[freed];
+	if (!freed) {
+		p += lp_uleb_encode(mp.smp[i].stack, p);
+		p += lp_uleb_encode(mp.smp[i].size, p);
+		p += lp_uleb_encode(mp.smp[i].live, p);
+	} else {
+		const struct lp_addrmap_entry *f = &mp.freed.slots[i];
+		p += lp_uleb_encode((uint32_t)f->key, p);
+		p += lp_uleb_encode(f->key >> 32, p);
+		p += lp_uleb_encode(f->a, p);
+	}
+	slen[freed] = (size_t)(p - srec[freed]);
+	if (slen[freed] >= 61440) {
+		lp_write_ext_record(w, freed ? LP_EXT_AFREED : LP_EXT_ASAMPLE, srec[freed],
+				    slen[freed]);
+		slen[freed] = 0;
+	}
+	return k;
+}
+
 /* The extension's records besides the maps and meta, at stop: the extents of the builtins
 ** named (need_builtin), and sampled mode's stack records and allocations. */
 static void write_ext_records(struct lp_wbuf *w)
@@ -1383,37 +1442,8 @@ static void write_ext_records(struct lp_wbuf *w)
 			lp_write_ext_csize(w, builtins[i].addr, 1);
 	if (!mp.sample_bytes)
 		return;
-	/* asample records of up to 60 KiB: (stack size live)*. Not on the stack: stop runs
-	 * on the host's thread, whose stack may be small (sysbench's are 64 KiB). */
 	static uint8_t rec[61440 + 32];
 	size_t len = 0;
-	for (size_t i = 0; i < mp.nsmp; i++) {
-		if (mp.smp[i].live < 2) {
-			len += lp_uleb_encode(mp.smp[i].stack, rec + len);
-			len += lp_uleb_encode(mp.smp[i].size, rec + len);
-			len += lp_uleb_encode(mp.smp[i].live, rec + len);
-		}
-		if (len && (len >= 61440 || i + 1 == mp.nsmp)) {
-			lp_write_ext_record(w, LP_EXT_ASAMPLE, rec, len);
-			len = 0;
-		}
-	}
-	/* afreed records: (stack size count)* for the samples freed before stop. */
-	for (size_t i = 0; i < mp.freed.cap; i++) {
-		const struct lp_addrmap_entry *f = &mp.freed.slots[i];
-		if (f->used) {
-			len += lp_uleb_encode((uint32_t)f->key, rec + len);
-			len += lp_uleb_encode(f->key >> 32, rec + len);
-			len += lp_uleb_encode(f->a, rec + len);
-		}
-		if (len && (len >= 61440 || i + 1 == mp.freed.cap)) {
-			lp_write_ext_record(w, LP_EXT_AFREED, rec, len);
-			len = 0;
-		}
-	}
-	/* The stacks after the samples: a file cut short keeps the samples whose stacks
-	 * come first (a cut before the samples would keep none). */
-	agent_stackdict_write(&mp.dict, w);
 	agent_tcodes_write(&s_tcodes, w);
 	/* astate records: (stack state)* for the stacks of the collector and the compiler,
 	 * whose state is their tag in the dictionary. */
@@ -1427,6 +1457,37 @@ static void write_ext_records(struct lp_wbuf *w)
 			len = 0;
 		}
 	}
+	/* Each stack's record, then its samples: asample (stack size live)* for the live ones
+	 * (and freed ones not counted), afreed (stack size count)* for the freed ones. A file
+	 * cut short loses the stacks written last with their samples, not every sample of
+	 * stacks written after a cut (samples refer to their stack by id). Without memory
+	 * for the order, all samples then all stacks. */
+	size_t n = mp.freed.count;
+	for (size_t i = 0; i < mp.nsmp; i++)
+		n += mp.smp[i].live < 2;
+	struct sref *refs = n ? malloc(n * sizeof(*refs)) : NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < mp.nsmp; i++)
+		if (mp.smp[i].live < 2)
+			k = put_sref(refs, k, mp.smp[i].stack, i, 0, w);
+	for (size_t i = 0; i < mp.freed.cap; i++)
+		if (mp.freed.slots[i].used)
+			k = put_sref(refs, k, (uint32_t)mp.freed.slots[i].key, i, 1, w);
+	if (!refs) {
+		put_samples_end(w);
+		agent_stackdict_write(&mp.dict, w);
+		return;
+	}
+	qsort(refs, n, sizeof(*refs), sref_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || refs[i - 1].stack != refs[i].stack) {
+			put_samples_end(w);
+			agent_stackdict_write_one(&mp.dict, w, refs[i].stack);
+		}
+		put_sref(NULL, 0, refs[i].stack, refs[i].at >> 1, refs[i].at & 1, w);
+	}
+	put_samples_end(w);
+	free(refs);
 }
 
 static void free_samples(void)

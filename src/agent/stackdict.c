@@ -47,16 +47,20 @@ int agent_stackdict_intern(struct agent_stackdict *d, const uint8_t *body, size_
 	return 0;
 }
 
-void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w)
+void agent_stackdict_write_one(const struct agent_stackdict *d, struct lp_wbuf *w, size_t id)
 {
 	uint8_t tmp[10];
-	for (size_t i = 0; i < d->nent; i++) {
-		size_t n = lp_uleb_encode(i, tmp);
-		lp_wbuf_u8(w, LP_EXT_STACK);
-		lp_wbuf_uleb(w, n + d->ent[i].len);
-		lp_wbuf_bytes(w, tmp, n);
-		lp_wbuf_bytes(w, d->body + d->ent[i].off, d->ent[i].len);
-	}
+	size_t n = lp_uleb_encode(id, tmp);
+	lp_wbuf_u8(w, LP_EXT_STACK);
+	lp_wbuf_uleb(w, n + d->ent[id].len);
+	lp_wbuf_bytes(w, tmp, n);
+	lp_wbuf_bytes(w, d->body + d->ent[id].off, d->ent[id].len);
+}
+
+void agent_stackdict_write(const struct agent_stackdict *d, struct lp_wbuf *w)
+{
+	for (size_t i = 0; i < d->nent; i++)
+		agent_stackdict_write_one(d, w, i);
 }
 
 void agent_stackdict_free(struct agent_stackdict *d)
