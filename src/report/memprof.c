@@ -499,8 +499,7 @@ int lp_memprof_event(struct lp_memprof *m, const struct lp_mem_event *ev)
 {
 	uint32_t loc, eidx;
 	m->seq++;
-	lp_symtab_c_event(m->st);
-	if (site(m, ev, &loc))
+	if (lp_symtab_c_event(m->st) || site(m, ev, &loc))
 		return -ENOMEM;
 	int sec = ev->event == LP_AEVENT_ALLOC ? SEC_ALLOC
 		: ev->event == LP_AEVENT_REALLOC ? SEC_REALLOC : SEC_FREE;

@@ -63,9 +63,12 @@ struct lp_symtab {
 	size_t ncnames, cnamecap;
 	uint64_t crun;              /* the current run of C symbols (lp_symtab_c_event) */
 	int cadded;                 /* a C symbol was added in it */
+	int credef;                 /* ... one that named an address anew */
 	struct lp_addrmap clive;    /* C symbol address -> its latest run + 1, and the hash
 				     * of the first name that run gave it */
 	uint64_t credefs;           /* symbols at an address an earlier run named */
+	uint64_t *cepochs;          /* C epoch k >= 1 began after run cepochs[k - 1] closed */
+	size_t ncepochs, cepochcap;
 
 	struct alias *aliases;
 	size_t naliases, aliascap;
@@ -113,6 +116,7 @@ void lp_symtab_free(struct lp_symtab *st)
 	free(st->cnames);
 	free(st->csyms);
 	lp_addrmap_free(&st->clive);
+	free(st->cepochs);
 	for (size_t i = 0; i < st->naliases; i++)
 		free(st->aliases[i].alias);
 	free(st->aliases);
@@ -387,6 +391,15 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	if (lp_grow((void **)&st->csyms, &st->ccap, st->ncsyms + 1, sizeof(*st->csyms)) ||
 	    lp_grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
 		return -ENOMEM;
+	/* A later run's name at an address replaces the earlier run's there; the same name
+	 * again (the agent names a builtin's entry again once it rescans the objects) is an
+	 * alias, as are the names of one run: those keep the run of the name they stand
+	 * with. */
+	uint64_t h = lp_hash_bytes(name, len, 3);
+	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
+	int alias = e && (e->a - 1 == st->crun || e->b == h);
+	if (!alias && lp_addrmap_put(&st->clive, addr, st->crun + 1, h))
+		return -ENOMEM;
 	char *copy = strndup(name, len);
 	if (!copy)
 		return -ENOMEM;
@@ -394,28 +407,46 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->csyms[st->ncsyms].name = copy;
 	st->csyms[st->ncsyms].start = addr;
 	st->csyms[st->ncsyms].size = 0;
-	st->csyms[st->ncsyms].run = st->crun;
+	st->csyms[st->ncsyms].def = alias ? e->a - 1 : st->crun;
 	st->ncsyms++;
 	st->cdirty = 1;
 	st->cadded = 1;
-	/* A later run's name at an address replaces the earlier run's there; the same name
-	 * again (the agent names a builtin's entry again once it rescans the objects) is an
-	 * alias, as are the names of one run. */
-	uint64_t h = lp_hash_bytes(name, len, 3);
-	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
-	if (e && (e->a - 1 == st->crun || e->b == h))
-		return 0;
-	if (e)
+	if (e && !alias) {
 		st->credefs++;
-	return lp_addrmap_put(&st->clive, addr, st->crun + 1, h);
+		st->credef = 1;
+	}
+	return 0;
 }
 
-void lp_symtab_c_event(struct lp_symtab *st)
+int lp_symtab_c_event(struct lp_symtab *st)
 {
-	if (st->cadded) {
-		st->crun++;
-		st->cadded = 0;
+	if (!st->cadded)
+		return 0;
+	/* A run that named an address anew starts an epoch: what was read before it is
+	 * named as before it. */
+	if (st->credef) {
+		if (lp_grow((void **)&st->cepochs, &st->cepochcap, st->ncepochs + 1,
+			    sizeof(*st->cepochs)))
+			return -ENOMEM;
+		st->cepochs[st->ncepochs++] = st->crun;
+		st->credef = 0;
 	}
+	st->crun++;
+	st->cadded = 0;
+	return 0;
+}
+
+uint32_t lp_symtab_c_epoch(const struct lp_symtab *st)
+{
+	return st->ncepochs > UINT32_MAX ? UINT32_MAX : (uint32_t)st->ncepochs;
+}
+
+/* The last run whose names epoch sees (UINT32_MAX: every run). */
+static uint64_t epoch_run(const struct lp_symtab *st, uint32_t epoch)
+{
+	if (epoch == UINT32_MAX || epoch > st->ncepochs)
+		return UINT64_MAX;
+	return epoch ? st->cepochs[epoch - 1] : 0;
 }
 
 static int csym_cmp(const void *a, const void *b)
@@ -423,6 +454,10 @@ static int csym_cmp(const void *a, const void *b)
 	const struct lp_sym_c *x = a, *y = b;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
+	/* Names of one address by the run that gave them (a library loaded where another
+	 * was: csym_in picks the run in effect at an event). */
+	if (x->def != y->def)
+		return x->def < y->def ? -1 : 1;
 	/* Aliases at one address: a real name before a stand-in for code with no symbol
 	 * ("object+0xoffset": the agent names a builtin's entry in a stripped VM, which has
 	 * one), then a stable, readable choice (shortest, then name). */
@@ -437,16 +472,39 @@ static int csym_cmp(const void *a, const void *b)
 
 static const struct map *map_of(struct lp_symtab *st, uint64_t addr);
 static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
-				      const struct map *m);
+				      const struct map *m, uint64_t run);
 
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr)
 {
-	return csym_in(st, addr, st->nmaps ? map_of(st, addr) : NULL);
+	return csym_in(st, addr, st->nmaps ? map_of(st, addr) : NULL, UINT64_MAX);
 }
 
-/* lp_symtab_c with addr's mapped object m already looked up (NULL: none, or no maps). */
+const struct lp_sym_c *lp_symtab_c_at(struct lp_symtab *st, uint64_t addr, uint32_t epoch)
+{
+	return csym_in(st, addr, st->nmaps ? map_of(st, addr) : NULL, epoch_run(st, epoch));
+}
+
+/* The first of csyms[lo, hi) whose def is above run (hi if none): they are sorted by it. */
+static size_t def_above(const struct lp_symtab *st, size_t lo, size_t hi, uint64_t run)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->csyms[mid].def <= run)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+** lp_symtab_c with addr's mapped object m already looked up (NULL: none, or no maps), as
+** the names were after run closed: at each address the name of the latest run up to
+** then, or when none had named it yet the first run that did (the agent names a library
+** loaded while sampling once it sees it: samples before that are its code).
+*/
 static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
-				      const struct map *m)
+				      const struct map *m, uint64_t run)
 {
 	if (st->cdirty) {
 		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
@@ -462,10 +520,10 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 	}
 	if (lo == 0)
 		return NULL;
-	/* The first alias at that address (qsort put the preferred first): a search, not a
-	 * walk back, which a stream of many aliases made quadratic. */
+	/* The first alias at that address: a search, not a walk back, which a stream of many
+	 * aliases made quadratic. */
 	uint64_t at = st->csyms[lo - 1].start;
-	size_t first = 0, last = lo - 1;
+	size_t first = 0, end = lo, last = lo - 1;
 	while (first < last) {
 		size_t mid = first + (last - first) / 2;
 		if (st->csyms[mid].start < at)
@@ -473,21 +531,23 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 		else
 			last = mid;
 	}
-	const struct lp_sym_c *s = &st->csyms[first];
-	if (addr - s->start > LP_SYMTAB_MAX_CSPAN)
+	if (addr - at > LP_SYMTAB_MAX_CSPAN)
 		return NULL;
 	/* With the mapped objects known, only a symbol of addr's own object names it. */
-	if (st->nmaps && (!m || s->start < m->start))
+	if (st->nmaps && (!m || at < m->start))
 		return NULL;
-	/* Only the latest run's names (lp_symtab_c_event). With sizes known, an address past
-	 * the end of every alias is in unnamed code. */
-	uint64_t live = 0;
+	/* Only the names of one run (lp_symtab_c_event), the preferred first (qsort put it
+	 * there). With sizes known, an address past the end of every alias is in unnamed
+	 * code. */
 	if (st->credefs) {
-		const struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, s->start);
-		live = e ? e->a - 1 : 0;
+		size_t k = def_above(st, first, end, run);
+		uint64_t def = st->csyms[k > first ? k - 1 : first].def;
+		end = def_above(st, first, end, def);
+		if (def > 0)
+			first = def_above(st, first, end, def - 1);
 	}
-	for (const struct lp_sym_c *a = s; a < st->csyms + st->ncsyms && a->start == s->start; a++)
-		if (a->run >= live && (!a->size || addr - a->start < a->size))
+	for (const struct lp_sym_c *a = st->csyms + first; a < st->csyms + end; a++)
+		if (!a->size || addr - a->start < a->size)
 			return a;
 	return NULL;
 }
@@ -594,6 +654,12 @@ int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr)
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object)
 {
+	return lp_symtab_name_c_at(st, addr, UINT32_MAX, buf, len, start, object);
+}
+
+const char *lp_symtab_name_c_at(struct lp_symtab *st, uint64_t addr, uint32_t epoch, char *buf,
+				size_t len, uint64_t *start, const char **object)
+{
 	/* Trace code keyed by a trace no kcode record names with certainty: the address. */
 	if (st->nkcodes && LP_HOST_KEYED(addr)) {
 		*object = NULL;
@@ -602,7 +668,7 @@ const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, siz
 		return buf;
 	}
 	const struct map *m = st->nmaps ? map_of(st, addr) : NULL;
-	const struct lp_sym_c *sym = csym_in(st, addr, m);
+	const struct lp_sym_c *sym = csym_in(st, addr, m, epoch_run(st, epoch));
 	*object = m ? m->path : NULL;
 	if (sym) {
 		*start = sym->start;

@@ -41,7 +41,9 @@ struct lp_sym_c {
 	const char *name;
 	uint64_t start;      /* symbol address */
 	uint64_t size;       /* extent when the stream gives it, else 0 */
-	uint64_t run;        /* the run of symbols it came in (lp_symtab_c_event) */
+	uint64_t def;        /* the run of symbols that gave its address this name
+			      * (lp_symtab_c_event): the one it came in, or for a name given
+			      * again, the run it repeats */
 };
 
 struct lp_symtab *lp_symtab_new(void);
@@ -54,14 +56,22 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 int lp_symtab_add_trace(struct lp_symtab *st, uint64_t traceno, uint64_t proto, uint64_t line);
 
 /*
-** A memory event was read: C symbols added after it are a new run. A C symbol at an
-** address that an earlier run named otherwise replaces that run's there (a library
-** unloaded and another loaded at its address, named anew mid-stream), for what is
-** resolved after it; the symbols of one run at one address, and a name given again, are
-** aliases. CPU streams, resolved at the end, do not mark runs: their symbols at one
-** address are all aliases.
+** An event (memory event, CPU sample) was read: C symbols added after it are a new run.
+** A C symbol at an address that an earlier run named otherwise replaces that run's there
+** (a library unloaded and another loaded at its address, named anew mid-stream), for what
+** is resolved after it; the symbols of one run at one address, and a name given again,
+** are aliases. 0 or -ENOMEM.
 */
-void lp_symtab_c_event(struct lp_symtab *st);
+int lp_symtab_c_event(struct lp_symtab *st);
+/*
+** The C epoch of what is read now: 0 until a run replaced a name, then one more after
+** each run that did. An event resolved later (a CPU sample, named after the whole stream)
+** keeps it, and is named by lp_symtab_c_at / lp_symtab_name_c_at: at each address, the
+** name of the latest run up to that epoch, or when none had named the address yet, the
+** first run that did (a library the agent names once it sees it: its code was sampled
+** before).
+*/
+uint32_t lp_symtab_c_epoch(const struct lp_symtab *st);
 
 /* Lookups return NULL when unknown; results stay valid until the next add. */
 const struct lp_sym_lua *lp_symtab_lua(const struct lp_symtab *st, uint64_t proto);
@@ -76,8 +86,10 @@ const struct lp_sym_lua *lp_symtab_trace_start(const struct lp_symtab *st, uint6
 const struct lp_sym_lua *lp_symtab_trace_start_now(const struct lp_symtab *st,
 						  uint64_t traceno,
 						  const struct lp_sym_trace **trace);
-/* The C symbol that contains addr under the span rule above, or NULL. */
+/* The C symbol that contains addr under the span rule above, or NULL: by the latest
+ * names, or with _at as at a C epoch (lp_symtab_c_epoch). */
 const struct lp_sym_c *lp_symtab_c(struct lp_symtab *st, uint64_t addr);
+const struct lp_sym_c *lp_symtab_c_at(struct lp_symtab *st, uint64_t addr, uint32_t epoch);
 /* The extent of the C symbol at addr (luaprof extension); addresses past it are not
  * named after it. Unknown addresses are ignored. */
 void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size);
@@ -91,6 +103,9 @@ int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64
 */
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object);
+/* The same as at a C epoch (lp_symtab_c_epoch). */
+const char *lp_symtab_name_c_at(struct lp_symtab *st, uint64_t addr, uint32_t epoch, char *buf,
+				size_t len, uint64_t *start, const char **object);
 /* Whether addr lies in a mapped object: 1 yes, 0 no (JIT code, say), -1 the stream gave
  * no mapped objects (a Tarantool stream, or before the extension is read). */
 int lp_symtab_mapped(struct lp_symtab *st, uint64_t addr);

@@ -51,7 +51,10 @@ struct lp_sysprof {
 	size_t anchors_ncsyms;        /* symbol count the cache was built with */
 	uint32_t vmframe[LP_VMST__MAX]; /* pseudo-frame ids, UINT32_MAX until made */
 	/* Frame-id caches: interning hashes the frame's strings, too slow per frame. */
-	struct lp_addrmap cframes;    /* raw address -> frame id */
+	struct lp_addrmap cframes;    /* raw address -> frame id, in C epoch cepoch */
+	uint32_t cepoch;              /* the C symbols' epoch of the stacks being built
+				       * (lp_symtab_c_epoch; UINT32_MAX: the latest names):
+				       * raw C frames carry it as their line until named */
 	struct lp_addrmap luaframes;  /* hash(proto, line) -> (proto, line << 32 | frame id) */
 	uint64_t luagen;              /* symtab generation luaframes was filled with */
 	/* Per-sample scratch, grown as needed. */
@@ -66,6 +69,7 @@ struct lp_sysprof {
 	struct tframe {               /* the trace frame of each TRACE sample, in order: */
 		uint32_t at;          /* at the prototype and line it executes */
 		uint32_t start;       /* at the line where it starts */
+		uint32_t cepoch;      /* the C symbols' epoch it was read in */
 		uint64_t proto, line; /* what it executes */
 	} *tframe;
 	size_t ntframe, tframecap;
@@ -96,9 +100,14 @@ struct lp_sysprof {
 	** it, and JIT machine code placed there (after a library's text) looked like a named
 	** C function instead of a VM entry: the sample lost its anchor and its Lua frames
 	** went to the root. Kept as counts of (raw stacks, VM state, symbol replacements
-	** made before): memory grows with distinct stacks, not with samples.
+	** made before, C symbols' epoch): memory grows with distinct stacks, not with
+	** samples.
 	*/
-	struct dsample { uint32_t stack, nrepl; uint8_t vmstate; int64_t count; } *dsmp;
+	struct dsample {
+		uint32_t stack, nrepl, cepoch;
+		uint8_t vmstate;
+		int64_t count;
+	} *dsmp;
 	size_t ndsmp, dsmpcap;
 	struct lp_addrmap dedup;      /* hash of a sample's stacks -> index in stacks */
 	/*
@@ -107,8 +116,8 @@ struct lp_sysprof {
 	** compiled (stack, gsample and jsample records), which the ljp v2 sample has no room
 	** for. Each keeps its own host stack (interned, as dsmp's) for when it does not.
 	*/
-	struct gsmp { uint32_t stack; uint8_t vmstate; } *gsmp; /* in order; stack: its host
-								  * stack in stacks */
+	struct gsmp { uint32_t stack, cepoch; uint8_t vmstate; } *gsmp; /* in order; stack: its
+									  * host stack in stacks */
 	size_t ngsmp, gsmpcap;
 	struct pairs gpairs, jpairs;  /* GC samples' ordinals, compiler samples' */
 	struct pairs xpairs;          /* trace exit samples' */
@@ -265,6 +274,19 @@ static int trace_code(struct lp_sysprof *s, uint64_t addr)
 	return keyed_trace(s, addr, &f) == 0 || lp_symtab_tcode(s->st, addr, &tn, &tr, &fn) == 0;
 }
 
+/*
+** The C epoch of the stacks built next: a library loaded where another was named anew
+** (lp_symtab_c_epoch) names the frames of the samples read after it, not those before.
+*/
+static void set_cepoch(struct lp_sysprof *s, uint32_t cepoch)
+{
+	if (s->cepoch == cepoch)
+		return;
+	s->cepoch = cepoch;
+	lp_addrmap_clear(&s->cframes);
+	s->epoch++; /* merged stacks are of another epoch's frames */
+}
+
 static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 {
 	struct lp_frame kf;
@@ -275,7 +297,8 @@ static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 		*id = (uint32_t)e->a;
 		return 0;
 	}
-	struct lp_frame f = { .kind = LP_FK_C, .name = "", .addr = addr };
+	/* Unnamed until the end (name_c), as of its epoch. */
+	struct lp_frame f = { .kind = LP_FK_C, .name = "", .addr = addr, .line = s->cepoch };
 	if (lp_profile_frame_id(s->raw, &f, id))
 		return -ENOMEM;
 	return lp_addrmap_put(&s->cframes, addr, *id, 0);
@@ -826,6 +849,11 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	uint32_t id;
 	if (smp->vmstate >= LP_VMST__MAX)
 		return 0;
+	/* C symbols written after this sample are another run: a sample's C frames are named
+	 * by those written before it (or, at an address none named yet, after it). */
+	if (lp_symtab_c_event(s->st))
+		return -ENOMEM;
+	uint32_t cepoch = lp_symtab_c_epoch(s->st);
 	s->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->vmstate[smp->vmstate]++;
 	lp_profile_meta(s->raw)->samples++;
@@ -863,6 +891,7 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 		if (lp_grow((void **)&s->tframe, &s->tframecap, s->ntframe + 1, sizeof(*s->tframe)))
 			return -ENOMEM;
 		s->tframe[s->ntframe].at = s->tframe[s->ntframe].start = id;
+		s->tframe[s->ntframe].cepoch = cepoch;
 		s->tframe[s->ntframe].proto = smp->trace_addr;
 		s->tframe[s->ntframe].line = smp->trace_line;
 		if (start && f.traceno == smp->traceno) {
@@ -877,6 +906,7 @@ int lp_sysprof_sample(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	} else if (smp->nlua > 0) {
 		return defer(s, smp);
 	} else {
+		set_cepoch(s, cepoch);
 		size_t nh = smp->nhost;
 		(void)host_cut(smp->host, &nh);
 		for (size_t k = nh; k-- > 0;)
@@ -974,12 +1004,14 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	int64_t k = intern_stack(s, smp);
 	if (k < 0)
 		return -ENOMEM;
-	uint32_t nrepl = (uint32_t)s->nrepl;
-	uint64_t dk = lp_hash_u64(((uint64_t)k << 8 | smp->vmstate) ^ lp_hash_u64(nrepl));
+	uint32_t nrepl = (uint32_t)s->nrepl, cepoch = lp_symtab_c_epoch(s->st);
+	uint64_t dk = lp_hash_u64(((uint64_t)k << 8 | smp->vmstate) ^
+				  lp_hash_u64(nrepl ^ (uint64_t)cepoch << 32));
 	struct lp_addrmap_entry *d = lp_addrmap_get(&s->dkeys, dk);
 	if (d) {
 		struct dsample *x = &s->dsmp[d->a];
-		if (x->stack == (uint32_t)k && x->nrepl == nrepl && x->vmstate == smp->vmstate) {
+		if (x->stack == (uint32_t)k && x->nrepl == nrepl && x->vmstate == smp->vmstate &&
+		    x->cepoch == cepoch) {
 			x->count++;
 			return 0;
 		}
@@ -989,6 +1021,7 @@ static int defer(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	struct dsample *x = &s->dsmp[s->ndsmp];
 	x->stack = (uint32_t)k;
 	x->nrepl = nrepl;
+	x->cepoch = cepoch;
 	x->vmstate = (uint8_t)smp->vmstate;
 	x->count = 1;
 	/* A key collision keeps the entry there: the new one just counts on its own. */
@@ -1005,6 +1038,7 @@ static int defer_gc(struct lp_sysprof *s, const struct lp_sys_sample *smp)
 	if (k < 0 || lp_grow((void **)&s->gsmp, &s->gsmpcap, s->ngsmp + 1, sizeof(*s->gsmp)))
 		return -ENOMEM;
 	s->gsmp[s->ngsmp].stack = (uint32_t)k;
+	s->gsmp[s->ngsmp].cepoch = lp_symtab_c_epoch(s->st);
 	s->gsmp[s->ngsmp++].vmstate = (uint8_t)smp->vmstate;
 	return 0;
 }
@@ -1166,6 +1200,7 @@ static int add_deferred(struct lp_sysprof *s)
 				return -ENOMEM;
 			s->epoch++;
 		}
+		set_cepoch(s, s->dsmp[i].cepoch);
 		struct rawstack *r = &s->stacks[s->dsmp[i].stack];
 		if (stack_frames(s, r))
 			return -ENOMEM;
@@ -1200,6 +1235,7 @@ static int add_traces(struct lp_sysprof *s)
 		uint64_t sid;
 		if (undo_after(s, REPL_TRACE, i, &u))
 			return -ENOMEM;
+		set_cepoch(s, s->tframe[i].cepoch);
 		if (pair_at(&s->tpairs, &j, i, &sid)) {
 			struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, sid);
 			if (e) {
@@ -1280,6 +1316,7 @@ static int add_gc(struct lp_sysprof *s)
 		int64_t k = -1;
 		uint64_t sid;
 		unsigned st = s->gsmp[i].vmstate;
+		set_cepoch(s, s->gsmp[i].cepoch);
 		int paired = st == LP_VMST_GC ? pair_at(&s->gpairs, &jg, --ngc, &sid)
 			   : st == LP_VMST_EXIT ? pair_at(&s->xpairs, &jx, --nexit, &sid)
 						: pair_at(&s->jpairs, &jj, --njit, &sid);
@@ -1330,6 +1367,7 @@ struct lp_sysprof *lp_sysprof_new_memory(struct lp_symtab *st)
 		return NULL;
 	}
 	s->memory = 1;
+	s->cepoch = UINT32_MAX; /* resolved after the whole stream: the latest names */
 	return s;
 }
 
@@ -1442,8 +1480,11 @@ static void name_c(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 			return;
 		}
 	}
-	f->nosym = lp_symtab_c(s->st, f->addr) == NULL;
-	f->name = lp_symtab_name_c(s->st, f->addr, buf, buflen, &f->addr, &f->file);
+	/* Named as at its epoch, then one frame with the others of its name. */
+	uint32_t cepoch = f->line;
+	f->line = 0;
+	f->nosym = lp_symtab_c_at(s->st, f->addr, cepoch) == NULL;
+	f->name = lp_symtab_name_c_at(s->st, f->addr, cepoch, buf, buflen, &f->addr, &f->file);
 }
 
 /* The samples kept for the end, once. */

@@ -449,6 +449,44 @@ static void test_proto_address_reuse(void)
 	CHECK_STR(collapse(0, 0), "@app.lua:12 1\n@other.lua:12 1\n");
 }
 
+/*
+** A library unloaded and another loaded at its address while sampling (FFI libraries
+** collected and loaded in a loop): the agent names the second's functions mid-stream,
+** after the samples of the first. Each sample's C frames are named as the symbols written
+** before it named them, whether the sample is merged at once (host frames only) or at the
+** end (Lua frames, a TRACE sample's full stack): the later names do not take the earlier
+** samples. An address named first after samples in it (the agent names a library once it
+** sees it loaded) is named so in them too; the same name given again is the same frame.
+*/
+static void test_c_symbol_replaced(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_VM_PCALL, "lj_vm_pcall" }, { 0x50000, "alpha" },
+	};
+	begin_with(syms, NSYMS(syms));
+	uint64_t h1[] = { A_MAIN, 0x50010 }, h2[] = { A_MAIN, A_VM_PCALL, 0x50010 };
+	uint64_t h3[] = { A_MAIN, 0x60008 };
+	struct lp_lua_frame a[] = { L(P_F, 12) };
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	sample(LP_VMST_CFUNC, a, 1, h2, NSYMS(h2));
+	sample(LP_VMST_INTERP, NULL, 0, h3, NSYMS(h3));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "beta_longer", 11);
+	lp_write_sys_sym_cfunc(&wb, 0x60000, "gamma", 5);
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	sample(LP_VMST_CFUNC, a, 1, h2, NSYMS(h2));
+	sample(LP_VMST_INTERP, NULL, 0, h3, NSYMS(h3));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "alpha", 5);
+	sample(LP_VMST_CFUNC, a, 1, h2, NSYMS(h2));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "alpha", 5);
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	CHECK_STR(collapse(0, 0),
+		  "main;alpha 2\n"
+		  "main;beta_longer 1\n"
+		  "main;gamma 2\n"
+		  "main;lj_vm_pcall;@app.lua:12;alpha 2\n"
+		  "main;lj_vm_pcall;@app.lua:12;beta_longer 1\n");
+}
+
 static void maps_trailer(void)
 {
 	lp_write_ext_prologue(&wb);
@@ -1790,6 +1828,7 @@ int main(void)
 	RUN(test_unknown_addresses);
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
+	RUN(test_c_symbol_replaced);
 	RUN(test_extension_maps);
 	RUN(test_trace_stacks_lost_fact);
 	RUN(test_anchor_after_sizes);
