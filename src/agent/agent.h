@@ -228,6 +228,9 @@ agent_getcontext_fn agent_unwind_getcontext(void);
 /* Writer thread: learns the unwind rules of the addresses the handler's walks stepped
  * without one, so that later walks take the cheap path. */
 void agent_unwind_learn(void);
+/* Writer thread, after it refreshed the objects table: the rules of the objects unloaded
+ * or replaced are dropped now (until then the handler uses none). */
+void agent_unwind_objects_changed(void);
 #ifdef LP_UNWIND_SELFCHECK
 /* Test build: the steps taken by a compact rule since the last call, and how many of them
  * libunwind's step by the same rule disagreed with, in decimal for a profile's meta (both

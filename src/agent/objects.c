@@ -183,8 +183,10 @@ void agent_objects_refresh(void)
 		return;
 	struct objtab *next = old == &tabs[0] ? &tabs[1] : &tabs[0];
 	snapshot(next);
-	atomic_fetch_add(&gen, 1);
+	/* The table before its generation: who reads gen, then the table, has this one or a
+	 * later one (the unwinder's rules go with it). */
 	atomic_store(&cur_tab, next);
+	atomic_fetch_add(&gen, 1);
 	while (atomic_load(&busy)) {
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);

@@ -218,6 +218,7 @@ static void new_objects(void)
 		return;
 	objs_adds = adds;
 	agent_objects_refresh();
+	agent_unwind_objects_changed();
 	agent_maps_note();
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, objs_buf, sizeof(objs_buf), sync_writer, NULL);

@@ -89,7 +89,10 @@ static unw_addr_space_t as_learn; /* the writer thread's, to learn rules with */
 ** rules up: entries are published address last, and never change until a reset, which
 ** waits until no walk holds the objects table (the handler sets it busy for the walk) and
 ** is kept out by rules_off meanwhile. The rules refer to the unwind tables of the loaded
-** objects: the cache is reset when the objects table changes.
+** objects: when the objects table changes, those of the objects unloaded or replaced since
+** are dropped (a library loaded and unloaded in a loop cost every sample the full search
+** for every frame, the rules of the program and libc lost with the library's), and the
+** cache is emptied when the dropped ones took much of its room.
 */
 #define RULE_SLOTS 8192        /* 64-byte code blocks looked up: open addressing */
 #define RULE_BLOCK 6
@@ -121,6 +124,9 @@ static uint8_t *rule_data;      /* allocated once, never freed: the handler read
 static size_t rule_len, rule_size, rule_count, nfuncs, nspans;
 static _Atomic unsigned rule_gen;
 static _Atomic int rules_off;
+/* The executable segments of the objects table the rules go with (rule_gen's). */
+static struct obj_text rule_texts[OBJ_MAX_TEXT];
+static size_t rule_ntexts;
 static pthread_mutex_t rule_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A fork while another thread (the CPU profiler's writer) learned rules leaves the child's
@@ -208,11 +214,43 @@ static void rules_check_gen(void)
 		return;
 	}
 	atomic_store(&rules_off, 1);
-	for (size_t i = 0; i < RULE_SLOTS; i++) {
-		atomic_store_explicit(&rules[i].block, 0, memory_order_relaxed);
-		atomic_store_explicit(&rules[i].func, 0, memory_order_relaxed);
+	/* Published before gen (agent_objects_refresh): this table or a later one. Safe to
+	 * read here: the writer thread refreshes it itself, and a walk on the sampled thread
+	 * holds a table, which keeps the next refresh from reusing the newest one. */
+	const struct objtab *tab = agent_objects_current();
+	/* Dropped functions keep their room until the cache is emptied. */
+	int full = nfuncs > RULE_FUNCS / 2 || nspans > RULE_SPANS / 2 ||
+		   rule_len > RULE_DATA_MAX / 2 || rule_count > RULE_SLOTS / 4;
+	if (!tab || full) {
+		for (size_t i = 0; i < RULE_SLOTS; i++) {
+			atomic_store_explicit(&rules[i].block, 0, memory_order_relaxed);
+			atomic_store_explicit(&rules[i].func, 0, memory_order_relaxed);
+		}
+		rule_len = rule_count = nfuncs = nspans = 0;
+	} else {
+		/* A segment no longer in the table as it was: its functions are dropped (an
+		 * empty range), and the blocks that led to them (no function). */
+		int dropped = 0;
+		for (size_t i = 0; i < rule_ntexts; i++) {
+			const struct obj_text *t = &rule_texts[i];
+			const struct obj_text *now = agent_objects_text(tab, t->lo);
+			if (now && !memcmp(now, t, sizeof(*t)))
+				continue;
+			for (size_t j = 0; j < nfuncs; j++)
+				if (funcs[j].lo < t->hi && funcs[j].hi > t->lo) {
+					funcs[j].hi = funcs[j].lo;
+					dropped = 1;
+				}
+		}
+		for (size_t i = 0; dropped && i < RULE_SLOTS; i++) {
+			uint32_t fi = atomic_load_explicit(&rules[i].func, memory_order_relaxed);
+			if (fi && funcs[fi - 1].hi == funcs[fi - 1].lo)
+				atomic_store_explicit(&rules[i].func, 0, memory_order_relaxed);
+		}
 	}
-	rule_len = rule_count = nfuncs = nspans = 0;
+	rule_ntexts = tab ? tab->ntext : 0;
+	if (rule_ntexts)
+		memcpy(rule_texts, tab->text, rule_ntexts * sizeof(rule_texts[0]));
 	atomic_store(&rule_gen, gen);
 	atomic_store(&rules_off, 0);
 }
@@ -239,9 +277,16 @@ static const struct rspan *rule_add(unw_cursor_t *c, uint64_t look)
 		return d;
 	uint64_t block = (look >> RULE_BLOCK) + 1;
 	size_t i = rule_hash(block), k;
-	for (k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1))
-		if (!atomic_load_explicit(&rules[i].block, memory_order_relaxed))
+	int reuse = 0; /* the block's slot, its function dropped (rules_check_gen) */
+	for (k = 0; k < 16; k++, i = (i + 1) & (RULE_SLOTS - 1)) {
+		uint64_t b = atomic_load_explicit(&rules[i].block, memory_order_relaxed);
+		if (!b)
 			break;
+		if (b == block && !atomic_load_explicit(&rules[i].func, memory_order_relaxed)) {
+			reuse = 1;
+			break;
+		}
+	}
 	if (k == 16)
 		return NULL;
 	/* The function may be known (another of its blocks): find it among the last ones,
@@ -278,7 +323,7 @@ static const struct rspan *rule_add(unw_cursor_t *c, uint64_t look)
 	}
 	atomic_store_explicit(&rules[i].func, fi, memory_order_release);
 	atomic_store_explicit(&rules[i].block, block, memory_order_release);
-	rule_count++;
+	rule_count += !reuse;
 	return rule_find(look);
 }
 
@@ -990,6 +1035,16 @@ static void learn_locked(const struct objtab *tab, void *p)
 	pthread_mutex_unlock(&rule_lock);
 }
 
+void agent_unwind_objects_changed(void)
+{
+	if (!as_learn)
+		return;
+	rules_off_wait();
+	pthread_mutex_lock(&rule_lock);
+	rules_check_gen();
+	pthread_mutex_unlock(&rule_lock);
+}
+
 void agent_unwind_learn(void)
 {
 	if (!as_learn)
@@ -1097,6 +1152,10 @@ agent_getcontext_fn agent_unwind_getcontext(void)
 }
 
 void agent_unwind_learn(void)
+{
+}
+
+void agent_unwind_objects_changed(void)
 {
 }
 

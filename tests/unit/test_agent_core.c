@@ -153,6 +153,10 @@ void agent_unwind_learn(void)
 {
 }
 
+void agent_unwind_objects_changed(void)
+{
+}
+
 unsigned long long agent_objects_changes(void)
 {
 	return 1;
