@@ -9,14 +9,23 @@
 ** loader's count of loaded objects changes: it fills the other of two tables and publishes
 ** it with an atomic pointer, then waits until the handler is seen outside a lookup before
 ** the old table may be reused.
+**
+** An object unloaded and another loaded at its place (FFI libraries collected and loaded
+** again, one after the other) leaves the table right about the addresses and wrong about
+** the object: the handler tells them apart by their GNU build-ids (agent_objects_check), so
+** that the writer thread names the new one's code before the samples taken in it.
 */
+#include <elf.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent/allocstub.h"
 #include "agent/objects.h"
@@ -28,6 +37,9 @@ static _Atomic unsigned gen; /* bumped whenever the table changes */
 static unsigned fini_gen = ~0u; /* gen when the table was last dropped */
 static const struct objtab *last_tab; /* ... and that table */
 static uint64_t stack_lo, stack_hi;
+static pid_t self_pid;        /* for process_vm_readv on ourselves */
+static unsigned stale_gen = ~0u; /* handler: the table (gen) last noted stale */
+static int stale_pending;        /* handler: ... and not taken yet */
 
 static uint64_t read_u32(const uint8_t *p)
 {
@@ -55,10 +67,66 @@ int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
 	return 0;
 }
 
+/* The object's GNU build-id in memory (its PT_NOTE segments): the address of its bytes and
+ * their count, or 0. */
+static uint64_t build_id(const struct dl_phdr_info *info, uint32_t *len)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr);
+		size_t left = ph->p_memsz;
+		while (left >= sizeof(ElfW(Nhdr))) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			size_t nsz = (nh->n_namesz + 3u) & ~3u, dsz = (nh->n_descsz + 3u) & ~3u;
+			size_t need = sizeof(*nh) + nsz + dsz;
+			if (need > left || nsz < nh->n_namesz || dsz < nh->n_descsz)
+				break;
+			const char *name = (const char *)(nh + 1);
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(name, "GNU", 4) && nh->n_descsz > 0) {
+				*len = nh->n_descsz < OBJ_ID_MAX ? nh->n_descsz : OBJ_ID_MAX;
+				return (uint64_t)(uintptr_t)(name + nsz);
+			}
+			p += need;
+			left -= need;
+		}
+	}
+	return 0;
+}
+
+/* 1 if addr lies in one of the object's loaded segments. */
+static int holds(const struct dl_phdr_info *info, uint64_t addr)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && addr - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether the object stays loaded while we profile, so that agent_objects_check need not
+ * read it: the program, the vDSO, libc and the dynamic loader (which do the unloading),
+ * this agent. Others may be unloaded (libraries and modules a program loaded, even those
+ * loaded before start). */
+static int stays(const struct dl_phdr_info *info)
+{
+	uint64_t vdso = getauxval(AT_SYSINFO_EHDR);
+	return !info->dlpi_name || !*info->dlpi_name ||
+	       (vdso && (uint64_t)(uintptr_t)info->dlpi_phdr - vdso < 4096) ||
+	       holds(info, (uint64_t)(uintptr_t)&dl_iterate_phdr) ||
+	       holds(info, (uint64_t)(uintptr_t)&_r_debug) ||
+	       holds(info, (uint64_t)(uintptr_t)&agent_objects_parse_hdr);
+}
+
 static int add_object(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct objtab *tab = data;
 	uint64_t base = info->dlpi_addr, hdr = 0, hdrlen = 0;
+	uint32_t idlen = 0;
+	uint64_t idaddr = stays(info) ? 0 : build_id(info, &idlen);
 	for (int i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) {
 			hdr = base + info->dlpi_phdr[i].p_vaddr;
@@ -79,6 +147,11 @@ static int add_object(struct dl_phdr_info *info, size_t size, void *data)
 			t->hi = t->lo + ph->p_memsz;
 			if (!hdr || agent_objects_parse_hdr(hdr, hdrlen, t) != 0)
 				t->hdr = 0;
+			if (idaddr) {
+				t->idaddr = idaddr;
+				t->idlen = idlen;
+				memcpy(t->id, (const void *)(uintptr_t)idaddr, idlen);
+			}
 		}
 	}
 	return 0;
@@ -117,6 +190,7 @@ int agent_objects_init(char *err, size_t errlen)
 	pthread_attr_destroy(&attr);
 	stack_lo = (uint64_t)(uintptr_t)addr;
 	stack_hi = stack_lo + size;
+	self_pid = getpid();
 	/* What depends on the table (unwind rules) stays valid across a stop and a start when
 	 * the same objects are loaded at the same places. */
 	static struct obj_text prev[OBJ_MAX_TEXT];
@@ -281,6 +355,62 @@ int agent_objects_on_stack(uint64_t sp)
 int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len)
 {
 	return addr >= lo && addr >= stack_lo && addr + len >= addr && addr + len <= stack_hi;
+}
+
+/* At most this many objects read per sample: its stack rarely spans more that may be
+ * unloaded, and each costs about a microsecond. */
+#define CHECK_MAX 4
+
+int agent_objects_check(const uint64_t *ips, size_t n)
+{
+	const struct objtab *tab = agent_objects_enter();
+	const struct obj_text *done[CHECK_MAX];
+	size_t ndone = 0;
+	int stale = 0;
+	for (size_t i = 0; tab && i < n && !stale; i++) {
+		const struct obj_text *t = agent_objects_text(tab, ips[i]);
+		if (!t || !t->idaddr)
+			continue;
+		size_t k;
+		for (k = 0; k < ndone && done[k]->idaddr != t->idaddr; k++)
+			;
+		if (k < ndone)
+			continue;
+		if (ndone == CHECK_MAX)
+			break;
+		done[ndone++] = t;
+		/* The kernel copies with fault handling: an address no longer mapped is an
+		 * error, not a SIGSEGV. A plain loop compares (memcmp is not on POSIX's
+		 * async-signal-safe list). */
+		uint8_t id[OBJ_ID_MAX];
+		struct iovec local = { id, t->idlen };
+		struct iovec remote = { (void *)(uintptr_t)t->idaddr, t->idlen };
+		if (process_vm_readv(self_pid, &local, 1, &remote, 1, 0) != (ssize_t)t->idlen) {
+			stale = 1;
+			break;
+		}
+		for (uint32_t j = 0; j < t->idlen; j++)
+			stale |= id[j] != t->id[j];
+	}
+	agent_objects_leave();
+	return stale && agent_objects_note_stale();
+}
+
+int agent_objects_note_stale(void)
+{
+	unsigned g = atomic_load(&gen);
+	if (g == stale_gen)
+		return 0;
+	stale_gen = g;
+	stale_pending = 1;
+	return 1;
+}
+
+int agent_objects_take_stale(void)
+{
+	int p = stale_pending;
+	stale_pending = 0;
+	return p;
 }
 
 int agent_in_object(uint64_t ip)

@@ -9,12 +9,17 @@
 
 #define OBJ_MAX_TEXT   1024 /* executable segments */
 #define OBJ_MAX_RANGES 4096 /* readable (loaded) segments */
+#define OBJ_ID_MAX     20   /* build-id bytes kept to tell an object from another */
 
 struct obj_text {
 	uint64_t lo, hi;  /* executable segment */
 	uint64_t hdr;     /* its object's .eh_frame_hdr, 0 if none (or an unusual encoding) */
 	uint64_t table;   /* the header's binary-search table */
 	uint64_t nfde;    /* entries in that table */
+	uint64_t idaddr;  /* its object's GNU build-id in memory, 0 if none or never checked
+			   * (an object that stays loaded: agent_objects_check) */
+	uint32_t idlen;   /* bytes of it in id */
+	uint8_t id[OBJ_ID_MAX];
 };
 
 struct obj_range {
@@ -65,5 +70,21 @@ int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len);
 /* 1 if ip is code of a loaded object, or of an allocator stub that stands for one
  * (allocstub.h): C code, not JIT code. */
 int agent_in_object(uint64_t ip);
+
+/*
+** Handler: whether the table is stale for the n addresses of a sample: one of them lies in
+** an object whose build-id is no longer the one mapped there (the object was unloaded and
+** another loaded at its place: its addresses, looked up in the table, seem known). One
+** read (process_vm_readv: no fault if unmapped) per object that may be unloaded, at most
+** a few a sample. Returns agent_objects_note_stale()'s answer, 0 when not stale.
+*/
+int agent_objects_check(const uint64_t *ips, size_t n);
+/* Handler: notes that the table is stale (the sample met code of an object it does not
+ * list, or agent_objects_check): 1 the first time for this table, when the writer thread
+ * should read the objects again before it writes this sample. */
+int agent_objects_note_stale(void);
+/* Handler: 1 once after agent_objects_note_stale returned 1 (cleared): the sample being
+ * taken is the first the objects read again name. */
+int agent_objects_take_stale(void);
 
 #endif

@@ -51,6 +51,10 @@ struct half {
 	size_t len;          /* filled bytes: the handler's while !full, the writer's while full */
 	uint64_t seq;        /* hand-over order */
 	_Atomic int full;    /* handed to the writer thread */
+	int objs_first;      /* its first sample met objects the table did not know, or was
+			      * the first after the writer thread saw objects loaded (set by
+			      * the handler before full): the symbols of the new objects read
+			      * by then go before the half (emit_half) */
 };
 
 static struct {
@@ -107,6 +111,8 @@ static struct {
 	int active;                      /* half the handler appends to */
 	uint64_t seq;
 	_Atomic int flush_req;           /* writer thread: hand over the active half */
+	_Atomic int objs_req;            /* writer thread: the next sample starts a half, after
+					  * the symbols of objects it saw loaded (new_objects) */
 	_Atomic int io_errno;            /* first I/O failure, 0 if none */
 	sem_t sem;
 	_Atomic int sem_ok;              /* sem is initialised: agent_writer_wake may post */
@@ -188,6 +194,22 @@ static size_t sync_writer(const void **data, size_t len, void *ctx)
 	return atomic_load(&sp.io_errno) ? 0 : len;
 }
 
+static void emit_pending(void);
+
+/* Writes half h, after the symbols of the objects loaded before its first sample if that
+ * sample asked for them (objs_first): those read by then. Not read now: the objects may
+ * have changed again since the sample (the writer thread, woken by the sample that asked,
+ * has read them since, as a rule, before the half is handed over). */
+static void emit_half(struct half *h)
+{
+	if (h->objs_first) {
+		h->objs_first = 0;
+		emit_pending();
+	}
+	emit(h->data, h->len);
+	h->len = 0;
+}
+
 /* Writes every full half, oldest first. */
 static void drain_full(void)
 {
@@ -199,31 +221,112 @@ static void drain_full(void)
 				h = &sp.half[i];
 		if (!h)
 			return;
-		emit(h->data, h->len);
-		h->len = 0;
+		emit_half(h);
 		atomic_store_explicit(&h->full, 0, memory_order_release);
 	}
 }
 
-/* Objects loaded since the last look (C modules required while sampling): unwind tables
- * for the handler, symbols into the stream. Writer thread only. */
+/*
+** Objects loaded since the last look (C modules required while sampling, a library loaded
+** where another was unloaded): unwind tables for the handler, symbols for the stream.
+** Writer thread only (and the stopping thread once it is gone).
+**
+** The report names a sample's C frames by the symbols written before it (a library loaded
+** at the addresses of one unloaded replaces its names from there on), so the symbols are
+** read as soon as the writer thread sees the change (the sooner, the likelier they are of
+** the object the samples ran in), kept pending, and written right before the half whose
+** first sample asked for them (objs_first): the first sample taken after the change was
+** seen, or one that met the new object before. Samples taken before are in the half
+** handed over ahead of it.
+*/
 static unsigned long long objs_adds;
 static struct agent_objseen objs_seen;
 static uint8_t objs_buf[64 * 1024];
+static uint8_t *objs_pend;        /* symbol events not written yet */
+static size_t objs_npend, objs_pendcap;
 
+static size_t pend_writer(const void **data, size_t len, void *ctx)
+{
+	if (objs_npend + len > objs_pendcap) {
+		size_t cap = objs_pendcap ? objs_pendcap : 64 * 1024;
+		while (cap < objs_npend + len)
+			cap *= 2;
+		uint8_t *p = realloc(objs_pend, cap);
+		if (!p)
+			return 0; /* the symbols are lost: their code is named by address */
+		objs_pend = p;
+		objs_pendcap = cap;
+	}
+	memcpy(objs_pend + objs_npend, *data, len);
+	objs_npend += len;
+	return len;
+}
+
+/* Objects seen loaded during this profile (agent_objseen's keys, 0 = empty), so that their
+ * mappings are read once, not at every load of a library loaded again and again. */
+#define OBJS_EVER 4096
+static uint64_t objs_ever[OBJS_EVER];
+static size_t objs_never;
+
+/* Whether an object of the last walk (objs_seen) was never seen before; notes them. */
+static int objs_first_seen(void)
+{
+	int first = 0;
+	for (size_t i = 0; i < objs_seen.n; i++) {
+		uint64_t key = objs_seen.key[i] ? objs_seen.key[i] : 1;
+		size_t h = (size_t)(key * 0x9e3779b97f4a7c15ull >> 52) % OBJS_EVER, k;
+		for (k = 0; k < OBJS_EVER && objs_ever[h] && objs_ever[h] != key; k++)
+			h = (h + 1) % OBJS_EVER;
+		if (k == OBJS_EVER || objs_never >= OBJS_EVER / 2) {
+			first = 1; /* full: every look reads the mappings, as before */
+			continue;
+		}
+		if (!objs_ever[h]) {
+			objs_ever[h] = key;
+			objs_never++;
+			first = 1;
+		}
+	}
+	return first;
+}
+
+/* Under the loader's lock (agent_objects_locked): the handler's table, and the symbols of
+ * the objects new since the last look. */
+static void read_objects(const struct objtab *tab, void *arg)
+{
+	(void)tab;
+	(void)arg;
+	agent_objects_refresh();
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, objs_buf, sizeof(objs_buf), pend_writer, NULL);
+	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYSPROF);
+	lp_wbuf_flush(&w);
+}
+
+/* The handler's next sample asks for the symbols (it will be written after them): set
+ * before the table changes, so that a sample in the new object asks too. */
 static void new_objects(void)
 {
 	unsigned long long adds = agent_objects_changes();
 	if (adds == objs_adds)
 		return;
 	objs_adds = adds;
-	agent_objects_refresh();
+	atomic_store(&sp.objs_req, 1);
+	/* The table and the symbols of one set of objects: under the loader's lock, which
+	 * no object is loaded or unloaded without. The mappings after it (maps.c has a lock
+	 * of its own, taken before the loader's). */
+	agent_objects_locked(read_objects, NULL);
 	agent_unwind_objects_changed();
-	agent_maps_note();
-	struct lp_wbuf w;
-	lp_wbuf_init(&w, objs_buf, sizeof(objs_buf), sync_writer, NULL);
-	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYSPROF);
-	lp_wbuf_flush(&w);
+	/* Reading /proc/self/maps took most of the time the writer thread spent on a library
+	 * loaded and unloaded in a loop. */
+	if (objs_first_seen())
+		agent_maps_note();
+}
+
+static void emit_pending(void)
+{
+	emit(objs_pend, objs_npend);
+	objs_npend = 0;
 }
 
 static int signal_ours(void);
@@ -324,14 +427,18 @@ static void hand_over(struct half *h)
 /*
 ** Appends one encoded sample; -1 when it cannot be placed without waiting. The half not
 ** being filled is either with the writer thread (full) or empty: the writer thread resets
-** len before it clears full.
+** len before it clears full. objs: the sample met objects the table does not know (a
+** library loaded since): it starts a half, which the writer thread writes after it named
+** the objects loaded by then (emit_half), and the samples before it, in the half handed
+** over, before that. When the other half is still with the writer thread it goes where it
+** fits: the objects are named when the writer next looks, after or before it.
 */
-static int push(const uint8_t *p, size_t n)
+static int push(const uint8_t *p, size_t n, int objs)
 {
 	struct half *h = &sp.half[sp.active], *o = &sp.half[!sp.active];
 	if (!atomic_load_explicit(&h->full, memory_order_acquire)) {
 		if (h->len + n <= sp.halfcap) {
-			int flush = h->len > 0 && atomic_load(&sp.flush_req) &&
+			int flush = h->len > 0 && (objs || atomic_load(&sp.flush_req)) &&
 				    !atomic_load_explicit(&o->full, memory_order_acquire);
 			if (!flush)
 				goto append;
@@ -348,6 +455,10 @@ static int push(const uint8_t *p, size_t n)
 	if (h->len + n > sp.halfcap)
 		return -1;
 append:;
+	if (objs && h->len == 0)
+		h->objs_first = 1;
+	else if (objs) /* the other half is with the writer thread: the next sample asks */
+		atomic_store(&sp.objs_req, 1);
 	/* A plain loop: memcpy is not on POSIX's async-signal-safe list. */
 	uint8_t *dst = h->data + h->len;
 	for (size_t i = 0; i < n; i++)
@@ -450,7 +561,17 @@ static void take_sample(const ucontext_t *uc)
 		if (sp.mode == LUAPROF_SYSPROF_CALLGRAPH)
 			agent_vm_key_trace_code(s, hs_host, out.nhost);
 		out.host = hs_host;
+		/* A library loaded where another was unloaded: its addresses are in the table,
+		 * the other's build-id with them. */
+		(void)agent_objects_check(hs_host, out.nhost);
 	}
+	/* Objects the table does not know (the walk met code outside it, or the check
+	 * above): the writer thread, woken, reads them and names the new ones before this
+	 * sample (push). */
+	int objs = agent_objects_take_stale();
+	if (atomic_load_explicit(&sp.objs_req, memory_order_relaxed) &&
+	    atomic_exchange(&sp.objs_req, 0))
+		objs |= 2;
 	/* A host stack cut short says so (LP_HOST_CUT): the report then does not take its
 	 * outermost VM entry for the program's first. */
 	if (truncated && out.nhost && out.nhost < sizeof(hs_host) / sizeof(hs_host[0]))
@@ -471,7 +592,12 @@ static void take_sample(const ucontext_t *uc)
 			lp_write_sys_sym_trace(&w, y->traceno, y->addr, y->line);
 	}
 	lp_write_sys_sample(&w, &out);
-	if (!lp_wbuf_ok(&w) || push(hs_scratch, (size_t)(w.pos - w.buf)) != 0) {
+	int pushed = lp_wbuf_ok(&w) && push(hs_scratch, (size_t)(w.pos - w.buf), objs) == 0;
+	if (objs & 1)
+		sem_post(&sp.sem); /* after the push: the writer reads the objects for this half */
+	if (!pushed) {
+		if (objs) /* the next sample asks for the objects' symbols */
+			atomic_store(&sp.objs_req, 1);
 		agent_vm_sample_dropped(s);
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
 		return;
@@ -672,9 +798,12 @@ static void write_c_mode(struct lp_wbuf *w)
 static void finish_stream(const char *cause)
 {
 	drain_full();
-	struct half *h = &sp.half[sp.active];
-	emit(h->data, h->len);
-	h->len = 0;
+	/* Objects loaded since the writer thread last looked: before the samples that asked
+	 * for them, else after every sample (at their addresses the report takes the first
+	 * names for the earlier samples too). */
+	new_objects();
+	emit_half(&sp.half[sp.active]);
+	emit_pending();
 	if (atomic_load(&sp.io_errno))
 		return;
 
@@ -895,6 +1024,8 @@ static int write_header(void)
 	/* Lua functions and traces are named by symbol events in the sample stream the
 	 * first time a sample meets them (vmsample.c). */
 	objs_adds = agent_objects_changes();
+	memset(objs_ever, 0, sizeof(objs_ever));
+	objs_never = 0;
 	agent_maps_reset(agent_memprof_running());
 	agent_maps_note();
 	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYMTAB);
@@ -990,6 +1121,8 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	atomic_store(&sp.handler_ns, 0);
 	atomic_store(&sp.io_errno, 0);
 	atomic_store(&sp.flush_req, 0);
+	atomic_store(&sp.objs_req, 0);
+	objs_npend = 0;
 	atomic_store(&sp.wquit, 0);
 	sp.stopped_ns = 0;
 	sp.seq = 0;
@@ -1000,6 +1133,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 			sp.half[i].data = opt->buf + i * sp.halfcap;
 			sp.half[i].len = 0;
 			sp.half[i].seq = 0;
+			sp.half[i].objs_first = 0;
 			atomic_store(&sp.half[i].full, 0);
 		}
 	}

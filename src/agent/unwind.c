@@ -816,9 +816,6 @@ void agent_unwind_selfcheck(char steps[32], char bad[32])
 }
 #endif
 
-/* The snapshot for which the handler last woke the writer to read new objects. */
-static unsigned woken_gen = ~0u;
-
 /* cached: 0 in the handler (rules it misses go to the writer thread); 1 on the VM thread,
  * learning rules and reusing a recent walk's suffix; 2 the same without the suffix. */
 static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uint64_t *pcs,
@@ -889,13 +886,12 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				/* Neither a trace nor in an object of the snapshot: most likely
 				 * one loaded since (a C module required while sampling), whose
 				 * table the CPU profiler's writer thread reads at its next round,
-				 * woken now for it (once a snapshot: code that is in no object,
-				 * such as an FFI callback's entry, stays so). The stack is cut
-				 * here, and said to be. */
-				if (!in_object && !cached && woken_gen != agent_objects_gen()) {
-					woken_gen = agent_objects_gen();
+				 * woken now for it, before it writes this sample (once a
+				 * snapshot: code that is in no object, such as an FFI
+				 * callback's entry, stays so). The stack is cut here, and said
+				 * to be. */
+				if (!in_object && !cached && agent_objects_note_stale())
 					agent_writer_wake();
-				}
 				/* Or the VM's code at a C frame of the interpreter the
 				 * sample's threads did not list (coroutines nested deeper than
 				 * they are followed): cut, and said to be, too. */

@@ -157,16 +157,54 @@ void agent_unwind_objects_changed(void)
 {
 }
 
-unsigned long long agent_objects_changes(void)
+/* Objects the handler finds stale (scripted: the sample at stale_at, counted from 1). */
+static struct {
+	uint64_t samples, stale_at;
+	unsigned long long changes; /* agent_objects_changes */
+	int pending;
+} objs_stub = { 0, 0, 1, 0 };
+
+int agent_objects_check(const uint64_t *ips, size_t n)
 {
+	(void)ips;
+	(void)n;
+	if (++objs_stub.samples != objs_stub.stale_at)
+		return 0;
+	objs_stub.changes++; /* what the loader would say by then */
+	objs_stub.pending = 1;
 	return 1;
 }
 
+void agent_objects_locked(void (*fn)(const struct objtab *, void *), void *arg)
+{
+	fn(NULL, arg);
+}
+
+int agent_objects_note_stale(void)
+{
+	return 0;
+}
+
+int agent_objects_take_stale(void)
+{
+	int p = objs_stub.pending;
+	objs_stub.pending = 0;
+	return p;
+}
+
+unsigned long long agent_objects_changes(void)
+{
+	return objs_stub.changes;
+}
+
+/* The symbol table names main; an object loaded later (objs_stub) names lib_fn. */
 void agent_symtab_cfuncs(struct lp_wbuf *w, struct agent_objseen *seen, int kind)
 {
-	static const char name[] = "main";
+	static const char name[] = "main", lib[] = "lib_fn";
 	if (kind == AGENT_SYMS_SYMTAB)
 		lp_write_sym_cfunc(w, 0x400000, name, sizeof(name) - 1);
+	else if (kind == AGENT_SYMS_SYSPROF)
+		lp_write_sys_sym_cfunc(w, 0x400100, lib, sizeof(lib) - 1);
 }
 
 void agent_maps_reset(int other_running)
@@ -286,6 +324,7 @@ static void sink_reset(void)
 
 struct seen {
 	uint64_t samples, syms, last_line, meta_dropped;
+	uint64_t cfunc_at;  /* samples read before the first C symbol event (UINT64_MAX: none) */
 	int ordered, sym_before_sample;
 	char ffnames[64];
 };
@@ -309,6 +348,14 @@ static int on_sym(void *ctx, uint64_t addr, const char *chunk, size_t len, uint6
 	return 0;
 }
 
+static int on_cfunc(void *ctx, uint64_t addr, const char *name, size_t len)
+{
+	struct seen *v = ctx;
+	if (v->cfunc_at == UINT64_MAX && len == 6 && !memcmp(name, "lib_fn", 6))
+		v->cfunc_at = v->samples;
+	return 0;
+}
+
 static int on_meta(void *ctx, const char *key, const char *value)
 {
 	struct seen *v = ctx;
@@ -323,6 +370,7 @@ static int parse_sink(struct seen *v, struct lp_parse_stats *st)
 {
 	memset(v, 0, sizeof(*v));
 	v->ordered = v->sym_before_sample = 1;
+	v->cfunc_at = UINT64_MAX;
 	char path[] = "/tmp/test_agent_core.XXXXXX";
 	int fd = mkstemp(path);
 	if (fd < 0 || write(fd, sink.data, sink.len) != (ssize_t)sink.len)
@@ -331,7 +379,7 @@ static int parse_sink(struct seen *v, struct lp_parse_stats *st)
 	struct lp_input in;
 	lp_input_open_fd(&in, fd, path);
 	struct lp_parse_handlers h = { .ctx = v, .sys_sample = on_sample, .sym_lua = on_sym,
-				       .ext_meta = on_meta };
+				       .sym_cfunc = on_cfunc, .ext_meta = on_meta };
 	int rc = lp_parse_stream(&in, &h, st);
 	lp_input_close(&in);
 	close(fd);
@@ -414,6 +462,39 @@ static void test_double_buffer_order_and_drops(void)
 	CHECK_EQ(s.bytes, sink.len);
 	CHECK_STR(v.ffnames, "Lua C assert");
 	CHECK_EQ(sink.on_stop_calls, 1);
+}
+
+/* A library loaded where another was (objs_stub: the handler finds the 5th sample in an
+ * object the table does not know): the writer thread reads the objects, and their symbols
+ * go into the stream right before that sample, after the 4 before it, though all of them
+ * were in the half being filled when it looked. */
+static void test_objects_before_sample(void)
+{
+	sink_reset();
+	pace_factor = 0;
+	objs_stub.samples = 0;
+	objs_stub.stale_at = 5;
+	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
+	for (uint64_t i = 1; i <= 10; i++) {
+		stub.line = i;
+		stub.newsym = i == 1;
+		tick();
+		/* The writer thread, woken by the 5th, has read the objects before the 6th. */
+		for (int k = 0; i == 5 && k < 2000 && objs_adds != objs_stub.changes; k++) {
+			struct timespec ts = { 0, 1000000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	CHECK_EQ(objs_adds, objs_stub.changes);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+	objs_stub.stale_at = 0;
+	struct seen v;
+	struct lp_parse_stats st;
+	CHECK_EQ(parse_sink(&v, &st), LP_OK);
+	CHECK(st.complete);
+	CHECK(v.ordered);
+	CHECK_EQ(v.samples, 10);
+	CHECK_EQ(v.cfunc_at, 4);
 }
 
 /* Ticks back to back (shorter than a sample takes) are paced: the handler skips ticks for
@@ -654,6 +735,7 @@ int main(void)
 	RUN(test_validation);
 	RUN(test_double_buffer_order_and_drops);
 	RUN(test_pacing);
+	RUN(test_objects_before_sample);
 	RUN(test_unsafe_samples_dropped);
 	RUN(test_io_error);
 	RUN(test_writer_stop_request);
