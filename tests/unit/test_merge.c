@@ -629,6 +629,44 @@ static void test_trace_stacks(void)
 	}
 }
 
+/* The full stack of both TRACE samples of test_c_symbol_replaced_trace: the trace's code
+ * run by lua_pcall, called by a library's function at the root. */
+static void lib_tstack_trailer(void)
+{
+	const struct lp_lua_frame lua[] = { L(P_F, 14), L(P_MAIN, 5) };
+	const uint64_t host[] = { 0x7f0000, A_LUA_PCALL + 4, 0x50010 };
+	lp_write_ext_prologue(&wb);
+	ext_stack(7, lua, 2, host, 3);
+	const uint8_t pairs[] = { 0, 7, 0, 7 };
+	lp_write_ext_record(&wb, LP_EXT_TSAMPLE, pairs, sizeof(pairs));
+	lp_write_ext_end(&wb);
+}
+
+/* The same for the samples resolved with the extension's stacks (TRACE) and the
+ * collector's (GC, by their own host stack): each as of its own time. */
+static void test_c_symbol_replaced_trace(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x50000, "alpha" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_sys_sample t = { .vmstate = LP_VMST_TRACE, .traceno = 3, .trace_addr = P_F,
+				   .trace_line = 15 };
+	uint64_t gc[] = { 0x50010, A_MAIN + 4 }; /* innermost first: main calls the library */
+	struct lp_sys_sample g = { .vmstate = LP_VMST_GC, .nhost = 2, .host = gc };
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sample(&wb, &g);
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "beta_longer", 11);
+	lp_write_sys_sample(&wb, &t);
+	lp_write_sys_sample(&wb, &g);
+	trailer = lib_tstack_trailer;
+	CHECK_STR(collapse(0, 0),
+		  "alpha;lua_pcall;@app.lua:5;@app.lua:14;TRACE [3] @app.lua:15 1\n"
+		  "beta_longer;lua_pcall;@app.lua:5;@app.lua:14;TRACE [3] @app.lua:15 1\n"
+		  "main;alpha 1\n"
+		  "main;beta_longer 1\n");
+}
+
 /* Symbols of a stripped VM's process: the VM's block is lj_vm_asm_begin. */
 static const struct csym stripped[] = {
 	{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_vm_asm_begin" },
@@ -1829,6 +1867,7 @@ int main(void)
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
 	RUN(test_c_symbol_replaced);
+	RUN(test_c_symbol_replaced_trace);
 	RUN(test_extension_maps);
 	RUN(test_trace_stacks_lost_fact);
 	RUN(test_anchor_after_sizes);
