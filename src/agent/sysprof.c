@@ -667,18 +667,24 @@ static int signal_ours(void)
 }
 
 /*
-** The first real-time signal from SIGRTMIN+4 upwards that nobody handles and the sampled
-** thread does not block. glibc keeps two below SIGRTMIN for itself, and programs that use
-** real-time signals tend to start at SIGRTMIN; SIGPROF stays with jit.p.
+** For the POSIX timer, the first real-time signal from SIGRTMIN+4 upwards that nobody
+** handles and the sampled thread does not block. glibc keeps two below SIGRTMIN for
+** itself, and programs that use real-time signals tend to start at SIGRTMIN; SIGPROF stays
+** with jit.p. For the perf clock (urg), SIGURG on the same terms, whose default action is
+** to ignore it (agent_ticker_prepare); 1 when that is taken, so that the perf clock is
+** armed, 0 for a real-time signal (the POSIX timer), -1 if none is free.
 */
-static int install_signal(void)
+static int install_signal(int urg)
 {
+	/* Left in place (inert) by a stop on another thread: reused, whichever it is (the
+	 * POSIX timer may send SIGURG too). */
 	if (sp.sig_installed && signal_ours())
-		return 0; /* left in place (inert) by a stop on another thread: reuse */
+		return sp.signo == SIGURG;
 	sp.sig_installed = 0;
 	sigset_t blocked;
 	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
-	for (int s = SIGRTMIN + 4; s <= SIGRTMAX; s++) {
+	for (int s = urg ? SIGURG : SIGRTMIN + 4; s <= SIGRTMAX;
+	     s = s == SIGURG ? SIGRTMIN + 4 : s + 1) {
 		struct sigaction cur;
 		if (sigaction(s, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
 		    cur.sa_handler != SIG_DFL || sigismember(&blocked, s))
@@ -692,7 +698,7 @@ static int install_signal(void)
 			continue;
 		sp.signo = s;
 		sp.sig_installed = 1;
-		return 0;
+		return s == SIGURG;
 	}
 	set_err("no free real-time signal for the sampling timer");
 	return -1;
@@ -728,12 +734,11 @@ static void release_signal(int blocked, const sigset_t *oldmask)
 static int arm_timer(void)
 {
 	char err[160];
-	int posix_only = lp_timerenv_read(err, sizeof(err)) == LP_TIMERENV_POSIX;
 	pthread_mutex_lock(&sp.timer_lock); /* the writer thread reads ticker and timer_ok */
-	int rc = agent_ticker_arm(&sp.ticker, sp.clock == LUAPROF_CLOCK_WALL, posix_only, sp.tid,
-				  sp.signo, &sp, sp.interval_ns, err, sizeof(err));
+	int rc = agent_ticker_arm(&sp.ticker, sp.tid, sp.signo, &sp, sp.interval_ns, err,
+				  sizeof(err));
 	int e = errno;
-	sp.timer_ok = sp.ticker.kind != AGENT_TICKER_NONE;
+	sp.timer_ok = sp.ticker.kind != AGENT_TICKER_NONE || sp.ticker.fd >= 0;
 	sp.timer_name = agent_ticker_name(&sp.ticker);
 	pthread_mutex_unlock(&sp.timer_lock);
 	if (rc != 0) {
@@ -1202,9 +1207,18 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		}
 		sp.wthread_ok = 1;
 	}
-	if (install_signal() != 0) {
-		e = EBUSY;
-		goto fail_unwind;
+	{
+		char err[160];
+		int posix_only = lp_timerenv_read(err, sizeof(err)) == LP_TIMERENV_POSIX;
+		int perf = agent_ticker_prepare(&sp.ticker, sp.clock == LUAPROF_CLOCK_WALL,
+						posix_only, sp.tid, sp.interval_ns);
+		int urg = install_signal(perf);
+		if (urg != 1)
+			agent_ticker_unprepare(&sp.ticker);
+		if (urg < 0) {
+			e = EBUSY;
+			goto fail_unwind;
+		}
 	}
 	sp.started_ns = agent_now_ns();
 	sp.started_unix_ns = agent_unix_now_ns();

@@ -26,7 +26,7 @@
 */
 #define PERF_ALLOWANCE 4
 
-static int perf_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t interval_ns)
+static int perf_open(pid_t tid, uint64_t interval_ns)
 {
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof(a));
@@ -36,22 +36,18 @@ static int perf_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t inter
 	a.sample_period = interval_ns;
 	a.disabled = 1;
 	a.wakeup_events = 1;
-	int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0)
-		return -1;
+	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static int perf_arm(struct agent_ticker *t, pid_t tid, int signo)
+{
 	struct f_owner_ex own = { F_OWNER_TID, tid };
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_ASYNC) != 0 || fcntl(fd, F_SETSIG, signo) != 0 ||
-	    fcntl(fd, F_SETOWN_EX, &own) != 0 ||
-	    ioctl(fd, PERF_EVENT_IOC_REFRESH, PERF_ALLOWANCE) != 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
+	int fl = fcntl(t->fd, F_GETFL);
+	if (fl < 0 || fcntl(t->fd, F_SETFL, fl | O_ASYNC) != 0 ||
+	    fcntl(t->fd, F_SETSIG, signo) != 0 || fcntl(t->fd, F_SETOWN_EX, &own) != 0)
 		return -1;
-	}
-	t->fd = fd;
 	t->kind = AGENT_TICKER_PERF;
-	return 0;
+	return ioctl(t->fd, PERF_EVENT_IOC_REFRESH, PERF_ALLOWANCE) != 0 ? -1 : 0;
 }
 
 static int posix_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t interval_ns,
@@ -84,16 +80,38 @@ static int posix_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t inte
 	return 0;
 }
 
-int agent_ticker_arm(struct agent_ticker *t, int wall, int posix_only, pid_t tid, int signo,
-		     const void *cookie, uint64_t interval_ns, char *err, size_t errlen)
+int agent_ticker_prepare(struct agent_ticker *t, int wall, int posix_only, pid_t tid,
+			 uint64_t interval_ns)
 {
 	t->kind = AGENT_TICKER_NONE;
 	t->wall = wall;
-	t->fd = -1;
+	t->fd = wall || posix_only ? -1 : perf_open(tid, interval_ns);
+	if (t->fd < 0)
+		t->fd = -1;
+	return t->fd >= 0;
+}
+
+void agent_ticker_unprepare(struct agent_ticker *t)
+{
+	if (t->kind == AGENT_TICKER_NONE && t->fd >= 0) {
+		close(t->fd);
+		t->fd = -1;
+	}
+}
+
+int agent_ticker_arm(struct agent_ticker *t, pid_t tid, int signo, const void *cookie,
+		     uint64_t interval_ns, char *err, size_t errlen)
+{
 	t->cookie = cookie;
 	atomic_store(&t->paused, 0);
-	if (!wall && !posix_only && perf_arm(t, tid, signo, interval_ns) == 0)
-		return 0;
+	if (t->fd >= 0) {
+		if (perf_arm(t, tid, signo) == 0)
+			return 0;
+		int e = errno;
+		snprintf(err, errlen, "cannot arm the perf_event clock: %s", strerror(e));
+		errno = e;
+		return -1;
+	}
 	return posix_arm(t, tid, signo, interval_ns, err, errlen);
 }
 
@@ -128,9 +146,9 @@ void agent_ticker_pause(struct agent_ticker *t)
 
 void agent_ticker_delete(struct agent_ticker *t)
 {
-	if (t->kind == AGENT_TICKER_POSIX) {
+	if (t->kind == AGENT_TICKER_POSIX)
 		timer_delete(t->timer);
-	} else if (t->kind == AGENT_TICKER_PERF) {
+	if (t->fd >= 0) {
 		/* Disabled first: a forked child may hold the file, and keep the event. */
 		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(t->fd);
@@ -141,7 +159,7 @@ void agent_ticker_delete(struct agent_ticker *t)
 
 void agent_ticker_forget(struct agent_ticker *t)
 {
-	if (t->kind == AGENT_TICKER_PERF)
+	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
 	t->kind = AGENT_TICKER_NONE;

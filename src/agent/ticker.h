@@ -30,12 +30,26 @@ struct agent_ticker {
 };
 
 /*
-** Arms t to send signo to thread tid every interval_ns of its CPU time (or of elapsed
-** time if wall). Tries the perf clock first for CPU time unless posix_only. Returns 0,
-** or -1 with errno set and a message in err.
+** Prepares t for thread tid: for CPU time (not wall), unless posix_only, opens the perf
+** clock, not ticking yet. Returns 1 when the perf clock is open: its signal should be one
+** whose default action is to ignore it (SIGURG), as a tick may be pending when the program
+** calls execve (the clock counts kernel time, the exec's too), and pending signals outlive
+** the exec, unlike the POSIX timer's, which exec deletes with the timer. 0 otherwise.
 */
-int agent_ticker_arm(struct agent_ticker *t, int wall, int posix_only, pid_t tid, int signo,
-		     const void *cookie, uint64_t interval_ns, char *err, size_t errlen);
+int agent_ticker_prepare(struct agent_ticker *t, int wall, int posix_only, pid_t tid,
+			 uint64_t interval_ns);
+
+/* Closes a perf clock prepared and not armed (its signal could not be had): arming then
+ * takes the POSIX timer. */
+void agent_ticker_unprepare(struct agent_ticker *t);
+
+/*
+** Arms t to send signo to thread tid every interval_ns of its CPU time (or of elapsed
+** time if wall): the perf clock if prepared, else a POSIX timer. Returns 0, or -1 with
+** errno set and a message in err (t is then to be deleted).
+*/
+int agent_ticker_arm(struct agent_ticker *t, pid_t tid, int signo, const void *cookie,
+		     uint64_t interval_ns, char *err, size_t errlen);
 
 /* In the signal handler (async-signal-safe): the signal is t's tick. */
 int agent_ticker_ours(const struct agent_ticker *t, const siginfo_t *si);

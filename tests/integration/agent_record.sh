@@ -1011,12 +1011,15 @@ fi
 # and a disposition changed stops the sampling (its ticks went to the program's handler,
 # and stop put the old handler back over the program's). The signal set back to SIG_DFL
 # must not kill the program with a tick the kernel parked while it was ignored.
+# The program blocks every signal, or ignores the profiler's (SIGURG for the perf clock,
+# a real-time signal for the POSIX timer: each clock in turn).
 cat >"$t/sig.lua" <<'EOF'
 local ffi = require "ffi"
 ffi.cdef [[ typedef struct { unsigned long v[16]; } sigset_t;
 int sigfillset(sigset_t *s); int pthread_sigmask(int how, const sigset_t *s, sigset_t *o);
 typedef void (*sighandler_t)(int); sighandler_t signal(int signum, sighandler_t handler);
 int __libc_current_sigrtmin(void); ]]
+local SIGURG = 23
 local function burn(s) local t = os.clock() local x = 0 while os.clock() - t < s do x = x + 1 end end
 burn(0.3)
 if arg[1] == "block" then
@@ -1024,24 +1027,28 @@ if arg[1] == "block" then
 else
   local rt = ffi.C.__libc_current_sigrtmin()
   for i = rt, rt + 30 do ffi.C.signal(i, ffi.cast("sighandler_t", 1)) end
+  ffi.C.signal(SIGURG, ffi.cast("sighandler_t", 1))
 end
 burn(1)
 if arg[1] == "ign" then
   local rt = ffi.C.__libc_current_sigrtmin()
-  io.write("after: ", tonumber(ffi.cast("intptr_t", ffi.C.signal(rt + 4, nil))), "\n")
+  io.write("after: ", tonumber(ffi.cast("intptr_t", ffi.C.signal(rt + 4, nil))), " ",
+    tonumber(ffi.cast("intptr_t", ffi.C.signal(SIGURG, nil))), "\n")
 end
 EOF
-(cd "$t" && "$lp" record -o sigb.svg -- luajit sig.lua block) >/dev/null 2>"$t/err" ||
-	fail "record sig.lua block: $(cat "$t/err")"
-grep -Eq 'on the CPU sampled as 0\.[0-9]+ s: the program blocked or ignored the profiler.s signal SIGRTMIN\+[0-9]+ for part of it' "$t/err" &&
-	! grep -q 'slept or waited' "$t/err" &&
-	"$lp" report -f info "$t/sigb.bin" 2>/dev/null | grep -Eq '^meta.thread_cpu_ns: 1[0-9]{9}$' ||
-	fail "record of a program blocking the signal: $(cat "$t/err")"
-(cd "$t" && "$lp" record -o sigi.svg -- luajit sig.lua ign) >"$t/out" 2>"$t/err" ||
-	fail "record sig.lua ign: $(cat "$t/err")"
-grep -Eq 'the program changed what the profiler.s signal \(SIGRTMIN\+[0-9]+\) does .* after 0\.[0-9]+ s: sampling stopped there' "$t/err" &&
-	grep -qx 'after: 1' "$t/out" ||
-	fail "record of a program ignoring the signal: $(cat "$t/err") $(cat "$t/out")"
+for timer in auto posix; do
+	(cd "$t" && LUAPROF_TIMER=$timer "$lp" record -o sigb.svg -- luajit sig.lua block) >/dev/null 2>"$t/err" ||
+		fail "record sig.lua block ($timer): $(cat "$t/err")"
+	grep -Eq 'on the CPU sampled as 0\.[0-9]+ s: the program blocked or ignored the profiler.s signal (SIGRTMIN\+[0-9]+|SIGURG) for part of it' "$t/err" &&
+		! grep -q 'slept or waited' "$t/err" &&
+		"$lp" report -f info "$t/sigb.bin" 2>/dev/null | grep -Eq '^meta.thread_cpu_ns: 1[0-9]{9}$' ||
+		fail "record of a program blocking the signal ($timer): $(cat "$t/err")"
+	(cd "$t" && LUAPROF_TIMER=$timer "$lp" record -o sigi.svg -- luajit sig.lua ign) >"$t/out" 2>"$t/err" ||
+		fail "record sig.lua ign ($timer): $(cat "$t/err")"
+	grep -Eq 'the program changed what the profiler.s signal \((SIGRTMIN\+[0-9]+|SIGURG)\) does .* after 0\.[0-9]+ s: sampling stopped there' "$t/err" &&
+		grep -qx 'after: 1 1' "$t/out" ||
+		fail "record of a program ignoring the signal ($timer): $(cat "$t/err") $(cat "$t/out")"
+done
 
 # A low rate: whole ticks, the first an interval in, are not a blocked signal (at --rate 1
 # a 1.6 s run, at --rate 10 a 0.29 s one, were said to have blocked it).

@@ -108,6 +108,31 @@ LUAPROF_TIMER=hrtimer luajit -e "package.cpath = '$PWD/build/?.so;' .. package.c
 	io.write(tostring(ok), ' ', tostring(msg), '\n')" >"$t/out" 2>&1
 grep -q "^nil .*LUAPROF_TIMER is 'hrtimer': auto for" "$t/out" || fail "sysprof.start with LUAPROF_TIMER=hrtimer: $(cat "$t/out")"
 
+# A program that executes another one while sampled: a tick of the perf clock may be
+# pending then (it counts the exec's kernel time, and pending signals outlive an exec,
+# where a POSIX timer's are deleted with it): its signal is SIGURG, which the new program
+# ignores by default. On a real-time signal, 10 kHz killed nearly every run.
+cat >"$t/exec.lua" <<'LUA'
+local ffi = require "ffi"
+ffi.cdef [[int execvp(const char *file, char *const argv[]);]]
+local t0, x = os.clock(), 0
+while os.clock() - t0 < 0.05 do x = x + 1 end
+local argv = ffi.new("char *[2]")
+argv[0] = ffi.cast("char *", "true")
+ffi.C.execvp("true", argv)
+os.exit(9)
+LUA
+killed=0
+for i in 1 2 3 4 5 6 7 8; do
+	rm -f "$t/e.bin" "$t/e.folded"
+	(cd "$t" && "$lp" record -q --rate 10000 -f collapsed -o e.folded -- luajit exec.lua) \
+		>/dev/null 2>"$t/err"
+	rc=$?
+	# 3: the stream is cut short (exec skips the profile's end), as the program meant.
+	[ $rc = 3 ] || { killed=$((killed + 1)); echo "exec run $i: exit $rc: $(head -2 "$t/err")"; }
+done
+[ $killed = 0 ] || fail "$killed of 8 runs that exec at 10 kHz did not end as the program meant"
+
 # A forked child is not sampled (it closes its copy of the clock's file) and exits as it
 # would without the profiler.
 cat >"$t/fork.lua" <<'LUA'
