@@ -43,6 +43,13 @@ enum { ST_IDLE, ST_RUNNING, ST_HALT, ST_STOPPING };
 /* Minimum interval: below 0.1 ms the handler would be most of what the thread does. */
 #define MIN_INTERVAL_NS 100000ull
 
+/* The CPU time one signal of the perf clock is written for at most, as that many samples
+ * as intervals (agent_ticker_ticks: the intervals merged into it); beyond, its ticks are
+ * counted as overruns. A system call of 0.1 s is sampled in full, at any rate; a thread
+ * that blocked the signal for longer has the rest of its blocked time counted, not put
+ * on the stack it unblocked at. */
+#define TICKS_MAX_NS 100000000ull
+
 _Static_assert(AGENT_SAMPLE_MAX <= LUAPROF_SYSPROF_BUF_MIN / 2,
 	       "one encoded sample must fit in half of the smallest stream buffer");
 
@@ -71,6 +78,7 @@ static struct {
 	int mode;
 	int clock;
 	uint64_t interval_ns;
+	uint64_t ticks_max;              /* the most samples one signal is written as */
 	luaprof_sysprof_writer writer;
 	luaprof_sysprof_on_stop on_stop;
 	luaprof_sysprof_backtracer backtracer;
@@ -500,11 +508,11 @@ static size_t user_backtrace(const ucontext_t *uc, int *truncated)
 	return n;
 }
 
-static void count(uint8_t vmstate)
+static void count(uint8_t vmstate, uint64_t n)
 {
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
-	atomic_fetch_add_explicit(&sp.counters[vmstate], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&sp.samples, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp.counters[vmstate], n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp.samples, n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 }
 
@@ -513,7 +521,41 @@ static void count(uint8_t vmstate)
 #define LEAF_WALK_MAX 16
 static uint64_t hs_leafwalk[LEAF_WALK_MAX];
 
-static void take_sample(const ucontext_t *uc)
+/* The stacks a sample written could not carry (C mode): a TRACE sample's, and a GC, JIT
+ * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua code,
+ * the compiler compiles it, the exit restores its frames); and the sample's ordinal. */
+static void side_stacks(const struct agent_sample *s, const struct lp_sys_sample *out,
+			int trace)
+{
+	int gc = s->vmstate == LP_VMST_GC;
+	int jit = LP_VMST_IS_COMPILER(s->vmstate);
+	int ex = s->vmstate == LP_VMST_EXIT;
+	if ((trace || ((gc || jit || ex) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
+		struct lp_wbuf w;
+		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
+		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC
+				: jit ? AGENT_TSTACK_JIT : AGENT_TSTACK_EXIT);
+		lp_wbuf_uleb(&w, trace ? hs_ntrace : gc ? hs_ngc : jit ? hs_njit : hs_nexit);
+		lp_write_sys_stacks(&w, out);
+		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
+			sem_post(&sp.sem);
+	}
+	if (trace)
+		hs_ntrace++;
+	else if (gc)
+		hs_ngc++;
+	else if (jit)
+		hs_njit++;
+	else if (ex)
+		hs_nexit++;
+}
+
+/*
+** Takes one sample, written `copies` times (the ticks its signal stands for: the perf
+** clock's merged into one while the signal was pending, TICKS_MAX_NS's worth at most):
+** the CPU time of a system call longer than the interval keeps its share of the samples.
+*/
+static void take_sample(const ucontext_t *uc, uint64_t copies)
 {
 	struct agent_sample *s = &hs_sample;
 	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
@@ -523,7 +565,7 @@ static void take_sample(const ucontext_t *uc)
 	}
 	if (sp.mode == LUAPROF_SYSPROF_DEFAULT) {
 		agent_vm_sample_dropped(s); /* counted: nothing written */
-		count(s->vmstate);
+		count(s->vmstate, copies);
 		return;
 	}
 
@@ -576,7 +618,7 @@ static void take_sample(const ucontext_t *uc)
 	 * outermost VM entry for the program's first. */
 	if (truncated && out.nhost && out.nhost < sizeof(hs_host) / sizeof(hs_host[0]))
 		hs_host[out.nhost++] = LP_HOST_CUT;
-	count(s->vmstate);
+	count(s->vmstate, copies);
 	truncated |= s->lua_truncated;
 	out.vmstate = s->vmstate;
 	out.nlua = s->nlua;
@@ -591,6 +633,7 @@ static void take_sample(const ucontext_t *uc)
 		else
 			lp_write_sys_sym_trace(&w, y->traceno, y->addr, y->line);
 	}
+	size_t at = (size_t)(w.pos - w.buf); /* the sample after its symbols: the copies */
 	lp_write_sys_sample(&w, &out);
 	int pushed = lp_wbuf_ok(&w) && push(hs_scratch, (size_t)(w.pos - w.buf), objs) == 0;
 	if (objs & 1)
@@ -599,34 +642,22 @@ static void take_sample(const ucontext_t *uc)
 		if (objs) /* the next sample asks for the objects' symbols */
 			atomic_store(&sp.objs_req, 1);
 		agent_vm_sample_dropped(s);
-		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sp.dropped, copies, memory_order_relaxed);
 		return;
 	}
-	/* The stacks the sample could not carry (C mode): a TRACE sample's, and a GC, JIT
-	 * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua
-	 * code, the compiler compiles it, the exit restores its frames). */
-	int gc = s->vmstate == LP_VMST_GC;
-	int jit = LP_VMST_IS_COMPILER(s->vmstate);
-	int ex = s->vmstate == LP_VMST_EXIT;
-	if ((trace || ((gc || jit || ex) && s->nlua > 0)) && sp.mode == LUAPROF_SYSPROF_CALLGRAPH) {
-		lp_wbuf_init(&w, hs_tstack, sizeof(hs_tstack), scratch_overflow, NULL);
-		lp_wbuf_u8(&w, trace ? AGENT_TSTACK_TRACE : gc ? AGENT_TSTACK_GC
-				: jit ? AGENT_TSTACK_JIT : AGENT_TSTACK_EXIT);
-		lp_wbuf_uleb(&w, trace ? hs_ntrace : gc ? hs_ngc : jit ? hs_njit : hs_nexit);
-		lp_write_sys_stacks(&w, &out);
-		if (lp_wbuf_ok(&w) && agent_tstacks_put(hs_tstack, (size_t)(w.pos - w.buf)) > 0)
-			sem_post(&sp.sem);
+	size_t len = (size_t)(w.pos - w.buf) - at;
+	for (uint64_t i = 0;; i++) {
+		side_stacks(s, &out, trace);
+		if (truncated)
+			atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
+		if (i + 1 == copies)
+			break;
+		if (push(hs_scratch + at, len, 0) != 0) {
+			atomic_fetch_add_explicit(&sp.dropped, copies - i - 1,
+						  memory_order_relaxed);
+			break;
+		}
 	}
-	if (trace)
-		hs_ntrace++;
-	else if (gc)
-		hs_ngc++;
-	else if (jit)
-		hs_njit++;
-	else if (ex)
-		hs_nexit++;
-	if (truncated)
-		atomic_fetch_add_explicit(&sp.truncated, 1, memory_order_relaxed);
 }
 
 static void on_signal(int sig, siginfo_t *si, void *ucv)
@@ -637,19 +668,24 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	atomic_store(&sp.busy, 1);
 	if (atomic_load(&sp.state) == ST_RUNNING && gettid_raw() == sp.tid) {
 		uint64_t t0 = agent_now_ns();
-		int over = agent_ticker_overrun(&sp.ticker, si);
+		int posix_over = agent_ticker_overrun(&sp.ticker, si);
+		uint64_t over = posix_over > 0 ? (uint64_t)posix_over : 0;
+		/* Read before the sample, which the clock counts too. */
+		uint64_t ticks = agent_ticker_ticks(&sp.ticker), most = sp.ticks_max;
+		if (ticks > most) {
+			over += ticks - most;
+			ticks = most;
+		}
 		if (over > 0)
-			atomic_fetch_add_explicit(&sp.overruns, (uint64_t)over,
-						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&sp.overruns, over, memory_order_relaxed);
 		if (t0 < hs_resume_ns) {
-			atomic_fetch_add_explicit(&sp.paced, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sp.paced, ticks, memory_order_relaxed);
 		} else {
-			take_sample((const ucontext_t *)ucv);
+			take_sample((const ucontext_t *)ucv, ticks);
 			uint64_t t1 = agent_now_ns();
 			atomic_fetch_add_explicit(&sp.handler_ns, t1 - t0, memory_order_relaxed);
 			hs_resume_ns = t1 + pace_factor * (t1 - t0);
 		}
-		agent_ticker_tick(&sp.ticker);
 	}
 	atomic_store(&sp.busy, 0);
 out:
@@ -1102,6 +1138,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.mode = opt->mode;
 	sp.clock = opt->clock;
 	sp.interval_ns = opt->interval_ns ? opt->interval_ns : opt->interval * 1000000ull;
+	sp.ticks_max = sp.interval_ns < TICKS_MAX_NS ? TICKS_MAX_NS / sp.interval_ns : 1;
 	sp.writer = writer;
 	sp.on_stop = on_stop;
 	sp.backtracer = sp.cfg_backtracer;

@@ -17,15 +17,16 @@
 ** does; refused where the kernel allows only user-space counting (perf_event_paranoid 2
 ** or more without CAP_PERFMON): ticks falling in the kernel would then be dropped, and
 ** time in system calls go unsampled, unlike with the POSIX timer. Seccomp filters
-** (containers) refuse the call altogether. The event has an allowance of PERF_ALLOWANCE
-** overflows (PERF_EVENT_IOC_REFRESH), each signal's handler gives one back: it keeps
-** counting while the handler runs (the thread's CPU time includes the handler, as the
-** POSIX timer's does), and a thread that blocks the signal has at most that many queued
-** before the event stops itself (RLIMIT_SIGPENDING reached, the kernel would send SIGIO
-** instead, whose default action kills).
+** (containers) refuse the call altogether. The event counts without a limit of overflows
+** (no PERF_EVENT_IOC_REFRESH allowance): its signal is SIGURG, which does not queue (the
+** overflows while one is pending merge into it, and the kernel never turns it into SIGIO,
+** as it does a real-time signal whose queue is full). An allowance that each handler
+** gave back one of stopped the clock in a system call longer than the allowance's
+** intervals (the overflows merged into one signal, one given back): the rest of the call
+** went uncounted, and the allowance shrank to one for the rest of the run. The handler
+** reads the count instead, to know how many intervals its signal stands for
+** (agent_ticker_ticks).
 */
-#define PERF_ALLOWANCE 4
-
 static int perf_open(pid_t tid, uint64_t interval_ns)
 {
 	struct perf_event_attr a;
@@ -47,7 +48,9 @@ static int perf_arm(struct agent_ticker *t, pid_t tid, int signo)
 	    fcntl(t->fd, F_SETSIG, signo) != 0 || fcntl(t->fd, F_SETOWN_EX, &own) != 0)
 		return -1;
 	t->kind = AGENT_TICKER_PERF;
-	return ioctl(t->fd, PERF_EVENT_IOC_REFRESH, PERF_ALLOWANCE) != 0 ? -1 : 0;
+	t->base = 0; /* the count is read from the enable on (agent_ticker_ticks) */
+	return ioctl(t->fd, PERF_EVENT_IOC_RESET, 0) != 0 ||
+	       ioctl(t->fd, PERF_EVENT_IOC_ENABLE, 0) != 0 ? -1 : 0;
 }
 
 static int posix_arm(struct agent_ticker *t, pid_t tid, int signo, uint64_t interval_ns,
@@ -85,6 +88,7 @@ int agent_ticker_prepare(struct agent_ticker *t, int wall, int posix_only, pid_t
 {
 	t->kind = AGENT_TICKER_NONE;
 	t->wall = wall;
+	t->interval_ns = interval_ns;
 	t->fd = wall || posix_only ? -1 : perf_open(tid, interval_ns);
 	if (t->fd < 0)
 		t->fd = -1;
@@ -122,10 +126,22 @@ int agent_ticker_ours(const struct agent_ticker *t, const siginfo_t *si)
 	return si->si_code == SI_TIMER && si->si_value.sival_ptr == t->cookie;
 }
 
-void agent_ticker_tick(const struct agent_ticker *t)
+uint64_t agent_ticker_ticks(struct agent_ticker *t)
 {
-	if (t->kind == AGENT_TICKER_PERF && !atomic_load(&t->paused))
-		ioctl(t->fd, PERF_EVENT_IOC_REFRESH, 1);
+	/* Paused (loaded after the handler's busy flag was set): the file may be closed,
+	 * or its number another file's. */
+	if (t->kind != AGENT_TICKER_PERF || atomic_load(&t->paused) || !t->interval_ns)
+		return 1;
+	uint64_t v;
+	if (read(t->fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+		return 1;
+	/* The intervals counted since the last tick accounted for, to the nearest (the
+	 * signal comes a little after its overflow); one at least. */
+	uint64_t n = v > t->base ? (v - t->base + t->interval_ns / 2) / t->interval_ns : 0;
+	if (n == 0)
+		n = 1;
+	t->base += n * t->interval_ns;
+	return n;
 }
 
 int agent_ticker_overrun(const struct agent_ticker *t, const siginfo_t *si)

@@ -24,9 +24,11 @@ struct agent_ticker {
 	int kind;             /* enum agent_ticker_kind; NONE when not armed */
 	int wall;             /* elapsed time rather than the thread's CPU time */
 	timer_t timer;        /* POSIX */
-	int fd;               /* PERF: the event; a few signals ahead (re-armed by tick()) */
+	int fd;               /* PERF: the event */
+	uint64_t interval_ns; /* PERF: its period */
+	uint64_t base;        /* PERF: its count at the last tick accounted for (handler) */
 	const void *cookie;   /* POSIX: the signal's si_value, to tell our ticks from others */
-	_Atomic int paused;   /* agent_ticker_pause ran: tick() re-arms nothing */
+	_Atomic int paused;   /* agent_ticker_pause ran: ticks() reads no file */
 };
 
 /*
@@ -54,23 +56,23 @@ int agent_ticker_arm(struct agent_ticker *t, pid_t tid, int signo, const void *c
 /* In the signal handler (async-signal-safe): the signal is t's tick. */
 int agent_ticker_ours(const struct agent_ticker *t, const siginfo_t *si);
 
-/* In the signal handler, after one of t's ticks: the perf clock sends a few signals
- * ahead and waits for these, so that a thread blocking the signal never has more than a
- * few queued (a full queue of real-time signals would make the kernel send SIGIO, which
- * kills). Async-signal-safe. */
-void agent_ticker_tick(const struct agent_ticker *t);
+/* In the signal handler, at one of t's ticks: how many intervals of the clock it stands
+ * for (1 but for the perf clock, whose overflows while its signal is pending merge into
+ * that signal: a system call longer than the interval, a thread blocking the signal).
+ * Async-signal-safe. */
+uint64_t agent_ticker_ticks(struct agent_ticker *t);
 
 /* Ticks the kernel merged into the one delivered (the POSIX timer's overrun; 0 for the
- * perf clock, which waits for the handler). Async-signal-safe. */
+ * perf clock, whose merged ticks agent_ticker_ticks counts). Async-signal-safe. */
 int agent_ticker_overrun(const struct agent_ticker *t, const siginfo_t *si);
 
 /* Stops the ticks and keeps t's kernel objects. A handler already past its checks may
- * still call agent_ticker_tick and, for the perf clock, give the event one more tick:
- * once no handler is busy, pause again (or delete). */
+ * still call agent_ticker_ticks, which reads the perf clock's file: delete only once no
+ * handler is busy. */
 void agent_ticker_pause(struct agent_ticker *t);
 
 /* Stops the ticks for good and frees t's kernel objects: only once no handler can be
- * about to call agent_ticker_tick (pause, then wait for the handlers). */
+ * about to call agent_ticker_ticks (pause, then wait for the handlers). */
 void agent_ticker_delete(struct agent_ticker *t);
 
 /* In a forked child: the parent's ticker is not the child's to stop; its file is
