@@ -66,6 +66,10 @@ struct lp_symtab {
 	int credef;                 /* ... one that named an address anew */
 	struct lp_addrmap clive;    /* C symbol address -> its latest run + 1, and the hash
 				     * of the first name that run gave it */
+	struct lp_addrmap cnamed;   /* hash(address, name) -> the run + 1 that gave that
+				     * address that name besides its first, and the address */
+	struct lp_addrmap calias;   /* the addresses the current run named again with names
+				     * their latest run gave them -> its first symbol there */
 	uint64_t credefs;           /* symbols at an address an earlier run named */
 	uint64_t *cepochs;          /* C epoch k >= 1 began after run cepochs[k - 1] closed */
 	size_t ncepochs, cepochcap;
@@ -116,6 +120,8 @@ void lp_symtab_free(struct lp_symtab *st)
 	free(st->cnames);
 	free(st->csyms);
 	lp_addrmap_free(&st->clive);
+	lp_addrmap_free(&st->cnamed);
+	lp_addrmap_free(&st->calias);
 	free(st->cepochs);
 	for (size_t i = 0; i < st->naliases; i++)
 		free(st->aliases[i].alias);
@@ -386,20 +392,69 @@ const struct lp_sym_lua *lp_symtab_trace_start_now(const struct lp_symtab *st,
 
 /* -- C symbols ------------------------------------------------------------------ */
 
+/* The key of name hash h at addr in cnamed. */
+static uint64_t cnamed_key(uint64_t addr, uint64_t h)
+{
+	return lp_hash_u64(addr ^ h * 0x9e3779b97f4a7c15ull);
+}
+
+/* Whether run + 1 (a clive entry's a) gave addr the name of hash h. */
+static int cnamed_by(const struct lp_symtab *st, const struct lp_addrmap_entry *e,
+		     uint64_t addr, uint64_t h)
+{
+	if (e->b == h)
+		return 1;
+	const struct lp_addrmap_entry *n = lp_addrmap_get(&st->cnamed, cnamed_key(addr, h));
+	return n && n->a == e->a && n->b == addr;
+}
+
 int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, size_t len)
 {
 	if (lp_grow((void **)&st->csyms, &st->ccap, st->ncsyms + 1, sizeof(*st->csyms)) ||
 	    lp_grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
 		return -ENOMEM;
-	/* A later run's name at an address replaces the earlier run's there; the same name
-	 * again (the agent names a builtin's entry again once it rescans the objects) is an
-	 * alias, as are the names of one run: those keep the run of the name they stand
-	 * with. */
-	uint64_t h = lp_hash_bytes(name, len, 3);
+	/*
+	** A later run's names at an address replace the earlier run's there. Names the latest
+	** run gave it, given again (the agent names a builtin's entry again once it rescans
+	** the objects, and every function of a library unloaded and loaded again at its
+	** address), are aliases, as are the names of one run: those keep the run of the
+	** names they stand with. One name it did not give makes the run's names there its
+	** own, those given before it included.
+	*/
+	uint64_t h = lp_hash_bytes(name, len, 3), def = st->crun;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
-	int alias = e && (e->a - 1 == st->crun || e->b == h);
-	if (!alias && lp_addrmap_put(&st->clive, addr, st->crun + 1, h))
-		return -ENOMEM;
+	int redef = 0;
+	if (!e) {
+		if (lp_addrmap_put(&st->clive, addr, st->crun + 1, h))
+			return -ENOMEM;
+	} else if (e->a - 1 == st->crun) {
+		if (e->b != h && lp_addrmap_put(&st->cnamed, cnamed_key(addr, h), e->a, addr))
+			return -ENOMEM;
+	} else if (cnamed_by(st, e, addr, h)) {
+		def = e->a - 1;
+		if (!lp_addrmap_get(&st->calias, addr) &&
+		    lp_addrmap_put(&st->calias, addr, st->ncsyms, 0))
+			return -ENOMEM;
+	} else {
+		uint64_t was = e->a - 1;
+		if (lp_addrmap_put(&st->clive, addr, st->crun + 1, h))
+			return -ENOMEM;
+		/* This run's names there given before: its own now. */
+		const struct lp_addrmap_entry *a = lp_addrmap_get(&st->calias, addr);
+		for (size_t i = a ? a->a : st->ncsyms; i < st->ncsyms; i++) {
+			struct lp_sym_c *c = &st->csyms[i];
+			if (c->start != addr || c->def != was)
+				continue;
+			c->def = st->crun;
+			uint64_t ch = lp_hash_bytes(c->name, strlen(c->name), 3);
+			if (ch != h && lp_addrmap_put(&st->cnamed, cnamed_key(addr, ch),
+						      st->crun + 1, addr))
+				return -ENOMEM;
+		}
+		if (a)
+			lp_addrmap_remove(&st->calias, addr);
+		redef = 1;
+	}
 	char *copy = strndup(name, len);
 	if (!copy)
 		return -ENOMEM;
@@ -407,11 +462,11 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->csyms[st->ncsyms].name = copy;
 	st->csyms[st->ncsyms].start = addr;
 	st->csyms[st->ncsyms].size = 0;
-	st->csyms[st->ncsyms].def = alias ? e->a - 1 : st->crun;
+	st->csyms[st->ncsyms].def = def;
 	st->ncsyms++;
 	st->cdirty = 1;
 	st->cadded = 1;
-	if (e && !alias) {
+	if (redef) {
 		st->credefs++;
 		st->credef = 1;
 	}
@@ -433,8 +488,11 @@ int lp_symtab_c_event(struct lp_symtab *st)
 	}
 	st->crun++;
 	st->cadded = 0;
+	if (st->calias.count)
+		lp_addrmap_clear(&st->calias);
 	return 0;
 }
+
 
 uint32_t lp_symtab_c_epoch(const struct lp_symtab *st)
 {
@@ -468,6 +526,15 @@ static int csym_cmp(const void *a, const void *b)
 	if (lx != ly)
 		return lx < ly ? -1 : 1;
 	return strcmp(x->name, y->name);
+}
+
+/* Sorts the C symbols by address: the current run's are no longer where it added them. */
+static void csort(struct lp_symtab *st)
+{
+	qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
+	st->cdirty = 0;
+	if (st->calias.count)
+		lp_addrmap_clear(&st->calias);
 }
 
 static const struct map *map_of(struct lp_symtab *st, uint64_t addr);
@@ -506,10 +573,8 @@ static size_t def_above(const struct lp_symtab *st, size_t lo, size_t hi, uint64
 static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 				      const struct map *m, uint64_t run)
 {
-	if (st->cdirty) {
-		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
-		st->cdirty = 0;
-	}
+	if (st->cdirty)
+		csort(st);
 	size_t lo = 0, hi = st->ncsyms;
 	while (lo < hi) { /* first symbol with start > addr */
 		size_t mid = lo + (hi - lo) / 2;
@@ -555,10 +620,8 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
 {
 	st->ncsizes++;
-	if (st->cdirty) {
-		qsort(st->csyms, st->ncsyms, sizeof(*st->csyms), csym_cmp);
-		st->cdirty = 0;
-	}
+	if (st->cdirty)
+		csort(st);
 	size_t lo = 0, hi = st->ncsyms;
 	while (lo < hi) { /* first symbol with start >= addr */
 		size_t mid = lo + (hi - lo) / 2;

@@ -487,6 +487,34 @@ static void test_c_symbol_replaced(void)
 		  "main;lj_vm_pcall;@app.lua:12;beta_longer 1\n");
 }
 
+/*
+** A library with two names for a function (the preferred "al" first, then "alpha_long"),
+** unloaded and loaded again at its address: its symbols written again after a sample are
+** the same names, not a new library's. The report named the samples after the reload by
+** the second name only (the first was taken for an alias, the second for a replacement).
+** Then another library there, whose first name there is the earlier one's: its names.
+*/
+static void test_c_symbol_reloaded_aliases(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { 0x50000, "al" }, { 0x50000, "alpha_long" },
+	};
+	begin_with(syms, NSYMS(syms));
+	uint64_t h1[] = { A_MAIN, 0x50010 };
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "al", 2);
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "alpha_long", 10);
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "al", 2);
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "beta_longer", 11);
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	lp_write_sys_sym_cfunc(&wb, 0x50000, "gamma_longer", 12);
+	sample(LP_VMST_INTERP, NULL, 0, h1, NSYMS(h1));
+	CHECK_STR(collapse(0, 0),
+		  "main;al 3\n"
+		  "main;gamma_longer 1\n");
+}
+
 static void maps_trailer(void)
 {
 	lp_write_ext_prologue(&wb);
@@ -1867,6 +1895,7 @@ int main(void)
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
 	RUN(test_c_symbol_replaced);
+	RUN(test_c_symbol_reloaded_aliases);
 	RUN(test_c_symbol_replaced_trace);
 	RUN(test_extension_maps);
 	RUN(test_trace_stacks_lost_fact);
