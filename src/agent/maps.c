@@ -36,12 +36,25 @@ struct ids {
 	char exe[512];
 };
 
+/* 1 if the object's note segment ph lies in one of its loaded segments (the header may
+ * place one where nothing is mapped). */
+static int note_loaded(const struct dl_phdr_info *info, const ElfW(Phdr) *ph)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ld = &info->dlpi_phdr[i];
+		uint64_t off = ph->p_vaddr - ld->p_vaddr;
+		if (ld->p_type == PT_LOAD && off < ld->p_memsz && ph->p_memsz <= ld->p_memsz - off)
+			return 1;
+	}
+	return 0;
+}
+
 /* Finds NT_GNU_BUILD_ID in the note segments of a loaded object (mapped memory). */
 static size_t find_build_id(const struct dl_phdr_info *info, uint8_t *out)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
+		if (ph->p_type != PT_NOTE || !note_loaded(info, ph))
 			continue;
 		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
 		size_t left = ph->p_memsz;

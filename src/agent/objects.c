@@ -67,13 +67,17 @@ int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
 	return 0;
 }
 
-/* The object's GNU build-id in memory (its PT_NOTE segments): the address of its bytes and
+static int holds_range(const struct dl_phdr_info *info, uint64_t addr, uint64_t len);
+
+/* The object's GNU build-id in memory (its PT_NOTE segments, those the loader mapped: the
+ * header may place one elsewhere, which reading faulted on): the address of its bytes and
  * their count, or 0. */
 static uint64_t build_id(const struct dl_phdr_info *info, uint32_t *len)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_NOTE)
+		if (ph->p_type != PT_NOTE ||
+		    !holds_range(info, info->dlpi_addr + ph->p_vaddr, ph->p_memsz))
 			continue;
 		const uint8_t *p = (const uint8_t *)(uintptr_t)(info->dlpi_addr + ph->p_vaddr);
 		size_t left = ph->p_memsz;
@@ -96,15 +100,22 @@ static uint64_t build_id(const struct dl_phdr_info *info, uint32_t *len)
 	return 0;
 }
 
-/* 1 if addr lies in one of the object's loaded segments. */
-static int holds(const struct dl_phdr_info *info, uint64_t addr)
+/* 1 if [addr, addr + len) lies in one of the object's loaded segments. */
+static int holds_range(const struct dl_phdr_info *info, uint64_t addr, uint64_t len)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type == PT_LOAD && addr - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+		uint64_t off = addr - (info->dlpi_addr + ph->p_vaddr);
+		if (ph->p_type == PT_LOAD && off < ph->p_memsz && len <= ph->p_memsz - off)
 			return 1;
 	}
 	return 0;
+}
+
+/* 1 if addr lies in one of the object's loaded segments. */
+static int holds(const struct dl_phdr_info *info, uint64_t addr)
+{
+	return holds_range(info, addr, 1);
 }
 
 /* Whether the object stays loaded while we profile, so that agent_objects_check need not
