@@ -51,7 +51,8 @@ struct lp_sysprof {
 	size_t anchors_ncsyms;        /* symbol count the cache was built with */
 	uint32_t vmframe[LP_VMST__MAX]; /* pseudo-frame ids, UINT32_MAX until made */
 	/* Frame-id caches: interning hashes the frame's strings, too slow per frame. */
-	struct lp_addrmap cframes;    /* raw address -> frame id, in C epoch cepoch */
+	struct lp_addrmap cframes;    /* raw address -> frame id, and the C epoch + 1 it is
+				       * of (only cepoch's are used) */
 	uint32_t cepoch;              /* the C symbols' epoch of the stacks being built
 				       * (lp_symtab_c_epoch; UINT32_MAX: the latest names):
 				       * raw C frames carry it as their line until named */
@@ -282,8 +283,9 @@ static void set_cepoch(struct lp_sysprof *s, uint32_t cepoch)
 {
 	if (s->cepoch == cepoch)
 		return;
+	/* cframes is not emptied: a churn of libraries made an epoch of nearly every sample,
+	 * and emptying a cache of every address seen, each time, most of a report's time. */
 	s->cepoch = cepoch;
-	lp_addrmap_clear(&s->cframes);
 	s->epoch++; /* merged stacks are of another epoch's frames */
 }
 
@@ -293,7 +295,7 @@ static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 	if (keyed_trace(s, addr, &kf) == 0) /* named as at the sample: not from the cache */
 		return lp_profile_frame_id(s->raw, &kf, id) ? -ENOMEM : 0;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&s->cframes, addr);
-	if (e) {
+	if (e && e->b == (uint64_t)s->cepoch + 1) {
 		*id = (uint32_t)e->a;
 		return 0;
 	}
@@ -301,7 +303,7 @@ static int c_frame(struct lp_sysprof *s, uint64_t addr, uint32_t *id)
 	struct lp_frame f = { .kind = LP_FK_C, .name = "", .addr = addr, .line = s->cepoch };
 	if (lp_profile_frame_id(s->raw, &f, id))
 		return -ENOMEM;
-	return lp_addrmap_put(&s->cframes, addr, *id, 0);
+	return lp_addrmap_put(&s->cframes, addr, *id, (uint64_t)s->cepoch + 1);
 }
 
 static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32_t *id)
