@@ -520,6 +520,8 @@ static void count(uint8_t vmstate, uint64_t n)
  * metamethod's lookup, then lj_str_new, then memcpy). */
 #define LEAF_WALK_MAX 16
 static uint64_t hs_leafwalk[LEAF_WALK_MAX];
+#define OBJ_CHECK_NS 500000ull
+static uint64_t hs_objcheck_ns; /* the last agent_objects_check */
 
 /* The stacks a sample written could not carry (C mode): a TRACE sample's, and a GC, JIT
  * compiler or trace exit sample's when it has Lua frames (the collector ran from Lua code,
@@ -604,8 +606,15 @@ static void take_sample(const ucontext_t *uc, uint64_t copies)
 			agent_vm_key_trace_code(s, hs_host, out.nhost);
 		out.host = hs_host;
 		/* A library loaded where another was unloaded: its addresses are in the table,
-		 * the other's build-id with them. */
-		(void)agent_objects_check(hs_host, out.nhost);
+		 * the other's build-id with them. The check's reads (about a microsecond an
+		 * object) at most every OBJ_CHECK_NS: at 10 kHz over a stack through several
+		 * loaded libraries they took a third of the handler's time; such a library is
+		 * then seen within that time (every sample up to 2 kHz). */
+		uint64_t now = agent_now_ns();
+		if (now - hs_objcheck_ns >= OBJ_CHECK_NS) {
+			hs_objcheck_ns = now;
+			(void)agent_objects_check(hs_host, out.nhost);
+		}
 	}
 	/* Objects the table does not know (the walk met code outside it, or the check
 	 * above): the writer thread, woken, reads them and names the new ones before this
