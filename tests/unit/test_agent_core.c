@@ -478,6 +478,7 @@ static void test_objects_before_sample(void)
 	for (uint64_t i = 1; i <= 10; i++) {
 		stub.line = i;
 		stub.newsym = i == 1;
+		hs_objcheck_ns = 0; /* each sample checks, as ticks 0.5 ms apart would */
 		tick();
 		/* The writer thread, woken by the 5th, has read the objects before the 6th. */
 		for (int k = 0; i == 5 && k < 2000 && objs_adds != objs_stub.changes; k++) {
@@ -495,6 +496,29 @@ static void test_objects_before_sample(void)
 	CHECK(v.ordered);
 	CHECK_EQ(v.samples, 10);
 	CHECK_EQ(v.cfunc_at, 4);
+}
+
+/* Ticks back to back: the objects are checked once, not at every sample, until
+ * OBJ_CHECK_NS has passed. */
+static void test_objects_check_rate(void)
+{
+	sink_reset();
+	pace_factor = 0;
+	objs_stub.samples = 0;
+	hs_objcheck_ns = 0;
+	CHECK_EQ(start(LUAPROF_SYSPROF_CALLGRAPH), LUAPROF_PROFILE_SUCCESS);
+	uint64_t t0 = agent_now_ns();
+	for (int i = 0; i < 50; i++)
+		tick();
+	uint64_t took = agent_now_ns() - t0;
+	if (took < OBJ_CHECK_NS)
+		CHECK_EQ(objs_stub.samples, 1);
+	struct timespec ts = { 0, (long)OBJ_CHECK_NS };
+	nanosleep(&ts, NULL);
+	uint64_t before = objs_stub.samples;
+	tick();
+	CHECK_EQ(objs_stub.samples, before + 1);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
 }
 
 /* Ticks back to back (shorter than a sample takes) are paced: the handler skips ticks for
@@ -740,6 +764,7 @@ int main(void)
 	RUN(test_io_error);
 	RUN(test_writer_stop_request);
 	RUN(test_foreign_signal_ignored);
+	RUN(test_objects_check_rate);
 	RUN(test_timer_choice);
 	sink_reset();
 	return UNIT_RESULT();
