@@ -28,9 +28,15 @@ fi
 luajit -e 'package.cpath="build/?.so;"..package.cpath require"luaprof"' 2>"$t/err" ||
 	{ echo "FAIL: cannot load build/luaprof.so: $(cat "$t/err")"; exit 1; }
 
-# -- The Lua-side checks.
-luajit tests/integration/agent_api.lua build "$t" >"$t/lua.out" 2>&1 ||
-	fail "agent_api.lua: $(grep -v '^agent_api.lua:' "$t/lua.out" | head -20)"
+# -- The Lua-side checks. Once in a few dozen processes LuaJIT never compiles fib (its
+# trace penalties are random per process; every stream then has fib interpreted, no TRACE
+# sample): the run is made again once, as the trace checks below need a compiled fib.
+for try in 1 2; do
+	luajit tests/integration/agent_api.lua build "$t" >"$t/lua.out" 2>&1 ||
+		fail "agent_api.lua: $(grep -v '^agent_api.lua:' "$t/lua.out" | head -20)"
+	build/luaprof report -q -f info "$t/C_cpu.bin" 2>/dev/null | grep -q '^vmstates: .*TRACE' && break
+	[ $try = 1 ] && echo "note: no TRACE sample in C_cpu.bin (fib not compiled): run again"
+done
 
 # -- Every stream parses completely; Lua frames carry current lines.
 for f in L_cpu L_wall C_cpu C_wall C_joff with_jitp reuse same_cpu; do
