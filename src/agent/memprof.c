@@ -1403,16 +1403,10 @@ static void put_samples_end(struct lp_wbuf *w)
 		}
 }
 
-/* With refs, notes the sample at refs[k] and returns k + 1; without, encodes it into its
- * record (written when full, or by put_samples_end) and returns k. */
-static size_t put_sref(struct sref *refs, size_t k, uint32_t stack, size_t i, int freed,
-		       struct lp_wbuf *w)
+/* Encodes entry i of mp.smp (freed 0) or slot i of mp.freed (freed 1) into its record,
+ * written when full or by put_samples_end. */
+static void put_sample(size_t i, int freed, struct lp_wbuf *w)
 {
-	if (refs) {
-		refs[k].stack = stack;
-		refs[k].at = (uint32_t)(i << 1 | (size_t)freed);
-		return k + 1;
-	}
 	uint8_t *p = srec[freed] + slen[freed];
 	if (!freed) {
 		p += lp_uleb_encode(mp.smp[i].stack, p);
@@ -1430,7 +1424,6 @@ static size_t put_sref(struct sref *refs, size_t k, uint32_t stack, size_t i, in
 				    slen[freed]);
 		slen[freed] = 0;
 	}
-	return k;
 }
 
 /* The extension's records besides the maps and meta, at stop: the extents of the builtins
@@ -1466,25 +1459,32 @@ static void write_ext_records(struct lp_wbuf *w)
 	for (size_t i = 0; i < mp.nsmp; i++)
 		n += mp.smp[i].live < 2;
 	struct sref *refs = n ? malloc(n * sizeof(*refs)) : NULL;
-	size_t k = 0;
-	for (size_t i = 0; i < mp.nsmp; i++)
-		if (mp.smp[i].live < 2)
-			k = put_sref(refs, k, mp.smp[i].stack, i, 0, w);
-	for (size_t i = 0; i < mp.freed.cap; i++)
-		if (mp.freed.slots[i].used)
-			k = put_sref(refs, k, (uint32_t)mp.freed.slots[i].key, i, 1, w);
 	if (!refs) {
+		for (size_t i = 0; i < mp.nsmp; i++)
+			if (mp.smp[i].live < 2)
+				put_sample(i, 0, w);
+		for (size_t i = 0; i < mp.freed.cap; i++)
+			if (mp.freed.slots[i].used)
+				put_sample(i, 1, w);
 		put_samples_end(w);
 		agent_stackdict_write(&mp.dict, w);
 		return;
 	}
+	size_t k = 0;
+	for (size_t i = 0; i < mp.nsmp; i++)
+		if (mp.smp[i].live < 2)
+			refs[k++] = (struct sref){ mp.smp[i].stack, (uint32_t)(i << 1) };
+	for (size_t i = 0; i < mp.freed.cap; i++)
+		if (mp.freed.slots[i].used)
+			refs[k++] = (struct sref){ (uint32_t)mp.freed.slots[i].key,
+						   (uint32_t)(i << 1 | 1) };
 	qsort(refs, n, sizeof(*refs), sref_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || refs[i - 1].stack != refs[i].stack) {
 			put_samples_end(w);
 			agent_stackdict_write_one(&mp.dict, w, refs[i].stack);
 		}
-		put_sref(NULL, 0, refs[i].stack, refs[i].at >> 1, refs[i].at & 1, w);
+		put_sample(refs[i].at >> 1, refs[i].at & 1, w);
 	}
 	put_samples_end(w);
 	free(refs);

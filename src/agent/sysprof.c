@@ -556,8 +556,9 @@ static void side_stacks(const struct agent_sample *s, const struct lp_sys_sample
 ** Takes one sample, written `copies` times (the ticks its signal stands for: the perf
 ** clock's merged into one while the signal was pending, TICKS_MAX_NS's worth at most):
 ** the CPU time of a system call longer than the interval keeps its share of the samples.
+** now: the handler's clock reading at entry.
 */
-static void take_sample(const ucontext_t *uc, uint64_t copies)
+static void take_sample(const ucontext_t *uc, uint64_t copies, uint64_t now)
 {
 	struct agent_sample *s = &hs_sample;
 	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
@@ -610,7 +611,6 @@ static void take_sample(const ucontext_t *uc, uint64_t copies)
 		 * object) at most every OBJ_CHECK_NS: at 10 kHz over a stack through several
 		 * loaded libraries they took a third of the handler's time; such a library is
 		 * then seen within that time (every sample up to 2 kHz). */
-		uint64_t now = agent_now_ns();
 		if (now - hs_objcheck_ns >= OBJ_CHECK_NS) {
 			hs_objcheck_ns = now;
 			(void)agent_objects_check(hs_host, out.nhost);
@@ -690,7 +690,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		if (t0 < hs_resume_ns) {
 			atomic_fetch_add_explicit(&sp.paced, ticks, memory_order_relaxed);
 		} else {
-			take_sample((const ucontext_t *)ucv, ticks);
+			take_sample((const ucontext_t *)ucv, ticks, t0);
 			uint64_t t1 = agent_now_ns();
 			atomic_fetch_add_explicit(&sp.handler_ns, t1 - t0, memory_order_relaxed);
 			hs_resume_ns = t1 + pace_factor * (t1 - t0);
