@@ -52,15 +52,18 @@ static inline uint64_t agent_unix_now_ns(void)
 /* Coroutines followed from the sampled one out to the main thread (resumed by builtins:
  * recursive generators nest one per level); a sample nested deeper is cut there. */
 #define AGENT_MAX_RESUMES 128
-/* Symbols a sample may introduce (functions first seen by the sampler), and the bytes of
- * their names; a chunk name longer than AGENT_NAME_MAX is cut there. */
+/* Symbols a sample may introduce (functions first seen by the sampler). Their chunk names
+ * share AGENT_NAMES_MAX bytes a sample (at most, see agent_sample.name_room): a name that
+ * does not fit waits for a later sample, which has the room to itself; one longer than the
+ * whole room is cut there. AGENT_NAME_MAX bounds the C symbols' names (elfsyms.c). */
 #define AGENT_MAX_NEWSYMS 32
+#define AGENT_NAMES_MAX   (64u << 10)
 #define AGENT_NAME_MAX    512
-/* Upper bound of one encoded sample with its new symbols:
- * header + Lua frames (1 + 10 + 10 each) + 0x80 + host frames (10 each) + 0,
- * plus per symbol 1 + 10 + (10 + name) + 10. */
-#define AGENT_SAMPLE_MAX (1 + AGENT_MAX_LUA * 21 + 1 + AGENT_MAX_HOST * 10 + 10 + \
-			  AGENT_MAX_NEWSYMS * (31 + AGENT_NAME_MAX) + 64)
+/* Upper bound of one encoded sample without its symbols:
+ * header + Lua frames (1 + 10 + 10 each) + 0x80 + host frames (10 each) + 0. */
+#define AGENT_SAMPLE_MAX (1 + AGENT_MAX_LUA * 21 + 1 + AGENT_MAX_HOST * 10 + 10 + 64)
+/* And of its symbols, but for the names' bytes: per symbol 1 + 10 + (10 + name) + 10. */
+#define AGENT_SYMS_FIXED (AGENT_MAX_NEWSYMS * 31)
 
 /* Register numbers of a native frame, as libunwind's UNW_X86_64_* (checked in unwind.c). */
 enum {
@@ -88,6 +91,9 @@ struct agent_sample {
 	uint64_t traceno, trace_proto, trace_line; /* vmstate == LP_VMST_TRACE */
 	size_t nsyms;                         /* symbols to emit before the sample */
 	struct agent_sym syms[AGENT_MAX_NEWSYMS];
+	/* The bytes the symbols' names may take (set by the caller, at most AGENT_NAMES_MAX:
+	 * what the stream's buffer holds beside the rest of the sample), and have taken. */
+	size_t name_room, name_used;
 	/* The traces the sample names (their symbols queued or written before): their frames
 	 * in its host stack are keyed (agent_vm_key_trace_code). */
 	size_t ncodes;

@@ -50,7 +50,10 @@ enum { ST_IDLE, ST_RUNNING, ST_HALT, ST_STOPPING };
  * on the stack it unblocked at. */
 #define TICKS_MAX_NS 100000000ull
 
-_Static_assert(AGENT_SAMPLE_MAX <= LUAPROF_SYSPROF_BUF_MIN / 2,
+/* A sample's symbols' names take what half of the stream's buffer leaves beside the rest of
+ * it, up to AGENT_NAMES_MAX (agent_sample.name_room): 64 KiB with the profile files' 4 MiB
+ * buffer, 17 KiB with the smallest. */
+_Static_assert(AGENT_SAMPLE_MAX + AGENT_SYMS_FIXED + 16384 <= LUAPROF_SYSPROF_BUF_MIN / 2,
 	       "one encoded sample must fit in half of the smallest stream buffer");
 
 struct half {
@@ -134,7 +137,7 @@ static struct {
 /* Handler-only storage (the handler does not nest: its signal is blocked while it runs). */
 static struct agent_sample hs_sample;
 static uint64_t hs_host[AGENT_MAX_HOST + 64];
-static uint8_t hs_scratch[AGENT_SAMPLE_MAX];
+static uint8_t hs_scratch[AGENT_SAMPLE_MAX + AGENT_SYMS_FIXED + AGENT_NAMES_MAX];
 static uint8_t hs_tstack[AGENT_SAMPLE_MAX + 16];
 static uint64_t hs_ntrace;  /* TRACE samples in the stream so far: the next one's ordinal */
 static uint64_t hs_ngc;     /* GC samples, likewise */
@@ -421,7 +424,7 @@ static void *writer_main(void *arg)
 
 static size_t scratch_overflow(const void **data, size_t len, void *ctx)
 {
-	return 0; /* cannot happen by AGENT_SAMPLE_MAX; if it did, the sample is dropped */
+	return 0; /* cannot happen by the scratch's size; if it did, the sample is dropped */
 }
 
 /* Hands h to the writer thread. */
@@ -453,7 +456,7 @@ static int push(const uint8_t *p, size_t n, int objs)
 			atomic_store(&sp.flush_req, 0);
 		}
 		if (h->len == 0)
-			return -1; /* larger than a half: excluded by AGENT_SAMPLE_MAX */
+			return -1; /* larger than a half: excluded by name_room */
 		hand_over(h);
 	}
 	if (atomic_load_explicit(&o->full, memory_order_acquire))
@@ -561,6 +564,7 @@ static void side_stacks(const struct agent_sample *s, const struct lp_sys_sample
 static void take_sample(const ucontext_t *uc, uint64_t copies, uint64_t now)
 {
 	struct agent_sample *s = &hs_sample;
+	s->name_room = sp.halfcap - AGENT_SAMPLE_MAX - AGENT_SYMS_FIXED;
 	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
 		agent_vm_sample_dropped(s);
 		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);

@@ -278,7 +278,8 @@ static void set_known(uint64_t key, uint64_t fp)
 
 /* -- Symbol events for one sample -------------------------------------------------------- */
 
-static char names[AGENT_MAX_NEWSYMS][AGENT_NAME_MAX];
+/* The names of one sample's symbols, one after another (agent_sample.name_used). */
+static char names[AGENT_NAMES_MAX];
 
 static uint64_t proto_fp(const struct lp_lj_proto *p)
 {
@@ -305,9 +306,16 @@ static uint64_t need_proto(struct agent_sample *s, uint64_t pt)
 			return fp;
 	if (s->nsyms == AGENT_MAX_NEWSYMS)
 		return 0; /* not named in the stream: nothing may refer to it */
-	size_t len = 0;
-	char *buf = names[s->nsyms];
-	if (lp_lj_str(&vm, &mem, p.chunkname, buf, AGENT_NAME_MAX, &len) != LP_LJ_OK)
+	/* The chunk name whole, as in memory profiles: a chunk loaded from a string is named
+	 * by its source, which `report -f annotate` shows line by line, and two paths that
+	 * differ past a cut were one. A name the room left cannot take is named by a later
+	 * sample (its frame here is unnamed, as with a full queue). */
+	size_t len = 0, room = s->name_room - s->name_used;
+	if (room < 2 || lp_lj_str(&vm, &mem, p.chunkname, NULL, 0, &len) != LP_LJ_OK ||
+	    (len >= room && s->name_used > 0))
+		return 0;
+	char *buf = names + s->name_used;
+	if (lp_lj_str(&vm, &mem, p.chunkname, buf, room, &len) != LP_LJ_OK)
 		return 0;
 	struct agent_sym *y = &s->syms[s->nsyms++];
 	y->event = LP_SYSPROF_SYM_LFUNC;
@@ -315,7 +323,8 @@ static uint64_t need_proto(struct agent_sample *s, uint64_t pt)
 	y->line = p.firstline >= 0 ? (uint64_t)p.firstline : 0;
 	y->traceno = 0;
 	y->name = buf;
-	y->len = len < AGENT_NAME_MAX ? len : AGENT_NAME_MAX - 1;
+	y->len = len < room ? len : room - 1;
+	s->name_used += y->len + 1;
 	set_known(pt, fp);
 	return fp;
 }
@@ -1039,6 +1048,7 @@ static int exit_sample(struct agent_sample *s, const struct lp_lj_thread *t, int
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	s->nsyms = 0; /* nothing queued: a refused sample has no symbols to forget */
+	s->name_used = 0;
 	s->ncodes = 0;
 	if (!attached)
 		return -1;
@@ -1052,6 +1062,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	uint64_t rbx = (uint64_t)gr[REG_RBX], rbp = (uint64_t)gr[REG_RBP];
 	s->nlua = 0;
 	s->nsyms = 0;
+	if (s->name_room > AGENT_NAMES_MAX)
+		s->name_room = AGENT_NAMES_MAX;
 	s->ncodes = 0;
 	s->lua_truncated = 0;
 	s->traceno = s->trace_proto = s->trace_line = 0;
