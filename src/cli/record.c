@@ -944,8 +944,14 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	/* The time the ticks account for, against what they should have: the thread's CPU
 	 * time under the CPU clock (measured by the agent; else estimated from the ticks),
 	 * the whole run under the wall clock. Fewer ticks than that: the program blocked,
-	 * ignored or took the signal; few under the CPU clock: it was off the CPU. */
-	double ticked = (double)(n + l->dropped + f->paced + f->overruns) / o->rate;
+	 * ignored or took the signal; few under the CPU clock: it was off the CPU. A POSIX
+	 * timer's overruns are expiries the kernel merged at its tick, which the samples
+	 * stand for; the perf clock's are intervals no sample stands for, beyond the 0.1 s
+	 * one signal is written for at most: the program blocked the signal that long, or a
+	 * system call lasted that long. Counted as sampled, a second blocked at 10 kHz was
+	 * blamed on a slow kernel tick, with advice to allow the perf events in use. */
+	uint64_t merged = f->perf_clock ? 0 : f->overruns;
+	double ticked = (double)(n + l->dropped + f->paced + merged) / o->rate;
 	int wall = strcmp(o->clock, "cpu") != 0;
 	/* A stream cut short (the program killed) lost its last samples: no note on them. */
 	int whole = l->stats.complete;
@@ -958,9 +964,11 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	/* Ticks are whole, the first a whole interval after the timer: two ticks of slack. */
 	else if (whole && due > 0.2 && (due - ticked) * o->rate > 2 && ticked < 0.8 * due)
 		fprintf(stderr, "luaprof record: %.2f s %s sampled as %.2f s: the program "
-				"blocked or ignored the profiler's signal%s%s for part of it\n",
+				"blocked or ignored the profiler's signal%s%s for part of it%s\n",
 			due, wall ? "of the run" : "on the CPU", ticked,
-			f->signal ? " " : "", f->signal ? signal_name((int)f->signal) : "");
+			f->signal ? " " : "", f->signal ? signal_name((int)f->signal) : "",
+			f->perf_clock && f->overruns ? " (or spent more than 0.1 s in one system "
+						       "call)" : "");
 	if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
 		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
 				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
@@ -972,7 +980,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "
 				"its share of the time below that\n", f->paced, o->rate);
-	if (!strcmp(o->clock, "cpu") && f->overruns > n && n)
+	if (!strcmp(o->clock, "cpu") && !f->perf_clock && f->overruns > n && n)
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more, or allow "
 				"perf events (luaprof record --help)\n",

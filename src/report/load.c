@@ -232,6 +232,8 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		c->l->facts.stopped_by_program = !strcmp(value, "program");
 	else if (!strcmp(key, "clock"))
 		c->l->facts.wall_clock = !strcmp(value, "wall");
+	else if (!strcmp(key, "timer"))
+		c->l->facts.perf_clock = !strcmp(value, "perf task-clock");
 	/* A sampled memory profile with no sample at all (a short run, a large interval) is
 	 * still one: not an exact profile that saw no event. */
 	if (!strcmp(key, "mode") && !strcmp(value, "sampled") && c->l->mem) {

@@ -26,6 +26,9 @@ struct lp_record_facts {
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
 	int stopped_by_program;   /* meta stopped_by = "program" (not exit or close) */
 	int wall_clock;           /* meta clock = "wall": samples of elapsed time */
+	int perf_clock;           /* meta timer = "perf task-clock": overruns are intervals of
+				   * CPU time beyond 0.1 s that one signal stood for (the signal
+				   * blocked, a long system call), not a coarse kernel tick */
 	uint64_t alloc_bytes, trace_alloc_bytes; /* exact memory: allocated, and by traces */
 };
 
