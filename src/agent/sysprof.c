@@ -567,7 +567,8 @@ static void take_sample(const ucontext_t *uc, uint64_t copies, uint64_t now)
 	s->name_room = sp.halfcap - AGENT_SAMPLE_MAX - AGENT_SYMS_FIXED;
 	if (agent_vm_sample(uc, sp.mode, s) != 0 || s->vmstate >= LP_VMST__MAX) {
 		agent_vm_sample_dropped(s);
-		atomic_fetch_add_explicit(&sp.dropped, 1, memory_order_relaxed);
+		/* Every tick it stood for: the time is in no other count. */
+		atomic_fetch_add_explicit(&sp.dropped, copies, memory_order_relaxed);
 		return;
 	}
 	if (sp.mode == LUAPROF_SYSPROF_DEFAULT) {

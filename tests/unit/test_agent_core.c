@@ -571,6 +571,42 @@ static void test_unsafe_samples_dropped(void)
 	CHECK_EQ(sink.len, 0); /* D mode writes nothing */
 }
 
+/* Spends about ns of this thread's CPU time. */
+static void burn_cpu_ns(uint64_t ns)
+{
+	uint64_t t0 = agent_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	while (agent_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0 < ns)
+		;
+}
+
+/* A refused sample whose signal of the perf clock stands for several intervals (a system
+ * call longer than one, the signal blocked) drops them all: one was counted, and the rest
+ * of that CPU time was in no count. The clock's count is read against a 1 ms interval
+ * here (the event itself ticks hourly), after 5 ms of CPU time. */
+static void test_unsafe_merged_ticks_dropped(void)
+{
+	sink_reset();
+	CHECK_EQ(start(LUAPROF_SYSPROF_DEFAULT), LUAPROF_PROFILE_SUCCESS);
+	if (sp.ticker.kind != AGENT_TICKER_PERF) {
+		CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+		return; /* the POSIX timer's signal is one interval: test_unsafe_samples_dropped */
+	}
+	sp.ticker.interval_ns = 1000000;
+	sp.ticks_max = 1000;
+	burn_cpu_ns(5000000);
+	stub.fail = 1;
+	tick();
+	stub.fail = 0;
+	struct luaprof_sysprof_counters c;
+	struct luaprof_sysprof_stats s;
+	luaprof_sysprof_report(&c);
+	luaprof_sysprof_stats(&s);
+	CHECK_EQ(c.samples, 0);
+	CHECK(s.dropped >= 4 && s.dropped <= 50);
+	CHECK_EQ(s.overruns, 0);
+	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+}
+
 /* The disk fills while sampling: sampling stops, stop reports ENOSPC, on_stop still runs,
  * and a new profile can start. */
 static void test_io_error(void)
@@ -761,6 +797,7 @@ int main(void)
 	RUN(test_pacing);
 	RUN(test_objects_before_sample);
 	RUN(test_unsafe_samples_dropped);
+	RUN(test_unsafe_merged_ticks_dropped);
 	RUN(test_io_error);
 	RUN(test_writer_stop_request);
 	RUN(test_foreign_signal_ignored);
