@@ -40,6 +40,19 @@ static int perf_open(pid_t tid, uint64_t interval_ns)
 	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/*
+** The file at t->fd is still the event opened (its id, which no other event has): a
+** program may close descriptors it did not open and open files of its own at their
+** numbers. Then that file is the program's to keep: disabling or closing it closed the
+** program's file under it at stop (its writes then failed with EBADF), or in a forked
+** child. Not in the signal handler (whose read needs a tick from that fd first).
+*/
+static int perf_ours(const struct agent_ticker *t)
+{
+	uint64_t id;
+	return t->fd >= 0 && ioctl(t->fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t->id;
+}
+
 static int perf_arm(struct agent_ticker *t, pid_t tid, int signo)
 {
 	struct f_owner_ex own = { F_OWNER_TID, tid };
@@ -90,6 +103,10 @@ int agent_ticker_prepare(struct agent_ticker *t, int wall, int posix_only, pid_t
 	t->wall = wall;
 	t->interval_ns = interval_ns;
 	t->fd = wall || posix_only ? -1 : perf_open(tid, interval_ns);
+	if (t->fd >= 0 && ioctl(t->fd, PERF_EVENT_IOC_ID, &t->id) != 0) {
+		close(t->fd); /* a kernel before 3.12: its file could not be told apart */
+		t->fd = -1;
+	}
 	if (t->fd < 0)
 		t->fd = -1;
 	return t->fd >= 0;
@@ -155,7 +172,7 @@ void agent_ticker_pause(struct agent_ticker *t)
 	if (t->kind == AGENT_TICKER_POSIX) {
 		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
 		timer_settime(t->timer, 0, &off, NULL);
-	} else if (t->kind == AGENT_TICKER_PERF) {
+	} else if (t->kind == AGENT_TICKER_PERF && perf_ours(t)) {
 		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
 	}
 }
@@ -164,18 +181,18 @@ void agent_ticker_delete(struct agent_ticker *t)
 {
 	if (t->kind == AGENT_TICKER_POSIX)
 		timer_delete(t->timer);
-	if (t->fd >= 0) {
+	if (perf_ours(t)) {
 		/* Disabled first: a forked child may hold the file, and keep the event. */
 		ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(t->fd);
-		t->fd = -1;
 	}
+	t->fd = -1;
 	t->kind = AGENT_TICKER_NONE;
 }
 
 void agent_ticker_forget(struct agent_ticker *t)
 {
-	if (t->fd >= 0)
+	if (perf_ours(t))
 		close(t->fd);
 	t->fd = -1;
 	t->kind = AGENT_TICKER_NONE;

@@ -25,6 +25,9 @@ struct agent_ticker {
 	int wall;             /* elapsed time rather than the thread's CPU time */
 	timer_t timer;        /* POSIX */
 	int fd;               /* PERF: the event */
+	uint64_t id;          /* PERF: its id (PERF_EVENT_IOC_ID): the file at fd is still the
+			       * event, not one the program opened at that number after it
+			       * closed ours (a daemon closing every descriptor) */
 	uint64_t interval_ns; /* PERF: its period */
 	uint64_t base;        /* PERF: its count at the last tick accounted for (handler) */
 	const void *cookie;   /* POSIX: the signal's si_value, to tell our ticks from others */

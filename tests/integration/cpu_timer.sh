@@ -7,7 +7,8 @@
 # that blocks the signal for a second at 10 kHz keeps running: the perf clock's signal,
 # SIGURG, does not queue (a full queue of real-time signals makes the kernel send SIGIO,
 # which kills). CPU time in system calls longer than the interval keeps its share of the
-# samples. A forked child is not sampled and exits normally.
+# samples. A forked child is not sampled and exits normally. A file the program opens at
+# the clock's number after closing its descriptor is left alone (stop and fork).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -191,6 +192,43 @@ LUA
 rc=$?
 # 7 << 8: exited with 7, not killed by a signal.
 [ $rc = 0 ] && grep -q '^child 1792$' "$t/out" || fail "fork: exit $rc: $(cat "$t/out" "$t/err")"
+
+# A program that closes descriptors it did not open (a daemon closing them all) and opens
+# a file at the clock's number: the file is the program's. Stop closed it (the program's
+# next write failed with EBADF), and so did a child forked after.
+cat >"$t/closefd.lua" <<LUA
+package.cpath = "$PWD/build/?.so;" .. package.cpath
+local lp = require("luaprof")
+local ffi = require "ffi"
+ffi.cdef [[int close(int); long readlink(const char *, char *, unsigned long);
+int open(const char *, int, int); long write(int, const void *, unsigned long);
+int fork(void); int waitpid(int, int *, int); void _exit(int);]]
+assert(lp.sysprof.start{mode = "C", interval = 1, path = "$t/cf.bin"})
+local pfd
+for fd = 0, 1023 do
+	local b = ffi.new("char[256]")
+	local n = ffi.C.readlink("/proc/self/fd/" .. fd, b, 255)
+	if n > 0 and ffi.string(b, n) == "anon_inode:[perf_event]" then pfd = fd end
+end
+if not pfd then io.write("no perf clock\n") lp.sysprof.stop() return end
+ffi.C.close(pfd)
+local fd = ffi.C.open("$t/mine.txt", 577, 420) -- O_WRONLY | O_CREAT | O_TRUNC
+assert(fd == pfd, "the program's file took another number")
+local t = os.clock() while os.clock() - t < 0.05 do end
+local pid = ffi.C.fork()
+if pid == 0 then ffi.C._exit(ffi.C.write(fd, "c", 1) == 1 and 0 or 1) end
+local st = ffi.new("int[1]")
+ffi.C.waitpid(pid, st, 0)
+io.write("child ", st[0], "\n")
+assert(lp.sysprof.stop())
+io.write("after stop ", tonumber(ffi.C.write(fd, "p", 1)), "\n")
+LUA
+luajit "$t/closefd.lua" >"$t/out" 2>&1
+if ! grep -q '^no perf clock$' "$t/out"; then
+	[ "$(cat "$t/out")" = "child 0
+after stop 1" ] && [ "$(cat "$t/mine.txt" 2>/dev/null)" = cp ] ||
+		fail "a file at the closed clock's number: $(cat "$t/out"), file '$(cat "$t/mine.txt" 2>/dev/null)'"
+fi
 
 [ $fails -eq 0 ] && echo "PASS $name" && exit 0
 echo "FAIL $name ($fails)"
