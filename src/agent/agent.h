@@ -378,6 +378,10 @@ uint64_t agent_memprof_run_id(void);
  * and it could not be written, says so on standard error (nobody else sees the result;
  * record names the file). */
 void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
+/* termstop.c: under `luaprof record`, a CPU profile is finished before the program dies
+ * of SIGTERM, SIGHUP or SIGINT left at their default action (stopped_by "signal"). Once
+ * per process, after the profile started; 0, or -1 when it cannot (no thread). */
+int agent_termstop_arm(void);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
  * heap (0, -1 without memory, or AGENT_LUA_CLOSING). */
 int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
@@ -394,8 +398,8 @@ int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
 */
 int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop);
-/* Stops whatever runs, from any thread, without a lua_State (VM close, exit); cause is the
- * stream's meta stopped_by ("close", "exit"). */
+/* Stops whatever runs, from any thread, without a lua_State (VM close, exit, a terminating
+ * signal); cause is the stream's meta stopped_by ("close", "exit", "signal"). */
 int agent_stop_any(const char *cause);
 /* The run id of the current (or last) profile; identifies the profiled VM. */
 uint64_t agent_run_id(void);

@@ -764,6 +764,8 @@ static void autostart(lua_State *L)
 		recorded.memory = memory;
 		recorded.started = 1;
 		status_tell('P');
+		if (!memory)
+			(void)agent_termstop_arm(); /* without it, a signal cuts the profile short */
 	}
 	lua_settop(L, top);
 }

@@ -743,7 +743,12 @@ static int install_signal(int urg)
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_sigaction = on_signal;
 		sa.sa_flags = SA_RESTART | SA_SIGINFO;
+		/* A terminating signal waits for the handler: record's stop on one (termstop.c)
+		 * must not find the handler between its checks, which the stop waits for. */
 		sigemptyset(&sa.sa_mask);
+		sigaddset(&sa.sa_mask, SIGTERM);
+		sigaddset(&sa.sa_mask, SIGHUP);
+		sigaddset(&sa.sa_mask, SIGINT);
 		if (sigaction(s, &sa, &sp.oldsa) != 0)
 			continue;
 		sp.signo = s;

@@ -1,0 +1,113 @@
+/*
+** `luaprof record`'s CPU profile finished before the program dies of a terminating signal
+** (SIGTERM, SIGHUP, SIGINT) whose action is the default.
+**
+** Why: the signal's default action ends the process without exit(3), so the profile's
+** end was never written: the epilogue, and the extension after it that gives TRACE, GC,
+** compiler and exit samples their stacks. A JIT-compiled program stopped by `timeout`, a
+** service manager or `kill` (record passes SIGTERM on) showed its traces as roots with
+** nothing under them. So, for the signals still at their default when the profile starts,
+** the agent installs a handler that asks a thread of its own to stop the profile as exit
+** would, waits for it (at most STOP_WAIT_NS: a stop that cannot finish, say on a lock the
+** interrupted thread holds, leaves the profile cut short as before), then restores the
+** default action and raises the signal again: the program still dies of it, its status
+** unchanged.
+**
+** Contracts: the handler is the program's to replace (a handler it installs later wins,
+** and a program that handles the signal is left alone); a forked child inherits the
+** handler but not the profile or the thread, so there the signal takes its default
+** action at once; exec restores the defaults. Memory profiles are not stopped here: exact
+** mode's stream stays readable up to the cut (its events are written as they happen),
+** and stopping it from a handler could meet the allocator wrapper between two writes.
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+
+/* How long a signal waits for the profile's stop before it takes its course. */
+#define STOP_WAIT_NS 10000000000ull
+
+enum { TS_ARMED, TS_STOPPING, TS_DONE };
+
+static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT };
+
+static struct {
+	pid_t pid;        /* the process whose profile it is */
+	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
+	_Atomic int state;
+	int armed;        /* the thread runs and the handlers are installed */
+} ts;
+
+static void *stopper_main(void *arg)
+{
+	(void)arg;
+	while (sem_wait(&ts.go) != 0 && errno == EINTR)
+		;
+	uint64_t run = agent_run_id();
+	int rc = agent_stop_any("signal");
+	agent_record_stopped(0, run, rc, errno);
+	atomic_store(&ts.state, TS_DONE);
+	return NULL;
+}
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	int expect = TS_ARMED;
+	if (getpid() == ts.pid && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
+		sem_post(&ts.go);
+	if (getpid() == ts.pid) {
+		struct timespec step = { 0, 10000000 };
+		for (uint64_t waited = 0; atomic_load(&ts.state) != TS_DONE &&
+		     waited < STOP_WAIT_NS; waited += 10000000)
+			nanosleep(&step, NULL);
+	}
+	/* Blocked while this handler runs: taken with the default action on return. */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
+	errno = saved;
+}
+
+int agent_termstop_arm(void)
+{
+	if (ts.armed)
+		return 0;
+	if (sem_init(&ts.go, 0, 0) != 0)
+		return -1;
+	ts.pid = getpid();
+	atomic_store(&ts.state, TS_ARMED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_t th;
+	int rc = pthread_create(&th, NULL, stopper_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		sem_destroy(&ts.go);
+		return -1;
+	}
+	pthread_detach(th);
+	pthread_setname_np(th, "luaprof-stop");
+	ts.armed = 1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigfillset(&sa.sa_mask); /* the sampling signal too: no sample inside the wait */
+	for (size_t i = 0; i < sizeof(term_sigs) / sizeof(term_sigs[0]); i++) {
+		struct sigaction cur;
+		if (sigaction(term_sigs[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+		    cur.sa_handler == SIG_DFL)
+			sigaction(term_sigs[i], &sa, NULL);
+	}
+	return 0;
+}

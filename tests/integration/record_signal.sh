@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `luaprof record` of a program that dies of SIGTERM or SIGHUP (timeout, a service manager,
+# kill; record passes them on) writes the CPU profile's end first: its epilogue and the
+# extension that gives TRACE samples their stacks. Before, a JIT-compiled loop stopped so
+# showed its trace as a root with nothing under it. The program still dies of the signal
+# (record's status 128+N); a forked child dies of it at once; a program that ignores the
+# signal keeps running. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+name=record_signal
+t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+trap 'rm -rf "$t"' EXIT
+trap 'exit 1' HUP INT TERM
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP $name: $*"; exit 2; }
+
+[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
+[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
+command -v luajit >/dev/null 2>&1 || skip "no luajit"
+lp=$PWD/build/luaprof
+
+# A compiled loop that runs until killed; it says when it runs (its output file).
+cat >"$t/loop.lua" <<'LUA'
+local function f(n) local s = 0 for i = 1, n do s = s + math.sqrt(i) end return s end
+io.open(arg[1], "w"):close()
+local t = os.clock() while os.clock() - t < 60 do f(1e5) end
+LUA
+# started FILE: waits up to 10 s for it.
+started() { for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+
+for sig in TERM HUP; do
+	rm -f "$t/up"
+	(cd "$t" && exec "$lp" record -f collapsed -o $sig.folded -- luajit loop.lua up) \
+		>"$t/$sig.out" 2>&1 &
+	rec=$!
+	started "$t/up" || fail "SIG$sig: the program never ran"
+	sleep 1
+	kill -$sig $rec
+	wait $rec
+	rc=$?
+	num=$(kill -l $sig)
+	[ $rc = $((128 + num)) ] || fail "SIG$sig: record exited $rc, not $((128 + num)): $(head -3 "$t/$sig.out")"
+	grep -q "killed by signal $num" "$t/$sig.out" || fail "SIG$sig: no word of the signal: $(head -2 "$t/$sig.out")"
+	"$lp" report "$t/$sig.bin" -f info >"$t/$sig.info" 2>&1
+	grep -q '^complete: yes$' "$t/$sig.info" || fail "SIG$sig: profile cut short: $(head -5 "$t/$sig.info")"
+	grep -q '^meta.stopped_by: signal$' "$t/$sig.info" || fail "SIG$sig: stopped_by: $(grep stopped_by "$t/$sig.info")"
+	# The trace's samples under the loop's Lua frames and the host's main.
+	read -r under total < <(awk '{ t += $NF; if ($0 ~ /^_start;.*main;.*@loop\.lua:3;@loop\.lua:1;TRACE \[/) n += $NF }
+		END { print n + 0, t + 0 }' "$t/$sig.folded")
+	[ "$total" -ge 50 ] && [ $((under * 100)) -ge $((total * 90)) ] ||
+		fail "SIG$sig: $under of $total samples with the trace's full stack (want 90 %)"
+done
+
+# A forked child (FFI fork) that kills itself: dies of SIGTERM at once, not after the
+# parent's profile; the parent goes on and ends normally.
+cat >"$t/fork.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[int fork(void); int getpid(void); int kill(int, int); int waitpid(int, int *, int);
+	void _exit(int);]]
+local pid = ffi.C.fork()
+if pid == 0 then
+	ffi.C.kill(ffi.C.getpid(), 15)
+	ffi.C._exit(3) -- not reached: the signal's default action ends the child
+end
+local st = ffi.new("int[1]")
+local t0 = os.time()
+ffi.C.waitpid(pid, st, 0)
+print(("child status %d after %d s"):format(st[0], os.time() - t0))
+LUA
+(cd "$t" && "$lp" record -q -f collapsed -o fork.folded -- luajit fork.lua) >"$t/fork.out" 2>&1 ||
+	fail "fork.lua: record exited $?: $(head -3 "$t/fork.out")"
+grep -Eq '^child status 15 after [01] s$' "$t/fork.out" ||
+	fail "the forked child did not die of SIGTERM at once: $(head -3 "$t/fork.out")"
+
+# A program that ignores SIGTERM after the profile started: its choice stands.
+cat >"$t/ignore.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[typedef void (*sighandler_t)(int); sighandler_t signal(int, sighandler_t);
+	int getpid(void); int kill(int, int);]]
+ffi.C.signal(15, ffi.cast("sighandler_t", 1)) -- SIG_IGN
+ffi.C.kill(ffi.C.getpid(), 15)
+print("still running")
+LUA
+(cd "$t" && "$lp" record -q -f collapsed -o ignore.folded -- luajit ignore.lua) >"$t/ignore.out" 2>&1 ||
+	fail "ignore.lua: record exited $?: $(head -3 "$t/ignore.out")"
+grep -q '^still running$' "$t/ignore.out" || fail "SIGTERM ignored by the program killed it: $(head -3 "$t/ignore.out")"
+
+[ $fails = 0 ] || exit 1
+echo "ok"
+exit 0
