@@ -764,8 +764,8 @@ static void autostart(lua_State *L)
 		recorded.memory = memory;
 		recorded.started = 1;
 		status_tell('P');
-		if (!memory)
-			(void)agent_termstop_arm(); /* without it, a signal cuts the profile short */
+		if (!memory || sample_bytes) /* without it, a signal cuts the profile short */
+			(void)agent_termstop_arm(memory);
 	}
 	lua_settop(L, top);
 }

@@ -41,6 +41,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1285,6 +1286,23 @@ static void sampled_gone(void *ptr)
 		live_mark[b] = 0;
 }
 
+/* Set while the sampled wrapper changes its tables (a sample taken, a sampled block
+ * gone): a terminating signal that interrupts it there does not stop the profile
+ * (termstop.c), whose stop reads them. */
+static volatile sig_atomic_t rare_busy;
+
+static inline void rare_enter(void)
+{
+	rare_busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline void rare_leave(void)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	rare_busy = 0;
+}
+
 /* The rare paths of the sampled wrapper take its arguments in the same registers (no
  * shuffling on the hot path: without ud, GCC moved them there). A sample is due: */
 static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osize,
@@ -1343,12 +1361,19 @@ static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osi
 		 * wrapper kept from another allocator counted bytes down and passed them on
 		 * (above). It stays below 0 for the next allocation, and the free still looks
 		 * its block up: taken as due, a live sample freed stayed in use until stop. */
-		if (mp.countdown < 0 && nsize)
-			return sampled_due(ud, ptr, osize, nsize);
+		if (mp.countdown < 0 && nsize) {
+			rare_enter();
+			void *np = sampled_due(ud, ptr, osize, nsize);
+			rare_leave();
+			return np;
+		}
 		if (ptr && maybe_live(ptr)) {
 			void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-			if (osize && (nsize == 0 || np))
+			if (osize && (nsize == 0 || np)) {
+				rare_enter();
 				sampled_gone(ptr);
+				rare_leave();
+			}
 			return np;
 		}
 	}
@@ -2155,6 +2180,14 @@ static int api_enter(void)
 	return 0;
 }
 
+static int api_try_enter(void)
+{
+	if (in_api || pthread_mutex_trylock(&api_lock) != 0)
+		return -1;
+	lock_held = in_api = 1;
+	return 0;
+}
+
 static void api_leave(void)
 {
 	in_api = 0;
@@ -2184,16 +2217,36 @@ static size_t call_writer(const void **data, size_t len, void *ctx)
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
  * still whole then; the allocator no longer matters. */
-static void at_exit(void)
+/* try: without waiting for the API's lock (a terminating signal may have stopped its
+ * holder for good). */
+static void at_exit_cause(const char *cause, int try)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
-	if (mp.state != MP_IDLE && api_enter() == 0) {
-		int rc = stop_profile(NULL, "exit", &hb);
+	if (mp.state != MP_IDLE && (try ? api_try_enter() : api_enter()) == 0) {
+		int rc = stop_profile(NULL, cause, &hb);
 		api_leave();
 		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);
 	}
+}
+
+static void at_exit(void)
+{
+	at_exit_cause("exit", 0);
+}
+
+int agent_memprof_signal_unsafe(void)
+{
+	return rare_busy != 0;
+}
+
+int agent_memprof_stop_for_signal(void)
+{
+	if (rare_busy || mp.state == MP_IDLE || !mp.sample_bytes)
+		return -1;
+	at_exit_cause("signal", 1);
+	return 0;
 }
 
 void agent_memprof_stop_at_close(lua_State *L)

@@ -1,12 +1,13 @@
 /*
-** `luaprof record`'s CPU profile finished before the program dies of a terminating signal
+** `luaprof record`'s profile finished before the program dies of a terminating signal
 ** (SIGTERM, SIGHUP, SIGINT) whose action is the default.
 **
 ** Why: the signal's default action ends the process without exit(3), so the profile's
-** end was never written: the epilogue, and the extension after it that gives TRACE, GC,
-** compiler and exit samples their stacks. A JIT-compiled program stopped by `timeout`, a
-** service manager or `kill` (record passes SIGTERM on) showed its traces as roots with
-** nothing under them. So, for the signals still at their default when the profile starts,
+** end was never written: a CPU profile's epilogue, and the extension after it that gives
+** TRACE, GC, compiler and exit samples their stacks (a JIT-compiled program stopped by
+** `timeout`, a service manager or `kill`, which record passes on, showed its traces as
+** roots with nothing under them); a sampled memory profile's every sample, which are
+** written at stop. So, for the signals still at their default when the profile starts,
 ** the agent installs a handler that asks a thread of its own to stop the profile as exit
 ** would, waits for it (at most STOP_WAIT_NS: a stop that cannot finish, say on a lock the
 ** interrupted thread holds, leaves the profile cut short as before), then restores the
@@ -16,9 +17,12 @@
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
 ** handler but not the profile or the thread, so there the signal takes its default
-** action at once; exec restores the defaults. Memory profiles are not stopped here: exact
-** mode's stream stays readable up to the cut (its events are written as they happen),
-** and stopping it from a handler could meet the allocator wrapper between two writes.
+** action at once; exec restores the defaults. A CPU profile stops from any thread. A
+** sampled memory profile only when the signal interrupted the thread that started it
+** (the one record's program runs Lua on) outside the wrapper's changes to its tables:
+** elsewhere that thread would go on allocating during the stop. Exact memory profiles are
+** not armed: their events are written as they happen, so the report covers a cut stream
+** up to the cut, and a stop could meet the wrapper between a record's words.
 */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +30,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +45,8 @@ static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT };
 
 static struct {
 	pid_t pid;        /* the process whose profile it is */
+	int memory;       /* the memory profiler's (sampled) */
+	long tid;         /* the thread that started it */
 	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
 	_Atomic int state;
 	int armed;        /* the thread runs and the handlers are installed */
@@ -50,9 +57,13 @@ static void *stopper_main(void *arg)
 	(void)arg;
 	while (sem_wait(&ts.go) != 0 && errno == EINTR)
 		;
-	uint64_t run = agent_run_id();
-	int rc = agent_stop_any("signal");
-	agent_record_stopped(0, run, rc, errno);
+	if (ts.memory) {
+		(void)agent_memprof_stop_for_signal();
+	} else {
+		uint64_t run = agent_run_id();
+		int rc = agent_stop_any("signal");
+		agent_record_stopped(0, run, rc, errno);
+	}
 	atomic_store(&ts.state, TS_DONE);
 	return NULL;
 }
@@ -61,9 +72,11 @@ static void on_signal(int sig)
 {
 	int saved = errno;
 	int expect = TS_ARMED;
-	if (getpid() == ts.pid && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
+	int ours = getpid() == ts.pid &&
+		   (!ts.memory || (syscall(SYS_gettid) == ts.tid && !agent_memprof_signal_unsafe()));
+	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
-	if (getpid() == ts.pid) {
+	if (ours) {
 		struct timespec step = { 0, 10000000 };
 		for (uint64_t waited = 0; atomic_load(&ts.state) != TS_DONE &&
 		     waited < STOP_WAIT_NS; waited += 10000000)
@@ -78,10 +91,12 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
-int agent_termstop_arm(void)
+int agent_termstop_arm(int memory)
 {
 	if (ts.armed)
 		return 0;
+	ts.memory = memory;
+	ts.tid = syscall(SYS_gettid);
 	if (sem_init(&ts.go, 0, 0) != 0)
 		return -1;
 	ts.pid = getpid();

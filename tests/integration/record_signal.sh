@@ -2,7 +2,8 @@
 # `luaprof record` of a program that dies of SIGTERM or SIGHUP (timeout, a service manager,
 # kill; record passes them on) writes the CPU profile's end first: its epilogue and the
 # extension that gives TRACE samples their stacks. Before, a JIT-compiled loop stopped so
-# showed its trace as a root with nothing under it. The program still dies of the signal
+# showed its trace as a root with nothing under it; a sampled memory profile, written at
+# stop, had no sample at all. The program still dies of the signal
 # (record's status 128+N); a forked child dies of it at once; a program that ignores the
 # signal keeps running. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
@@ -52,6 +53,33 @@ for sig in TERM HUP; do
 	[ "$total" -ge 50 ] && [ $((under * 100)) -ge $((total * 90)) ] ||
 		fail "SIG$sig: $under of $total samples with the trace's full stack (want 90 %)"
 done
+
+# A sampled memory profile, whose samples are all written at stop: there are some.
+cat >"$t/churn.lua" <<'LUA'
+io.open(arg[1], "w"):close()
+local keep = {}
+local function mk(i) return { i, tostring(i) } end
+local t = os.clock()
+while os.clock() - t < 60 do
+	for i = 1, 1000 do keep[i % 500 + 1] = mk(i) end
+end
+LUA
+rm -f "$t/up"
+(cd "$t" && exec "$lp" record --memory --sample 64K -o mem.txt -- luajit churn.lua up) \
+	>"$t/mem.out" 2>&1 &
+rec=$!
+started "$t/up" || fail "memory: the program never ran"
+sleep 1
+kill -TERM $rec
+wait $rec
+rc=$?
+[ $rc = 143 ] || fail "memory: record exited $rc, not 143: $(head -3 "$t/mem.out")"
+"$lp" report "$t/mem.bin" -f info >"$t/mem.info" 2>&1
+grep -q '^complete: yes$' "$t/mem.info" || fail "memory: profile cut short: $(head -5 "$t/mem.info")"
+grep -q '^meta.stopped_by: signal$' "$t/mem.info" || fail "memory: stopped_by: $(grep stopped_by "$t/mem.info")"
+n=$(sed -n 's/^samples: \([0-9]*\)$/\1/p' "$t/mem.info")
+[ "${n:-0}" -ge 1000 ] || fail "memory: ${n:-no} samples in a second of churn at 64 KiB"
+grep -q '@churn\.lua:[36]' "$t/mem.txt" || fail "memory: the churn's lines missing: $(head -8 "$t/mem.txt")"
 
 # A forked child (FFI fork) that kills itself: dies of SIGTERM at once, not after the
 # parent's profile; the parent goes on and ends normally.
