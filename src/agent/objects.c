@@ -16,6 +16,7 @@
 ** that the writer thread names the new one's code before the samples taken in it.
 */
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -193,9 +194,14 @@ int agent_objects_init(char *err, size_t errlen)
 	pthread_attr_t attr;
 	void *addr;
 	size_t size;
-	if (pthread_getattr_np(pthread_self(), &attr) != 0 ||
-	    pthread_attr_getstack(&attr, &addr, &size) != 0) {
-		snprintf(err, errlen, "cannot find the thread's stack");
+	/* For the main thread glibc reads /proc/self/maps: with no descriptor left it fails
+	 * with EMFILE, which the message names (it said ENOMEM). */
+	int rc = pthread_getattr_np(pthread_self(), &attr);
+	if (rc == 0 && (rc = pthread_attr_getstack(&attr, &addr, &size)) != 0)
+		pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		snprintf(err, errlen, "cannot find the thread's stack: %s", strerror(rc));
+		errno = rc;
 		return -1;
 	}
 	pthread_attr_destroy(&attr);
