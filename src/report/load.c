@@ -16,6 +16,10 @@ struct ctx {
 	lp_load_progress_fn progress;
 	void *pctx;
 	unsigned countdown;
+	/* Host addresses that only luaprof's agent writes (agent_stack), which always ends
+	 * its CPU stream with an extension; and whether the stream names C code at keyed
+	 * addresses (a 48-bit address space: there they are real addresses). */
+	int agent_stack, high_cfunc;
 };
 
 static void tick(struct ctx *c)
@@ -56,6 +60,7 @@ static int on_sym_lua(void *p, uint64_t addr, const char *chunk, size_t len, uin
 static int on_sym_cfunc(void *p, uint64_t addr, const char *name, size_t len)
 {
 	struct ctx *c = p;
+	c->high_cfunc |= LP_HOST_KEYED(addr);
 	return lp_symtab_add_cfunc(c->l->st, addr, name, len) ? nomem(c) : 0;
 }
 
@@ -72,10 +77,22 @@ static int on_mem(void *p, const struct lp_mem_event *ev)
 	return lp_memprof_event(c->l->mem, ev) ? nomem(c) : 0;
 }
 
+/*
+** Whether a host address is one only luaprof's agent writes: the mark of a stack it cut
+** short, or trace code keyed by its trace (LP_HOST_KEYED; the kernel's half of the address
+** space, as a vsyscall page's, is not a key).
+*/
+static int agent_only(uint64_t addr)
+{
+	return addr == LP_HOST_CUT || (LP_HOST_KEYED(addr) && addr >> LP_HOST_KEY_SHIFT != 0x1ffff);
+}
+
 static int on_sys(void *p, const struct lp_sys_sample *s)
 {
 	struct ctx *c = p;
 	tick(c);
+	for (size_t i = 0; i < s->nhost && !c->agent_stack; i++)
+		c->agent_stack = agent_only(s->host[i]);
 	return lp_sysprof_sample(c->l->sys, s) ? nomem(c) : 0;
 }
 
@@ -275,7 +292,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 	out->st = lp_symtab_new();
 	if (!out->st)
 		return lp_input_fail(in, LP_ERR_NOMEM, 0, "out of memory");
-	struct ctx c = { in, out, so, progress, pctx, LP_LOAD_PROGRESS_EVENTS };
+	struct ctx c = { in, out, so, progress, pctx, LP_LOAD_PROGRESS_EVENTS, 0, 0 };
 	const struct lp_parse_handlers h = {
 		.ctx = &c,
 		.stream = on_stream,
@@ -297,7 +314,20 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_asample = on_ext_asample,
 		.ext_astate = on_ext_astate,
 	};
-	return lp_parse_stream(in, &h, &out->stats);
+	int rc = lp_parse_stream(in, &h, &out->stats);
+	/* A CPU stream ends at its epilogue for Tarantool's parser, and a file cut right after
+	 * it parses whole. luaprof's agent always writes its extension there: a stream with
+	 * its host addresses and none was cut before it (lost: builtins' and objects' names,
+	 * trace code, full stacks of TRACE and GC samples), and is reported as cut. */
+	if (rc == LP_OK && out->sys && !out->stats.extension && c.agent_stack && !c.high_cfunc) {
+		out->stats.complete = 0;
+		rc = lp_input_fail(in, LP_ERR_TRUNCATED, out->stats.bytes,
+				   "the file is truncated before its luaprof extension (its host "
+				   "stacks are luaprof's agent's, which writes one): builtins, "
+				   "objects and trace code are unnamed, and TRACE and GC samples "
+				   "have their own frames only");
+	}
+	return rc;
 }
 
 void lp_loaded_free(struct lp_loaded *l)

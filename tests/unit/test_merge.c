@@ -66,6 +66,8 @@ static void begin_with(const struct csym *syms, size_t n)
 }
 
 #define NSYMS(a) (sizeof(a) / sizeof((a)[0]))
+/* A host address in trace code keyed by its trace (docs/FORMAT.md, kcode). */
+#define KEYED(tag, addr) ((addr) | (uint64_t)(tag) << LP_HOST_KEY_SHIFT)
 
 static void begin(void)
 {
@@ -269,6 +271,13 @@ static void test_builtins(void)
 		  "lj_vm_call;@app.lua:12;lj_BC_CALL 1\n");
 }
 
+/* The extension the agent ends each stream with, empty. */
+static void empty_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_end(&wb);
+}
+
 /* A host stack the agent cut short (LP_HOST_CUT at its outer end): of two table.sort
  * comparators, only the inner one's VM entry is left. The outer Lua frames that no host
  * frame reaches go to the root ahead of the host frames; they went after the only VM
@@ -279,9 +288,66 @@ static void test_cut_host(void)
 	struct lp_lua_frame lua[] = { L(P_MAIN, 5), FF(18), L(P_F, 12), FF(18), L(P_G, 22) };
 	uint64_t host[] = { LP_HOST_CUT, A_SORT, A_LUA_CALL, A_VM_CALL, A_BC };
 	SAMPLE(LP_VMST_LFUNC, lua, host);
+	trailer = empty_trailer; /* the agent's stream (without, it reads as cut: below) */
 	CHECK_STR(collapse(0, 0),
 		  "@app.lua:5;builtin#18;@app.lua:12;builtin#18;lj_cf_table_sort;lua_call;"
 		  "lj_vm_call;@app.lua:22;lj_BC_CALL 1\n");
+}
+
+/* lp_load's status and whether the stream read whole, for the stream written so far with
+ * its epilogue and, with ext, an empty extension. */
+static int load_status(int ext, int *complete)
+{
+	lp_write_sysprof_epilogue(&wb);
+	if (ext)
+		empty_trailer();
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "test");
+	struct lp_loaded l;
+	int rc = lp_load(&in, NULL, &l);
+	*complete = l.stats.complete;
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return rc;
+}
+
+/* A CPU stream of luaprof's agent (its host stacks have a cut mark or keyed trace code)
+ * that ends at its epilogue was cut before the extension the agent always writes there:
+ * it is reported as cut, not as a whole profile whose builtins, objects and trace frames
+ * merely have no names. Stacks without those addresses (Tarantool's streams end there),
+ * and keyed-looking addresses in a stream that names C code above 2^47 (a 48-bit address
+ * space: real addresses) or in the kernel's half, read whole. */
+static void test_cut_before_extension(void)
+{
+	int complete;
+	struct lp_lua_frame lua[] = { L(P_MAIN, 5) };
+	uint64_t cut[] = { LP_HOST_CUT, A_MAIN, A_LUA_PCALL, A_BC };
+	uint64_t keyed[] = { A_MAIN, A_LUA_PCALL, KEYED(3, 0x7f0010), A_CFUNC };
+	uint64_t plain[] = { A_MAIN, A_LUA_PCALL, A_BC };
+	uint64_t kernel[] = { A_MAIN, A_LUA_PCALL, 0xffffffffff600400ull };
+
+	begin();
+	SAMPLE(LP_VMST_LFUNC, lua, cut);
+	CHECK_EQ(load_status(0, &complete), LP_ERR_TRUNCATED);
+	CHECK_EQ(complete, 0);
+	begin();
+	SAMPLE(LP_VMST_LFUNC, lua, keyed);
+	CHECK_EQ(load_status(0, &complete), LP_ERR_TRUNCATED);
+	CHECK_EQ(complete, 0);
+	begin();
+	SAMPLE(LP_VMST_LFUNC, lua, keyed);
+	CHECK_EQ(load_status(1, &complete), LP_OK);
+	CHECK_EQ(complete, 1);
+	begin();
+	SAMPLE(LP_VMST_LFUNC, lua, plain);
+	SAMPLE(LP_VMST_INTERP, lua, kernel);
+	CHECK_EQ(load_status(0, &complete), LP_OK);
+	CHECK_EQ(complete, 1);
+	static const struct csym high[] = { { KEYED(1, 0x1000), "main" } };
+	begin_with(high, NSYMS(high));
+	SAMPLE(LP_VMST_LFUNC, lua, keyed);
+	CHECK_EQ(load_status(0, &complete), LP_OK);
 }
 
 static void test_api_anchors(void)
@@ -1185,8 +1251,6 @@ static void kcode_trailer(void)
 	lp_write_ext_end(&wb);
 }
 
-#define KEYED(tag, addr) ((addr) | (uint64_t)(tag) << LP_HOST_KEY_SHIFT)
-
 /* C code a trace called, where a flush gave trace 5's number and code address to another
  * trace: each sample's trace frame is named after the trace that ran there when it was
  * taken (its frames keyed by the agent), the number's redefinition notwithstanding; its
@@ -1945,6 +2009,7 @@ int main(void)
 	RUN(test_running_cfunc);
 	RUN(test_builtins);
 	RUN(test_cut_host);
+	RUN(test_cut_before_extension);
 	RUN(test_api_anchors);
 	RUN(test_api_prologue);
 	RUN(test_trace_host_split);
