@@ -394,10 +394,11 @@ static int relabel(struct lp_memprof *m)
 		struct loc *l = &m->locs[i];
 		if (l->source != LP_ASOURCE_CFUNC)
 			continue;
-		char name[512], label[600];
+		char buf[64], small[600], *label = small;
 		uint64_t start;
 		const char *object;
-		lp_symtab_name_c(m->st, l->addr, name, sizeof(name), &start, &object);
+		const char *name = lp_symtab_name_c(m->st, l->addr, buf, sizeof(buf), &start,
+						    &object);
 		/* Named by a symbol a later run replaced (a library unloaded and another loaded
 		 * at its address): as it was when its events were read. */
 		const struct lp_sym_c *was = l->sym.chunk ? lp_symtab_c(m->st, l->sym.proto) : NULL;
@@ -405,11 +406,22 @@ static int relabel(struct lp_memprof *m)
 			continue;
 		const struct lp_sym_c *sym = lp_symtab_c(m->st, l->addr);
 		int by_symbol = sym && sym->start == start && strcmp(sym->name, name) == 0;
-		if (by_symbol)
-			c_label(label, sizeof(label), name, start);
-		else
-			snprintf(label, sizeof(label), "%s", name);
-		if (intern_label(m, label, &l->label))
+		/* As long as the symbol's name (a C++ one may be longer than any buffer): cut,
+		 * two functions named alike up to the cut would merge into one site. */
+		int need = by_symbol ? c_label(label, sizeof(small), name, start)
+				     : snprintf(label, sizeof(small), "%s", name);
+		if ((size_t)need >= sizeof(small)) {
+			if (!(label = malloc((size_t)need + 1)))
+				return -ENOMEM;
+			if (by_symbol)
+				c_label(label, (size_t)need + 1, name, start);
+			else
+				snprintf(label, (size_t)need + 1, "%s", name);
+		}
+		int rc = intern_label(m, label, &l->label);
+		if (label != small)
+			free(label);
+		if (rc)
 			return -ENOMEM;
 		l->f.name = by_symbol ? sym->name : m->labels[l->label].text;
 		l->f.addr = start;

@@ -734,9 +734,10 @@ const char *lp_symtab_name_c_at(struct lp_symtab *st, uint64_t addr, uint32_t ep
 	const struct lp_sym_c *sym = csym_in(st, addr, m, epoch_run(st, epoch));
 	*object = m ? m->path : NULL;
 	if (sym) {
+		/* Its own name, not a copy in buf: a C++ symbol may be longer than any buffer,
+		 * and two cut alike would read (and merge) as one function. */
 		*start = sym->start;
-		snprintf(buf, len, "%s", sym->name);
-		return buf;
+		return sym->name;
 	}
 	*start = addr;
 	if (m) {

@@ -97,9 +97,10 @@ void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size);
 int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
 		      const char *path);
 /*
-** Names a native address by the rules above: writes the name to buf and returns buf.
-** *start gets the symbol address (the address itself when there is no symbol) and
-** *object the object's path or NULL.
+** Names a native address by the rules above: returns its symbol's name (valid until the
+** next add, whatever its length), or else writes a name (object+0xoffset, 0xaddr) to buf
+** and returns buf. *start gets the symbol address (the address itself when there is no
+** symbol) and *object the object's path or NULL.
 */
 const char *lp_symtab_name_c(struct lp_symtab *st, uint64_t addr, char *buf, size_t len,
 			     uint64_t *start, const char **object);

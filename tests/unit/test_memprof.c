@@ -58,10 +58,14 @@ static void ev(uint8_t event, uint8_t source, uint64_t loc, uint64_t line, uint6
 }
 
 /* Loads the stream and renders the text report (and the profile, if asked). */
+static int epilogue_written; /* the test wrote the epilogue (and an extension) itself */
+
 static const char *report(int leak_only, int human, struct lp_profile **prof)
 {
 	static char text[8192];
-	lp_write_memprof_epilogue(&wb);
+	if (!epilogue_written)
+		lp_write_memprof_epilogue(&wb);
+	epilogue_written = 0;
 	lp_wbuf_flush(&wb);
 	struct lp_input in;
 	lp_input_open_mem(&in, stream.data, stream.len, "t");
@@ -332,6 +336,37 @@ static void test_c_symbol_replaced(void)
 /* A function with no symbol, which the agent names "object+0xoffset": labelled by that
  * name alone (its absolute address would change from run to run), where a symbol's label
  * is "name:0xstart" as in Tarantool's parser. */
+/* Two C++ functions whose mangled names (over 512 bytes) differ only at their end, in a
+ * stream with symbol extents (the luaprof extension: C sites are named again after them).
+ * Each site keeps its whole name and address: the names were cut at 511 bytes, without
+ * ":0xstart", and the two sites merged into one in the heap summary. */
+static void test_long_c_name_extents(void)
+{
+	char a[641], b[641], want[8192];
+	for (size_t i = 0; i < sizeof(a) - 1; i++)
+		a[i] = b[i] = "_ZN5boost6detail"[i % 16];
+	a[sizeof(a) - 2] = 'A';
+	b[sizeof(b) - 2] = 'B';
+	a[sizeof(a) - 1] = b[sizeof(b) - 1] = '\0';
+	begin();
+	lp_write_mem_sym_cfunc(&wb, 0xa000, a, strlen(a));
+	lp_write_mem_sym_cfunc(&wb, 0xb000, b, strlen(b));
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xa008, 0, 0, 0, 0x1000, 64);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_CFUNC, 0xb008, 0, 0, 0, 0x2000, 32);
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_csize(&wb, 0xa000, 0x100);
+	lp_write_ext_csize(&wb, 0xb000, 0x100);
+	lp_write_ext_end(&wb);
+	epilogue_written = 1;
+	snprintf(want, sizeof(want),
+		 "HEAP SUMMARY:\n"
+		 "%s:0xa000 holds 64B: 1 allocs, 0 frees\n"
+		 "%s:0xb000 holds 32B: 1 allocs, 0 frees\n"
+		 "\n", a, b);
+	CHECK_STR(report(1, 0, NULL), want);
+}
+
 /* A chunk name longer than a kilobyte (a deep path; Tarantool's streams carry it whole):
  * its two lines stay two sites, named in full, as Tarantool's parser names them. The
  * label used to be cut at 1023 bytes, which took the line with it and merged the sites. */
@@ -560,6 +595,7 @@ int main(void)
 	RUN(test_c_symbol_replaced);
 	RUN(test_stand_in_label);
 	RUN(test_long_chunk_name);
+	RUN(test_long_c_name_extents);
 	RUN(test_format_doc_example);
 	RUN(test_trace_number_reused);
 	RUN(test_proto_address_reused);

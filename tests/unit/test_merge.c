@@ -555,6 +555,27 @@ static void test_c_symbol_replaced(void)
 		  "main;lj_vm_pcall;@app.lua:12;beta_longer 1\n");
 }
 
+/* Two C++ functions whose mangled names (over 512 bytes) differ only at their end: two
+ * frames, each named in full. The names were cut at 511 bytes, and the two functions
+ * read (and merged) as one. */
+static void test_long_c_names(void)
+{
+	char a[641], b[641], want[2048];
+	for (size_t i = 0; i < sizeof(a) - 1; i++)
+		a[i] = b[i] = "_ZN5boost6detail"[i % 16];
+	a[sizeof(a) - 2] = 'A';
+	b[sizeof(b) - 2] = 'B';
+	a[sizeof(a) - 1] = b[sizeof(b) - 1] = '\0';
+	const struct csym syms[] = { { A_MAIN, "main" }, { 0x50000, a }, { 0x60000, b } };
+	begin_with(syms, NSYMS(syms));
+	uint64_t ha[] = { A_MAIN, 0x50010 }, hb[] = { A_MAIN, 0x60010 };
+	sample(LP_VMST_INTERP, NULL, 0, ha, NSYMS(ha));
+	sample(LP_VMST_INTERP, NULL, 0, hb, NSYMS(hb));
+	sample(LP_VMST_INTERP, NULL, 0, hb, NSYMS(hb));
+	snprintf(want, sizeof(want), "main;%s 1\nmain;%s 2\n", a, b);
+	CHECK_STR(collapse(0, 0), want);
+}
+
 /*
 ** A library with two names for a function (the preferred "al" first, then "alpha_long"),
 ** unloaded and loaded again at its address: its symbols written again after a sample are
@@ -2017,6 +2038,7 @@ int main(void)
 	RUN(test_function_granularity);
 	RUN(test_proto_address_reuse);
 	RUN(test_c_symbol_replaced);
+	RUN(test_long_c_names);
 	RUN(test_c_symbol_reloaded_aliases);
 	RUN(test_c_epochs_many);
 	RUN(test_c_symbol_replaced_trace);
