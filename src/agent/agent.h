@@ -383,6 +383,11 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
  * action (stopped_by "signal"). Once per process, on the thread that started the
  * profile, after it started; 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
+/* The stop's file is written and closed: the signal takes its course without waiting
+ * for the frees that follow, which take the allocator's locks, held for good when the
+ * signal interrupted malloc (a 10 s wait). From the profilers' stops, after on_stop;
+ * nothing unless termstop.c's stop is under way. */
+void agent_termstop_written(void);
 /* memprof.c, for termstop.c: 1 while the sampled wrapper changes its tables on this
  * thread (a stop now would read them half changed); and the stop itself, from another
  * thread while the profile's is held in a signal handler (-1: not a sampled profile, or

@@ -2153,6 +2153,7 @@ struct handback {
 };
 
 static int stop_profile(lua_State *L, const char *cause, struct handback *hb);
+static int stop_profile_keep(lua_State *L, const char *cause, struct handback *hb, int keep);
 static int hand_back(int rc, const struct handback *hb);
 
 /*
@@ -2224,9 +2225,26 @@ static void at_exit_cause(const char *cause, int try)
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && (try ? api_try_enter() : api_enter()) == 0) {
-		int rc = stop_profile(NULL, cause, &hb);
-		api_leave();
-		rc = hand_back(rc, &hb);
+		int rc = stop_profile_keep(NULL, cause, &hb, try);
+		if (try) {
+			/* A terminating signal's: the file closed (on_stop) before the maps are
+			 * freed, which may wait for an allocator lock the interrupted thread
+			 * holds; the signal then takes its course without that wait. Under the
+			 * lock, so that no start meets the maps being freed. */
+			int stopped = rc == LUAPROF_PROFILE_SUCCESS;
+			rc = hand_back(rc, &hb);
+			int e = errno;
+			agent_termstop_written();
+			if (stopped) {
+				free_maps();
+				native_release_mp();
+			}
+			api_leave();
+			errno = e;
+		} else {
+			api_leave();
+			rc = hand_back(rc, &hb);
+		}
 		agent_record_stopped(1, run, rc, errno);
 	}
 }
@@ -2479,6 +2497,11 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	return hand_back(rc, &hb);
 }
 
+static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
+{
+	return stop_profile_keep(L, cause, hb, 0);
+}
+
 /* Calls on_stop for a stop that stopped a profile; the final result of that stop. */
 static int hand_back(int rc, const struct handback *hb)
 {
@@ -2498,7 +2521,9 @@ static int hand_back(int rc, const struct handback *hb)
 
 /* cause: meta stopped_by (program: an API call; exit; close: lua_close). On success, *hb
  * is what on_stop gets. */
-static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
+/* keep: the maps and the shared sampler are left for the caller to release (after
+ * on_stop, termstop.c's stop). */
+static int stop_profile_keep(lua_State *L, const char *cause, struct handback *hb, int keep)
 {
 	api_err[0] = '\0';
 	if (mp.state == MP_IDLE) {
@@ -2586,11 +2611,13 @@ static int stop_profile(lua_State *L, const char *cause, struct handback *hb)
 	}
 	mp.state = MP_IDLE;
 	mp.L = NULL;
-	free_maps();
 	/* The buffer goes with on_stop: nothing may write into it any more. */
 	mp.w.buf = mp.w.pos = mp.w.end = NULL;
 	mp.w.flags |= LP_WBUF_STOP;
-	native_release_mp();
+	if (!keep) {
+		free_maps();
+		native_release_mp();
+	}
 	*hb = (struct handback){ mp.on_stop, mp.ctx, mp.buf, e };
 	return LUAPROF_PROFILE_SUCCESS;
 }

@@ -957,12 +957,16 @@ static int stop_locked(int from_state, const char *cause)
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream(cause);
-	agent_tstacks_free();
-	native_release();
+	/* on_stop (record's: the file closed) before the frees: a terminating signal's stop
+	 * (termstop.c) need not wait for them, which may wait for an allocator lock held by
+	 * the thread the signal interrupted. */
 	int rc = LUAPROF_PROFILE_SUCCESS;
 	int e = atomic_load(&sp.io_errno);
 	if (sp.on_stop && sp.on_stop(sp.ctx, sp.buf) != 0 && !e)
 		e = errno ? errno : EIO;
+	agent_termstop_written();
+	agent_tstacks_free();
+	native_release();
 	if (e) {
 		set_err("cannot write the profile: %s", strerror(e));
 		rc = LUAPROF_PROFILE_ERRIO;

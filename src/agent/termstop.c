@@ -39,7 +39,9 @@
 /* How long a signal waits for the profile's stop before it takes its course. */
 #define STOP_WAIT_NS 10000000000ull
 
-enum { TS_ARMED, TS_STOPPING, TS_DONE };
+/* TS_WRITTEN: the profile's file is whole and closed; what the stop frees after that is
+ * not waited for (see agent_termstop_written). */
+enum { TS_ARMED, TS_STOPPING, TS_WRITTEN, TS_DONE };
 
 static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT };
 
@@ -78,7 +80,7 @@ static void on_signal(int sig)
 		sem_post(&ts.go);
 	if (ours) {
 		struct timespec step = { 0, 10000000 };
-		for (uint64_t waited = 0; atomic_load(&ts.state) != TS_DONE &&
+		for (uint64_t waited = 0; atomic_load(&ts.state) < TS_WRITTEN &&
 		     waited < STOP_WAIT_NS; waited += 10000000)
 			nanosleep(&step, NULL);
 	}
@@ -89,6 +91,12 @@ static void on_signal(int sig)
 	sigaction(sig, &dfl, NULL);
 	raise(sig);
 	errno = saved;
+}
+
+void agent_termstop_written(void)
+{
+	int expect = TS_STOPPING;
+	atomic_compare_exchange_strong(&ts.state, &expect, TS_WRITTEN);
 }
 
 int agent_termstop_arm(int memory)
