@@ -14,6 +14,14 @@
 ** default action and raises the signal again: the program still dies of it, its status
 ** unchanged.
 **
+** A signal the program sets back to its default action later gets the handler again
+** (the thread looks every REARM_NS): LuaJIT's standalone interpreter runs LUA_INIT, where
+** the profile starts, and then the script with its own SIGINT handler, which resets
+** SIGINT to the default at the first Ctrl-C and only asks the VM to stop at its next
+** interpreted instruction. A program blocked in a system call (a server in accept) or
+** spinning in a compiled loop does not stop there, and the second Ctrl-C killed it with
+** the profile cut short: SIGINT was never armed under record.
+**
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
 ** handler but not the profile or the thread, so there the signal takes its default
@@ -43,6 +51,10 @@
  * short as before. */
 #define STOP_WAIT_NS 5000000000ull
 
+/* How often the thread looks for a signal set back to its default action: well under the
+ * time between two presses of Ctrl-C. */
+#define REARM_NS 20000000L
+
 /* TS_WRITTEN: the profile's file is whole and closed; what the stop frees after that is
  * not waited for (see agent_termstop_written). */
 enum { TS_ARMED, TS_STOPPING, TS_WRITTEN, TS_DONE };
@@ -55,14 +67,44 @@ static struct {
 	long tid;         /* the thread that started it */
 	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
 	_Atomic int state;
+	_Atomic int taken; /* a signal reached the handler: no more re-arming */
 	int armed;        /* the thread runs and the handlers are installed */
+	struct sigaction sa; /* the handler's action */
 } ts;
+
+/* Installs the handler on each terminating signal at its default action. A handler the
+ * program installed between the look and the change is put back: its choice stands. */
+static void arm_defaults(void)
+{
+	for (size_t i = 0; i < sizeof(term_sigs) / sizeof(term_sigs[0]); i++) {
+		struct sigaction cur, old;
+		if (sigaction(term_sigs[i], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+		    cur.sa_handler != SIG_DFL)
+			continue;
+		if (sigaction(term_sigs[i], &ts.sa, &old) == 0 &&
+		    ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL))
+			sigaction(term_sigs[i], &old, NULL);
+	}
+}
 
 static void *stopper_main(void *arg)
 {
 	(void)arg;
-	while (sem_wait(&ts.go) != 0 && errno == EINTR)
-		;
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_nsec += REARM_NS;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (sem_clockwait(&ts.go, CLOCK_MONOTONIC, &until) == 0)
+			break;
+		/* Not once a signal is being handled: its handler sets the default action
+		 * and raises it again, to be taken as the handler returns. */
+		if (errno == ETIMEDOUT && !atomic_load(&ts.taken))
+			arm_defaults();
+	}
 	if (ts.memory) {
 		(void)agent_memprof_stop_for_signal();
 	} else {
@@ -78,6 +120,7 @@ static void on_signal(int sig)
 {
 	int saved = errno;
 	int expect = TS_ARMED;
+	atomic_store(&ts.taken, 1);
 	int ours = getpid() == ts.pid &&
 		   (!ts.memory || (syscall(SYS_gettid) == ts.tid && !agent_memprof_signal_unsafe()));
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
@@ -113,6 +156,9 @@ int agent_termstop_arm(int memory)
 		return -1;
 	ts.pid = getpid();
 	atomic_store(&ts.state, TS_ARMED);
+	memset(&ts.sa, 0, sizeof(ts.sa));
+	ts.sa.sa_handler = on_signal;
+	sigfillset(&ts.sa.sa_mask); /* the sampling signal too: no sample inside the wait */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -126,15 +172,6 @@ int agent_termstop_arm(int memory)
 	pthread_detach(th);
 	pthread_setname_np(th, "luaprof-stop");
 	ts.armed = 1;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigfillset(&sa.sa_mask); /* the sampling signal too: no sample inside the wait */
-	for (size_t i = 0; i < sizeof(term_sigs) / sizeof(term_sigs[0]); i++) {
-		struct sigaction cur;
-		if (sigaction(term_sigs[i], NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
-		    cur.sa_handler == SIG_DFL)
-			sigaction(term_sigs[i], &sa, NULL);
-	}
+	arm_defaults();
 	return 0;
 }
