@@ -532,6 +532,7 @@ static uint64_t now_ns(void)
  * closed terminal, kill) is passed on to it, and record stays to keep what it recorded. */
 static volatile pid_t child_pid, prof_pid; /* the program; the process that profiles */
 static volatile sig_atomic_t stop_waiting;   /* SIGINT while waiting for prof_pid */
+static volatile sig_atomic_t forwarded;      /* a SIGTERM or SIGHUP was passed on */
 
 static void forward(int sig)
 {
@@ -539,6 +540,7 @@ static void forward(int sig)
 		stop_waiting = 1;
 		return;
 	}
+	forwarded = 1;
 	if (child_pid > 0)
 		kill(child_pid, sig);
 	if (prof_pid > 0 && prof_pid != child_pid)
@@ -846,7 +848,13 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		memset(&fint, 0, sizeof(fint));
 		fint.sa_handler = forward;
 		sigaction(SIGINT, &fint, NULL);
-		if (!o->quiet)
+		/* Passed a SIGTERM or SIGHUP with the program (a wrapper script that died of
+		 * it at once), the process that profiles is finishing its profile before it
+		 * dies of it too (tens of ms): no word of it still running unless it does a
+		 * second later. */
+		for (int i = 0; forwarded && i < 50 && lock_holder(&rf) == holder; i++)
+			sleep_ms(20);
+		if (!o->quiet && lock_holder(&rf) == holder)
 			fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid "
 					"%ld) still runs: waiting for it, whose profile is written "
 					"when it ends (Ctrl-C stops waiting; SIGTERM to record is "

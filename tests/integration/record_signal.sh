@@ -88,6 +88,24 @@ if command -v setsid >/dev/null 2>&1; then
 		fail "SIGINT: no trace sample with its stack: $(head -2 "$t/int.folded")"
 fi
 
+# SIGTERM to record of a wrapper script (a service's start script that runs luajit without
+# exec): record passes it on to both, the script dies of it at once and luajit once its
+# profile is finished, tens of ms later. record said that luajit "still runs: waiting for
+# it", as for one a script leaves running; now it waits a second before saying so.
+rm -f "$t/up"
+(cd "$t" && exec "$lp" record -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua up; echo after') \
+	>"$t/wrap.out" 2>&1 &
+rec=$!
+started "$t/up" || fail "wrapper: the program never ran"
+sleep 0.5
+kill -TERM $rec
+wait $rec
+rc=$?
+[ $rc = 143 ] || fail "wrapper: record exited $rc, not 143: $(head -3 "$t/wrap.out")"
+grep -q 'still runs' "$t/wrap.out" && fail "wrapper: luajit said to still run: $(grep 'still runs' "$t/wrap.out")"
+"$lp" report "$t/wrap.bin" -f info >"$t/wrap.info" 2>&1
+grep -q '^complete: yes$' "$t/wrap.info" || fail "wrapper: profile cut short: $(head -5 "$t/wrap.info")"
+
 # A sampled memory profile, whose samples are all written at stop: there are some.
 cat >"$t/churn.lua" <<'LUA'
 io.open(arg[1], "w"):close()
