@@ -81,8 +81,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "CPU profiler (or, with --memory, the memory profiler), then render the profile.\n"
 	      "The program is not modified: the agent\n"
 	      "(luaprof.so, next to this executable or $LUAPROF_AGENT) is loaded through\n"
-	      "LUA_INIT before the script starts and stops when the program exits; the\n"
-	      "program's globals are left as they are (no `misc` until it requires luaprof).\n"
+	      "LUA_INIT before the script starts and stops when the program exits or is\n"
+	      "stopped (Ctrl-C, SIGTERM: see Stopping below); the program's globals are\n"
+	      "left as they are (no `misc` until it requires luaprof).\n"
 	      "PROGRAM may also be a script that runs luajit: the first LuaJIT process to\n"
 	      "start is profiled, others run as they would without record (the summary says\n"
 	      "how many), and so do the children of the one profiled; record waits for the\n"
@@ -618,13 +619,13 @@ static void banner(const struct opts *o)
 		memcpy(name + sizeof(name) - 4, "...", 4);
 	if (!o->memory) {
 		fprintf(stderr, "luaprof record: sampling %s at %u Hz (%s time, mode %c); the "
-			"profile follows when it exits\n", name, o->rate,
+			"profile follows when it exits or is stopped (Ctrl-C)\n", name, o->rate,
 			strcmp(o->clock, "wall") ? "CPU" : "wall-clock", o->mode);
 	} else if (o->sample) {
 		char sz[32];
 		lp_size_format(sz, sizeof(sz), (int64_t)o->sample, LP_SIZE_TRIM);
 		fprintf(stderr, "luaprof record: sampling the allocations of %s, one per %s on "
-			"average; the profile follows when it exits\n", name, sz);
+			"average; the profile follows when it exits or is stopped (Ctrl-C)\n", name, sz);
 	} else {
 		fprintf(stderr, "luaprof record: recording every allocation, reallocation and "
 			"free of %s (exact mode); the report follows when it exits\n", name);
