@@ -29,8 +29,9 @@
 ** sampled memory profile only when the signal interrupted the thread that started it
 ** (the one record's program runs Lua on) outside the wrapper's changes to its tables:
 ** elsewhere that thread would go on allocating during the stop. Exact memory profiles are
-** not armed: their events are written as they happen, so the report covers a cut stream
-** up to the cut, and a stop could meet the wrapper between a record's words.
+** not armed: a stop could meet the wrapper between a record's words. Their stream is cut
+** where the last full buffer was written (2 MiB of events, pfile.c): the events after it
+** are lost, all of them for a program that made fewer (record's --help says so).
 */
 #include <errno.h>
 #include <pthread.h>
