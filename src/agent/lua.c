@@ -764,8 +764,7 @@ static void autostart(lua_State *L)
 		recorded.memory = memory;
 		recorded.started = 1;
 		status_tell('P');
-		if (!memory || sample_bytes) /* without it, a signal cuts the profile short */
-			(void)agent_termstop_arm(memory);
+		(void)agent_termstop_arm(memory); /* without it, a signal cuts the profile short */
 	}
 	lua_settop(L, top);
 }

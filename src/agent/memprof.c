@@ -90,6 +90,9 @@ static struct {
 	 * them on its thread. Otherwise (sampled mode, a C API writer, a process allowed one
 	 * CPU) events and the rest go into w in ljm form: symw = &w. */
 	struct lp_wbuf w, sw, *symw;
+	/* event_call's record end while the original allocator runs: w.pos stays at the
+	 * record's start until the record is whole (termstop.c may stop the profile then). */
+	uint8_t *pend;
 	luaprof_sysprof_writer writer;
 	luaprof_sysprof_on_stop on_stop;
 	void *ctx;
@@ -1286,9 +1289,10 @@ static void sampled_gone(void *ptr)
 		live_mark[b] = 0;
 }
 
-/* Set while the sampled wrapper changes its tables (a sample taken, a sampled block
- * gone): a terminating signal that interrupts it there does not stop the profile
- * (termstop.c), whose stop reads them. */
+/* Set while the wrapper is in a rare or general path: sampled mode changing its tables (a
+ * sample taken, a sampled block gone), exact mode's wrapper_any (symbols, flushes, records
+ * written in steps). A terminating signal that interrupts the thread there does not stop
+ * the profile (termstop.c), whose stop reads and writes them. */
 static volatile sig_atomic_t rare_busy;
 
 static inline void rare_enter(void)
@@ -1723,8 +1727,11 @@ static struct origin selfcheck_locate(void)
 ** copy of the light paths, so that each form is straight-line code: w0 is the record's
 ** first word without the event, stored here; otherwise the header byte is at h) and p is
 ** after it: the old block's fields (a reallocation), the call, then the new block's. Only
-** h and the sizes are kept across the call; the counters are taken back when the call
-** fails (nothing happened: no event).
+** h and the sizes are kept across the call (p in mp.pend); the counters are taken back when
+** the call fails (nothing happened: no event). Like every light path, it moves w.pos only
+** once the record is whole: a terminating signal that stops the profile from another
+** thread (termstop.c) while this thread is held anywhere in a light path finds the
+** stream at a record's end.
 */
 static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *h, uint64_t w0,
 								uint8_t *p, void *ptr,
@@ -1753,7 +1760,7 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 			p = lp_uleb_put_small(p, osize);
 		}
 	}
-	mp.w.pos = p;
+	mp.pend = p;
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (!np) {
 		if ((*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC) {
@@ -1762,13 +1769,13 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 		} else {
 			mp.allocs--;
 		}
-		mp.w.pos = h;
 		return np;
 	}
+	p = mp.pend;
 	if (raw) {
-		mp.w.pos = agent_rawev_word_nt(mp.w.pos, (uintptr_t)np);
+		mp.w.pos = agent_rawev_word_nt(p, (uintptr_t)np);
 	} else {
-		p = lp_uleb_put_addr(mp.w.pos, (uintptr_t)np);
+		p = lp_uleb_put_addr(p, (uintptr_t)np);
 		mp.w.pos = lp_uleb_put_small(p, nsize);
 	}
 	mp.alloc_bytes += nsize;
@@ -2001,8 +2008,7 @@ static void *wrapper_enc(void *ud, void *ptr, size_t osize, size_t nsize)
 ** Any event, as a raw record, or encoded from one at once: what lp_write_mem_event would
 ** write. The event count is the sum of the kinds' counts.
 */
-static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
-						   size_t nsize)
+static void *wrapper_general(void *ud, void *ptr, size_t osize, size_t nsize)
 {
 	if (mp.state != MP_RUNNING)
 		return mp.orig_f(mp.orig_ud, ptr, osize, nsize);
@@ -2061,6 +2067,17 @@ static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t o
 				   (size_t)(mp.w.end - mp.w.pos), &olen);
 		mp.w.pos += olen;
 	}
+	return np;
+}
+
+/* The general path, flagged (rare_enter): it writes symbols, flushes the stream and
+ * writes records in several steps, which a stop from another thread must not meet. */
+static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
+						   size_t nsize)
+{
+	rare_enter();
+	void *np = wrapper_general(ud, ptr, osize, nsize);
+	rare_leave();
 	return np;
 }
 
@@ -2261,7 +2278,7 @@ int agent_memprof_signal_unsafe(void)
 
 int agent_memprof_stop_for_signal(void)
 {
-	if (rare_busy || mp.state == MP_IDLE || !mp.sample_bytes)
+	if (rare_busy || mp.state == MP_IDLE)
 		return -1;
 	at_exit_cause("signal", 1);
 	return 0;

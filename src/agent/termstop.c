@@ -7,9 +7,9 @@
 ** TRACE, GC, compiler and exit samples their stacks (a JIT-compiled program stopped by
 ** `timeout`, a service manager or `kill`, which record passes on, showed its traces as
 ** roots with nothing under them); a sampled memory profile's every sample, which are
-** written at stop. So, for the signals still at their default when the profile starts,
-** the agent installs a handler that asks a thread of its own to stop the profile as exit
-** would, waits for it (at most STOP_WAIT_NS: a stop that cannot finish, say on a lock the
+** written at stop; an exact one's events not yet written (2 MiB at a time). So, for the
+** signals still at their default when the profile starts, the agent installs a handler
+** that asks a thread of its own to stop the profile as exit would, waits for it (at most STOP_WAIT_NS: a stop that cannot finish, say on a lock the
 ** interrupted thread holds, leaves the profile cut short as before), then restores the
 ** default action and raises the signal again: the program still dies of it, its status
 ** unchanged.
@@ -26,12 +26,12 @@
 ** and a program that handles the signal is left alone); a forked child inherits the
 ** handler but not the profile or the thread, so there the signal takes its default
 ** action at once; exec restores the defaults. A CPU profile stops from any thread. A
-** sampled memory profile only when the signal interrupted the thread that started it
-** (the one record's program runs Lua on) outside the wrapper's changes to its tables:
-** elsewhere that thread would go on allocating during the stop. Exact memory profiles are
-** not armed: a stop could meet the wrapper between a record's words. Their stream is cut
-** where the last full buffer was written (2 MiB of events, pfile.c): the events after it
-** are lost, all of them for a program that made fewer (record's --help says so).
+** memory profile only when the signal interrupted the thread that started it (the one
+** record's program runs Lua on) outside the wrapper's rare and general paths (rare_busy
+** in memprof.c): elsewhere that thread would go on allocating during the stop, and there
+** the stop could meet the wrapper's tables or a record half written. Exact mode's light
+** paths move the stream's position only once a record is whole, so the stop finds it at
+** a record's end.
 */
 #include <errno.h>
 #include <pthread.h>

@@ -133,6 +133,33 @@ n=$(sed -n 's/^samples: \([0-9]*\)$/\1/p' "$t/mem.info")
 [ "${n:-0}" -ge 1000 ] || fail "memory: ${n:-no} samples in a second of churn at 64 KiB"
 grep -q '@churn\.lua:[36]' "$t/mem.txt" || fail "memory: the churn's lines missing: $(head -8 "$t/mem.txt")"
 
+# An exact memory profile of a program that allocated 100,000 tables and then computes
+# (a server idle after its start): its events were written 2 MiB at a time and the
+# signal lost them all ("killed before the profiler wrote anything"); now every event,
+# the profile whole.
+cat >"$t/aidle.lua" <<'LUA'
+io.open(arg[1], "w"):close()
+local keep = {}
+for i = 1, 100000 do keep[i] = { i } end
+local t = os.clock()
+while os.clock() - t < 60 do local x = 0 for i = 1, 1e6 do x = x + i end end
+LUA
+rm -f "$t/up"
+(cd "$t" && exec "$lp" record --memory -o exact.txt -- luajit aidle.lua up) >"$t/exact.out" 2>&1 &
+rec=$!
+started "$t/up" || fail "exact: the program never ran"
+sleep 1
+kill -TERM $rec
+wait $rec
+rc=$?
+[ $rc = 143 ] || fail "exact: record exited $rc, not 143: $(head -3 "$t/exact.out")"
+"$lp" report "$t/exact.bin" -f info >"$t/exact.info" 2>&1
+grep -q '^complete: yes$' "$t/exact.info" || fail "exact: profile cut short: $(head -5 "$t/exact.info")"
+grep -q '^meta.stopped_by: signal$' "$t/exact.info" || fail "exact: stopped_by: $(grep stopped_by "$t/exact.info")"
+n=$(sed -n 's/^events: \([0-9]*\)$/\1/p' "$t/exact.info")
+[ "${n:-0}" -ge 100000 ] || fail "exact: ${n:-no} events for 100,000 tables"
+grep -q '@aidle\.lua:3' "$t/exact.txt" || fail "exact: the tables' line missing: $(head -8 "$t/exact.txt")"
+
 # SIGTERM while the program is inside malloc (FFI, as a host's C code would be): the
 # interrupted thread holds the allocator's lock until it dies, and the stop's frees waited
 # for it, 10 s, in about half the runs (before: 3 runs of 5 took 10.1 s). The signal now
