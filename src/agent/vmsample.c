@@ -1108,6 +1108,24 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		return -1;
 	s->vmstate = (uint8_t)st;
 	/*
+	** Entering a trace: the interpreter (BC_JLOOP, which the other J instructions, the
+	** J function headers and trace stitching jump to) jumps to the trace's machine code
+	** with vmstate still INTERP; the trace's head adjusts the stack pointer, then stores
+	** its number there. A sample at those first instructions (at the entry, where a
+	** sample often lands: 5-10 % of the TRACE samples of a program whose hot metamethods,
+	** closures and pcall'd functions are function traces) is the trace's, its Lua frames
+	** below it from jit_base, which the interpreter stored before the jump: else it was
+	** left INTERP with the host stack only, the trace's frame right on the host's C
+	** frames. Trace code is anonymous memory: neither the VM's block nor an object's.
+	** The host walk from there scanned the traces for it all the same (agent_vm_frame).
+	*/
+	if (st == LP_VMST_INTERP && !lp_lj_in_vm(&vm, ip) && !agent_in_object(ip) &&
+	    lp_lj_trace_find(&vm, &mem, ip, &cur_trace) == LP_LJ_OK) {
+		st = LP_VMST_TRACE;
+		traceno = cur_trace.traceno;
+		s->vmstate = (uint8_t)st;
+	}
+	/*
 	** A trace's number stays in vmstate while it calls C: FFI calls, library functions,
 	** the VM's C helpers. With the instruction pointer in a loaded object's code (not in
 	** trace machine code, which is anonymous memory, nor in the interpreter's block) the
