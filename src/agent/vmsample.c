@@ -956,6 +956,21 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 	return 1;
 }
 
+/* Opcodes the same in every supported build (opcodes up to JMP are). */
+#define BC_CAT  38
+#define BC_UCLO 50
+#define BC_FNEW 51
+
+/* ip lies in the interpreter's handler of opcode op: the handlers are laid out in opcode
+ * order, and the static part of the dispatch table (opcodes before FUNCF) has their
+ * starts. */
+static int in_handler(uint64_t ip, unsigned op)
+{
+	uint64_t lo, hi, sdisp = vm.disp + 8 * (uint64_t)vm.lay->len_ddisp;
+	return op + 1 < vm.lay->len_sdisp && lp_mem_u64(&mem, sdisp + 8 * op, &lo) == 0 &&
+	       lp_mem_u64(&mem, sdisp + 8 * (op + 1), &hi) == 0 && ip > lo && ip < hi;
+}
+
 /*
 ** The interpreter's top frame in its own code (BASE in rdx, PC in rbx): LP_VMST_LFUNC for
 ** a Lua function (inside BC_CALL, between setting the callee's BASE and loading its PC, the
@@ -1195,6 +1210,15 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					if (lua_stack_or_none(s, &t, rbp,
 							      bst == LP_VMST_LFUNC ? rbx : 0, mode))
 						s->vmstate = bst;
+				} else if ((in_handler(ip, BC_UCLO) || in_handler(ip, BC_FNEW) ||
+					    in_handler(ip, BC_CAT)) &&
+					   runs_pc(t.base, rbx, &bst) && bst == LP_VMST_LFUNC) {
+					/* Around their C call, which clobbers BASE (rdx) before
+					 * and after it: these handlers store BASE in L->base first
+					 * and take it back from there (a closure-heavy loop lost
+					 * 1 % of its samples to their Lua-less VM code). */
+					if (lua_stack_or_none(s, &t, t.base, rbx, mode))
+						s->vmstate = bst;
 				} else if (switching(&t)) {
 					/* A coroutine switch (lj_vm_resume's entry and exit, the
 					 * resuming builtin before and after it): cur_L's frames
@@ -1418,8 +1442,12 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 	 * VM entry). */
 	if (!cf || helper_sp != cf || lp_mem_u64(&mem, cf + vm.lay->cf_pc, &save_pc) != 0)
 		return 0;
+	/* BC_UCLO stores BASE but not PC before lj_func_closeuv (a closure's upvalues closed
+	 * as its block ends): returning into its handler confirms L->base (1 % of a
+	 * closure-heavy loop's samples had no Lua frame). */
 	if (!(runs_pc(base, pc, &st) &&
-	      (st != LP_VMST_LFUNC || pc == save_pc || bp == base))) {
+	      (st != LP_VMST_LFUNC || pc == save_pc || bp == base ||
+	       in_handler(helper_ip, BC_UCLO)))) {
 		if (is_ctstate(pc))
 			return ffi_callback_glue(s, mode);
 		base = bp;
