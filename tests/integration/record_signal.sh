@@ -30,23 +30,41 @@ local t = os.clock() while os.clock() - t < 60 do f(1e5) end
 LUA
 # started FILE: waits up to 10 s for it.
 started() { for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-for sig in TERM HUP; do
+# stop NAME SIG PAUSE RECORD-ARGS...: runs record (in $t, its profile NAME.*) until the
+# program says it runs ("up"), PAUSE s more, then sends record SIG and waits for it. Sets
+# rc (record's status) and ms (from the signal to record's end); NAME.info is the raw
+# stream's `report -f info`.
+stop() {
+	local v=$1 sig=$2 pause=$3 rec t0
+	shift 3
 	rm -f "$t/up"
-	(cd "$t" && exec "$lp" record -f collapsed -o $sig.folded -- luajit loop.lua up) \
-		>"$t/$sig.out" 2>&1 &
+	(cd "$t" && exec "$lp" record "$@") >"$t/$v.out" 2>&1 &
 	rec=$!
-	started "$t/up" || fail "SIG$sig: the program never ran"
-	sleep 1
-	kill -$sig $rec
+	started "$t/up" || fail "$v: the program never ran"
+	sleep "$pause"
+	t0=$(now_ms)
+	kill -"$sig" $rec
 	wait $rec
 	rc=$?
-	num=$(kill -l $sig)
-	[ $rc = $((128 + num)) ] || fail "SIG$sig: record exited $rc, not $((128 + num)): $(head -3 "$t/$sig.out")"
-	grep -q "killed by signal $num" "$t/$sig.out" || fail "SIG$sig: no word of the signal: $(head -2 "$t/$sig.out")"
-	"$lp" report "$t/$sig.bin" -f info >"$t/$sig.info" 2>&1
-	grep -q '^complete: yes$' "$t/$sig.info" || fail "SIG$sig: profile cut short: $(head -5 "$t/$sig.info")"
-	grep -q '^meta.stopped_by: signal$' "$t/$sig.info" || fail "SIG$sig: stopped_by: $(grep stopped_by "$t/$sig.info")"
+	ms=$(($(now_ms) - t0))
+	"$lp" report "$t/$v.bin" -f info >"$t/$v.info" 2>&1
+}
+# finished NAME SIG: record exited 128+SIG and the profile is whole, stopped by the signal.
+finished() {
+	local v=$1 num
+	num=$(kill -l "$2")
+	[ $rc = $((128 + num)) ] || fail "$v: record exited $rc, not $((128 + num)): $(head -3 "$t/$v.out")"
+	grep -q '^complete: yes$' "$t/$v.info" || fail "$v: profile cut short: $(head -5 "$t/$v.info")"
+	grep -q '^meta.stopped_by: signal$' "$t/$v.info" || fail "$v: stopped_by: $(grep stopped_by "$t/$v.info")"
+}
+
+for sig in TERM HUP; do
+	stop $sig $sig 1 -f collapsed -o $sig.folded -- luajit loop.lua up
+	finished $sig $sig
+	grep -q "killed by signal $(kill -l $sig)" "$t/$sig.out" ||
+		fail "SIG$sig: no word of the signal: $(head -2 "$t/$sig.out")"
 	# The trace's samples under the loop's Lua frames and the host's main.
 	read -r under total < <(awk '{ t += $NF; if ($0 ~ /^_start;.*main;.*@loop\.lua:3;@loop\.lua:1;TRACE \[/) n += $NF }
 		END { print n + 0, t + 0 }' "$t/$sig.folded")
@@ -92,19 +110,9 @@ fi
 # exec): record passes it on to both, the script dies of it at once and luajit once its
 # profile is finished, tens of ms later. record said that luajit "still runs: waiting for
 # it", as for one a script leaves running; now it waits a second before saying so.
-rm -f "$t/up"
-(cd "$t" && exec "$lp" record -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua up; echo after') \
-	>"$t/wrap.out" 2>&1 &
-rec=$!
-started "$t/up" || fail "wrapper: the program never ran"
-sleep 0.5
-kill -TERM $rec
-wait $rec
-rc=$?
-[ $rc = 143 ] || fail "wrapper: record exited $rc, not 143: $(head -3 "$t/wrap.out")"
+stop wrap TERM 0.5 -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua up; echo after'
+finished wrap TERM
 grep -q 'still runs' "$t/wrap.out" && fail "wrapper: luajit said to still run: $(grep 'still runs' "$t/wrap.out")"
-"$lp" report "$t/wrap.bin" -f info >"$t/wrap.info" 2>&1
-grep -q '^complete: yes$' "$t/wrap.info" || fail "wrapper: profile cut short: $(head -5 "$t/wrap.info")"
 
 # A sampled memory profile, whose samples are all written at stop: there are some.
 cat >"$t/churn.lua" <<'LUA'
@@ -116,19 +124,8 @@ while os.clock() - t < 60 do
 	for i = 1, 1000 do keep[i % 500 + 1] = mk(i) end
 end
 LUA
-rm -f "$t/up"
-(cd "$t" && exec "$lp" record --memory --sample 64K -o mem.txt -- luajit churn.lua up) \
-	>"$t/mem.out" 2>&1 &
-rec=$!
-started "$t/up" || fail "memory: the program never ran"
-sleep 1
-kill -TERM $rec
-wait $rec
-rc=$?
-[ $rc = 143 ] || fail "memory: record exited $rc, not 143: $(head -3 "$t/mem.out")"
-"$lp" report "$t/mem.bin" -f info >"$t/mem.info" 2>&1
-grep -q '^complete: yes$' "$t/mem.info" || fail "memory: profile cut short: $(head -5 "$t/mem.info")"
-grep -q '^meta.stopped_by: signal$' "$t/mem.info" || fail "memory: stopped_by: $(grep stopped_by "$t/mem.info")"
+stop mem TERM 1 --memory --sample 64K -o mem.txt -- luajit churn.lua up
+finished mem TERM
 n=$(sed -n 's/^samples: \([0-9]*\)$/\1/p' "$t/mem.info")
 [ "${n:-0}" -ge 1000 ] || fail "memory: ${n:-no} samples in a second of churn at 64 KiB"
 grep -q '@churn\.lua:[36]' "$t/mem.txt" || fail "memory: the churn's lines missing: $(head -8 "$t/mem.txt")"
@@ -144,18 +141,8 @@ for i = 1, 100000 do keep[i] = { i } end
 local t = os.clock()
 while os.clock() - t < 60 do local x = 0 for i = 1, 1e6 do x = x + i end end
 LUA
-rm -f "$t/up"
-(cd "$t" && exec "$lp" record --memory -o exact.txt -- luajit aidle.lua up) >"$t/exact.out" 2>&1 &
-rec=$!
-started "$t/up" || fail "exact: the program never ran"
-sleep 1
-kill -TERM $rec
-wait $rec
-rc=$?
-[ $rc = 143 ] || fail "exact: record exited $rc, not 143: $(head -3 "$t/exact.out")"
-"$lp" report "$t/exact.bin" -f info >"$t/exact.info" 2>&1
-grep -q '^complete: yes$' "$t/exact.info" || fail "exact: profile cut short: $(head -5 "$t/exact.info")"
-grep -q '^meta.stopped_by: signal$' "$t/exact.info" || fail "exact: stopped_by: $(grep stopped_by "$t/exact.info")"
+stop exact TERM 1 --memory -o exact.txt -- luajit aidle.lua up
+finished exact TERM
 n=$(sed -n 's/^events: \([0-9]*\)$/\1/p' "$t/exact.info")
 [ "${n:-0}" -ge 100000 ] || fail "exact: ${n:-no} events for 100,000 tables"
 grep -q '@aidle\.lua:3' "$t/exact.txt" || fail "exact: the tables' line missing: $(head -8 "$t/exact.txt")"
@@ -180,27 +167,16 @@ while os.clock() - t < 60 do
 	end
 end
 LUA
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# (The bound is a hang check: the stop's 5 s wait for a lock, against tens of ms.)
 for run in cpu1 cpu2 cpu3 mem1 mem2; do
 	case $run in
 	cpu*) args="-f collapsed" ;;
 	*) args="--memory --sample 64K" ;;
 	esac
-	rm -f "$t/up"
 	# shellcheck disable=SC2086
-	(cd "$t" && exec "$lp" record $args -o $run.txt -- luajit malloc.lua up) >"$t/$run.out" 2>&1 &
-	rec=$!
-	started "$t/up" || fail "malloc $run: the program never ran"
-	sleep 0.3
-	t0=$(now_ms)
-	kill -TERM $rec
-	wait $rec
-	rc=$?
-	ms=$(($(now_ms) - t0))
-	[ $rc = 143 ] || fail "malloc $run: record exited $rc, not 143: $(head -3 "$t/$run.out")"
-	[ $ms -lt 3000 ] || fail "malloc $run: record took $ms ms to end after SIGTERM"
-	"$lp" report "$t/$run.bin" -f info >"$t/$run.info" 2>&1
-	grep -q '^complete: yes$' "$t/$run.info" || fail "malloc $run: profile cut short: $(head -5 "$t/$run.info")"
+	stop malloc-$run TERM 0.3 $args -o malloc-$run.txt -- luajit malloc.lua up
+	finished malloc-$run TERM
+	[ $ms -lt 3000 ] || fail "malloc-$run: record took $ms ms to end after SIGTERM"
 done
 
 # A forked child (FFI fork) that kills itself: dies of SIGTERM at once, not after the
