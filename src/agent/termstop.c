@@ -9,10 +9,10 @@
 ** roots with nothing under them); a sampled memory profile's every sample, which are
 ** written at stop; an exact one's events not yet written (2 MiB at a time). So, for the
 ** signals still at their default when the profile starts, the agent installs a handler
-** that asks a thread of its own to stop the profile as exit would, waits for it (at most STOP_WAIT_NS: a stop that cannot finish, say on a lock the
-** interrupted thread holds, leaves the profile cut short as before), then restores the
-** default action and raises the signal again: the program still dies of it, its status
-** unchanged.
+** that asks a thread of its own to stop the profile as exit would, waits for it (at most
+** STOP_WAIT_NS: a stop that cannot finish, say on a lock the interrupted thread holds,
+** leaves the profile cut short as before), then restores the default action and raises
+** the signal again: the program still dies of it, its status unchanged.
 **
 ** A signal the program sets back to its default action later gets the handler again
 ** (the thread looks every REARM_NS): LuaJIT's standalone interpreter runs LUA_INIT, where
@@ -64,7 +64,7 @@ static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT };
 
 static struct {
 	pid_t pid;        /* the process whose profile it is */
-	int memory;       /* the memory profiler's (sampled) */
+	int memory;       /* the memory profiler's */
 	long tid;         /* the thread that started it */
 	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
 	_Atomic int state;

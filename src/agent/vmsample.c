@@ -938,19 +938,25 @@ static int switching(const struct lp_lj_thread *t)
 ** instruction (before PC) gives, and runs PC: the sample is the caller's, at the calling
 ** line. 1 when the stack was taken so.
 */
+static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, uint64_t proto);
+
+/* The base of the Lua frame whose call instruction, before pc, made the frame at base (as
+ * the walker steps down a Lua link: the instruction's A slots and a frame's two below),
+ * when a function there runs pc; else 0. */
+static uint64_t calling_base(const struct lp_lj_thread *t, uint64_t base, uint64_t pc)
+{
+	uint32_t ins;
+	if ((pc & 3) != LP_LJ_FRAME_LUA || pc < 4 || lp_mem_u32(&mem, pc - 4, &ins) != 0)
+		return 0;
+	uint64_t cbase = base - 8 * (2 + (uint64_t)((ins >> 8) & 0xff));
+	return cbase >= t->stack + 16 && cbase < base && frame_runs(t, cbase, pc, 0) ? cbase : 0;
+}
+
 static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t base,
 		     uint64_t pc, int mode)
 {
-	uint32_t ins;
-	unsigned flags;
-	if ((pc & 3) != LP_LJ_FRAME_LUA || pc < 4 ||
-	    lp_mem_read(&mem, pc - 4, &ins, sizeof(ins)) != 0)
-		return 0;
-	uint64_t cbase = base - 8ull * (2 + ((ins >> 8) & 0xff));
-	if (cbase < t->stack + 16 || lp_lj_walk(&vm, &mem, t, cbase, pc, frames, 1, &flags) != 1 ||
-	    frames[0].kind != LP_FRAME_LFUNC || (frames[0].flags & LP_LJ_FR_LINEDEF))
-		return 0;
-	if (!lua_stack_or_none(s, t, cbase, pc, mode))
+	uint64_t cbase = calling_base(t, base, pc);
+	if (!cbase || !lua_stack_or_none(s, t, cbase, pc, mode))
 		return 0;
 	s->vmstate = LP_VMST_LFUNC;
 	return 1;
@@ -1023,21 +1029,16 @@ static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, 
 ** Inside BC_CALL between setting the callee's BASE (rdx) and storing its frame link: the
 ** link slot still holds an older value, so the walk from rdx stops there (about 1 % of
 ** the samples of an interpreted recursive fib at 1 kHz were dropped so). The caller is
-** found from the call instruction before PC (rbx), as the walker steps down a Lua link: its
-** base lies the instruction's A slots and a frame's two below the callee's, and its
-** bytecode holds PC. The sample is the callee at its first line, as vm_top has it once
-** the link is stored, then the caller at the call.
+** found from the call instruction before PC (rbx), as returning() finds it (calling_base).
+** The sample is the callee at its first line, as vm_top has it once the link is stored,
+** then the caller at the call.
 */
 static int unlinked_call(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t rdx,
 			 uint64_t rbx, int mode)
 {
-	uint32_t ins;
 	unsigned flags;
-	if (rbx < 4 || lp_mem_u32(&mem, rbx - 4, &ins))
-		return -1;
-	uint64_t prev = rdx - 8 * (2 + (uint64_t)((ins >> 8) & 0xff));
-	if (prev >= rdx || !frame_runs(t, prev, rbx, 0) ||
-	    lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
+	uint64_t prev = calling_base(t, rdx, rbx);
+	if (!prev || lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
 		return -1;
 	struct lp_lj_frame callee = frames[0];
 	if (put_frames(s, &callee, 1) != 0)
