@@ -2235,40 +2235,16 @@ static size_t call_writer(const void **data, size_t len, void *ctx)
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
  * still whole then; the allocator no longer matters. */
-/* try: without waiting for the API's lock (a terminating signal may have stopped its
- * holder for good). */
-static void at_exit_cause(const char *cause, int try)
+static void at_exit(void)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
-	if (mp.state != MP_IDLE && (try ? api_try_enter() : api_enter()) == 0) {
-		int rc = stop_profile_keep(NULL, cause, &hb, try);
-		if (try) {
-			/* A terminating signal's: the file closed (on_stop) before the maps are
-			 * freed, which may wait for an allocator lock the interrupted thread
-			 * holds; the signal then takes its course without that wait. Under the
-			 * lock, so that no start meets the maps being freed. */
-			int stopped = rc == LUAPROF_PROFILE_SUCCESS;
-			rc = hand_back(rc, &hb);
-			int e = errno;
-			agent_termstop_written();
-			if (stopped) {
-				free_maps();
-				native_release_mp();
-			}
-			api_leave();
-			errno = e;
-		} else {
-			api_leave();
-			rc = hand_back(rc, &hb);
-		}
+	if (mp.state != MP_IDLE && api_enter() == 0) {
+		int rc = stop_profile(NULL, "exit", &hb);
+		api_leave();
+		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);
 	}
-}
-
-static void at_exit(void)
-{
-	at_exit_cause("exit", 0);
 }
 
 int agent_memprof_signal_unsafe(void)
@@ -2276,11 +2252,28 @@ int agent_memprof_signal_unsafe(void)
 	return rare_busy != 0;
 }
 
+/* As at_exit, from termstop.c's thread. The API's lock is not waited for (the signal may
+ * have stopped its holder for good); the file is closed (on_stop) before the maps are
+ * freed, which may wait for an allocator lock the interrupted thread holds: the signal
+ * then takes its course without that wait. The frees stay under the lock, so that no
+ * start meets the maps being freed. */
 int agent_memprof_stop_for_signal(void)
 {
-	if (rare_busy || mp.state == MP_IDLE)
+	struct handback hb = { 0 };
+	uint64_t run = agent_memprof_run_id();
+	if (rare_busy || mp.state == MP_IDLE || api_try_enter() != 0)
 		return -1;
-	at_exit_cause("signal", 1);
+	int rc = stop_profile_keep(NULL, "signal", &hb, 1);
+	int stopped = rc == LUAPROF_PROFILE_SUCCESS;
+	rc = hand_back(rc, &hb);
+	int e = errno;
+	agent_termstop_written();
+	if (stopped) {
+		free_maps();
+		native_release_mp();
+	}
+	api_leave();
+	agent_record_stopped(1, run, rc, e);
 	return 0;
 }
 
