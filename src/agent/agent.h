@@ -378,20 +378,20 @@ uint64_t agent_memprof_run_id(void);
  * and it could not be written, says so on standard error (nobody else sees the result;
  * record names the file). */
 void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
-/* termstop.c: under `luaprof record`, a CPU or sampled memory profile (memory) is
- * finished before the program dies of SIGTERM, SIGHUP or SIGINT left at their default
- * action (stopped_by "signal"). Once per process, on the thread that started the
- * profile, after it started; 0, or -1 when it cannot (no thread). */
+/* termstop.c: under `luaprof record`, a CPU or (memory) memory profile is finished before
+ * the program dies of SIGTERM, SIGHUP or SIGINT left at their default action (stopped_by
+ * "signal"). Once per process, on the thread that started the profile, after it started;
+ * 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
 /* The stop's file is written and closed: the signal takes its course without waiting
  * for the frees that follow, which take the allocator's locks, held for good when the
  * signal interrupted malloc (a 10 s wait). From the profilers' stops, after on_stop;
  * nothing unless termstop.c's stop is under way. */
 void agent_termstop_written(void);
-/* memprof.c, for termstop.c: 1 while the sampled wrapper changes its tables on this
- * thread (a stop now would read them half changed); and the stop itself, from another
- * thread while the profile's is held in a signal handler (-1: not a sampled profile, or
- * in the middle of such a change). */
+/* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
+ * thread (a stop now would meet its tables or a record half changed); and the stop itself,
+ * from another thread while the profile's is held in a signal handler (-1: no profile,
+ * the API's lock held, or in the middle of such a path). */
 int agent_memprof_signal_unsafe(void);
 int agent_memprof_stop_for_signal(void);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
