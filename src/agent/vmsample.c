@@ -962,6 +962,29 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 	return 1;
 }
 
+/*
+** lj_vm_call or lj_vm_pcall entered from C (a builtin's or a C function's lua_call, as
+** table.sort calls its comparator), in the VM's code before the callee's frame is linked:
+** the entry has made its C frame (L->cframe, at the stack pointer) and marked it with
+** SAVE_PC = L (the interpreter stores a PC there at the callee's first call out), and BASE
+** and PC hold no frame yet. The frames are those of the C code that called, from its
+** L->base, under the C frame before the entry's, which *prev gets. The frame at L->base
+** must be that C code's (a C function or a builtin): the exit path back to C, where SAVE_PC
+** may still be L, has the returning Lua function's frame there or a stale one, and a walk
+** under the wrong C frame would read the lines below a C entry from the wrong SAVE_PC.
+*/
+static int entering(const struct lp_lj_thread *t, uint64_t sp, uint64_t *prev)
+{
+	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK, pc;
+	unsigned flags;
+	if (cf != sp || lp_mem_u64(&mem, cf + vm.lay->cf_pc, &pc) != 0 || pc != t->L ||
+	    lp_mem_u64(&mem, cf + vm.lay->cf_prev, prev) != 0 ||
+	    !(*prev & LP_LJ_CFRAME_RAWMASK))
+		return 0;
+	return lp_lj_walk(&vm, &mem, t, 0, 0, frames, 1, &flags) == 1 &&
+	       frames[0].kind != LP_FRAME_LFUNC;
+}
+
 /* Opcodes the same in every supported build (opcodes up to JMP are). */
 #define BC_CAT  38
 #define BC_UCLO 50
@@ -1198,6 +1221,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			if (mode != LUAPROF_SYSPROF_DEFAULT && !stale) {
 				helper_t = t;
 				uint8_t bst;
+				uint64_t prev;
 				if (is_ctstate(rbx)) {
 					helper_ip = ip;
 					helper_rank = 1;
@@ -1226,6 +1250,15 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					 * start at its L->base, which the builtin stored. */
 					if (lua_stack_or_none(s, &t, 0, 0, mode))
 						s->vmstate = LP_VMST_FFUNC;
+				} else if (entering(&t, sp, &prev)) {
+					/* The C code that called, as if sampled in it. */
+					struct lp_lj_thread c = t;
+					c.cframe = prev;
+					uint8_t top = frames[0].kind == LP_FRAME_FFUNC
+							      ? LP_VMST_FFUNC
+							      : LP_VMST_CFUNC;
+					if (lua_stack_or_none(s, &c, 0, 0, mode))
+						s->vmstate = top;
 				}
 			}
 			return 0;
