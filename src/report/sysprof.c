@@ -1407,39 +1407,66 @@ static int64_t sat64(double v)
 	return v >= 9.2e18 ? INT64_MAX : (int64_t)(v + 0.5);
 }
 
-/* Adds the memory samples, each weighted for the allocations it stands for. */
+static int msample_cmp(const void *a, const void *b)
+{
+	const struct msample *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	if (x->size != y->size)
+		return x->size < y->size ? -1 : 1;
+	if (x->live != y->live)
+		return x->live < y->live ? -1 : 1;
+	return x->count < y->count ? -1 : x->count > y->count;
+}
+
+/*
+** Adds the memory samples, each weighted for the allocations it stands for: a block of size
+** s was sampled with probability q = 1 - exp(-s / sample_bytes), so it stands for 1 / q
+** blocks and s / q bytes. The weights are summed by stack and rounded once per stack: a
+** live sample is a record of its own, and rounded one by one a block near the interval
+** (1 / q between 1 and 3) counted as 1, 2 or 3 objects, not 1.30 or 2.50 (an in-use
+** estimate 22 % low for 6 KiB blocks sampled every 4 KiB, 18 % high for 2 KiB ones).
+*/
 static int add_memory(struct lp_sysprof *s)
 {
 	if (s->finished)
 		return 0;
 	s->finished = 1;
-	for (size_t i = 0; i < s->nmsmp; i++) {
-		const struct msample *m = &s->msmp[i];
-		struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, m->id);
+	qsort(s->msmp, s->nmsmp, sizeof(*s->msmp), msample_cmp);
+	for (size_t i = 0, j; i < s->nmsmp; i = j) {
+		double sum[4] = { 0, 0, 0, 0 };
+		uint64_t count = 0;
+		for (j = i; j < s->nmsmp && s->msmp[j].id == s->msmp[i].id; j++) {
+			const struct msample *m = &s->msmp[j];
+			double w = 1.0;
+			if (s->sample_bytes && m->size) {
+				double q = 1.0 - exp(-(double)m->size / (double)s->sample_bytes);
+				w = q > 0 ? 1.0 / q : 1.0;
+			}
+			double objs = (double)m->count * w;
+			sum[0] += objs * (double)m->size;
+			sum[1] += objs;
+			if (m->live) {
+				sum[2] += objs * (double)m->size;
+				sum[3] += objs;
+			}
+			count += m->count;
+		}
+		struct lp_addrmap_entry *e = lp_addrmap_get(&s->stack_ids, s->msmp[i].id);
 		if (!e) {
-			lp_profile_meta(s->raw)->dropped += m->count;
+			lp_profile_meta(s->raw)->dropped += count;
 			continue;
 		}
 		struct rawstack *r = &s->stacks[e->a];
 		if (stack_frames(s, r))
 			return -ENOMEM;
-		double w = 1.0;
-		if (s->sample_bytes && m->size) {
-			double q = 1.0 - exp(-(double)m->size / (double)s->sample_bytes);
-			w = q > 0 ? 1.0 / q : 1.0;
-		}
-		double cnt = (double)m->count;
-		int64_t v[4] = { sat64(cnt * w * (double)m->size), sat64(cnt * w), 0, 0 };
-		if (m->live) {
-			v[2] = v[0];
-			v[3] = v[1];
-		}
+		int64_t v[4] = { sat64(sum[0]), sat64(sum[1]), sat64(sum[2]), sat64(sum[3]) };
 		size_t n = 0;
 		for (size_t k = 0; k < r->nmerged; k++)
 			if (push(s, &n, s->mpool[r->merged + k]))
 				return -ENOMEM;
 		uint32_t id;
-		const struct lp_addrmap_entry *st = lp_addrmap_get(&s->astate, m->id);
+		const struct lp_addrmap_entry *st = lp_addrmap_get(&s->astate, s->msmp[i].id);
 		if (st && (vm_frame(s, (unsigned)st->a, &id) || push(s, &n, id)))
 			return -ENOMEM;
 		if (n == 0 && (vm_frame(s, LP_VMST_INTERP, &id) || push(s, &n, id)))
