@@ -1905,11 +1905,14 @@ static void test_memory_samples(void)
 					    "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1\n");
 	CHECK_STR(collapse_memory(2, NULL), "main;lua_pcall;@app.lua:5;@app.lua:12 100\n"
 					    "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1000\n");
-	/* Weighted: 1 / (1 - exp(-100/1000)) = 10.508 per 100-byte sample, 1.582 for 1000. */
+	/* Weighted: 1 / (1 - exp(-100/1000)) = 10.508 per 100-byte sample, 1.582 for 1000,
+	 * summed by stack, then rounded down after adding the stack's dither (stack 0:
+	 * 0.612, stack 1: 0.147): stack 1's 1.582 objects count as 1 (2 for a stack whose
+	 * dither is 0.418 or more), 2 x 1050.8 bytes of stack 0 as 2102. */
 	CHECK_STR(collapse_memory(0, "1000"), "main;lua_pcall;@app.lua:5;@app.lua:12 2102\n"
 					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1582\n");
 	CHECK_STR(collapse_memory(3, "1000"), "main;lua_pcall;@app.lua:5;@app.lua:12 11\n"
-					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 2\n");
+					      "main;lua_pcall;@app.lua:6;lj_vm_asm_begin;my_cfunc 1\n");
 	/* Freed samples counted by stack and size (afreed): the same profile as one asample
 	 * entry each; counts in the allocated columns only. */
 	CHECK_STR(collapse_memory_freed(0, NULL, 1), collapse_memory(0, NULL));
