@@ -960,8 +960,8 @@ fi
 # 1 each, 22 % low, and 10,000 of 2,088 bytes (2.50) as 3, 18 % high; rounded to nearest
 # once per stack, the same 6 KiB strings made by 4,000 chunks of their own (a stack and
 # a sample or none each) still came to 22 % low. Each line's estimated objects and bytes,
-# allocated and in use, are within 5 % of the exact profile's (the sampling error is
-# about 1 %).
+# allocated and in use, are within 8 % of the exact profile's (their sampling error is
+# 1 to 2 %).
 cat >"$t/near.lua" <<'EOF'
 local tnew = require("table.new")
 local n1, n2 = 5000, 10000
@@ -998,7 +998,7 @@ if build/luaprof record -q --memory --sample 4096 -o "$t/near.folded" -- luajit 
 		for l in near.lua:7 near.lua:8 '=?gen[0-9]+:2'; do
 			est=$(nearval "$t/near.bin" $v "$l") exact=$(nearval "$t/near-exact.bin" $v "$l")
 			dev=$(((est - exact) * 1000 / (exact > 0 ? exact : 1)))
-			[ "$exact" -ge 4000 ] && [ "$dev" -ge -50 ] && [ "$dev" -le 50 ] ||
+			[ "$exact" -ge 4000 ] && [ "$dev" -ge -80 ] && [ "$dev" -le 80 ] ||
 				fail "blocks near the interval: $l's $v estimated $est, exact $exact"
 			got="$got $v@$l $est/$exact"
 		done
