@@ -986,35 +986,54 @@ static int entering(const struct lp_lj_thread *t, uint64_t sp, uint64_t *prev)
 }
 
 /* Opcodes the same in every supported build (opcodes up to JMP are). */
-#define BC_CAT  38
-#define BC_UCLO 50
-#define BC_FNEW 51
+#define BC_CAT   38
+#define BC_UCLO  50
+#define BC_FNEW  51
+#define BC_CALLM 65 /* CALLM, CALL, CALLMT, CALLT, ITERC: the calls */
+#define BC_ITERC 69
+#define BC_RETM  73 /* RETM, RET, RET0, RET1: the returns */
+#define BC_RET1  76
 
-/* ip lies in the interpreter's handler of opcode op: the handlers are laid out in opcode
- * order, and the static part of the dispatch table (opcodes before FUNCF) has their
- * starts. */
-static int in_handler(uint64_t ip, unsigned op)
+/* ip lies in the interpreter's handlers of opcodes first to last: the handlers are laid
+ * out in opcode order, and the static part of the dispatch table (opcodes before FUNCF)
+ * has their starts. */
+static int in_handlers(uint64_t ip, unsigned first, unsigned last)
 {
 	uint64_t lo, hi, sdisp = vm.disp + 8 * (uint64_t)vm.lay->len_ddisp;
-	return op + 1 < vm.lay->len_sdisp && lp_mem_u64(&mem, sdisp + 8 * op, &lo) == 0 &&
-	       lp_mem_u64(&mem, sdisp + 8 * (op + 1), &hi) == 0 && ip > lo && ip < hi;
+	return last + 1 < vm.lay->len_sdisp && lp_mem_u64(&mem, sdisp + 8 * first, &lo) == 0 &&
+	       lp_mem_u64(&mem, sdisp + 8 * (last + 1), &hi) == 0 && ip > lo && ip < hi;
+}
+
+static int in_handler(uint64_t ip, unsigned op)
+{
+	return in_handlers(ip, op, op);
 }
 
 /*
-** The interpreter's top frame in its own code (BASE in rdx, PC in rbx): LP_VMST_LFUNC for
-** a Lua function (inside BC_CALL, between setting the callee's BASE and loading its PC, the
-** callee with the PC still in the caller: at its first line, as the walker reports it),
-** LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between frames (while a
-** return moves BASE the slot below it holds no function).
+** The interpreter's top frame in its own code (ip; BASE in rdx, PC in rbx): LP_VMST_LFUNC
+** for a Lua function (inside a call's handler, between setting the callee's BASE and
+** loading its PC, the callee with the PC still in the caller: at its first line, as the
+** walker reports it), LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between
+** frames (while a return moves BASE the slot below it holds no function).
+** A return stores its first result over the returning function's slot (BC_RET1, BC_RET,
+** a builtin's), with PC already the frame's link: a function returned as a value (`return
+** f`, `rawget(t, k)`) is no frame, although the walk finds one there that "runs" PC
+** (3 % of the samples of a loop around such calls went to a function that never ran).
+** So a Lua function outside the PC's bytecode is a frame only in a call's handler, and a
+** return's handler has no builtin frame at rdx, nor one that runs outside its bytecode:
+** before BASE goes down, the sample is the caller's (returning()).
 */
-static int vm_top(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
+static int vm_top(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx)
 {
 	unsigned flags;
 	if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
 		return LP_VMST_INTERP;
 	if (frames[0].kind == LP_FRAME_LFUNC)
-		return LP_VMST_LFUNC;
-	if (frames[0].kind == LP_FRAME_FFUNC && builtin_runs_pc(&frames[0], rdx, rbx))
+		return !(frames[0].flags & LP_LJ_FR_LINEDEF) || in_handlers(ip, BC_CALLM, BC_ITERC)
+			       ? LP_VMST_LFUNC
+			       : LP_VMST_INTERP;
+	if (frames[0].kind == LP_FRAME_FFUNC && builtin_runs_pc(&frames[0], rdx, rbx) &&
+	    !in_handlers(ip, BC_RETM, BC_RET1))
 		return LP_VMST_FFUNC;
 	return LP_VMST_INTERP;
 }
@@ -1054,13 +1073,15 @@ static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, 
 ** the samples of an interpreted recursive fib at 1 kHz were dropped so). The caller is
 ** found from the call instruction before PC (rbx), as returning() finds it (calling_base).
 ** The sample is the callee at its first line, as vm_top has it once the link is stored,
-** then the caller at the call.
+** then the caller at the call. Only in those handlers (ip): elsewhere a link overwritten
+** is a return's results moved down over the frame (a function returned first, its
+** second result over the link), whose function slot is no callee.
 */
-static int unlinked_call(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t rdx,
-			 uint64_t rbx, int mode)
+static int unlinked_call(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t ip,
+			 uint64_t rdx, uint64_t rbx, int mode)
 {
 	unsigned flags;
-	uint64_t prev = calling_base(t, rdx, rbx);
+	uint64_t prev = in_handlers(ip, BC_CALLM, BC_ITERC) ? calling_base(t, rdx, rbx) : 0;
 	if (!prev || lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
 		return -1;
 	struct lp_lj_frame callee = frames[0];
@@ -1212,7 +1233,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		 * (INTERP): vm_top. */
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
-		s->vmstate = vm_top(&t, rdx, rbx);
+		s->vmstate = vm_top(&t, ip, rdx, rbx);
 		if (s->vmstate == LP_VMST_INTERP) {
 			/* An FFI callback's entry or exit, in the VM's block, keeps the CTState
 			 * in PC with no BASE in rdx: its frames start at L->base as for the C
@@ -1267,8 +1288,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		if (lua_stack(s, &t, rdx, s->vmstate == LP_VMST_LFUNC ? rbx : 0, mode) == 0)
 			return 0;
-		return s->vmstate == LP_VMST_LFUNC && !s->nlua ? unlinked_call(s, &t, rdx, rbx, mode)
-							       : -1;
+		return s->vmstate == LP_VMST_LFUNC && !s->nlua
+			       ? unlinked_call(s, &t, ip, rdx, rbx, mode)
+			       : -1;
 	}
 	if (st == LP_VMST_CFUNC) {
 		if (!have_t || stale)
@@ -1360,7 +1382,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
 		add_cframes(t.cframe);
-		int top = vm_top(&t, rdx, rbx);
+		int top = vm_top(&t, ip, rdx, rbx);
 		if (top == LP_VMST_INTERP ||
 		    !lua_stack_or_none(s, &t, rdx, top == LP_VMST_LFUNC ? rbx : 0, mode))
 			host_only(&t);
