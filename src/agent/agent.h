@@ -386,8 +386,12 @@ int agent_termstop_arm(int memory);
 /* The stop's file is written and closed: the signal takes its course without waiting
  * for the frees that follow, which take the allocator's locks, held for good when the
  * signal interrupted malloc (a 10 s wait). From the profilers' stops, after on_stop;
- * nothing unless termstop.c's stop is under way. */
+ * nothing unless termstop.c's stop is under way, or a terminating signal interrupted this
+ * thread's stop of a CPU profile: that signal is taken here (the process ends). */
 void agent_termstop_written(void);
+/* A terminating signal that interrupted this thread's stop of a CPU profile is taken now
+ * (the stop found nothing to stop after all); nothing if there is none. */
+void agent_termstop_deferred(void);
 /* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
  * thread (a stop now would meet its tables or a record half changed); and the stop itself,
  * from another thread while the profile's is held in a signal handler (-1: no profile,
@@ -413,6 +417,13 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 /* Stops whatever runs, from any thread, without a lua_State (VM close, exit, a terminating
  * signal); cause is the stream's meta stopped_by ("close", "exit", "signal"). */
 int agent_stop_any(const char *cause);
+/* The thread of a stop under way that has not written its file yet (0: none); async-signal
+ * safe. agent_stop_wait waits up to max_ns for that to be none (0, or -1 after max_ns). */
+long agent_stop_tid(void);
+int agent_stop_wait(uint64_t max_ns);
+/* How long a stop on another thread is waited for (a terminating signal's, at exit): one that
+ * takes longer cannot finish (a lock the interrupted thread holds). */
+#define AGENT_STOP_WAIT_NS 5000000000ull
 /* The run id of the current (or last) profile; identifies the profiled VM. */
 uint64_t agent_run_id(void);
 int agent_running(void);

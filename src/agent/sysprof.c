@@ -75,6 +75,7 @@ static struct {
 
 	_Atomic int state;               /* ST_* */
 	_Atomic int busy;                /* the handler is between its two state checks */
+	_Atomic long stop_tid;           /* the thread whose stop has not written the file yet */
 	uint64_t run_id;                 /* increments at every start */
 
 	/* The running profile. */
@@ -964,6 +965,7 @@ static int stop_locked(int from_state, const char *cause)
 	int e = atomic_load(&sp.io_errno);
 	if (sp.on_stop && sp.on_stop(sp.ctx, sp.buf) != 0 && !e)
 		e = errno ? errno : EIO;
+	atomic_store(&sp.stop_tid, 0);
 	agent_termstop_written();
 	agent_tstacks_free();
 	native_release();
@@ -976,16 +978,41 @@ static int stop_locked(int from_state, const char *cause)
 	return rc;
 }
 
-/* Moves RUNNING or HALT to STOPPING; returns the old state or -1. */
+/* Moves RUNNING or HALT to STOPPING; returns the old state or -1. The stopping thread is
+ * named first (stop_tid, until the file is written): a terminating signal that interrupts
+ * it there is taken once the file is written, and a stop or exit on another thread waits
+ * for that (termstop.c, at_exit). */
 static int claim_stop(void)
 {
+	long none = 0;
+	if (!atomic_compare_exchange_strong(&sp.stop_tid, &none, (long)gettid_raw()))
+		return -1; /* a stop under way */
 	for (;;) {
 		int st = atomic_load(&sp.state);
-		if (st != ST_RUNNING && st != ST_HALT)
+		if (st != ST_RUNNING && st != ST_HALT) {
+			atomic_store(&sp.stop_tid, 0);
+			agent_termstop_deferred(); /* a signal in between: no file to wait for */
 			return -1;
+		}
 		if (atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING))
 			return st;
 	}
+}
+
+long agent_stop_tid(void)
+{
+	return atomic_load(&sp.stop_tid);
+}
+
+int agent_stop_wait(uint64_t max_ns)
+{
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; atomic_load(&sp.stop_tid); waited += 1000000) {
+		if (waited >= max_ns)
+			return -1;
+		nanosleep(&step, NULL);
+	}
+	return 0;
 }
 
 int agent_block_signal(sigset_t *old)
@@ -1102,10 +1129,15 @@ static int write_header(void)
 
 /* A profile still running at exit() (os.exit, or a host that never stops it) is finished
  * so that the file is complete. */
+/* A stop under way on another thread (a terminating signal's, termstop.c) is waited for
+ * until its file is written: exit went on and ended the process under it, the profile cut
+ * short (1 run in 4 of a program exiting as its other thread took SIGTERM). */
 static void at_exit(void)
 {
 	uint64_t run = sp.run_id;
 	int rc = agent_stop_any("exit");
+	if (rc == LUAPROF_PROFILE_ERRRUN)
+		(void)agent_stop_wait(AGENT_STOP_WAIT_NS);
 	agent_record_stopped(0, run, rc, errno);
 }
 
@@ -1125,6 +1157,7 @@ static void at_fork_child(void)
 {
 	atomic_store(&sp.state, ST_IDLE);
 	atomic_store(&sp.busy, 0); /* the parent's handler, running on another thread */
+	atomic_store(&sp.stop_tid, 0); /* a stop on another thread of the parent */
 	if (sp.timer_ok)
 		agent_ticker_forget(&sp.ticker);
 	sp.timer_ok = 0;

@@ -22,6 +22,12 @@
 ** spinning in a compiled loop does not stop there, and the second Ctrl-C killed it with
 ** the profile cut short: SIGINT was never armed under record.
 **
+** A stop already under way when the signal comes (exit's, the program's own) is let finish
+** its file first: the signal's stop waits for it, and so does exit for the signal's stop;
+** a signal that interrupts the stopping thread itself is taken by that thread once its
+** file is written (agent_termstop_written). Before, the signal killed the process at once
+** under the other stop, or exit ended it under the signal's: the profile cut short.
+**
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
 ** handler but not the profile or the thread, so there the signal takes its default
@@ -50,7 +56,7 @@
  * when the stop cannot go on: the interrupted thread holds a lock it needs (malloc's, with
  * one arena: MALLOC_ARENA_MAX=1 cut 1 run in 4 of a malloc loop), and the profile is cut
  * short as before. */
-#define STOP_WAIT_NS 5000000000ull
+#define STOP_WAIT_NS AGENT_STOP_WAIT_NS
 
 /* How often the thread looks for a signal set back to its default action: well under the
  * time between two presses of Ctrl-C. */
@@ -69,6 +75,7 @@ static struct {
 	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
 	_Atomic int state;
 	_Atomic int taken; /* a signal reached the handler: no more re-arming */
+	_Atomic int deferred; /* a signal the thread stopping a CPU profile takes once written */
 	int armed;        /* the thread runs and the handlers are installed */
 	struct sigaction sa; /* the handler's action */
 } ts;
@@ -111,6 +118,10 @@ static void *stopper_main(void *arg)
 	} else {
 		uint64_t run = agent_run_id();
 		int rc = agent_stop_any("signal");
+		/* A stop under way on another thread (exit's, the program's): the signal waits
+		 * for its file, not cut short under it at once. */
+		if (rc == LUAPROF_PROFILE_ERRRUN)
+			(void)agent_stop_wait(STOP_WAIT_NS);
 		agent_record_stopped(0, run, rc, errno);
 	}
 	atomic_store(&ts.state, TS_DONE);
@@ -122,8 +133,16 @@ static void on_signal(int sig)
 	int saved = errno;
 	int expect = TS_ARMED;
 	atomic_store(&ts.taken, 1);
+	long tid = syscall(SYS_gettid);
 	int ours = getpid() == ts.pid &&
-		   (!ts.memory || (syscall(SYS_gettid) == ts.tid && !agent_memprof_signal_unsafe()));
+		   (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
+	/* This thread is stopping the CPU profile (exit, the program's own stop), which no
+	 * other thread can finish: it takes the signal once the file is written. */
+	if (ours && !ts.memory && agent_stop_tid() == tid) {
+		atomic_store(&ts.deferred, sig);
+		errno = saved;
+		return;
+	}
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
 	if (ours) {
@@ -145,6 +164,23 @@ void agent_termstop_written(void)
 {
 	int expect = TS_STOPPING;
 	atomic_compare_exchange_strong(&ts.state, &expect, TS_WRITTEN);
+	agent_termstop_deferred();
+}
+
+void agent_termstop_deferred(void)
+{
+	int sig = atomic_exchange(&ts.deferred, 0);
+	if (sig) {
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, NULL);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+	}
 }
 
 int agent_termstop_arm(int memory)

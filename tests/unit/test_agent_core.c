@@ -9,9 +9,16 @@
 #include "../../src/agent/ticker.c"
 #include "../../src/agent/tstacks.c"
 #include "../../src/agent/stackdict.c"
+/* termstop.c's handler beside sysprof.c's, its state beside the tests' timespecs. */
+#define on_signal termstop_on_signal
+#define ts        termstop_state
+#include "../../src/agent/termstop.c"
+#undef on_signal
+#undef ts
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "stream/input.h"
 #include "unit.h"
@@ -248,9 +255,15 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 {
 }
 
-/* Nor is termstop.c's stop on a terminating signal (record's). */
-void agent_termstop_written(void)
+/* termstop.c's memory side: no memory profile here. */
+int agent_memprof_signal_unsafe(void)
 {
+	return 0;
+}
+
+int agent_memprof_stop_for_signal(void)
+{
+	return -1;
 }
 
 static uint64_t owner = 1;
@@ -278,6 +291,7 @@ static struct {
 	size_t fail_after;      /* accept this many bytes, then ENOSPC (0 = never) */
 	int stop_after;         /* set *data = NULL at this call (0 = never) */
 	int calls, on_stop_calls;
+	void (*on_stop_hook)(void); /* run by on_stop */
 } sink;
 
 /* While set, the writer waits before writing anything: the handler fills both halves. */
@@ -315,6 +329,8 @@ static size_t mem_writer(const void **data, size_t len, void *ctx)
 static int mem_on_stop(void *ctx, uint8_t *buf)
 {
 	sink.on_stop_calls++;
+	if (sink.on_stop_hook)
+		sink.on_stop_hook();
 	return 0;
 }
 
@@ -755,6 +771,139 @@ static void test_timer_choice(void)
 	CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
 }
 
+/* -- A terminating signal under record (termstop.c) during another stop ---------------- */
+
+static int ts_pipe[2];          /* what the child's on_stop got to, for the parent */
+static _Atomic int in_on_stop;
+static pthread_t helper;        /* a thread that takes the signal the profile's thread blocks */
+
+static void note(char c)
+{
+	if (write(ts_pipe[1], &c, 1) != 1)
+		_exit(101);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&t, &t) != 0 && errno == EINTR)
+		;
+}
+
+static void *helper_main(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* The signal interrupts the stop on the stop's own thread, before its file is closed. */
+static void raise_in_on_stop(void)
+{
+	raise(SIGTERM);
+	note('W');
+}
+
+/* The signal reaches another thread while the stop's file is being closed. */
+static void kill_helper_in_on_stop(void)
+{
+	pthread_kill(helper, SIGTERM);
+	sleep_ms(200);
+	note('W');
+}
+
+static void slow_on_stop(void)
+{
+	atomic_store(&in_on_stop, 1);
+	sleep_ms(200);
+	note('W');
+}
+
+enum { OWN_STOP, OTHER_THREAD, EXIT_DURING };
+
+/* Runs the scenario in a child that profiles under termstop; out: what its on_stop wrote
+ * ('W' once the file is closed) and 'S' if it outlived the stop; *status: its end. */
+static void signal_child(int scenario, char *out, size_t cap, int *status)
+{
+	fflush(stdout);
+	fflush(stderr);
+	out[0] = '\0';
+	*status = -1;
+	if (pipe(ts_pipe) != 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(ts_pipe[0]);
+		sink_reset();
+		if (start(LUAPROF_SYSPROF_CALLGRAPH) != LUAPROF_PROFILE_SUCCESS ||
+		    agent_termstop_arm(0) != 0)
+			_exit(100);
+		if (scenario != OWN_STOP) {
+			sigset_t set;
+			sigemptyset(&set);
+			sigaddset(&set, SIGTERM);
+			if (pthread_create(&helper, NULL, helper_main, NULL) != 0)
+				_exit(102);
+			pthread_sigmask(SIG_BLOCK, &set, NULL);
+		}
+		switch (scenario) {
+		case OWN_STOP:
+			sink.on_stop_hook = raise_in_on_stop;
+			(void)luaprof_sysprof_stop(FAKE_L);
+			break;
+		case OTHER_THREAD:
+			sink.on_stop_hook = kill_helper_in_on_stop;
+			(void)luaprof_sysprof_stop(FAKE_L);
+			sleep_ms(2000); /* the signal's course, on the helper */
+			break;
+		case EXIT_DURING:
+			/* The helper's signal stops the profile (termstop's thread); this thread
+			 * exits meanwhile. */
+			sink.on_stop_hook = slow_on_stop;
+			pthread_kill(helper, SIGTERM);
+			while (!atomic_load(&in_on_stop))
+				sleep_ms(1);
+			exit(0);
+		}
+		note('S');
+		_exit(0);
+	}
+	close(ts_pipe[1]);
+	size_t n = 0;
+	ssize_t k;
+	while (pid > 0 && n + 1 < cap && (k = read(ts_pipe[0], out + n, cap - 1 - n)) > 0)
+		n += (size_t)k;
+	out[n] = '\0';
+	close(ts_pipe[0]);
+	if (pid > 0)
+		waitpid(pid, status, 0);
+}
+
+/*
+** Under record, a terminating signal during a stop already under way (exit's, the
+** program's own) lets that stop close its file, then takes its course: the stop had it
+** cut short, the signal's stop finding nothing to stop and the signal killing the process
+** at once; and exit ended the process under the signal's stop (1 run in 4 of a program
+** exiting as another of its threads took SIGTERM).
+*/
+static void test_signal_during_stop(void)
+{
+	char out[8];
+	int status;
+	signal_child(OWN_STOP, out, sizeof(out), &status);
+	CHECK_STR(out, "W");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	signal_child(OTHER_THREAD, out, sizeof(out), &status);
+	CHECK_STR(out, "W");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	/* Exit or the signal, whichever ends the process first; the file closed before. */
+	signal_child(EXIT_DURING, out, sizeof(out), &status);
+	CHECK_STR(out, "W");
+	CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
+	      (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
 /*
 ** The stack dictionary: one id per distinct (body, tag); the tag is part of the key only
 ** (the compiler's RECORD and ASM phases allocating at the same frames get an id each, but
@@ -808,6 +957,7 @@ int main(void)
 	RUN(test_foreign_signal_ignored);
 	RUN(test_objects_check_rate);
 	RUN(test_timer_choice);
+	RUN(test_signal_during_stop);
 	sink_reset();
 	return UNIT_RESULT();
 }
