@@ -1019,9 +1019,11 @@ static int in_handler(uint64_t ip, unsigned op)
 ** a builtin's), with PC already the frame's link: a function returned as a value (`return
 ** f`, `rawget(t, k)`) is no frame, although the walk finds one there that "runs" PC
 ** (3 % of the samples of a loop around such calls went to a function that never ran).
-** So a Lua function outside the PC's bytecode is a frame only in a call's handler, and a
-** return's handler has no builtin frame at rdx, nor one that runs outside its bytecode:
-** before BASE goes down, the sample is the caller's (returning()).
+** So a Lua function outside the PC's bytecode is no frame outside a call's handler when PC
+** is a return into a caller that its call instruction finds (calling_base: the sample is
+** that caller's, returning()); elsewhere (a vararg frame's or a metamethod's return, PC
+** another link) it still is, at its first line: the function returning, not a result.
+** And a return's handler has no builtin frame at rdx.
 */
 static int vm_top(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx)
 {
@@ -1029,7 +1031,8 @@ static int vm_top(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint6
 	if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
 		return LP_VMST_INTERP;
 	if (frames[0].kind == LP_FRAME_LFUNC)
-		return !(frames[0].flags & LP_LJ_FR_LINEDEF) || in_handlers(ip, BC_CALLM, BC_ITERC)
+		return !(frames[0].flags & LP_LJ_FR_LINEDEF) || in_handlers(ip, BC_CALLM, BC_ITERC) ||
+				       !calling_base(t, rdx, rbx)
 			       ? LP_VMST_LFUNC
 			       : LP_VMST_INTERP;
 	if (frames[0].kind == LP_FRAME_FFUNC && builtin_runs_pc(&frames[0], rdx, rbx) &&
