@@ -379,9 +379,10 @@ uint64_t agent_memprof_run_id(void);
  * record names the file). */
 void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
 /* termstop.c: under `luaprof record`, a CPU or (memory) memory profile is finished before
- * the program dies of SIGTERM, SIGHUP or SIGINT left at their default action (stopped_by
- * "signal"). Once per process, on the thread that started the profile, after it started;
- * 0, or -1 when it cannot (no thread). */
+ * the program dies of a terminating signal left at its default action (SIGTERM, SIGHUP,
+ * SIGINT, SIGQUIT, SIGPIPE, and a crash's: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT;
+ * stopped_by "signal"). Once per process, on the thread that started the profile, after
+ * it started; 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
 /* The stop's file is written and closed: the signal takes its course without waiting
  * for the frees that follow, which take the allocator's locks, held for good when the

@@ -745,11 +745,16 @@ static int install_signal(int urg)
 		sa.sa_sigaction = on_signal;
 		sa.sa_flags = SA_RESTART | SA_SIGINFO;
 		/* A terminating signal waits for the handler: record's stop on one (termstop.c)
-		 * must not find the handler between its checks, which the stop waits for. */
+		 * must not find the handler between its checks, which the stop waits for. (Not
+		 * a fault's: this handler's own would then kill the process at once, where a
+		 * host's handler of it should see it.) */
 		sigemptyset(&sa.sa_mask);
 		sigaddset(&sa.sa_mask, SIGTERM);
 		sigaddset(&sa.sa_mask, SIGHUP);
 		sigaddset(&sa.sa_mask, SIGINT);
+		sigaddset(&sa.sa_mask, SIGQUIT);
+		sigaddset(&sa.sa_mask, SIGPIPE);
+		sigaddset(&sa.sa_mask, SIGABRT);
 		if (sigaction(s, &sa, &sp.oldsa) != 0)
 			continue;
 		sp.signo = s;

@@ -1,6 +1,8 @@
 /*
 ** `luaprof record`'s profile finished before the program dies of a terminating signal
-** (SIGTERM, SIGHUP, SIGINT) whose action is the default.
+** whose action is the default: one sent to it (SIGTERM, SIGHUP, SIGINT, SIGQUIT), or its
+** own (a crash: SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT; SIGPIPE, a write to a pipe whose
+** reader left, as `luaprof record ... | head` leaves it).
 **
 ** Why: the signal's default action ends the process without exit(3), so the profile's
 ** end was never written: a CPU profile's epilogue, and the extension after it that gives
@@ -12,7 +14,10 @@
 ** that asks a thread of its own to stop the profile as exit would, waits for it (at most
 ** STOP_WAIT_NS: a stop that cannot finish, say on a lock the interrupted thread holds,
 ** leaves the profile cut short as before), then restores the default action and raises
-** the signal again: the program still dies of it, its status unchanged.
+** the signal again: the program still dies of it, its status unchanged. A signal of a
+** fault (SIGSEGV...) raised again is taken as the handler returns, at the faulting
+** instruction: a core dump shows where the program crashed. One that interrupted the
+** stop itself (a fault in the agent) waits STOP_WAIT_NS, then takes its course.
 **
 ** A signal the program sets back to its default action later gets the handler again
 ** (the thread looks every REARM_NS): LuaJIT's standalone interpreter runs LUA_INIT, where
@@ -66,7 +71,10 @@
  * not waited for (see agent_termstop_written). */
 enum { TS_ARMED, TS_STOPPING, TS_WRITTEN, TS_DONE };
 
-static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT };
+/* Not the real-time signals (the CPU profiler's timer takes one at its default action),
+ * SIGTRAP (a debugger's), nor SIGSYS (a seccomp filter's). */
+static const int term_sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGSEGV, SIGBUS,
+				 SIGFPE, SIGILL, SIGABRT };
 
 static struct {
 	pid_t pid;        /* the process whose profile it is */

@@ -217,6 +217,45 @@ for run in stay exit1 exit2 exit3 exit4; do
 	grep -q '^complete: yes$' "$t/mt-$run.info" || fail "mt-$run: profile cut short: $(head -5 "$t/mt-$run.info")"
 done
 
+# A program that dies of its own signal: a crash (SIGSEGV through the FFI, abort()) or a
+# write to a pipe whose reader left (`luaprof record ... | head`). The profile was cut
+# short (no epilogue: TRACE samples as roots, builtins as builtin#N; a sampled memory
+# profile had nothing at all, "killed before the profiler wrote anything"); now it is
+# finished first, and the program still dies of the signal.
+cat >"$t/crash.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[void abort(void);]]
+local function f(n) local s = 0 for i = 1, n do s = s + math.sqrt(i) end return s end
+local keep, t = {}, os.clock()
+while os.clock() - t < 0.5 do f(1e4) for i = 1, 100 do keep[i] = { i } end end
+if arg[1] == "segv" then ffi.cast("int *", 0)[0] = 1 end
+if arg[1] == "abrt" then ffi.C.abort() end
+io.stdout:setvbuf("no")
+while true do io.stdout:write("x\n") end -- the reader is gone: SIGPIPE
+LUA
+# crashed NAME SIG RECORD-ARGS...: record (in $t, its profile NAME.*) of crash.lua, its
+# standard output a pipe nobody reads; sets rc, writes NAME.info.
+crashed() {
+	local v=$1 sig=$2
+	shift 2
+	(cd "$t" && exec "$lp" record "$@" -- luajit crash.lua "$(echo "$sig" | tr A-Z a-z)") \
+		2>"$t/$v.out" | true
+	rc=${PIPESTATUS[0]}
+	"$lp" report "$t/$v.bin" -f info >"$t/$v.info" 2>&1
+	finished "$v" "$sig"
+	grep -q "killed by signal $(kill -l "$sig")" "$t/$v.out" ||
+		fail "$v: no word of the signal: $(head -3 "$t/$v.out")"
+}
+for sig in SEGV ABRT PIPE; do
+	crashed crash-$sig $sig -f collapsed -o crash-$sig.folded
+	grep -q '^_start;.*main;.*@crash\.lua:5;@crash\.lua:3;TRACE \[' "$t/crash-$sig.folded" ||
+		fail "crash-$sig: no trace sample with its stack: $(grep TRACE "$t/crash-$sig.folded" | head -2)"
+done
+crashed crash-mem SEGV --memory --sample 4K -o crash-mem.txt
+grep -q '@crash\.lua:5' "$t/crash-mem.txt" || fail "crash-mem: the tables' line missing: $(head -8 "$t/crash-mem.txt")"
+crashed crash-exact PIPE --memory -o crash-exact.txt
+grep -q '@crash\.lua:5' "$t/crash-exact.txt" || fail "crash-exact: the tables' line missing: $(head -8 "$t/crash-exact.txt")"
+
 # A forked child (FFI fork) that kills itself: dies of SIGTERM at once, not after the
 # parent's profile; the parent goes on and ends normally.
 cat >"$t/fork.lua" <<'LUA'
