@@ -38,5 +38,9 @@ void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_byt
 void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);
+/* The exit status once help or the version has been printed: LP_EXIT_OK, or, when standard
+ * output could not take it (a full disk, a closed descriptor), LP_EXIT_USAGE with a message
+ * from "luaprof WHO" (who NULL: "luaprof"). */
+int lp_cli_stdout_status(const char *who);
 
 #endif

@@ -62,11 +62,11 @@ int main(int argc, char **argv)
 			return LP_EXIT_USAGE;
 		} else
 			usage(stdout);
-		return LP_EXIT_OK;
+		return lp_cli_stdout_status(NULL);
 	}
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
 		puts("luaprof " LUAPROF_VERSION);
-		return LP_EXIT_OK;
+		return lp_cli_stdout_status(NULL);
 	}
 	fprintf(stderr, "luaprof: unknown command '%s' (try 'luaprof help')\n", cmd);
 	return LP_EXIT_USAGE;

@@ -512,3 +512,13 @@ int lp_cli_fail(const char *who, const char *fmt, ...)
 	va_end(ap);
 	return LP_EXIT_USAGE;
 }
+
+int lp_cli_stdout_status(const char *who)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return LP_EXIT_OK;
+	int e = errno;
+	fprintf(stderr, "luaprof%s%s: cannot write to standard output: %s\n", who ? " " : "",
+		who ? who : "", strerror(e ? e : EIO));
+	return LP_EXIT_USAGE;
+}

@@ -349,7 +349,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'h':
 			lp_cmd_record_usage(stdout);
-			exit(LP_EXIT_OK);
+			exit(lp_cli_stdout_status("record"));
 		case ':':
 			return fail("option '%s' needs a value", argv[optind - 1]);
 		default:

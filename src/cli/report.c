@@ -190,7 +190,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'q': o->quiet = 1; break;
 		case 'h':
 			lp_cmd_report_usage(stdout);
-			exit(LP_EXIT_OK);
+			exit(lp_cli_stdout_status("report"));
 		case ':':
 			return fail("option '%s' needs a value", argv[optind - 1]);
 		default:

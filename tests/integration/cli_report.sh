@@ -146,6 +146,15 @@ wait
 grep -q '@sp_fib.lua' "$t/fromfifo" || fail "nothing came through the FIFO"
 $lp report -q -o /dev/null $sp || fail "report -o /dev/null without -f"
 $lp report --help | grep -q 'Exit status' || fail "--help does not explain exit status"
+# Help and the version go to standard output: a write that fails there is an error (they
+# exited 0 with nothing written).
+if [ -w /dev/full ]; then
+	for args in --help help "help report" "help record" "help version" version --version \
+		"report --help" "record --help" "record -h"; do
+		expect 1 "cannot write to standard output: No space left on device" -- \
+			sh -c "exec $lp $args >/dev/full"
+	done
+fi
 
 # -- Bad input: message names file and byte, exit 2 (malformed) or 3 (truncated).
 : >"$t/empty.bin"
