@@ -360,6 +360,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (optind >= argc)
 		return fail("no program to run (luaprof record [options] -- luajit app.lua)");
 	o->cmd = argv + optind;
+	/* execvp would say ENOENT, the search of PATH for "" EACCES (its directories). */
+	if (!*o->cmd[0])
+		return fail("the program's name is empty (an unset variable?): luaprof record "
+			    "[options] -- luajit app.lua");
 	if (o->fmt == LP_FMT_MEMPROF && !o->memory)
 		return fail("-f memprof is the memory report: add --memory");
 	if (o->sample && !o->memory)

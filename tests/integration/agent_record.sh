@@ -640,6 +640,11 @@ mkdir -p "$t/pbin2" && printf '#!/bin/sh\nexit 0\n' >"$t/pbin2/only-in-path" && 
 (cd "$t" && "$lp" record -q -o n.svg -- ./app.lua) >/dev/null 2>"$t/err"
 [ $? = 1 ] && grep -q "^luaprof record: cannot run ./app.lua: Permission denied$" "$t/err" ||
 	fail "a script that is not executable: $(cat "$t/err")"
+# An empty program name (a variable unset in a script: "$LUAJIT"): said so; it was
+# "cannot run : Permission denied", from the directories of PATH.
+(cd "$t" && "$lp" record -q -o n.svg -- '' app.lua) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q "^luaprof record: the program's name is empty" "$t/err" ||
+	fail "an empty program name: $(cat "$t/err")"
 if command -v script >/dev/null 2>&1; then
 	(cd "$t" && script -qec "$lp record -o n.svg -- no-such-program-xyz" /dev/null) >"$t/tty.out" 2>&1
 	[ "$(tr -d '\r' <"$t/tty.out")" = "luaprof record: cannot run no-such-program-xyz: no such program in PATH" ] ||
