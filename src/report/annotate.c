@@ -320,20 +320,24 @@ static int source_read(const char *path, struct source *s)
 /*
 ** Reads chunk path's source into s, from dir first when there is one (see the top): a
 ** file there with fewer than lines lines (the highest the profile names) is another file
-** of that name (a shorter path's candidate, init.lua) and is passed over. *found: the
-** path read, malloc'd (NULL when it is path itself). 0, or the errno value of path itself
+** of that name (a shorter path's candidate, init.lua) and is passed over, unless it is the
+** chunk's whole path under dir and path itself cannot be read: that is the file, changed
+** since the profile, as a short file at path itself is taken to be. *found: the path
+** read, malloc'd (NULL when it is path itself). 0, or the errno value of path itself
 ** (ENOMEM: out of memory).
 */
 static int source_find(const char *path, const char *dir, uint32_t lines, struct source *s,
 		       char **found)
 {
 	*found = NULL;
+	char *whole = NULL; /* the whole path's candidate, read but short */
 	if (dir) {
 		size_t dl = strlen(dir), pl = strlen(path);
 		char *cand = malloc(dl + pl + 2);
 		if (!cand)
 			return ENOMEM;
 		for (const char *rest = path; rest; rest = strchr(rest, '/')) {
+			int first = rest == path;
 			while (*rest == '/')
 				rest++;
 			if (!*rest)
@@ -342,18 +346,29 @@ static int source_find(const char *path, const char *dir, uint32_t lines, struct
 			int e = source_read(cand, s);
 			if (e == ENOMEM) {
 				free(cand);
+				free(whole);
 				return e;
 			}
 			if (!e && s->nlines >= lines) {
+				free(whole);
 				*found = cand;
 				return 0;
 			}
-			if (!e)
+			if (!e) {
+				if (first)
+					whole = strdup(cand); /* NULL: no fallback, as before */
 				source_free(s);
+			}
 		}
 		free(cand);
 	}
-	return source_read(path, s);
+	int e = source_read(path, s);
+	if (e && e != ENOMEM && whole && source_read(whole, s) == 0) {
+		*found = whole;
+		return 0;
+	}
+	free(whole);
+	return e;
 }
 
 /* -- Output ----------------------------------------------------------------- */

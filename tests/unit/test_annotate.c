@@ -349,6 +349,37 @@ static void test_source_dir(void)
 	CHECK(s && strstr(s, "      3   local c = 3\n"));
 	free(s);
 	lp_profile_free(p);
+
+	/* The chunk's whole path under the directory, shorter than the lines profiled, and
+	 * the path itself missing: that file changed since the profile, shown as such (as a
+	 * short file at the path itself is), not "No such file or directory (nor under
+	 * DIR)" for a file that is there. */
+	snprintf(sub, sizeof(sub), "%s/opt", dir);
+	CHECK_EQ(mkdir(sub, 0700), 0);
+	snprintf(sub, sizeof(sub), "%s/opt/app", dir);
+	CHECK_EQ(mkdir(sub, 0700), 0);
+	free(source("opt/app/short.lua", "local a = 1\n"));
+	p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, "@/opt/app/short.lua", 3) }, 1, 1);
+	s = render(p, &o, &rc);
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want), "(source: %s/opt/app/short.lua)\n", dir);
+	CHECK(s && strstr(s, want));
+	CHECK(s && strstr(s, "      3   (past the end of the file)\n"));
+	CHECK(s && !strstr(s, "No such file"));
+	if (s && !strstr(s, want))
+		fprintf(stderr, "%s\nwant:\n%s", s, want);
+	free(s);
+	/* A shorter candidate that has the lines is still preferred to that one. */
+	snprintf(sub, sizeof(sub), "%s/app", dir);
+	CHECK_EQ(mkdir(sub, 0700), 0);
+	free(source("app/short.lua", "local a = 1\nlocal b = 2\nlocal c = 3\n"));
+	s = render(p, &o, &rc);
+	snprintf(want, sizeof(want), "(source: %s/app/short.lua)\n", dir);
+	CHECK(s && strstr(s, want));
+	CHECK(s && strstr(s, "      3   local c = 3\n"));
+	free(s);
+	lp_profile_free(p);
 }
 
 /* Lines as LuaJIT counts them: \r alone ends one, \r\n and \n\r are one end each; a NUL
