@@ -921,8 +921,9 @@ static const char *signal_name(int signo)
 	return buf;
 }
 
+/* status: the program's, as waitpid gives it. */
 static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_profile *p,
-		    uint64_t wall_ns, const char *raw)
+		    uint64_t wall_ns, const char *raw, int status)
 {
 	const struct lp_record_facts *f = &l->facts;
 	uint64_t n = l->stats.events;
@@ -934,10 +935,18 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
 	fputc('\n', stderr);
 	/* None at all: a program too short for the interval, most often; or one that stopped
-	 * the profile itself at once (then no advice on --rate). */
+	 * the profile itself at once, or failed at once (a misspelt script name: its own
+	 * message says why), which no --rate would help. */
 	if (!n && f->stopped_by_program)
 		fprintf(stderr, "luaprof record: no sample: the program stopped the profile itself "
 				"(sysprof.stop) after %.3f s, before the first sample\n", secs);
+	else if (!n && l->stats.complete && WIFEXITED(status) && WEXITSTATUS(status) != 0)
+		fprintf(stderr, "luaprof record: no sample: %s exited with status %d before the "
+				"first sample (%.3f s profiled)\n", o->cmd[0], WEXITSTATUS(status),
+			secs);
+	else if (!n && l->stats.complete && WIFSIGNALED(status))
+		fprintf(stderr, "luaprof record: no sample: %s was killed by signal %d before the "
+				"first sample (%.3f s profiled)\n", o->cmd[0], WTERMSIG(status), secs);
 	else if (!n && l->stats.complete && !f->signal_taken_ns) {
 		/* A POSIX CPU-time timer expires at the kernel's tick: a run a little longer
 		 * than the interval may end before it. */
@@ -1514,7 +1523,7 @@ int lp_cmd_record(int argc, char **argv)
 		exit_code = LP_EXIT_USAGE;
 	} else {
 		if (!o.quiet)
-			summary(&o, &l, p, wall, raw);
+			summary(&o, &l, p, wall, raw, status);
 		if (st == LP_ERR_TRUNCATED) {
 			if (unfinished)
 				fprintf(stderr, "luaprof record: warning: %s; %s\n", msg,

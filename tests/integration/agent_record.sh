@@ -800,6 +800,11 @@ ls "$t" | grep -q 'target\.bin\.' && fail "a temporary raw file was left: $(ls "
 	fail "record of a short run: $(cat "$t/err")"
 grep -q 'no sample: the program ran [0-9.]* s on the CPU, less than a sampling interval (0.010 s at --rate 100) - raise --rate or use --clock wall' "$t/err" ||
 	fail "record of a short run: no hint: $(cat "$t/err")"
+# A program that fails at once (a misspelt script name, no earlier profile): said to have
+# failed before the first sample, not advised to raise --rate or profile a longer run.
+(cd "$t" && "$lp" record -f collapsed -o miss.folded -- luajit no-such-script.lua) >/dev/null 2>"$t/err"
+[ $? = 1 ] && grep -q '^luaprof record: no sample: luajit exited with status 1 before the first sample' "$t/err" &&
+	! grep -q 'raise --rate' "$t/err" || fail "record of a misspelt script: $(cat "$t/err")"
 # A program that executes another program (through the FFI) or leaves through _exit
 # skips the profile's end: said so, not "killed" nor "did not start".
 cat >"$t/exec.lua" <<'EOF'
