@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <linux/fs.h>
 #include <stdarg.h>
@@ -521,4 +522,42 @@ int lp_cli_stdout_status(const char *who)
 	fprintf(stderr, "luaprof%s%s: cannot write to standard output: %s\n", who ? " " : "",
 		who ? who : "", strerror(e ? e : EIO));
 	return LP_EXIT_USAGE;
+}
+
+int lp_cli_bad_option(const char *who, const char *arg, const struct option *longopts)
+{
+	char list[512] = "";
+	size_t len = 0;
+	int n = 0, differ = 0;
+	const struct option *first = NULL, *exact = NULL;
+	const char *name = arg + 2;
+	size_t nl = 0;
+	if (!strncmp(arg, "--", 2) && arg[2] && arg[2] != '=') {
+		nl = strcspn(name, "=");
+		for (const struct option *o = longopts; o->name; o++) {
+			if (strncmp(o->name, name, nl))
+				continue;
+			if (strlen(o->name) == nl)
+				exact = o;
+			/* Options that do the same (--limit, --top) are no choice to getopt. */
+			if (first && (o->has_arg != first->has_arg || o->flag != first->flag ||
+				      o->val != first->val))
+				differ = 1;
+			if (!first)
+				first = o;
+			n++;
+			if (len < sizeof(list))
+				len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s",
+							n > 1 ? ", " : "", o->name);
+		}
+	}
+	/* The option getopt took the name for: refused for its "=VALUE". */
+	const struct option *took = exact ? exact : n && !differ ? first : NULL;
+	if (took && name[nl] == '=' && took->has_arg == no_argument)
+		return lp_cli_fail(who, "option '--%s' takes no value, not '%s'", took->name,
+				   name + nl + 1);
+	if (!took && n > 1)
+		return lp_cli_fail(who, "option '%s' is ambiguous: %s (see 'luaprof %s --help')",
+				   arg, list, who);
+	return lp_cli_fail(who, "unknown option '%s' (see 'luaprof %s --help')", arg, who);
 }

@@ -76,5 +76,10 @@ int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *
 
 /* Prints "luaprof WHO: MESSAGE" on standard error and returns the usage exit status. */
 int lp_cli_fail(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* lp_cli_fail for an option getopt_long refused, arg as typed: a prefix of several of
+ * longopts (getopt takes an abbreviation of one) is ambiguous, named with them; one that
+ * takes no value given "=VALUE" is said so; anything else unknown. */
+struct option;
+int lp_cli_bad_option(const char *who, const char *arg, const struct option *longopts);
 
 #endif

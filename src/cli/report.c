@@ -194,8 +194,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case ':':
 			return fail("option '%s' needs a value", argv[optind - 1]);
 		default:
-			return fail("unknown option '%s' (see 'luaprof report --help')",
-				    argv[optind - 1]);
+			return lp_cli_bad_option(who, argv[optind - 1], longopts);
 		}
 	}
 	if (optind >= argc)

@@ -135,6 +135,12 @@ cmp -s $sp "$t/self.bin" || fail "report -o INPUT changed the input"
 $lp report -q --leak-only --value inuse_objects -f collapsed $mp | grep -q '^@mp_leak.lua:5 301$' ||
 	fail "--leak-only with --value inuse_objects"
 expect 1 "unknown option '--bogus'" -- $lp report --bogus $sp
+# A prefix of several options (getopt takes one of one) is said to be ambiguous, naming
+# them; it was an "unknown option".
+expect 1 "option '--li' is ambiguous: --limit, --lines" -- $lp report --li 5 $sp
+expect 1 "option '--ra=100' is ambiguous: --raw, --rate" -- $lp record --ra=100 -- luajit x.lua
+expect 1 "unknown option '--bogus' \\(see 'luaprof record --help'\\)" -- $lp record --bogus -- luajit x.lua
+expect 1 "option '--split' takes no value, not '1'" -- $lp report --split=1 $sp
 expect 1 "cannot write .*no/such/dir" -- $lp report -o "$t/no/such/dir/x.svg" $sp
 expect 1 "cannot write .*: Is a directory" -- $lp report -f collapsed -o "$t" $sp
 # A FIFO (or a device such as /dev/null) is written in place, never renamed over.
