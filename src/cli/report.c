@@ -16,6 +16,7 @@
 #include <time.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -436,6 +437,30 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 	return rc;
 }
 
+/*
+** Whether a profile is being written into the file sb describes: the agent holds a flock on
+** the files it writes (pfile.c). Looked up in /proc/locks rather than probed with a lock
+** of our own, which could make a profile starting on the file that moment refuse it.
+*/
+static int being_written(const struct stat *sb)
+{
+	FILE *f = fopen("/proc/locks", "re");
+	if (!f)
+		return 0;
+	char line[256], kind[16];
+	unsigned maj, min;
+	unsigned long long ino;
+	int found = 0;
+	/* "1: FLOCK  ADVISORY  WRITE 31690 fe:00:11077105 0 EOF" ("->" for a waiter). */
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%*d: %15s %*s %*s %*d %x:%x:%llu", kind, &maj, &min, &ino) ==
+				4 &&
+			!strcmp(kind, "FLOCK") && ino == (unsigned long long)sb->st_ino &&
+			maj == major(sb->st_dev) && min == minor(sb->st_dev);
+	fclose(f);
+	return found;
+}
+
 /* Progress on a terminal for long reads: at most once a second, cleared at the end. */
 struct progress {
 	const char *name;
@@ -496,7 +521,8 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	}
 	struct progress pr = { .name = o.input };
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+	int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+	if (regular)
 		pr.size = (uint64_t)sb.st_size;
 	clock_gettime(CLOCK_MONOTONIC, &pr.last);
 	int tty = !o.quiet && isatty(STDERR_FILENO);
@@ -506,13 +532,19 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	lp_input_message(&in, msg, sizeof(msg));
 	if (fd != STDIN_FILENO)
 		close(fd);
+	/* A file that ends early because a profile is still writing it is no cut file. */
+	const char *live = st == LP_ERR_TRUNCATED && regular && being_written(&sb)
+				   ? " (a profile is still being written into it: this is what it "
+				     "holds so far)"
+				   : "";
 
 	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
-		fprintf(stderr, "luaprof %s: %s: empty file, not a profile stream\n", who, o.input);
+		fprintf(stderr, "luaprof %s: %s: empty file, not a profile stream%s\n", who, o.input,
+			live);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
-		fprintf(stderr, "luaprof %s: %s (no profile section: nothing to report)\n", who,
-			msg);
+		fprintf(stderr, "luaprof %s: %s (no profile section: nothing to report)%s\n", who,
+			msg, live);
 		exit_code = LP_EXIT_TRUNCATED;
 	} else if (st == LP_ERR_FORMAT || st == LP_ERR_VERSION) {
 		fprintf(stderr, "luaprof %s: %s\n", who, msg);
@@ -554,7 +586,7 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 			"extension: a profile of nothing, or a sampled profile cut before its "
 			"samples\n", who, o.input);
 	if (st == LP_ERR_TRUNCATED) {
-		fprintf(stderr, "luaprof %s: warning: %s\n", who, msg);
+		fprintf(stderr, "luaprof %s: warning: %s%s\n", who, msg, live);
 		exit_code = LP_EXIT_TRUNCATED;
 	}
 out:

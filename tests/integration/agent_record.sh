@@ -1157,5 +1157,20 @@ grep -q "^ran$" "$t/out2" && fail "the second record ran its program; the first:
 wait $first || fail "the first record failed: $(cat "$t/err1")"
 "$lp" report -q "$t/twice.bin" >/dev/null || fail "the first record's profile does not read"
 
+# -- A report of a profile still being written (a look at it while record runs): said to
+# be in progress, not a file "truncated" by a profiler that "did not finish the stream".
+(cd "$t" && "$lp" record -q -f collapsed -o peek.folded -- luajit app.lua 1.5) >/dev/null 2>&1 &
+first=$!
+held() { [ -e "$t/peek.bin" ] && grep -q ":$(stat -c %i "$t/peek.bin") " /proc/locks; }
+for _ in $(seq 100); do held && break; sleep 0.05; done
+sleep 0.6 # the writer's first samples (every quarter second)
+"$lp" report -f collapsed "$t/peek.bin" >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 3 ] && grep -q 'still being written' "$t/err" && ! grep -q 'did not finish' "$t/err" ||
+	fail "report of a profile being written: exit $rc: $(cat "$t/err")"
+wait $first || fail "the record being looked at failed"
+"$lp" report "$t/peek.bin" >/dev/null 2>"$t/err" && ! grep -q 'still being written' "$t/err" ||
+	fail "report of a finished profile: $(cat "$t/err")"
+
 [ $fails = 0 ] || exit 1
 echo "ok"
