@@ -136,6 +136,12 @@ static void *stopper_main(void *arg)
 	return NULL;
 }
 
+/* A signal of the instruction the thread executes, raised again where it returns to. */
+static int is_fault(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+}
+
 static void on_signal(int sig)
 {
 	int saved = errno;
@@ -145,15 +151,17 @@ static void on_signal(int sig)
 	int ours = getpid() == ts.pid &&
 		   (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
 	/* This thread is stopping the CPU profile (exit, the program's own stop), which no
-	 * other thread can finish: it takes the signal once the file is written. */
-	if (ours && !ts.memory && agent_stop_tid() == tid) {
+	 * other thread can finish: it takes the signal once the file is written. Not a fault
+	 * (SIGSEGV...: the stop itself crashed), which returning would only raise again at
+	 * the same instruction, for ever: that one takes its course at once. */
+	if (ours && !ts.memory && agent_stop_tid() == tid && !is_fault(sig)) {
 		atomic_store(&ts.deferred, sig);
 		errno = saved;
 		return;
 	}
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
-	if (ours) {
+	if (ours && !(is_fault(sig) && agent_stop_tid() == tid)) {
 		struct timespec step = { 0, 10000000 };
 		for (uint64_t waited = 0; atomic_load(&ts.state) < TS_WRITTEN &&
 		     waited < STOP_WAIT_NS; waited += 10000000)

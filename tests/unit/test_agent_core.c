@@ -820,7 +820,16 @@ static void slow_on_stop(void)
 	note('W');
 }
 
-enum { OWN_STOP, OTHER_THREAD, EXIT_DURING };
+/* The stop itself crashes (a fault in the agent, or in what it runs). */
+static void fault_in_on_stop(void)
+{
+	note('F');
+	volatile uintptr_t bad = 8;
+	*(volatile int *)bad = 1;
+	note('W');
+}
+
+enum { OWN_STOP, OTHER_THREAD, EXIT_DURING, FAULT_IN_STOP };
 
 /* Runs the scenario in a child that profiles under termstop; out: what its on_stop wrote
  * ('W' once the file is closed) and 'S' if it outlived the stop; *status: its end. */
@@ -839,6 +848,7 @@ static void signal_child(int scenario, char *out, size_t cap, int *status)
 		if (start(LUAPROF_SYSPROF_CALLGRAPH) != LUAPROF_PROFILE_SUCCESS ||
 		    agent_termstop_arm(0) != 0)
 			_exit(100);
+		alarm(10); /* a child that hangs dies of SIGALRM */
 		if (scenario != OWN_STOP) {
 			sigset_t set;
 			sigemptyset(&set);
@@ -856,6 +866,10 @@ static void signal_child(int scenario, char *out, size_t cap, int *status)
 			sink.on_stop_hook = kill_helper_in_on_stop;
 			(void)luaprof_sysprof_stop(FAKE_L);
 			sleep_ms(2000); /* the signal's course, on the helper */
+			break;
+		case FAULT_IN_STOP:
+			sink.on_stop_hook = fault_in_on_stop;
+			(void)luaprof_sysprof_stop(FAKE_L);
 			break;
 		case EXIT_DURING:
 			/* The helper's signal stops the profile (termstop's thread); this thread
@@ -902,6 +916,11 @@ static void test_signal_during_stop(void)
 	CHECK_STR(out, "W");
 	CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
 	      (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+	/* A fault on the thread that stops is not deferred: returning from the handler
+	 * raised it again at the same instruction, for ever. It dies of it at once. */
+	signal_child(FAULT_IN_STOP, out, sizeof(out), &status);
+	CHECK_STR(out, "F");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
 }
 
 /*
