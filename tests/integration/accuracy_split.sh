@@ -16,27 +16,15 @@
 # held the CPU. Both are printed.
 #
 #   ACCURACY_SECS   CPU seconds per run (default 3)
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=accuracy_split
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+. tests/integration/lib/luajit.sh
 secs=${ACCURACY_SECS:-3}
 tol=5 # percentage points
 
-if ! command -v luajit >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit >"$t/apt.log" 2>&1 ||
-			skip "luajit is not installed and apt-get install luajit failed: $(tail -n 1 "$t/apt.log")"
-	else
-		skip "luajit is not installed (apt-get install luajit, as root)"
-	fi
-fi
-command -v "${CC:-cc}" >/dev/null 2>&1 || skip "no C compiler (${CC:-cc}) for the FFI library"
-[ -f build/luaprof.so ] && [ -x build/luaprof ] || { echo "build/ is incomplete (run make)"; exit 1; }
+luajit_install "$t/apt.log" || skip "$why"
+have "${CC:-cc}" || skip "no C compiler (${CC:-cc}) for the FFI library"
+need_build luaprof.so luaprof
 
 # The FFI side: -O2 like a real C library, frame pointers left to the compiler (the agent
 # unwinds with DWARF CFI).

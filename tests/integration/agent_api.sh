@@ -4,27 +4,13 @@
 # jit.profile alongside; this script then checks that every L and C stream it wrote parses
 # with `luaprof report` and holds Lua frames with current lines, and that a profile still
 # running at os.exit() is finished. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=agent_api
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
 # -- Interpreter: Debian's luajit, installed when missing and allowed.
-if ! command -v luajit >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit >"$t/apt.log" 2>&1 ||
-			skip "luajit is not installed and apt-get install luajit failed: $(tail -n 1 "$t/apt.log")"
-	else
-		skip "luajit is not installed (apt-get install luajit, as root)"
-	fi
-fi
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+luajit_install "$t/apt.log" || skip "$why"
+need_build luaprof.so luaprof
 luajit -e 'package.cpath="build/?.so;"..package.cpath require"luaprof"' 2>"$t/err" ||
 	{ echo "FAIL: cannot load build/luaprof.so: $(cat "$t/err")"; exit 1; }
 

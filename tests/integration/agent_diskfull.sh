@@ -14,20 +14,15 @@
 #    exits 1 and keeps an earlier profile at the raw path as it was (it was replaced by
 #    the cut stream).
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=agent_diskfull
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 mnt="$t/mnt"
 mkdir -p "$mnt"
 cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$t"; }
 trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
+have luajit || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof.so
 [ "$(id -u)" = 0 ] || skip "mounting a small tmpfs needs root"
 mount -t tmpfs -o size=64k tmpfs "$mnt" 2>"$t/err" || skip "mount -t tmpfs not permitted: $(cat "$t/err")"
 

@@ -4,17 +4,12 @@
 # thread's stack" with errno ENOMEM (glibc reads /proc/self/maps for the main thread's
 # stack). Both profilers, 1 to 6 descriptors free; each started one is stopped whole.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=agent_fdlimit
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+need_x86_64
+need_build luaprof.so
+have luajit || skip "no luajit"
 
 cat >"$t/fd.lua" <<'LUA'
 package.cpath = arg[1] .. "/?.so;" .. package.cpath

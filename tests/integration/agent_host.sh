@@ -2,16 +2,12 @@
 # The agent's C API from a C host embedding Debian's libluajit-5.1.so (agent_host.c):
 # validation codes, a custom writer/on_stop/backtracer, the stream parsed back, and
 # lua_close while profiling (Lua API and C API). Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=agent_host
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-skip() { echo "SKIP $name: $*"; exit 2; }
 
 luajit_dev "$t/apt.log" || skip "$why"
-[ -f build/luaprof.so ] && [ -f build/libluaprof.a ] || { echo "build/ is incomplete (run make)"; exit 1; }
+need_build luaprof.so libluaprof.a
 
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -O1 -g -D_GNU_SOURCE \
 	-Iinclude -Isrc -I$inc -o "$t/host" tests/integration/agent_host.c build/libluaprof.a \

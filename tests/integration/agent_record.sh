@@ -4,18 +4,12 @@
 # own LUA_INIT still run and its children left alone, a program killed mid-run still
 # rendered (truncated), destinations checked before the program runs, and the usage errors.
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=agent_record
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 lp=$PWD/build/luaprof
 
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
-[ -x "$lp" ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+have luajit || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof luaprof.so
 
 cat >"$t/app.lua" <<'EOF'
 local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end

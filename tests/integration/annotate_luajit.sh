@@ -7,18 +7,12 @@
 # stacks place the allocations at their line. And the options that make no sense with it
 # are refused.
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=annotate_luajit
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+have luajit || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof luaprof.so
 lp=$PWD/build/luaprof
 src=tests/integration/annotate_luajit.lua
 declare -A at p s tp tv

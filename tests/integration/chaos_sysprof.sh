@@ -20,16 +20,9 @@
 #
 # CHAOS_SECONDS (default 60) sets the durations; CHAOS_RATE (default 10000 Hz) and
 # CHAOS_DEPTH (see chaos_sysprof.lua) are diagnosis aids. Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=chaos_sysprof
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 src=tests/integration/chaos_sysprof.lua
 secs=${CHAOS_SECONDS:-60}
 rate=${CHAOS_RATE:-10000}
@@ -38,10 +31,9 @@ root=$PWD
 
 case $secs in '' | *[!0-9]* | 0) echo "CHAOS_SECONDS must be a whole number of seconds"; exit 1 ;; esac
 case $rate in '' | *[!0-9]* | 0) echo "CHAOS_RATE must be samples per second"; exit 1 ;; esac
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -x "$lp" ] && [ -f build/luaprof.so ] && [ -f build/libluaprof.a ] ||
-	{ echo "build/ is incomplete (run make)"; exit 1; }
-command -v timeout >/dev/null 2>&1 || skip "no timeout(1)"
+need_x86_64
+need_build luaprof luaprof.so libluaprof.a
+have timeout || skip "no timeout(1)"
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
 luajit_dev "$t/apt.log" || skip "$why"

@@ -2,15 +2,11 @@
 # `luaprof report` end to end: Tarantool's own streams give Tarantool's own reports, every
 # format is produced from them, and bad input gets a one-line message naming the file and
 # byte offset with the documented exit status, leaving an existing output untouched.
-set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 lp=build/luaprof
 vec=../shared/vectors/tarantool
 ex=examples
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # expect STATUS PATTERN -- command...: checks exit status and that stderr matches.
 expect() {
 	local want=$1 pat=$2
@@ -21,7 +17,7 @@ expect() {
 	grep -Eq -- "$pat" "$t/err" || fail "$*: stderr does not match /$pat/: $(cat "$t/err")"
 }
 
-[ -x $lp ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+need_build luaprof
 # The bundled examples are copies of the vectors; use the vectors when shared/ is there.
 [ -d $vec ] || vec=""
 mp=${vec:+$vec/mp_leak.bin}; mp=${mp:-$ex/leak-mem.bin}

@@ -1,5 +1,5 @@
-# Shared by the integration scripts (sourced, not run: tests/run.sh only runs
-# tests/integration/*.sh). Call from the repository root.
+# LuaJIT builds and markers for the integration scripts (sourced, not run: tests/run.sh only
+# runs tests/integration/*.sh; see common.sh for the preamble). Call from the repository root.
 
 # debs_extract CACHE LOGFILE PACKAGE...: downloads the packages' .debs and extracts them
 # into CACHE/root, once (CACHE/.done marks it); returns 1 when that did not happen (no
@@ -51,6 +51,20 @@ read_markers() {
 	while IFS=: read -r n text; do
 		at[${text##*--@}]=$n
 	done < <(grep -n -- '--@[a-z_0-9]*$' "$1")
+}
+
+# luajit_install LOGFILE: Debian's luajit on the PATH, installed with apt-get when missing and
+# running as root. Returns 1 when it cannot be had, with the reason in $why (the install's
+# output is in LOGFILE).
+luajit_install() {
+	command -v luajit >/dev/null 2>&1 && return 0
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		why="luajit is not installed (apt-get install luajit, as root)"
+		return 1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq luajit >"$1" 2>&1 && return 0
+	why="luajit is not installed and apt-get install luajit failed: $(tail -n 1 "$1")"
+	return 1
 }
 
 # luajit_dev LOGFILE: Debian's luajit and libluajit-5.1-dev (headers in $inc, the library),

@@ -1,0 +1,47 @@
+# shellcheck shell=sh
+# The preamble and helpers every integration script shares (sourced, not run: tests/run.sh
+# only runs tests/integration/*.sh). POSIX sh, as some scripts are #!/bin/sh.
+#
+# A script starts with
+#   . "$(dirname "$0")/lib/common.sh" || exit 1
+#   test_init
+# then checks what it needs (need_x86_64, need_build, have ... || skip ...) in the order
+# whose first failure should decide its outcome. Exit status of a script: 0 pass, 1 fail,
+# 2 skip with the reason on the last line (skip prints it).
+
+# test_init: turns on set -u, enters the repository root and sets name (the script's file
+# name without .sh), t (a new temporary directory "$TMPDIR/NAME.XXXXXX") and fails=0. $t is
+# removed at exit; HUP, INT and TERM end the script with status 1 once the running command
+# returns. A script with more to clean up sets its own EXIT trap after this, removing $t too.
+test_init() {
+	set -u
+	cd "$(dirname "$0")/../.." || exit 1
+	name=$(basename "$0" .sh)
+	t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+	trap 'rm -rf "$t"' EXIT
+	trap 'exit 1' HUP INT TERM
+	fails=0
+}
+
+# fail MESSAGE: prints "FAIL: MESSAGE" and counts it in $fails; the script goes on (it ends
+# with [ $fails = 0 ] || exit 1 or the like).
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# skip REASON: prints "SKIP name: REASON" and exits 2.
+skip() { echo "SKIP $name: $*"; exit 2; }
+
+# have COMMAND: true when COMMAND is found on the PATH (or is a builtin or function).
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# need_x86_64: skips unless the machine is x86_64.
+need_x86_64() { [ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"; }
+
+# need_build FILE...: each FILE of build/ is there (luaprof, the CLI, executable), or the
+# script says "build/FILE is missing (run make)" for the first one that is not and exits 1:
+# a build that is not there is a failure of the run, not a reason to skip.
+need_build() {
+	for _f in "$@"; do
+		if [ "$_f" = luaprof ]; then [ -x build/luaprof ]; else [ -f "build/$_f" ]; fi ||
+			{ echo "build/$_f is missing (run make)"; exit 1; }
+	done
+}
