@@ -11,20 +11,13 @@
 # 0.2 % dropped, at most 0.2 % in the interpreter or C code it called without a Lua
 # frame.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=cpu_interp_calls
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+need_x86_64
+need_build luaprof luaprof.so
+have luajit || skip "no luajit"
 luajit2_fetch "$t/dl.log"
 
 cat >"$t/fib.lua" <<'LUA'

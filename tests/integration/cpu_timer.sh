@@ -10,18 +10,11 @@
 # samples. A forked child is not sampled and exits normally. A file the program opens at
 # the clock's number after closing its descriptor is left alone (stop and fork).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=cpu_timer
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof luaprof.so
+have luajit || skip "luajit is not installed (apt-get install luajit)"
 lp=$PWD/build/luaprof
 
 cat >"$t/burn.lua" <<'LUA'

@@ -9,20 +9,13 @@
 # luajit2 (when it can be fetched), JIT on, 3 s at 1 kHz each: every sample whose innermost
 # frame is a trace has a Lua frame below it, but one at most (see below).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=cpu_trace_entry
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+need_x86_64
+need_build luaprof luaprof.so
+have luajit || skip "no luajit"
 luajit2_fetch "$t/dl.log"
 
 cat >"$t/mix.lua" <<'LUA'

@@ -15,22 +15,14 @@
 # libraries loaded one after the other at one address are named after the one that ran is
 # dlclose_names.sh's.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=dlclose_churn
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 luajit_dev "$t/apt.log" || skip "$why"
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+have luajit || skip "no luajit"
 
 for v in 0 1 2 3 4 5 6; do
 	cc_test "$t/v$v.so" tests/integration/$name.c -O1 -fPIC -shared -I"$inc" -DV=$v || exit 1

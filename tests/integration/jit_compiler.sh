@@ -16,20 +16,13 @@
 # the workload's other loops: the calling loop, or the loading loop stitched at `load`);
 # and each of the three states is seen with its Lua frames.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=jit_compiler
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 src=tests/integration/jit_compiler.lua
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] && [ -x build/luaprof ] || { echo "build/ is incomplete (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 luajit_dev "$t/apt.log" || skip "$why"
 luajit2_fetch "$t/dl.log"
 

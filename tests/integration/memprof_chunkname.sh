@@ -5,20 +5,12 @@
 # past that were missing from the list, the line its allocations are charged to among them,
 # and a path of 600 bytes lost its end (two files in one deep directory were one).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=memprof_chunkname
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+need_x86_64
+need_build luaprof.so luaprof
+have luajit || skip "no luajit"
 
 # A template of 40 filler lines (about 1.6 KiB), then its table on line 42; a chunk named
 # by a path of 600 bytes ending in "tail.lua".

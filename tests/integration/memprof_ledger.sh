@@ -8,18 +8,12 @@
 # OpenResty's luajit2, through the Lua API (records encoded on the writer thread) and the
 # C API with the host's writer (encoded in the wrapper, memprof_ledger_host.c).
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=memprof_ledger
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
-[ -f build/luaprof.so ] && [ -f build/libluaprof.a ] || { echo "build/ is incomplete (run make)"; exit 1; }
+have luajit || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof.so libluaprof.a
 cc_test "$t/ledger" tests/integration/memprof_ledger.c -O2 -Iinclude -Isrc \
 	build/libluaprof.a -lm || exit 1
 src=tests/integration/memprof_ledger.lua

@@ -7,18 +7,12 @@
 # allocation is placed at its snapshot): only the total and the frames below the trace
 # are checked. Debian's luajit, and OpenResty's luajit2 when its .debs can be had.
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=memprof_sampled
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-command -v luajit >/dev/null 2>&1 || skip "luajit is not installed (apt-get install luajit)"
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+have luajit || skip "luajit is not installed (apt-get install luajit)"
+need_build luaprof luaprof.so
 src=tests/integration/memprof_sampled.lua
 declare -A at
 read_markers $src
