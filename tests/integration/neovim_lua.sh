@@ -10,17 +10,12 @@
 # Found: memory samples counted the interpreter leaf and the lua_pcall outside it as two
 # entries, and the vim.wait line went under the inner lua_pcall (all of the callback's
 # bytes). Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=neovim_lua
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v nvim >/dev/null 2>&1 || { echo "SKIP $name: neovim is not installed (scripts/setup.sh --test)"; exit 2; }
+need_build luaprof luaprof.so
+have nvim || skip "neovim is not installed (scripts/setup.sh --test)"
 src=$PWD/tests/integration/neovim/profile.lua
 declare -A at
 read_markers "$src"

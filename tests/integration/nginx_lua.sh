@@ -16,24 +16,19 @@
 # those samples had their Lua frames at the root.
 # nginx, its modules and luajit2 conflict with Debian's luajit as packages: their .debs are
 # extracted under build/ (tests/integration/lib/luajit.sh). Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=nginx_lua
 root=$PWD
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 master=
 cleanup() {
 	[ -n "$master" ] && kill "$master" 2>/dev/null
 	rm -rf "$t"
 }
 trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v curl >/dev/null 2>&1 || skip "curl is not installed (apt-get install curl)"
+need_build luaprof luaprof.so
+have curl || skip "curl is not installed (apt-get install curl)"
 luajit2_fetch "$t/dl.log" || skip "OpenResty's luajit2 .debs cannot be had: $(tail -n 1 "$t/dl.log")"
 nginx_fetch "$t/dl2.log" || skip "nginx's .debs cannot be had: $(tail -n 1 "$t/dl2.log")"
 missing=$(LD_LIBRARY_PATH=$lj2lib ldd "$ngx" "$ngxmod/ngx_http_lua_module.so" 2>&1 |

@@ -9,22 +9,14 @@
 # Checked: luajit exits 0 under `luaprof record` and `record --memory`, and the CPU
 # profile names the library's function.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=note_unmapped
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
-command -v python3 >/dev/null 2>&1 || skip "no python3"
+need_x86_64
+need_build luaprof.so luaprof
+have luajit || skip "no luajit"
+have python3 || skip "no python3"
 
 cat >"$t/spin.c" <<'C'
 unsigned note_spin(unsigned n);

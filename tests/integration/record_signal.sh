@@ -6,20 +6,12 @@
 # stop, had no sample at all. The program still dies of the signal
 # (record's status 128+N); a forked child dies of it at once; a program that ignores the
 # signal keeps running. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=record_signal
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-command -v luajit >/dev/null 2>&1 || skip "no luajit"
+need_x86_64
+need_build luaprof luaprof.so
+have luajit || skip "no luajit"
 lp=$PWD/build/luaprof
 
 # A compiled loop that runs until killed; it says when it runs (its output file).

@@ -17,20 +17,12 @@
 #            file is then the loader: a CPU profile (luaprof record) names luajit's own
 #            code luajit+0xOFFSET under main, not after the loader (ld-linux...+0x).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=replaced_object
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 luajit_dev "$t/apt.log" || skip "$why"
 
 src=tests/integration/replaced_object.c

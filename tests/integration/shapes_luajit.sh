@@ -30,22 +30,15 @@
 # the unnamed frame that calls shapes_burn from a trace lies in that trace's machine code
 # (jit.util.tracemc), and the stream names the expected VM build.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=shapes_luajit
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-[ -n "${SHAPES_KEEP:-}" ] || trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
+[ -z "${SHAPES_KEEP:-}" ] || trap - EXIT # SHAPES_KEEP=1 keeps $t
 secs=${SHAPES_SECS:-0.2}  # per shape; SHAPES_VERBOSE=1 prints every dominant stack
 src=tests/integration/shapes_luajit.lua
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] || { echo "build/luaprof.so is missing (run make)"; exit 1; }
-[ -x build/luaprof ] || { echo "build/luaprof is missing (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 
 # -- Debian's luajit and libluajit-5.1-dev, installed when missing and allowed.
 luajit_dev "$t/apt.log" || skip "$why"

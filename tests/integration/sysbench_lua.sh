@@ -11,18 +11,12 @@
 # Found: a capture inside a trace read a snapshot's frame constant that was no function
 # (an integer, 22) as an object, and stop built a 60 KiB record on the thread's stack:
 # both killed sysbench with SIGSEGV. Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=sysbench_lua
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-command -v sysbench >/dev/null 2>&1 || skip "sysbench is not installed (scripts/setup.sh --test)"
+need_build luaprof luaprof.so
+have sysbench || skip "sysbench is not installed (scripts/setup.sh --test)"
 src=$PWD/tests/integration/sysbench/profile.lua
 declare -A at
 read_markers "$src"

@@ -9,20 +9,13 @@
 # Checked on `luaprof report -f collapsed`: no raw address frame; some GC allocation under
 # a TRACE frame of the loops' function, whose Lua frame below it is at the trace's start.
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=trace_gc_memory
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 src=tests/integration/trace_gc_memory.lua
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] && [ -x build/luaprof ] || { echo "build/ is incomplete (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 luajit_dev "$t/apt.log" || skip "$why"
 luajit2_fetch "$t/dl.log"
 

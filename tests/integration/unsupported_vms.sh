@@ -8,13 +8,10 @@
 # emptied the file); the host goes on and exits 0. The checks run inside the host
 # (unsupported/refuse.lua). A missing host is skipped; exit 2 when both are.
 # Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
-name=unsupported_vms
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
-fails=0 ran=0
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+need_build luaprof luaprof.so
+ran=0
 
 check_host() { # check_host LABEL REASON COMMAND...
 	local label=$1 reason=$2 rc
@@ -43,6 +40,6 @@ if command -v lua5.1 >/dev/null 2>&1; then
 else
 	echo "$name: lua5.1 is not installed (scripts/setup.sh --test): not checked"
 fi
-[ $ran -gt 0 ] || { echo "SKIP $name: neither tarantool nor lua5.1 is installed"; exit 2; }
+[ $ran -gt 0 ] || skip "neither tarantool nor lua5.1 is installed"
 [ $fails -eq 0 ] || exit 1
 echo "PASS $name"

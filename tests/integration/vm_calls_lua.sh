@@ -19,20 +19,13 @@
 #   <host frames>;lua_pcall;@...:<main line>;<caller>;<C frames>;@...:<leaf line>
 # (the callers' Lua frames in one run right after the script's entry, then non-Lua frames,
 # then the leaf). Exit 0 pass, 1 fail, 2 skip.
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=vm_calls_lua
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 src=tests/integration/vm_calls_lua.lua
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -f build/luaprof.so ] && [ -x build/luaprof ] || { echo "build/ is incomplete (run make)"; exit 1; }
+need_x86_64
+need_build luaprof.so luaprof
 luajit_dev "$t/apt.log" || skip "$why"
 luajit2_fetch "$t/dl.log"
 
