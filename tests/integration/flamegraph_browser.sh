@@ -7,14 +7,15 @@
 #
 # Exit: 0 pass, 1 fail, 2 skip (no browser). Env: FG_KEEP=1 keeps the work dir,
 # FG_SHOT=path sets the screenshot path (default /tmp/fg.png; the zoomed one gets -zoom).
-set -u
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib/common.sh" || exit 1
 SHOT=${FG_SHOT:-/tmp/fg.png}
+case $SHOT in /*) ;; *) SHOT=$PWD/$SHOT ;; esac # relative to where the script was run
 SHOT_ZOOM=${SHOT%.png}-zoom.png
+test_init
+ROOT=$PWD
 CC=${CC:-cc}
 
-skip() { echo "SKIP flamegraph_browser: $*"; exit 2; }
+# fail here ends the script at once.
 fail() { echo "FAIL flamegraph_browser: $*"; exit 1; }
 
 BROWSER=
@@ -34,7 +35,7 @@ if [ -z "$BROWSER" ]; then
 	fi
 fi
 
-WORK=$(mktemp -d /tmp/fg_browser.XXXXXX) || fail "mktemp"
+WORK=$t
 cleanup() {
 	[ "${FG_KEEP:-0}" = 1 ] && { echo "flamegraph_browser: kept $WORK" >&2; return; }
 	rm -rf "$WORK"

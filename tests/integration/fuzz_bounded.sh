@@ -14,16 +14,16 @@
 #   FUZZ_KEEP=1   keep the temporary corpus directory
 #   CLANG         compiler (default clang)
 # Reproducers are copied to build/fuzz-artifacts/; rerun one with build/fuzz/TARGET FILE.
-set -u
-
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root" || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+root=$PWD
 CLANG=${CLANG:-clang}
 export CLANG
 
 # -- Toolchain: clang with the libFuzzer runtime ---------------------------------------
 probe_libfuzzer() {
-	dir=$(mktemp -d "${TMPDIR:-/tmp}/fuzzprobe.XXXXXX") || return 1
+	dir=$t/probe
+	mkdir "$dir" || return 1
 	cat >"$dir/p.c" <<'PROBE'
 #include <stddef.h>
 #include <stdint.h>
@@ -36,16 +36,15 @@ PROBE
 	return $rc
 }
 
-if ! command -v "$CLANG" >/dev/null 2>&1 || ! probe_libfuzzer; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if ! have "$CLANG" || ! probe_libfuzzer; then
+	if [ "$(id -u)" = 0 ] && have apt-get; then
 		echo "fuzz_bounded: installing clang and libclang-rt-14-dev" >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y clang libclang-rt-14-dev >&2 ||
 			{ apt-get update >&2 && DEBIAN_FRONTEND=noninteractive \
 				apt-get install -y clang libclang-rt-14-dev >&2; }
 	fi
-	if ! command -v "$CLANG" >/dev/null 2>&1 || ! probe_libfuzzer; then
-		echo "SKIP fuzz_bounded: $CLANG with -fsanitize=fuzzer is not available" >&2
-		exit 2
+	if ! have "$CLANG" || ! probe_libfuzzer; then
+		skip "$CLANG with -fsanitize=fuzzer is not available" >&2
 	fi
 fi
 
@@ -70,7 +69,7 @@ fi
 ntargets=$(echo $targets | wc -w)
 
 # -- Corpus and time budget ---------------------------------------------------------
-work=$(mktemp -d "${TMPDIR:-/tmp}/luaprof-fuzz.XXXXXX") || exit 1
+work=$t
 cleanup() {
 	if [ "${FUZZ_KEEP:-0}" = 1 ]; then
 		echo "fuzz_bounded: kept $work" >&2

@@ -5,19 +5,12 @@
 # memory profile with fixed stacks, and checks -raw, -top, -traces and -sample_index output.
 # Needs Go (Debian golang-go; installed with apt-get when missing and running as root).
 # Works offline: HOME, GOCACHE, GOPATH live in a temp dir. Exit 0 pass, 1 fail, 2 skip.
-set -u
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
-cd "$(dirname "$0")/../.." || exit 1
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/pprof_go.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
-
+# fail here goes to stderr and counts in $failures (the closing line sums them up); die
+# fails at once.
 failures=0
-skip() {
-	echo "SKIP pprof_go: $*"
-	exit 2
-}
 die() {
 	echo "FAIL pprof_go: $*"
 	exit 1
@@ -29,91 +22,91 @@ fail() {
 
 # -- Go -----------------------------------------------------------------------
 
-if ! command -v go >/dev/null 2>&1; then
-	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! have go; then
+	if [ "$(id -u)" != 0 ] || ! have apt-get; then
 		skip "go not found and golang-go cannot be installed (needs root and apt-get)"
 	fi
 	echo "pprof_go: installing golang-go" >&2
-	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >"$tmp/apt.log" 2>&1; then
-		DEBIAN_FRONTEND=noninteractive apt-get update >>"$tmp/apt.log" 2>&1
-		DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >>"$tmp/apt.log" 2>&1 ||
-			skip "apt-get install golang-go failed: $(tail -n 1 "$tmp/apt.log")"
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >"$t/apt.log" 2>&1; then
+		DEBIAN_FRONTEND=noninteractive apt-get update >>"$t/apt.log" 2>&1
+		DEBIAN_FRONTEND=noninteractive apt-get install -y golang-go >>"$t/apt.log" 2>&1 ||
+			skip "apt-get install golang-go failed: $(tail -n 1 "$t/apt.log")"
 	fi
-	command -v go >/dev/null 2>&1 || skip "golang-go installed but no go in PATH"
+	have go || skip "golang-go installed but no go in PATH"
 fi
 
-mkdir -p "$tmp/home" "$tmp/gocache" "$tmp/gopath" || exit 1
-export HOME="$tmp/home" GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" GOFLAGS=-mod=mod \
-	GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off PPROF_TMPDIR="$tmp"
+mkdir -p "$t/home" "$t/gocache" "$t/gopath" || exit 1
+export HOME="$t/home" GOCACHE="$t/gocache" GOPATH="$t/gopath" GOFLAGS=-mod=mod \
+	GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off PPROF_TMPDIR="$t"
 go tool -n pprof >/dev/null 2>&1 || skip "this Go ($(go version 2>&1)) has no 'go tool pprof'"
 
 # -- Build ----------------------------------------------------------------------
 
-make -s build/libluaprof.a >"$tmp/make.log" 2>&1 || {
-	cat "$tmp/make.log" >&2
+make -s build/libluaprof.a >"$t/make.log" 2>&1 || {
+	cat "$t/make.log" >&2
 	die "make build/libluaprof.a failed"
 }
 ${CC:-cc} -std=c11 -Iinclude -Isrc -Ibuild/gen -D_GNU_SOURCE tests/integration/pprof_driver.c \
-	build/libluaprof.a -lprotobuf-c -lz -lm -o "$tmp/pprof_driver" 2>"$tmp/cc.log" || {
-	cat "$tmp/cc.log" >&2
+	build/libluaprof.a -lprotobuf-c -lz -lm -o "$t/pprof_driver" 2>"$t/cc.log" || {
+	cat "$t/cc.log" >&2
 	die "cannot compile tests/integration/pprof_driver.c"
 }
-"$tmp/pprof_driver" cpu "$tmp/cpu.pb.gz" || die "pprof_driver cpu failed"
-"$tmp/pprof_driver" mem "$tmp/mem.pb.gz" || die "pprof_driver mem failed"
-"$tmp/pprof_driver" wall "$tmp/wall.pb.gz" || die "pprof_driver wall failed"
+"$t/pprof_driver" cpu "$t/cpu.pb.gz" || die "pprof_driver cpu failed"
+"$t/pprof_driver" mem "$t/mem.pb.gz" || die "pprof_driver mem failed"
+"$t/pprof_driver" wall "$t/wall.pb.gz" || die "pprof_driver wall failed"
 
 # -- Helpers --------------------------------------------------------------------
 
 FFFD=$(printf '\357\277\275') # U+FFFD, what the driver's "bad\xffname" must become
 
-# pp NAME ARGS...: runs go tool pprof ARGS into $tmp/NAME.out.
+# pp NAME ARGS...: runs go tool pprof ARGS into $t/NAME.out.
 pp() {
 	name=$1
 	shift
-	if ! go tool pprof "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+	if ! go tool pprof "$@" >"$t/$name.out" 2>"$t/$name.err"; then
 		fail "go tool pprof $* failed:"
-		sed 's/^/    /' "$tmp/$name.err" >&2
+		sed 's/^/    /' "$t/$name.err" >&2
 		return 1
 	fi
 	# pprof tries to symbolize locations unless the mapping says it need not.
-	if grep -Eiq 'symboliz|binary filename' "$tmp/$name.err"; then
+	if grep -Eiq 'symboliz|binary filename' "$t/$name.err"; then
 		fail "go tool pprof $* warned:"
-		sed 's/^/    /' "$tmp/$name.err" >&2
+		sed 's/^/    /' "$t/$name.err" >&2
 	fi
 	return 0
 }
 
-# expect_has NAME LINE: $tmp/NAME.out has this exact line.
+# expect_has NAME LINE: $t/NAME.out has this exact line.
 expect_has() {
-	grep -Fxq -- "$2" "$tmp/$1.out" || fail "$1: no line '$2'"
+	grep -Fxq -- "$2" "$t/$1.out" || fail "$1: no line '$2'"
 }
 
-# expect_rows NAME KIND: compares the KIND rows of $tmp/NAME.out with stdin, unordered.
+# expect_rows NAME KIND: compares the KIND rows of $t/NAME.out with stdin, unordered.
 #   top:    "function|flat|cum" for every -top row
 #   traces: "value|leaf;...;root" for every -traces sample
 #   raw:    "v1 v2 ..." values of every -raw sample
 expect_rows() {
 	name=$1
 	kind=$2
-	sort >"$tmp/$name.want"
+	sort >"$t/$name.want"
 	case $kind in
 	top)
 		awk 'rows { n = $0; for (i = 0; i < 5; i++) sub(/^ *[^ ]+/, "", n)
 			    sub(/^ +/, "", n); print n "|" $1 "|" $4 }
-		     /^ *flat  *flat%/ { rows = 1 }' "$tmp/$name.out" ;;
+		     /^ *flat  *flat%/ { rows = 1 }' "$t/$name.out" ;;
 	traces)
 		awk 'function flush() { if (v != "") print v "|" s; v = ""; s = "" }
 		     /^-+\+-+$/ { flush(); in_trace = 1; next }
 		     in_trace && v == "" { v = $1; n = $0; sub(/^ *[^ ]+ +/, "", n); s = n; next }
 		     in_trace { n = $0; sub(/^ +/, "", n); s = s ";" n }
-		     END { flush() }' "$tmp/$name.out" ;;
+		     END { flush() }' "$t/$name.out" ;;
 	raw)
 		awk '/^Locations/ { s = 0 } s == 2 { sub(/:.*/, ""); $1 = $1; print }
-		     s == 1 { s = 2 } /^Samples:/ { s = 1 }' "$tmp/$name.out" ;;
-	esac | sort >"$tmp/$name.got"
-	if ! cmp -s "$tmp/$name.got" "$tmp/$name.want"; then
+		     s == 1 { s = 2 } /^Samples:/ { s = 1 }' "$t/$name.out" ;;
+	esac | sort >"$t/$name.got"
+	if ! cmp -s "$t/$name.got" "$t/$name.want"; then
 		fail "$name: $kind rows differ (- expected, + got):"
-		diff -u "$tmp/$name.want" "$tmp/$name.got" | tail -n +3 | sed 's/^/    /' >&2
+		diff -u "$t/$name.want" "$t/$name.got" | tail -n +3 | sed 's/^/    /' >&2
 	fi
 }
 
@@ -121,10 +114,10 @@ TOP="-nodecount=1000 -nodefraction=0 -edgefraction=0"
 
 # -- CPU profile ----------------------------------------------------------------
 
-if pp cpu_raw -raw "$tmp/cpu.pb.gz"; then
+if pp cpu_raw -raw "$t/cpu.pb.gz"; then
 	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
 	expect_has cpu_raw "PeriodType: cpu nanoseconds"
-	pp wall_raw -raw "$tmp/wall.pb.gz" && expect_has wall_raw "PeriodType: wall nanoseconds"
+	pp wall_raw -raw "$t/wall.pb.gz" && expect_has wall_raw "PeriodType: wall nanoseconds"
 	expect_has cpu_raw "Period: 1000000"
 	expect_has cpu_raw "samples/count[dflt] cpu/nanoseconds"
 	expect_rows cpu_raw raw <<-EOF
@@ -135,7 +128,7 @@ if pp cpu_raw -raw "$tmp/cpu.pb.gz"; then
 		5 5000000
 	EOF
 	# Location lines without pprof's own id: address, mapping, function, file:line, start.
-	sed 's/^ *[0-9]*: //' "$tmp/cpu_raw.out" >"$tmp/cpu_locs.out"
+	sed 's/^ *[0-9]*: //' "$t/cpu_raw.out" >"$t/cpu_locs.out"
 	expect_has cpu_locs "0x41000 M=1 lj_gc_step /usr/lib/libluajit-5.1.so.2:0 s=0"
 	expect_has cpu_locs "0x42000 M=1 malloc :0 s=0"
 	expect_has cpu_locs "0x0 M=1 @app.lua:10 app.lua:12 s=10"
@@ -143,13 +136,13 @@ if pp cpu_raw -raw "$tmp/cpu.pb.gz"; then
 	expect_has cpu_locs "0x0 M=1 =stdin:1 stdin:3 s=1"
 	expect_has cpu_locs "0x0 M=1 TRACE [3] @app.lua:7 app.lua:7 s=0"
 	expect_has cpu_locs "0x43000 M=1 bad${FFFD}name :0 s=0"
-	if grep -q "$(printf '\377')" "$tmp/cpu_raw.out"; then
+	if grep -q "$(printf '\377')" "$t/cpu_raw.out"; then
 		fail "cpu_raw: invalid UTF-8 byte 0xff reached pprof"
 	fi
 fi
 
 # Function view: both lines of @app.lua:10 merge into one function.
-if pp cpu_top -top $TOP "$tmp/cpu.pb.gz"; then
+if pp cpu_top -top $TOP "$t/cpu.pb.gz"; then
 	expect_has cpu_top "Type: samples"
 	expect_has cpu_top "Showing nodes accounting for 100, 100% of 100 total"
 	expect_rows cpu_top top <<-EOF
@@ -165,7 +158,7 @@ if pp cpu_top -top $TOP "$tmp/cpu.pb.gz"; then
 fi
 
 # Line view: the current lines of @app.lua:10 stay apart.
-if pp cpu_lines -top -lines $TOP "$tmp/cpu.pb.gz"; then
+if pp cpu_lines -top -lines $TOP "$t/cpu.pb.gz"; then
 	expect_rows cpu_lines top <<-EOF
 		TRACE [3] @app.lua:7 app.lua:7|40|40
 		lj_gc_step /usr/lib/libluajit-5.1.so.2|30|30
@@ -180,7 +173,7 @@ if pp cpu_lines -top -lines $TOP "$tmp/cpu.pb.gz"; then
 fi
 
 # Stacks, leaf first.
-if pp cpu_traces -traces "$tmp/cpu.pb.gz"; then
+if pp cpu_traces -traces "$t/cpu.pb.gz"; then
 	expect_rows cpu_traces traces <<-EOF
 		30|lj_gc_step;@app.lua:10;=stdin:1
 		20|malloc;@app.lua:10;=stdin:1
@@ -191,7 +184,7 @@ if pp cpu_traces -traces "$tmp/cpu.pb.gz"; then
 fi
 
 # The second column.
-if pp cpu_ns -top -sample_index=cpu -unit=ns $TOP "$tmp/cpu.pb.gz"; then
+if pp cpu_ns -top -sample_index=cpu -unit=ns $TOP "$t/cpu.pb.gz"; then
 	expect_has cpu_ns "Type: cpu"
 	expect_rows cpu_ns top <<-EOF
 		TRACE [3] @app.lua:7|40000000ns|40000000ns
@@ -207,7 +200,7 @@ fi
 
 # -- Memory profile -------------------------------------------------------------
 
-if pp mem_raw -raw "$tmp/mem.pb.gz"; then
+if pp mem_raw -raw "$t/mem.pb.gz"; then
 	expect_has mem_raw "Comment: luajit app.lua (memory)"
 	expect_has mem_raw \
 		"alloc_space/bytes alloc_objects/count inuse_space/bytes[dflt] inuse_objects/count"
@@ -221,7 +214,7 @@ if pp mem_raw -raw "$tmp/mem.pb.gz"; then
 fi
 
 # default_sample_type selects inuse_space.
-if pp mem_top -top -unit=B $TOP "$tmp/mem.pb.gz"; then
+if pp mem_top -top -unit=B $TOP "$t/mem.pb.gz"; then
 	expect_has mem_top "Type: inuse_space"
 	expect_has mem_top "Showing nodes accounting for 1344B, 100% of 1344B total"
 	expect_rows mem_top top <<-EOF
@@ -234,7 +227,7 @@ if pp mem_top -top -unit=B $TOP "$tmp/mem.pb.gz"; then
 	EOF
 fi
 
-if pp mem_alloc_space -top -sample_index=alloc_space -unit=B $TOP "$tmp/mem.pb.gz"; then
+if pp mem_alloc_space -top -sample_index=alloc_space -unit=B $TOP "$t/mem.pb.gz"; then
 	expect_has mem_alloc_space "Type: alloc_space"
 	expect_rows mem_alloc_space top <<-EOF
 		malloc|65536B|65536B
@@ -248,7 +241,7 @@ if pp mem_alloc_space -top -sample_index=alloc_space -unit=B $TOP "$tmp/mem.pb.g
 	EOF
 fi
 
-if pp mem_alloc_objects -traces -sample_index=alloc_objects "$tmp/mem.pb.gz"; then
+if pp mem_alloc_objects -traces -sample_index=alloc_objects "$t/mem.pb.gz"; then
 	expect_has mem_alloc_objects "Type: alloc_objects"
 	expect_rows mem_alloc_objects traces <<-EOF
 		4|lj_gc_step;@app.lua:10;=stdin:1
@@ -259,7 +252,7 @@ if pp mem_alloc_objects -traces -sample_index=alloc_objects "$tmp/mem.pb.gz"; th
 	EOF
 fi
 
-if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$tmp/mem.pb.gz"; then
+if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$t/mem.pb.gz"; then
 	expect_has mem_inuse_objects "Type: inuse_objects"
 	expect_rows mem_inuse_objects top <<-EOF
 		TRACE [3] @app.lua:7|4|4
@@ -276,10 +269,10 @@ fi
 # The loader passes the stream's clock on: a --clock wall profile's period is wall time.
 if command -v luajit >/dev/null 2>&1 && [ -x build/luaprof ] && [ -f build/luaprof.so ]; then
 	for clock in cpu wall; do
-		build/luaprof record -q --clock $clock -o "$tmp/rec-$clock.pb.gz" -- \
-			luajit -e 'local s = 0 for i = 1, 2e7 do s = s + i % 3 end' >/dev/null 2>"$tmp/rec.err" ||
-			fail "record --clock $clock: $(cat "$tmp/rec.err")"
-		pp rec_$clock -raw "$tmp/rec-$clock.pb.gz" && expect_has rec_$clock "PeriodType: $clock nanoseconds"
+		build/luaprof record -q --clock $clock -o "$t/rec-$clock.pb.gz" -- \
+			luajit -e 'local s = 0 for i = 1, 2e7 do s = s + i % 3 end' >/dev/null 2>"$t/rec.err" ||
+			fail "record --clock $clock: $(cat "$t/rec.err")"
+		pp rec_$clock -raw "$t/rec-$clock.pb.gz" && expect_has rec_$clock "PeriodType: $clock nanoseconds"
 	done
 else
 	echo "pprof_go: note: luajit or build/luaprof missing, a recorded profile's clock not checked" >&2

@@ -9,18 +9,14 @@
 # vm_live walks live stacks with the model and compares them with LuaJIT's own
 # lua_getstack/luaL_traceback (see vm_live.c). Exit 0 pass, 1 fail, 2 skip (with a reason;
 # also when only one of the two builds could be obtained and it passed).
-set -u
-
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 
 cache=build/vm_live
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm_live.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 1' HUP INT TERM
 
-[ "$(uname -m)" = x86_64 ] || { echo "SKIP vm_live: needs x86_64 (got $(uname -m))"; exit 2; }
+need_x86_64
 for tool in apt-get dpkg-deb "${CC:-cc}"; do
-	command -v "$tool" >/dev/null 2>&1 || { echo "SKIP vm_live: no $tool"; exit 2; }
+	have "$tool" || skip "no $tool"
 done
 mkdir -p "$cache" || exit 1
 
@@ -33,11 +29,11 @@ fetch() {
 	fi
 	rm -rf "$root" "$cache/$build.debs"
 	mkdir -p "$root" "$cache/$build.debs" || return 1
-	if ! (cd "$cache/$build.debs" && apt-get download "$2" "$3") >"$tmp/apt.log" 2>&1; then
+	if ! (cd "$cache/$build.debs" && apt-get download "$2" "$3") >"$t/apt.log" 2>&1; then
 		# Stale package lists: refresh once (needs root), then retry.
 		if [ "$(id -u)" = 0 ]; then
-			apt-get update >>"$tmp/apt.log" 2>&1
-			(cd "$cache/$build.debs" && apt-get download "$2" "$3") >>"$tmp/apt.log" 2>&1 ||
+			apt-get update >>"$t/apt.log" 2>&1
+			(cd "$cache/$build.debs" && apt-get download "$2" "$3") >>"$t/apt.log" 2>&1 ||
 				return 1
 		else
 			return 1
@@ -65,12 +61,12 @@ run() {
 	if ! ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 		-Wmissing-prototypes -Wno-unused-parameter -O2 -g -Iinclude -Isrc -D_GNU_SOURCE \
 		-I"$inc" tests/integration/vm_live.c src/vm/*.c "$lib/libluajit-5.1.so.2" \
-		-o "$tmp/vm_live_$build" 2>"$tmp/cc.log"; then
-		cat "$tmp/cc.log" >&2
+		-o "$t/vm_live_$build" 2>"$t/cc.log"; then
+		cat "$t/cc.log" >&2
 		echo "vm_live: $build: cannot compile tests/integration/vm_live.c" >&2
 		return 1
 	fi
-	LD_LIBRARY_PATH=$lib "$tmp/vm_live_$build" "$build"
+	LD_LIBRARY_PATH=$lib "$t/vm_live_$build" "$build"
 }
 
 failed=0
@@ -79,7 +75,7 @@ for spec in "luajit libluajit-5.1-2 libluajit-5.1-dev" \
 	"luajit2 libluajit2-5.1-2 libluajit2-5.1-dev"; do
 	set -- $spec
 	if ! fetch "$@"; then
-		echo "vm_live: $1: cannot fetch $2 $3: $(tail -n 1 "$tmp/apt.log")" >&2
+		echo "vm_live: $1: cannot fetch $2 $3: $(tail -n 1 "$t/apt.log")" >&2
 		missing="$missing $1"
 		continue
 	fi
@@ -91,8 +87,7 @@ if [ "$failed" != 0 ]; then
 	exit 1
 fi
 if [ -n "$missing" ]; then
-	echo "SKIP vm_live: packages unavailable for:$missing (apt-get download failed)"
-	exit 2
+	skip "packages unavailable for:$missing (apt-get download failed)"
 fi
 echo "PASS vm_live"
 exit 0
