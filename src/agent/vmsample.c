@@ -985,6 +985,31 @@ static int entering(const struct lp_lj_thread *t, uint64_t sp, uint64_t *prev)
 	       frames[0].kind != LP_FRAME_LFUNC;
 }
 
+/*
+** pcall or xpcall (assembler builtins) calling the function they run, or that function
+** returning to them: PC (rbx) holds the new frame's link (its distance from the builtin's
+** base, 16 for pcall and 24 for xpcall, and type PCALL; the hook bit, or FRAME_C toggled
+** on the way back, in bit 0), no bytecode position, and BASE (rdx) the builtin's base, or
+** the callee's before its link is stored or while it returns. The sample is the
+** builtin's, under its caller: it had no Lua frame (6-8 % of an interpreted pcall loop's
+** samples). The builtin's base, when its frame is at rdx or that distance below it; else 0.
+*/
+static uint64_t pcall_base(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
+{
+	uint64_t delta = rbx & ~7ull;
+	unsigned flags;
+	if ((rbx & 6) != 6 || (delta != 16 && delta != 24) || !vm.ffid_pcall)
+		return 0;
+	uint8_t want = delta == 16 ? vm.ffid_pcall : vm.ffid_xpcall;
+	for (uint64_t base = rdx;; base = rdx - delta) {
+		if (lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) == 1 &&
+		    frames[0].kind == LP_FRAME_FFUNC && frames[0].ffid == want)
+			return base;
+		if (base != rdx)
+			return 0;
+	}
+}
+
 /* Opcodes the same in every supported build (opcodes up to JMP are). */
 #define BC_CAT   38
 #define BC_UCLO  50
@@ -1274,6 +1299,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					 * start at its L->base, which the builtin stored. */
 					if (lua_stack_or_none(s, &t, 0, 0, mode))
 						s->vmstate = LP_VMST_FFUNC;
+				} else if ((prev = pcall_base(&t, rdx, rbx)) != 0) {
+					if (lua_stack_or_none(s, &t, prev, 0, mode))
+						s->vmstate = LP_VMST_FFUNC;
 				} else if (entering(&t, sp, &prev)) {
 					/* The C code that called, as if sampled in it. */
 					struct lp_lj_thread c = t;
@@ -1291,6 +1319,12 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		if (lua_stack(s, &t, rdx, s->vmstate == LP_VMST_LFUNC ? rbx : 0, mode) == 0)
 			return 0;
+		/* pcall's callee at rdx before its link is stored (pcall_base). */
+		uint64_t pb = s->nlua ? 0 : pcall_base(&t, rdx, rbx);
+		if (pb && lua_stack_or_none(s, &t, pb, 0, mode)) {
+			s->vmstate = LP_VMST_FFUNC;
+			return 0;
+		}
 		return s->vmstate == LP_VMST_LFUNC && !s->nlua
 			       ? unlinked_call(s, &t, ip, rdx, rbx, mode)
 			       : -1;

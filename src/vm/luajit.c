@@ -237,6 +237,8 @@ static int check_layout(const struct lp_lj_layout *lay, const struct lp_mem *m, 
 	vm->ffid_resume = ffid_by_name(lay, "coroutine.resume");
 	vm->ffid_wrap_aux = ffid_by_name(lay, "coroutine.wrap_aux");
 	vm->ffid_yield = ffid_by_name(lay, "coroutine.yield");
+	vm->ffid_pcall = ffid_by_name(lay, "pcall");
+	vm->ffid_xpcall = ffid_by_name(lay, "xpcall");
 	return 0;
 }
 

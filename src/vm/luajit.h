@@ -125,6 +125,7 @@ struct lp_lj_vm {
 	uint64_t vm_hi;  /* end of the block's .eh_frame FDE = start of lj_vm_ffi_call */
 	uint8_t ffid_resume, ffid_wrap_aux; /* coroutine.resume / coroutine.wrap_aux, 0 if absent */
 	uint8_t ffid_yield;                 /* coroutine.yield, 0 if absent */
+	uint8_t ffid_pcall, ffid_xpcall;    /* pcall / xpcall, 0 if absent */
 };
 
 /*
