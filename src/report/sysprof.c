@@ -570,6 +570,25 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * leaf beyond one a resume: not shown, so that the helper's samples share their Lua
 	 * line's path (they went before the Lua frames, a root of their own). helper_end:
 	 * host frames in [1, helper_end) are hidden. */
+	/* A C function that is the innermost Lua frame and has a host frame of its own
+	 * (cf_at) runs no Lua frame of the sample above that frame: VM code there is the VM
+	 * entering a Lua function the C code calls (lua_call, before the callee's frame is
+	 * linked) or leaving one (after it was unlinked), in the VM's state still C. Taken
+	 * for the innermost segment's entry, it put the sample's Lua frames there, the main
+	 * chunk's line shown as called from inside the C module (lpeg's match calling a
+	 * capture function: 3 % of such a loop's samples); those frames belong to the
+	 * entries outside the C function, and the VM code is shown as C code the C function
+	 * called (its cost of calling Lua). */
+	size_t cf_at = 0;
+	int cf_found = 0;
+	for (size_t k = 0; nl && lua[0].type == LP_FRAME_CFUNC && k < nh && !cf_found; k++) {
+		uint64_t ss;
+		classify(s, host[k], &ss);
+		if (ss == lua[0].addr + 1) {
+			cf_at = k;
+			cf_found = 1;
+		}
+	}
 	size_t helper_end = 0;
 	if (all_vm)
 		helper_end = !resumed ? leaf_entry
@@ -639,6 +658,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			 * C-resumed coroutine's samples in a helper put their callers' frames
 			 * after the C code). */
 			if (trace_leaf && k > 0 && k < helper_end)
+				call = resume = 0;
+			if (k < cf_at)
 				call = resume = 0;
 			if (resume)
 				na = 0; /* frames outside belong to other coroutines */
@@ -719,7 +740,10 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
 	size_t seg = first_seg, anc = first_anchor;
 	for (size_t k = nh; k-- > 0;) {
-		int hidden = trace_leaf && (k == 0 || (step_copy && k == 1) || k < helper_end);
+		/* VM code inside the running C function (cf_at) stands for no Lua frame: it is
+		 * shown, on top of the C code that entered it. */
+		int hidden = trace_leaf && ((k == 0 && !cf_at) || (step_copy && k == 1) ||
+					    k < helper_end);
 		int anchor = anc < na && s->anchor_at[anc] == k;
 		uint64_t sk;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&

@@ -1,0 +1,32 @@
+/*
+** cpu_cmod_callback.c: a C module whose function calls a Lua function back through
+** lua_call, as lpeg's match calls a capture function and cjson a hook: built as a module
+** by cpu_cmod_callback.sh. each(n, f) returns the sum of f(i) for i = 1..n.
+*/
+#include <lauxlib.h>
+#include <lua.h>
+
+static int each(lua_State *L)
+{
+	lua_Integer n = luaL_checkinteger(L, 1);
+	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_Number sum = 0;
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_pushvalue(L, 2);
+		lua_pushinteger(L, i);
+		lua_call(L, 1, 1);
+		sum += lua_tonumber(L, -1);
+		lua_pop(L, 1);
+	}
+	lua_pushnumber(L, sum);
+	return 1;
+}
+
+int luaopen_cbmod(lua_State *L);
+int luaopen_cbmod(lua_State *L)
+{
+	lua_newtable(L);
+	lua_pushcfunction(L, each);
+	lua_setfield(L, -2, "each");
+	return 1;
+}
