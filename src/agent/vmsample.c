@@ -1382,7 +1382,21 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			s->vmstate = LP_VMST_FFUNC;
 		if (mode == LUAPROF_SYSPROF_DEFAULT)
 			return 0;
-		return lua_stack(s, &t, 0, 0, mode);
+		if (lua_stack(s, &t, 0, 0, mode) == 0)
+			return 0;
+		/* The VM returning to C from a Lua function or builtin that C called (vm_returnc,
+		 * its state C already): L->base may still be the callee's, if it synced it (a
+		 * builtin's fallback, tonumber from lpeg), while the results move down over the
+		 * callee's function slot; PC (rbx) holds the caller's base by then. That frame,
+		 * a C function's below L->base, is the sample's (they were dropped: 1 % of an
+		 * lpeg loop calling tonumber as a capture function). */
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		if (lp_lj_in_vm(&vm, ip) && rbx > t.stack && rbx < t.base && !(rbx & 7) &&
+		    lp_lj_walk(&vm, &mem, &t, rbx, 0, frames, 1, &flags) == 1 &&
+		    frames[0].kind == LP_FRAME_CFUNC)
+			return lua_stack(s, &t, rbx, 0, mode);
+		return -1;
 	}
 	/*
 	** The collector: L->base is synced for it (its callers in the interpreter and the

@@ -1,7 +1,8 @@
 /*
 ** cpu_cmod_callback.c: a C module whose function calls a Lua function back through
 ** lua_call, as lpeg's match calls a capture function and cjson a hook: built as a module
-** by cpu_cmod_callback.sh. each(n, f) returns the sum of f(i) for i = 1..n.
+** by cpu_cmod_callback.sh. each(n, f) returns the sum of f(i) for i = 1..n; each(n, f, s)
+** the sum of f(s), a string (tonumber as f: a builtin that syncs L->base for its fallback).
 */
 #include <lauxlib.h>
 #include <lua.h>
@@ -10,10 +11,14 @@ static int each(lua_State *L)
 {
 	lua_Integer n = luaL_checkinteger(L, 1);
 	luaL_checktype(L, 2, LUA_TFUNCTION);
+	int str = lua_type(L, 3) == LUA_TSTRING;
 	lua_Number sum = 0;
 	for (lua_Integer i = 1; i <= n; i++) {
 		lua_pushvalue(L, 2);
-		lua_pushinteger(L, i);
+		if (str)
+			lua_pushvalue(L, 3);
+		else
+			lua_pushinteger(L, i);
 		lua_call(L, 1, 1);
 		sum += lua_tonumber(L, -1);
 		lua_pop(L, 1);
