@@ -1753,6 +1753,170 @@ static uint64_t cframe_above(uint64_t sp)
 	return above && above - sp < 4096 ? above : 0;
 }
 
+/*
+** The VM's entries from C (vm_call, vm_pcall, vm_cpcall, vm_resume, an FFI callback's) build
+** their C frame with pushes and a `sub rsp`, then link it into L->cframe; their exits unlink
+** it, then `add rsp`, pops and `ret`. Between the first push and the link, and between the
+** unlink and the ret, the stack pointer is no C frame the thread lists, and the VM's unwind
+** rule (CFA = sp + CFRAME_SIZE, the whole frame) does not hold before the `sub` or after the
+** `add`: those samples (a C module calling Lua back: 5 % of such a loop's) were cut, or
+** stepped to an outer C frame of the interpreter, past the C code between. The code from ip
+** on says which it is, read as the CPU will run it: straight-line moves, arithmetic on other
+** registers and jumps, up to a store of rsp (or of a register holding rsp plus a constant,
+** or any store into L->cframe, which rbp holds there): the frame is at sp, whole; pushes
+** and a `sub rsp` before that: the frame is that much lower, the callee-saved registers
+** still the caller's; an `add rsp`, pops and a `ret`: the return, emulated. Any other
+** instruction, or one that changes rsp otherwise, and the step is left to the caller.
+** Returns 0: whole frame at sp (the VM's rule applies); 1: regs stepped; -1: not an edge.
+*/
+static int vm_edge(uint64_t ip, uint64_t *regs_io)
+{
+	static const uint8_t enc2agent[16] = {
+		AGENT_RAX, AGENT_RCX, AGENT_RDX, AGENT_RBX, AGENT_RSP, AGENT_RBP, AGENT_RSI, AGENT_RDI,
+		AGENT_R8, AGENT_R9, AGENT_R10, AGENT_R11, AGENT_R12, AGENT_R13, AGENT_R14, AGENT_R15,
+	};
+	uint64_t regs[AGENT_NREGS];
+	memcpy(regs, regs_io, sizeof(regs));
+	uint64_t sp = regs[AGENT_RSP], at = sp, pc = ip;
+	unsigned pushes = 0, alias = 16; /* a register holding rsp + constant (16: none) */
+	int64_t sub = -1;
+	int leaving = 0; /* past the epilogue's add, or at its pops: only pops and ret follow */
+	for (unsigned n = 0; n < 40; n++) {
+		uint8_t b[16];
+		if (!lp_lj_in_vm(&vm, pc) || lp_mem_read(&mem, pc, b, sizeof(b)) != 0)
+			return -1;
+		if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa) { /* endbr64 */
+			pc += 4;
+			continue;
+		}
+		unsigned i = 0, rex = 0;
+		if ((b[0] & 0xf0) == 0x40)
+			rex = b[i++];
+		uint8_t op = b[i++];
+		unsigned rx = rex & 4 ? 8 : 0, bx = rex & 1 ? 8 : 0;
+		if (op >= 0x50 && op <= 0x57) { /* push: the prologue */
+			if (sub >= 0 || leaving)
+				return -1;
+			pushes++;
+			pc += i;
+			continue;
+		}
+		if ((op >= 0x58 && op <= 0x5f) || op == 0xc3) { /* pop, ret: the epilogue */
+			uint64_t v;
+			if (sub >= 0 || pushes || lp_mem_u64(&mem, at, &v) != 0)
+				return -1;
+			at += 8;
+			if (op == 0xc3) {
+				regs[AGENT_RIP] = v;
+				regs[AGENT_RSP] = at;
+				memcpy(regs_io, regs, sizeof(regs));
+				return 1;
+			}
+			regs[enc2agent[(op - 0x58) | bx]] = v;
+			leaving = 1;
+			pc += i;
+			continue;
+		}
+		if (leaving)
+			return -1;
+		if (op == 0xeb || op == 0xe9) { /* jmp */
+			int32_t rel = op == 0xeb ? (int8_t)b[i]
+						 : (int32_t)((uint32_t)b[i] | (uint32_t)b[i + 1] << 8 |
+							     (uint32_t)b[i + 2] << 16 |
+							     (uint32_t)b[i + 3] << 24);
+			pc += i + (op == 0xeb ? 1 : 4) + (uint64_t)(int64_t)rel;
+			continue;
+		}
+		if (op >= 0x70 && op <= 0x7f) { /* jcc rel8: the straight line goes on */
+			pc += i + 1;
+			continue;
+		}
+		if (op == 0x0f && b[i] >= 0x80 && b[i] <= 0x8f) { /* jcc rel32 */
+			pc += i + 5;
+			continue;
+		}
+		if (op >= 0xb8 && op <= 0xbf) { /* mov reg, imm */
+			unsigned r = (op - 0xb8) | bx;
+			if (r == 4)
+				return -1;
+			if (r == alias)
+				alias = 16;
+			pc += i + (rex & 8 ? 8 : 4);
+			continue;
+		}
+		/* ModRM forms: register destination, r/m destination, compares, immediates. */
+		int to_reg = op == 0x03 || op == 0x0b || op == 0x23 || op == 0x2b || op == 0x33 ||
+			     op == 0x8a || op == 0x8b || op == 0x8d;
+		int to_rm = op == 0x01 || op == 0x09 || op == 0x21 || op == 0x29 || op == 0x31 ||
+			    op == 0x88 || op == 0x89;
+		int cmp = op == 0x38 || op == 0x39 || op == 0x3a || op == 0x3b || op == 0x85;
+		unsigned imm = op == 0x81 || op == 0xc7 ? 4
+			     : op == 0x83 || op == 0xc1 || op == 0xc6 ? 1 : 0;
+		if (!to_reg && !to_rm && !cmp && !imm)
+			return -1;
+		uint8_t m = b[i++];
+		unsigned mod = m >> 6, reg = ((m >> 3) & 7) | rx, rm = (m & 7) | bx;
+		int sib_rsp = 0;
+		int64_t disp = 0;
+		if (mod != 3 && (m & 7) == 4) {
+			uint8_t sib = b[i++];
+			sib_rsp = (sib & 7) == 4 && !bx;
+			if (mod == 0 && (sib & 7) == 5)
+				i += 4;
+		}
+		if (mod == 1)
+			disp = (int8_t)b[i++];
+		else if (mod == 2 || (mod == 0 && (m & 7) == 5))
+			i += 4;
+		uint32_t iv = 0;
+		for (unsigned k = 0; k < imm; k++)
+			iv |= (uint32_t)b[i + k] << (8 * k);
+		pc += i + imm;
+		if (cmp || (op == 0x83 && ((m >> 3) & 7) == 7) || (op == 0x81 && ((m >> 3) & 7) == 7))
+			continue; /* compares change no register */
+		if (mod == 3 && rm == 4 && (to_rm || imm)) {
+			/* rsp changed: the prologue's sub, the epilogue's add, else not an edge. */
+			int64_t v = op == 0x83 ? (int8_t)iv : op == 0x81 ? (int32_t)iv : 0;
+			unsigned ext = (m >> 3) & 7;
+			if ((op != 0x83 && op != 0x81) || v <= 0)
+				return -1;
+			if (ext == 5 && sub < 0) {
+				sub = v;
+			} else if (ext == 0 && sub < 0 && !pushes) {
+				at = sp + (uint64_t)v;
+				leaving = 1;
+			} else {
+				return -1;
+			}
+			continue;
+		}
+		if (to_reg && reg == 4)
+			return -1;
+		if (mod == 3 && (to_rm || imm) && rm == alias)
+			alias = 16;
+		if (op == 0x8d && mod != 3 && sib_rsp)
+			alias = reg; /* lea reg, [rsp + disp]: the frame's address */
+		else if (to_reg && reg == alias)
+			alias = 16;
+		/* A store of rsp, of its alias, or into L->cframe (rbp + l_cframe): the link. */
+		if (!(op == 0x89 && mod != 3 &&
+		      (reg == 4 || reg == alias ||
+		       (mod == 1 && (m & 7) == 5 && !bx && disp == vm.lay->l_cframe))))
+			continue;
+		if (sub < 0)
+			return pushes ? -1 : 0; /* whole at sp: the VM's own rule */
+		uint64_t cfa = sp - 8 * (uint64_t)pushes - (uint64_t)sub + vm.lay->cf_size, ra;
+		if (8 * (uint64_t)pushes + (uint64_t)sub + 8 > vm.lay->cf_size ||
+		    lp_mem_u64(&mem, cfa - 8, &ra) != 0)
+			return -1;
+		regs[AGENT_RIP] = ra;
+		regs[AGENT_RSP] = cfa;
+		memcpy(regs_io, regs, sizeof(regs));
+		return 1;
+	}
+	return -1;
+}
+
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 {
 	if (!attached)
@@ -1790,6 +1954,15 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 			regs[AGENT_RIP] = ra;
 			regs[AGENT_RSP] = sp + 8;
 			return 1;
+		}
+		/* The VM's entry from C or its exit to C, around the C frame's link (vm_edge).
+		 * That entry runs no Lua frame yet, or any more: it is left out of the host
+		 * stack, as an empty protected call is, else the report took it for the entry
+		 * of the innermost Lua frames (ffi.cast's parser entering lj_vm_cpcall). */
+		int e = vm_edge(ip, regs);
+		if (e >= 0) {
+			add_empty(ip, vm_frames_met);
+			return e;
 		}
 		/* Deeper below a C frame of the interpreter: VM code with data on the stack,
 		 * such as the trace-exit handler (its ExitState, then lj_trace_exit and what
