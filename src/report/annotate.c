@@ -441,8 +441,13 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		src ? "   source" : "");
 	const struct line *l = lines + f->first, *end = l + f->n;
 	size_t past = 0;
+	/* Line 0 is stripped bytecode's only line, and in a chunk with lines a main chunk's
+	 * entry (its header, before its first line: a sample as it is called, the stack it
+	 * grows there): said which, the second was called stripped. */
 	if (l < end && l->line == 0)
-		row(out, l++, t, grand, "-", "(no line information: stripped bytecode)");
+		row(out, l++, t, grand, "-",
+		    f->n > 1 ? "(line 0: the main chunk's entry, before its first line)"
+			     : "(no line information: stripped bytecode)");
 	if (!src) {
 		for (; l < end; l++) {
 			snprintf(num, sizeof(num), "%" PRIu32, l->line);

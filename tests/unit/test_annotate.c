@@ -248,8 +248,8 @@ static void test_unshown(void)
 		 "\n"
 		 "== %s: self 20.00%% (3)\n"
 		 "  %%self       self  %%total      total   line   source\n"
-		 " 13.33%%          2  13.33%%          2      -   (no line information: "
-		 "stripped bytecode)\n"
+		 " 13.33%%          2  13.33%%          2      -   (line 0: the main chunk's "
+		 "entry, before its first line)\n"
 		 "  6.67%%          1   6.67%%          1      9   (past the end of the file)\n"
 		 "(1 line past the end of %s: the file has changed since the profile?)\n"
 		 "\n"
@@ -259,6 +259,44 @@ static void test_unshown(void)
 	free(s);
 	lp_profile_free(p);
 	free(chunk);
+}
+
+/* Line 0: stripped bytecode when it is the chunk's only line; else the main chunk's entry
+ * (a sample as luajit's lua_pcall or require calls it, before its first line), which is
+ * not said to be stripped. */
+static void test_line_zero(void)
+{
+	char *main = source("main.lua", "local x = 1\nreturn x\n");
+	char *strip = source("strip.lua", "return 1\n");
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, main, 0) }, 1, 1);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, main, 2) }, 1, 4);
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, strip, 0) }, 1, 3);
+	int rc;
+	char *s = render(p, NULL, &rc), want[4096];
+	CHECK_EQ(rc, 0);
+	snprintf(want, sizeof(want),
+		 "Source: cpu.bin  Total samples: 8  Samples: 20  Dropped: 0\n"
+		 "self: at the line itself, with the builtins and C code it calls; total: with "
+		 "the Lua functions it calls too\n"
+		 "\n"
+		 "== %s: self 62.50%% (5)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 " 12.50%%          1  12.50%%          1      -   (line 0: the main chunk's "
+		 "entry, before its first line)\n"
+		 "                                           1   local x = 1\n"
+		 " 50.00%%          4  50.00%%          4      2   return x\n"
+		 "\n"
+		 "== %s: self 37.50%% (3)\n"
+		 "  %%self       self  %%total      total   line   source\n"
+		 " 37.50%%          3  37.50%%          3      -   (no line information: stripped "
+		 "bytecode)\n",
+		 main, strip);
+	CHECK_STR(s, want);
+	free(s);
+	lp_profile_free(p);
+	free(main);
+	free(strip);
 }
 
 /* Files by self; -n keeps the first N and says how many more there are; a column with no
@@ -486,6 +524,7 @@ int main(void)
 	RUN(test_trace_events);
 	RUN(test_context);
 	RUN(test_unshown);
+	RUN(test_line_zero);
 	RUN(test_limit_and_errors);
 	RUN(test_source_dir);
 	RUN(test_line_ends);
