@@ -434,6 +434,12 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 
 /* -- Merge -------------------------------------------------------------------------- */
 
+static enum anchor c_frame_kind(struct lp_sysprof *s, uint64_t addr)
+{
+	uint64_t ss;
+	return classify(s, addr, &ss);
+}
+
 /*
 ** host[k] is the recorder's copy of host[k - 1]: VM code run below its entry's C frame (a
 ** trace's exit handler) stepped to that C frame at the same address, where that code
@@ -589,6 +595,16 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			cf_found = 1;
 		}
 	}
+	/* A C function that reached its code by a tail call has no frame of its own: its
+	 * frame is then the innermost plain C code that VM code called. */
+	for (size_t k = 0; nl && lua[0].type == LP_FRAME_CFUNC && k + 1 < nh && !cf_found; k++) {
+		enum anchor out = c_frame_kind(s, host[k + 1]);
+		if (c_frame_kind(s, host[k]) == ANCHOR_NONE &&
+		    (out == ANCHOR_VM_BLOCK || out == ANCHOR_UNNAMED)) {
+			cf_at = k;
+			cf_found = 1;
+		}
+	}
 	size_t helper_end = 0;
 	if (all_vm)
 		helper_end = !resumed ? leaf_entry
@@ -739,6 +755,7 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
 	size_t seg = first_seg, anc = first_anchor;
+	int late = 0;
 	for (size_t k = nh; k-- > 0;) {
 		/* VM code inside the running C function (cf_at) stands for no Lua frame: it is
 		 * shown, on top of the C code that entered it. */
@@ -760,6 +777,17 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			 classify(s, host[k], &sk) == ANCHOR_VM_BLOCK &&
 			 (classify(s, host[k - 1], &si) == ANCHOR_NONE ||
 			  (k + 1 < nh && classify(s, host[k + 1], &si) == ANCHOR_NONE));
+		/* The running C function when no host frame names it (it tail-called the C
+		 * code there: luasocket's meth_send jumps to buffer_meth_send) goes before the
+		 * first host frame inside its entry that is no VM code: after the interpreter
+		 * that called it, not between the Lua line and the interpreter, as if it had
+		 * called back into Lua. */
+		if (late && !hidden && (c_frame_kind(s, host[k]) == ANCHOR_NONE ||
+					c_frame_kind(s, host[k]) == ANCHOR_API_CALL)) {
+			if (lua_frame(s, &lua[0], &id) || push(s, n, id))
+				return -ENOMEM;
+			late = 0;
+		}
 		if (!hidden && !after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 		if (anchor) {
@@ -781,6 +809,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 					}
 					if (named)
 						continue;
+					late = 1;
+					continue;
 				}
 				if (lua_frame(s, f, &id) || push(s, n, id))
 					return -ENOMEM;
@@ -791,6 +821,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		if (after && (c_frame(s, host[k], &id) || push(s, n, id)))
 			return -ENOMEM;
 	}
+	if (late && (lua_frame(s, &lua[0], &id) || push(s, n, id)))
+		return -ENOMEM;
 	return 0;
 }
 

@@ -16,6 +16,10 @@
 #    the interpreter, or cut (5 % of the loop): each as a Lua frame right after the
 #    loop's line, no host frame of it. None now, and at most 0.2 % of the stacks cut
 #    (the first samples in the module, before the agent has read its unwind table).
+#  - A C function that reaches its C code by a tail call (luasocket's methods jump to their
+#    buffer's), with no native frame of its own, was shown between the Lua line and the
+#    interpreter, as if it had called back into Lua: after the interpreter now, on top of
+#    the code it jumped to (each_tail's each).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -44,6 +48,12 @@ local m = require "cbmod"
 local t, s = os.clock(), 0
 while os.clock() - t < 2 do s = s + m.each(10000, tonumber, "1") end
 LUA
+cat >"$t/tail.lua" <<'LUA'
+local m = require "cbmod"
+local function f(i) return i % 7 end
+local t, s = os.clock(), 0
+while os.clock() - t < 2 do s = s + m.each_tail(10000, f) end
+LUA
 check() { # NAME SCRIPT JIT
 	local v=$1 script=$2 jit=$3
 	(cd "$t" && LUA_CPATH="./?.so" "$OLDPWD/build/luaprof" record -q --rate 1000 --clock wall \
@@ -52,13 +62,16 @@ check() { # NAME SCRIPT JIT
 	# Samples: all; with the loop's line (4 or 3) after each's frame; whole (from _start)
 	# with each as a Lua frame right after that line (no host frame of it); with VM code
 	# on top of each; cut short (not from _start).
-	local all inside skipped vm cut d
-	read -r all inside skipped vm cut < <(awk '{ n = $NF; all += n; s = $0; sub(/ [0-9]+$/, "", s)
+	local all inside skipped vm cut tbad tgood d
+	read -r all inside skipped vm cut tbad tgood < <(awk '{ n = $NF; all += n; s = $0; sub(/ [0-9]+$/, "", s)
 		k = index(s, ";each;"); if (k && substr(s, k) ~ /\.lua:[34](;|$)/) inside += n
 		if (s !~ /^_start;/) cut += n
 		else if (s ~ /\.lua:[34];each(;|$)/) skipped += n
-		if (s ~ /;each;lj_vm_asm_begin$/) vm += n }
-		END { print all + 0, inside + 0, skipped + 0, vm + 0, cut + 0 }' "$t/$v.folded")
+		if (s ~ /;each;lj_vm_asm_begin$/) vm += n
+		if (s ~ /;each_tail;lj_vm_asm_begin/) tbad += n
+		if (s ~ /;lj_vm_asm_begin;each_tail;each(;|$)/) tgood += n }
+		END { print all + 0, inside + 0, skipped + 0, vm + 0, cut + 0, tbad + 0, tgood + 0 }' \
+		"$t/$v.folded")
 	[ "$all" -ge 1500 ] || fail "$v: $all samples in 2 s at 1 kHz"
 	build/luaprof report -f info "$t/$v.bin" >"$t/$v.info" 2>&1
 	d=$(sed -n 's/^meta.dropped: \([0-9]*\)$/\1/p' "$t/$v.info")
@@ -70,11 +83,19 @@ check() { # NAME SCRIPT JIT
 	[ "$vm" -ge 1 ] || fail "$v: no sample of each's calls in the VM's code, of $all"
 	[ "$cut" -le $((all / 500)) ] || fail "$v: $cut of $all stacks cut short:" \
 		"$(grep -m1 -v '^_start;' "$t/$v.folded")"
+	if [ "$script" = tail ]; then
+		[ "$tbad" -eq 0 ] || fail "$v: $tbad of $all samples have each_tail before the VM's code:" \
+			"$(grep -m1 ';each_tail;lj_vm_asm_begin' "$t/$v.folded")"
+		[ "$tgood" -ge $((all / 10)) ] ||
+			fail "$v: $tgood of $all samples have each_tail on top of the VM's code, in each"
+		echo "$v: $tbad with each_tail before the VM's code, $tgood after it"
+	fi
 	echo "$v: $all samples, ${d:-?} dropped, $inside with the loop's line inside each," \
 		"$skipped with each unwound past, $vm in the VM's code under each, $cut cut"
 }
 check lua-jit-on lua on
 check lua-jit-off lua off
 check tonumber-jit-off tonum off
+check tail-jit-off tail off
 [ $fails -eq 0 ] || exit 1
 echo "PASS $name"
