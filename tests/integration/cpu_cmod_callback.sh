@@ -21,19 +21,12 @@
 #    interpreter, as if it had called back into Lua: after the interpreter now, on top of
 #    the code it jumped to (each_tail's each).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
-set -u
-cd "$(dirname "$0")/../.." || exit 1
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
 . tests/integration/lib/luajit.sh
-name=cpu_cmod_callback
-t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-trap 'rm -rf "$t"' EXIT
-trap 'exit 1' HUP INT TERM
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-skip() { echo "SKIP $name: $*"; exit 2; }
 
-[ "$(uname -m)" = x86_64 ] || skip "needs x86_64 (got $(uname -m))"
-[ -x build/luaprof ] && [ -f build/luaprof.so ] || { echo "build/ is incomplete (run make)"; exit 1; }
+need_x86_64
+need_build luaprof luaprof.so
 luajit_dev "$t/apt.log" || skip "$why"
 cc_test "$t/cbmod.so" tests/integration/cpu_cmod_callback.c -O2 -I"$inc" -fPIC -shared || exit 1
 
