@@ -1501,7 +1501,8 @@ static int add_memory(struct lp_sysprof *s)
 	if (s->finished)
 		return 0;
 	s->finished = 1;
-	qsort(s->msmp, s->nmsmp, sizeof(*s->msmp), msample_cmp);
+	if (s->nmsmp)
+		qsort(s->msmp, s->nmsmp, sizeof(*s->msmp), msample_cmp);
 	for (size_t i = 0, j; i < s->nmsmp; i = j) {
 		double sum[4] = { 0, 0, 0, 0 };
 		uint64_t count = 0;
