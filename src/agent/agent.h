@@ -181,6 +181,10 @@ const char *agent_vm_name(void);
 /* Writes symtab entries for the VM's own code (outside the handler). */
 void agent_vm_symbols(struct lp_wbuf *w);
 
+/* The host walk's leaf at lj_vm_ffi_call's entry or its `ret`, where the VM's unwind entry
+ * for it is wrong: steps regs (AGENT_* indices) to the caller and returns 1; else 0. */
+int agent_vm_ffi_call_edge(uint64_t ip, uint64_t *regs);
+
 /*
 ** Unwinder hook, in the handler after agent_vm_sample: decides how to step the native
 ** frame at ip, with the frame's registers in regs (indexed by AGENT_R*; in_object: ip

@@ -871,9 +871,15 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 			t = 1;
 			exact = 0;
 		}
+		/* The leaf at an edge of lj_vm_ffi_call, whose unwind entry is wrong there
+		 * (agent_vm_ffi_call_edge): stepped by hand, the other registers the caller's. */
+		if (!stub && n == 1 && in_object && agent_vm_ffi_call_edge(ip, r)) {
+			t = 1;
+			exact = 0;
+		}
 		/* The VM's rules need the registers; C code of a loaded object (most frames)
 		 * is stepped by its table without them. */
-		if (!stub && agent_vm_frame_special(ip, in_object)) {
+		else if (!stub && agent_vm_frame_special(ip, in_object)) {
 			uint64_t v[AGENT_NREGS];
 			if (in_cursor) {
 				memset(v, 0, sizeof(v));
