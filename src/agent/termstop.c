@@ -142,6 +142,15 @@ static int is_fault(int sig)
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
 }
 
+/* Sets sig back to its default action (async-signal-safe). */
+static void set_default(int sig)
+{
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(sig, &dfl, NULL);
+}
+
 static void on_signal(int sig)
 {
 	int saved = errno;
@@ -154,24 +163,22 @@ static void on_signal(int sig)
 	 * other thread can finish: it takes the signal once the file is written. Not a fault
 	 * (SIGSEGV...: the stop itself crashed), which returning would only raise again at
 	 * the same instruction, for ever: that one takes its course at once. */
-	if (ours && !ts.memory && agent_stop_tid() == tid && !is_fault(sig)) {
+	int stopping = ours && !ts.memory && agent_stop_tid() == tid;
+	if (stopping && !is_fault(sig)) {
 		atomic_store(&ts.deferred, sig);
 		errno = saved;
 		return;
 	}
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
-	if (ours && !(is_fault(sig) && agent_stop_tid() == tid)) {
+	if (ours && !stopping) {
 		struct timespec step = { 0, 10000000 };
 		for (uint64_t waited = 0; atomic_load(&ts.state) < TS_WRITTEN &&
 		     waited < STOP_WAIT_NS; waited += 10000000)
 			nanosleep(&step, NULL);
 	}
 	/* Blocked while this handler runs: taken with the default action on return. */
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, NULL);
+	set_default(sig);
 	raise(sig);
 	errno = saved;
 }
@@ -187,10 +194,7 @@ void agent_termstop_deferred(void)
 {
 	int sig = atomic_exchange(&ts.deferred, 0);
 	if (sig) {
-		struct sigaction dfl;
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		sigaction(sig, &dfl, NULL);
+		set_default(sig);
 		sigset_t set;
 		sigemptyset(&set);
 		sigaddset(&set, sig);
