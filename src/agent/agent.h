@@ -397,12 +397,26 @@ void agent_termstop_written(void);
 /* A terminating signal that interrupted this thread's stop of a CPU profile is taken now
  * (the stop found nothing to stop after all); nothing if there is none. */
 void agent_termstop_deferred(void);
+/* A terminating signal held while this thread stopped the memory profile, or was in its
+ * wrapper's rare or general path, is delivered again now, to the handler (which stops the
+ * profile if one still runs, then lets the signal take its course); nothing if there is
+ * none. From memprof.c, once the stop's file is closed or the path left. */
+void agent_termstop_redeliver(void);
 /* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
  * thread (a stop now would meet its tables or a record half changed); and the stop itself,
  * from another thread while the profile's is held in a signal handler (-1: no profile,
  * the API's lock held, or in the middle of such a path). */
 int agent_memprof_signal_unsafe(void);
 int agent_memprof_stop_for_signal(void);
+/* In the handler (async-signal-safe): 1 when this thread is in such a path, which then
+ * delivers the signal again as it leaves it (agent_termstop_redeliver); else 0. */
+int agent_memprof_hold_signal(void);
+/* The thread of a stop of the memory profile (the program's, exit's, lua_close's) that
+ * has not closed its file yet (0: none; async-signal-safe): a terminating signal that
+ * interrupts it is delivered again once the file is closed. agent_memprof_stop_wait
+ * waits up to max_ns for that to be none (0, or -1 after max_ns). */
+long agent_memprof_stop_tid(void);
+int agent_memprof_stop_wait(uint64_t max_ns);
 /* lua.c: anchors the finalizer that stops the memory profile before lua_close frees the
  * heap (0, -1 without memory, or AGENT_LUA_CLOSING). */
 int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);

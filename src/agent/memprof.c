@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1313,8 +1314,9 @@ static void sampled_gone(void *ptr)
 /* Set while the wrapper is in a rare or general path: sampled mode changing its tables (a
  * sample taken, a sampled block gone), exact mode's wrapper_any (symbols, flushes, records
  * written in steps). A terminating signal that interrupts the thread there does not stop
- * the profile (termstop.c), whose stop reads and writes them. */
-static volatile sig_atomic_t rare_busy;
+ * the profile (termstop.c), whose stop reads and writes them: it is held until the path
+ * is left (rare_held), and delivered again then. */
+static volatile sig_atomic_t rare_busy, rare_held;
 
 static inline void rare_enter(void)
 {
@@ -1326,6 +1328,11 @@ static inline void rare_leave(void)
 {
 	atomic_signal_fence(memory_order_seq_cst);
 	rare_busy = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (__builtin_expect(rare_held, 0)) {
+		rare_held = 0;
+		agent_termstop_redeliver();
+	}
 }
 
 /* The rare paths of the sampled wrapper take its arguments in the same registers (no
@@ -2209,6 +2216,7 @@ static int hand_back(int rc, const struct handback *hb);
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int in_api;    /* inside start, stop or the writer, on this thread */
 static _Thread_local int lock_held; /* this thread holds api_lock */
+static _Atomic long stop_tid;       /* the thread whose stop has not closed its file yet */
 
 static int api_enter(void)
 {
@@ -2236,6 +2244,35 @@ static void api_leave(void)
 	}
 }
 
+/*
+** A stop's api_enter: the thread is named (stop_tid) until the stop's file is closed
+** (stop_leave, after on_stop). A terminating signal that interrupts it meanwhile is held
+** by termstop.c and delivered again by stop_leave: the stop under way finishes its file,
+** then the signal acts (before, it killed the process at once, the profile cut short). A
+** signal's stop on termstop's thread, finding the lock held, waits for the name to go
+** (agent_memprof_stop_wait). Named under the lock, so that whoever stops is the one named,
+** with the signals blocked from the lock to the name: a signal in between would find the
+** lock held and no stop named, and cut the profile.
+*/
+static int stop_enter(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int rc = api_enter();
+	if (rc == 0)
+		atomic_store(&stop_tid, (long)syscall(SYS_gettid));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* After a stop_enter's stop handed its buffer back (hand_back). */
+static void stop_leave(void)
+{
+	atomic_store(&stop_tid, 0);
+	agent_termstop_redeliver();
+}
+
 int agent_memprof_busy_in(lua_State *L)
 {
 	return in_api || agent_memprof_runs_in(L);
@@ -2260,17 +2297,42 @@ static void at_exit(void)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
-	if (mp.state != MP_IDLE && api_enter() == 0) {
+	if (mp.state != MP_IDLE && stop_enter() == 0) {
 		int rc = stop_profile(NULL, "exit", &hb);
 		api_leave();
 		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);
+		stop_leave();
 	}
 }
 
 int agent_memprof_signal_unsafe(void)
 {
 	return rare_busy != 0;
+}
+
+int agent_memprof_hold_signal(void)
+{
+	if (!rare_busy)
+		return 0;
+	rare_held = 1;
+	return 1;
+}
+
+long agent_memprof_stop_tid(void)
+{
+	return atomic_load(&stop_tid);
+}
+
+int agent_memprof_stop_wait(uint64_t max_ns)
+{
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; atomic_load(&stop_tid); waited += 1000000) {
+		if (waited >= max_ns)
+			return -1;
+		nanosleep(&step, NULL);
+	}
+	return 0;
 }
 
 /* As at_exit, from termstop.c's thread. The API's lock is not waited for (the signal may
@@ -2302,11 +2364,12 @@ void agent_memprof_stop_at_close(lua_State *L)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
-	if (api_enter() == 0) {
+	if (stop_enter() == 0) {
 		int rc = stop_profile(L, "close", &hb);
 		api_leave();
 		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);
+		stop_leave();
 	}
 }
 
@@ -2318,6 +2381,7 @@ static void at_fork_child_api(void)
 {
 	api_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	in_api = lock_held = 0;
+	atomic_store(&stop_tid, 0); /* a stop on another thread of the parent */
 	at_fork_child();
 }
 
@@ -2517,7 +2581,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 
 LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 {
-	if (api_enter() != 0) {
+	if (stop_enter() != 0) {
 		set_err("stop called from inside the profiler (its writer, or a finalizer that "
 			"start or stop ran); a writer stops it by setting *data to NULL");
 		return LUAPROF_PROFILE_ERRUSE;
@@ -2525,7 +2589,11 @@ LUAPROF_API int luaprof_memprof_stop(lua_State *L)
 	struct handback hb = { 0 };
 	int rc = stop_profile(L, "program", &hb);
 	api_leave();
-	return hand_back(rc, &hb);
+	rc = hand_back(rc, &hb);
+	int e = errno;
+	stop_leave();
+	errno = e;
+	return rc;
 }
 
 static int stop_profile(lua_State *L, const char *cause, struct handback *hb)

@@ -27,11 +27,13 @@
 ** spinning in a compiled loop does not stop there, and the second Ctrl-C killed it with
 ** the profile cut short: SIGINT was never armed under record.
 **
-** A stop already under way when the signal comes (exit's, the program's own) is let finish
-** its file first: the signal's stop waits for it, and so does exit for the signal's stop;
-** a signal that interrupts the stopping thread itself is taken by that thread once its
-** file is written (agent_termstop_written). Before, the signal killed the process at once
-** under the other stop, or exit ended it under the signal's: the profile cut short.
+** A stop already under way when the signal comes (exit's, lua_close's, the program's own)
+** is let finish its file first: the signal's stop waits for it, and so does exit for the
+** signal's stop; a signal that interrupts the stopping thread itself is held until its
+** file is written, then taken (CPU: agent_termstop_written) or delivered to the handler
+** again (memory: agent_termstop_redeliver; the stop may have been refused, the profile
+** still running). Before, the signal killed the process at once under the other stop, or
+** exit ended it under the signal's: the profile cut short.
 **
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
@@ -40,7 +42,9 @@
 ** memory profile only when the signal interrupted the thread that started it (the one
 ** record's program runs Lua on) outside the wrapper's rare and general paths (rare_busy
 ** in memprof.c): elsewhere that thread would go on allocating during the stop, and there
-** the stop could meet the wrapper's tables or a record half written. Exact mode's light
+** the stop could meet the wrapper's tables or a record half written. A signal in such a
+** path is held and delivered again as the path is left (memprof.c's rare_leave); one on
+** another thread takes its course at once, the profile cut short. Exact mode's light
 ** paths move the stream's position only once a record is whole, so the stop finds it at
 ** a record's end.
 */
@@ -122,7 +126,9 @@ static void *stopper_main(void *arg)
 			arm_defaults();
 	}
 	if (ts.memory) {
-		(void)agent_memprof_stop_for_signal();
+		/* A stop under way on another thread (exit's, the program's): its file first. */
+		if (agent_memprof_stop_for_signal() != 0)
+			(void)agent_memprof_stop_wait(STOP_WAIT_NS);
 	} else {
 		uint64_t run = agent_run_id();
 		int rc = agent_stop_any("signal");
@@ -157,18 +163,23 @@ static void on_signal(int sig)
 	int expect = TS_ARMED;
 	atomic_store(&ts.taken, 1);
 	long tid = syscall(SYS_gettid);
-	int ours = getpid() == ts.pid &&
-		   (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
-	/* This thread is stopping the CPU profile (exit, the program's own stop), which no
-	 * other thread can finish: it takes the signal once the file is written. Not a fault
-	 * (SIGSEGV...: the stop itself crashed), which returning would only raise again at
-	 * the same instruction, for ever: that one takes its course at once. */
-	int stopping = ours && !ts.memory && agent_stop_tid() == tid;
-	if (stopping && !is_fault(sig)) {
+	int mine = getpid() == ts.pid;
+	/* This thread is stopping the profile (exit, lua_close, the program's own stop),
+	 * which no other thread can finish: the signal is held until the file is written
+	 * (CPU: taken then; memory: delivered to this handler again, which finds nothing to
+	 * stop and lets it take its course). So is one that interrupts the memory profile's
+	 * thread in the wrapper's rare or general path, where a stop would meet its tables or
+	 * a record half written: delivered again as the path is left. Not a fault (SIGSEGV...:
+	 * the stop itself crashed), which returning would only raise again at the same
+	 * instruction, for ever: that one takes its course at once. */
+	int stopping = mine && (ts.memory ? agent_memprof_stop_tid() : agent_stop_tid()) == tid;
+	if (!is_fault(sig) &&
+	    (stopping || (mine && ts.memory && tid == ts.tid && agent_memprof_hold_signal()))) {
 		atomic_store(&ts.deferred, sig);
 		errno = saved;
 		return;
 	}
+	int ours = mine && (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
 	if (ours && !stopping) {
@@ -195,6 +206,18 @@ void agent_termstop_deferred(void)
 	int sig = atomic_exchange(&ts.deferred, 0);
 	if (sig) {
 		set_default(sig);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+	}
+}
+
+void agent_termstop_redeliver(void)
+{
+	int sig = atomic_exchange(&ts.deferred, 0);
+	if (sig) {
 		sigset_t set;
 		sigemptyset(&set);
 		sigaddset(&set, sig);

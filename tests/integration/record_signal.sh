@@ -121,6 +121,11 @@ finished mem TERM
 n=$(sed -n 's/^samples: \([0-9]*\)$/\1/p' "$t/mem.info")
 [ "${n:-0}" -ge 1000 ] || fail "memory: ${n:-no} samples in a second of churn at 64 KiB"
 grep -q '@churn\.lua:[36]' "$t/mem.txt" || fail "memory: the churn's lines missing: $(head -8 "$t/mem.txt")"
+# Sampling every 16 bytes, the program is nearly always in the wrapper's sampling path,
+# where a stop would meet its tables half changed: the signal killed it there with nothing
+# written (4 runs of 4). It now waits for the path's end, then stops the profile.
+stop rare TERM 0.5 --memory --sample 16 -o rare.txt -- luajit churn.lua up
+finished rare TERM
 
 # An exact memory profile of a program that allocated 100,000 tables and then computes
 # (a server idle after its start): its events were written 2 MiB at a time and the
@@ -138,6 +143,58 @@ finished exact TERM
 n=$(sed -n 's/^events: \([0-9]*\)$/\1/p' "$t/exact.info")
 [ "${n:-0}" -ge 100000 ] || fail "exact: ${n:-no} events for 100,000 tables"
 grep -q '@aidle\.lua:3' "$t/exact.txt" || fail "exact: the tables' line missing: $(head -8 "$t/exact.txt")"
+
+# SIGTERM during the memory profile's own stop: the program's memprof.stop(), exit's
+# (os.exit) or lua_close's at the script's end. The stop under way closes its file, then
+# the signal takes its course; before, it killed the program at once under the stop (an
+# exact profile without its epilogue, a sampled one with nothing written). A million live
+# tables make the stop long (it writes every sample; exact mode's last events); a timer
+# sends SIGTERM 1 ms after the stop begins. A run whose signal came before the stop
+# (stopped_by: signal) proves nothing and is run again.
+cat >"$t/mstop.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long sec, nsec; } lp_ts;
+typedef struct { lp_ts interval, value; } lp_its;
+typedef struct { long val; int signo, notify; int pad[12]; } lp_sigev;
+int timer_create(int, lp_sigev *, void **);
+int timer_settime(void *, int, const lp_its *, lp_its *);
+]]
+local keep = {}
+for i = 1, 1000000 do keep[i] = { i } end
+local ev = ffi.new("lp_sigev", { signo = 15, notify = 0 }) -- SIGEV_SIGNAL: the process
+local id = ffi.new("void *[1]")
+assert(ffi.C.timer_create(1, ev, id) == 0) -- CLOCK_MONOTONIC
+local its = ffi.new("lp_its")
+its.value.nsec = 1000000
+assert(ffi.C.timer_settime(id[0], 0, its, nil) == 0)
+if arg[1] == "program" then
+	require("luaprof").memprof.stop()
+	while true do end -- the signal's course, once the file is closed
+elseif arg[1] == "exit" then
+	os.exit(0)
+end
+LUA
+for run in exact:program exact:exit exact:close sampled:program sampled:exit sampled:close; do
+	mode=${run%:*} cause=${run#*:} v=mstop-${run/:/-}
+	args=--memory
+	[ "$mode" = sampled ] && args="--memory --sample 16"
+	for _ in 1 2 3; do
+		rm -f "$t/$v.bin" "$t/$v.txt"
+		# shellcheck disable=SC2086
+		(cd "$t" && exec "$lp" record $args -o $v.txt -- luajit mstop.lua $cause) >"$t/$v.out" 2>&1
+		rc=$?
+		"$lp" report "$t/$v.bin" -f info >"$t/$v.info" 2>&1
+		grep -q '^meta.stopped_by: signal$' "$t/$v.info" || break
+	done
+	[ $rc = 143 ] || fail "$v: record exited $rc, not 143: $(head -3 "$t/$v.out")"
+	grep -q '^complete: yes$' "$t/$v.info" ||
+		fail "$v: profile cut short: $(head -4 "$t/$v.info" | tr '\n' ' ') $(head -2 "$t/$v.out")"
+	grep -q "^meta.stopped_by: $cause\$" "$t/$v.info" ||
+		fail "$v: stopped_by: $(grep stopped_by "$t/$v.info") (the signal never came during the stop)"
+	grep -v '^meta\.' "$t/$v.info" "$t/$v.out" | grep -Eiq 'truncated|cut short|warning' &&
+		fail "$v: warned: $(grep -v '^meta\.' "$t/$v.info" "$t/$v.out" | grep -Ei 'truncated|cut short|warning' | head -2)"
+done
 
 # SIGTERM while the program is inside malloc (FFI, as a host's C code would be): the
 # interrupted thread holds the allocator's lock until it dies, and the stop's frees waited

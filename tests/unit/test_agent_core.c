@@ -255,15 +255,54 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e)
 {
 }
 
-/* termstop.c's memory side: no memory profile here. */
+/* termstop.c's memory side: a scripted memory profiler, for the memory scenarios of
+ * test_signal_during_stop (none runs elsewhere). */
+static struct {
+	int running;
+	_Atomic long stop_tid;            /* a stop under way on that thread */
+	volatile sig_atomic_t rare, held; /* in the wrapper's rare path; a signal held there */
+} mstub;
+
+static void note(char c);
+
 int agent_memprof_signal_unsafe(void)
 {
+	return mstub.rare != 0;
+}
+
+int agent_memprof_hold_signal(void)
+{
+	if (!mstub.rare)
+		return 0;
+	mstub.held = 1;
+	return 1;
+}
+
+long agent_memprof_stop_tid(void)
+{
+	return atomic_load(&mstub.stop_tid);
+}
+
+int agent_memprof_stop_wait(uint64_t max_ns)
+{
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; atomic_load(&mstub.stop_tid); waited += 1000000) {
+		if (waited >= max_ns)
+			return -1;
+		nanosleep(&step, NULL);
+	}
 	return 0;
 }
 
+/* As memprof.c's: refused in the rare path, with no profile, or with a stop under way. */
 int agent_memprof_stop_for_signal(void)
 {
-	return -1;
+	if (mstub.rare || !mstub.running || atomic_load(&mstub.stop_tid))
+		return -1;
+	mstub.running = 0;
+	note('G'); /* the signal's stop wrote the file */
+	agent_termstop_written();
+	return 0;
 }
 
 static uint64_t owner = 1;
@@ -829,7 +868,44 @@ static void fault_in_on_stop(void)
 	note('W');
 }
 
-enum { OWN_STOP, OTHER_THREAD, EXIT_DURING, FAULT_IN_STOP };
+enum { OWN_STOP, OTHER_THREAD, EXIT_DURING, FAULT_IN_STOP, MEM_OWN_STOP, MEM_RARE,
+       MEM_FAULT_IN_STOP };
+
+/* The memory scenarios: termstop armed for a memory profile of this thread, which stops
+ * it itself (as memprof.c's stops: named until the file is closed, then the held signal
+ * delivered again) or is in the wrapper's rare path. */
+static void memory_child(int scenario)
+{
+	mstub.running = 1;
+	if (agent_termstop_arm(1) != 0)
+		_exit(100);
+	alarm(10);
+	switch (scenario) {
+	case MEM_OWN_STOP:
+	case MEM_FAULT_IN_STOP:
+		atomic_store(&mstub.stop_tid, (long)syscall(SYS_gettid));
+		if (scenario == MEM_FAULT_IN_STOP)
+			fault_in_on_stop();
+		raise(SIGTERM);
+		mstub.running = 0;
+		note('W'); /* the stop's file closed */
+		atomic_store(&mstub.stop_tid, 0);
+		agent_termstop_redeliver();
+		break;
+	case MEM_RARE:
+		mstub.rare = 1;
+		raise(SIGTERM);
+		note('H'); /* held: the path goes on */
+		mstub.rare = 0;
+		if (mstub.held) {
+			mstub.held = 0;
+			agent_termstop_redeliver();
+		}
+		break;
+	}
+	note('S');
+	_exit(0);
+}
 
 /* Runs the scenario in a child that profiles under termstop; out: what its on_stop wrote
  * ('W' once the file is closed) and 'S' if it outlived the stop; *status: its end. */
@@ -842,6 +918,10 @@ static void signal_child(int scenario, char *out, size_t cap, int *status)
 	if (pipe(ts_pipe) != 0)
 		return;
 	pid_t pid = fork();
+	if (pid == 0 && scenario >= MEM_OWN_STOP) {
+		close(ts_pipe[0]);
+		memory_child(scenario);
+	}
 	if (pid == 0) {
 		close(ts_pipe[0]);
 		sink_reset();
@@ -921,6 +1001,24 @@ static void test_signal_during_stop(void)
 	signal_child(FAULT_IN_STOP, out, sizeof(out), &status);
 	CHECK_STR(out, "F");
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	/* A memory profile: the signal is held while this thread's stop closes its file,
+	 * then delivered again, and the handler finds nothing left to stop (before: the
+	 * signal's stop found the stop's lock held and the process died at once, "": the
+	 * file cut short). */
+	signal_child(MEM_OWN_STOP, out, sizeof(out), &status);
+	CHECK_STR(out, "W");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	/* In the wrapper's rare path: held until the path is left, then the signal's stop
+	 * writes the file (before: the process died at once, the profile not stopped). */
+	signal_child(MEM_RARE, out, sizeof(out), &status);
+	CHECK_STR(out, "HG");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	/* A fault in the memory profile's stop is not held, nor waited on: at once. */
+	uint64_t t0 = agent_now_ns();
+	signal_child(MEM_FAULT_IN_STOP, out, sizeof(out), &status);
+	CHECK_STR(out, "F");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	CHECK(agent_now_ns() - t0 < 2000000000ull);
 }
 
 /*
