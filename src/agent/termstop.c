@@ -44,11 +44,14 @@
 ** in memprof.c): elsewhere that thread would go on allocating during the stop, and there
 ** the stop could meet the wrapper's tables or a record half written. A signal in such a
 ** path is held and delivered again as the path is left (memprof.c's rare_leave); one on
-** another thread takes its course at once, the profile cut short. Exact mode's light
+** another thread is sent on to that thread, and waited for there (send_to_profiled),
+** unless that thread blocks it (refused): then it takes its course within 50 ms, the
+** profile cut short (the program chose to have another thread take it). Exact mode's light
 ** paths move the stream's position only once a record is whole, so the stop finds it at
 ** a record's end.
 */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -157,6 +160,64 @@ static void set_default(int sig)
 	sigaction(sig, &dfl, NULL);
 }
 
+/* 1 when thread tid of this process blocks sig, or when that cannot be read (its
+ * /proc status' SigBlk; async-signal-safe: no stdio). */
+static int blocks(long tid, int sig)
+{
+	char path[64] = "/proc/self/task/", digits[24], buf[4096];
+	size_t n = strlen(path), k = 0;
+	do
+		digits[k++] = (char)('0' + tid % 10);
+	while ((tid /= 10) && k < sizeof(digits));
+	while (k)
+		path[n++] = digits[--k];
+	memcpy(path + n, "/status", sizeof("/status"));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t len = 0, r;
+	while (len < (ssize_t)sizeof(buf) - 1 &&
+	       (r = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += r;
+	close(fd);
+	buf[len < 0 ? 0 : len] = '\0';
+	const char *p = strstr(buf, "\nSigBlk:");
+	if (!p)
+		return 1;
+	p += strlen("\nSigBlk:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	uint64_t mask = 0;
+	for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		mask = mask << 4 | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	return sig > 64 || ((mask >> (sig - 1)) & 1);
+}
+
+/*
+** A memory profile's signal on another thread than the profile's, which alone can stop
+** it (from here, that thread would go on allocating under the stop): sent on to that
+** thread, whose handler stops it; 1 when it was (or a signal's stop is under way already:
+** that thread in this handler), and this thread then waits for the file as that one
+** does, before the signal takes its course (abort() here, say, would end the process as
+** the handler returns). 0 when that thread has gone: the profile is cut short.
+*/
+static int send_to_profiled(int sig)
+{
+	return atomic_load(&ts.state) != TS_ARMED ||
+	       syscall(SYS_tgkill, (long)ts.pid, ts.tid, sig) == 0;
+}
+
+/* After send_to_profiled: the profile's thread has not taken the signal (no signal's stop
+ * under way, none held) and blocks it. For good when it lasts REFUSED_CHECKS looks in a
+ * row, 10 ms apart (libc blocks every signal for a few instructions in pthread_kill,
+ * pthread_create, fork...): the program has another thread take the signal. */
+#define REFUSED_CHECKS 5
+static int refused(int sig)
+{
+	return atomic_load(&ts.state) == TS_ARMED && !atomic_load(&ts.deferred) &&
+	       blocks(ts.tid, sig);
+}
+
 static void on_signal(int sig)
 {
 	int saved = errno;
@@ -182,11 +243,18 @@ static void on_signal(int sig)
 	int ours = mine && (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
 		sem_post(&ts.go);
-	if (ours && !stopping) {
+	int sent = !ours && mine && ts.memory && tid != ts.tid && !is_fault(sig) &&
+		   send_to_profiled(sig);
+	if ((ours && !stopping) || sent) {
 		struct timespec step = { 0, 10000000 };
+		unsigned refusals = 0;
 		for (uint64_t waited = 0; atomic_load(&ts.state) < TS_WRITTEN &&
-		     waited < STOP_WAIT_NS; waited += 10000000)
+		     waited < STOP_WAIT_NS; waited += 10000000) {
+			refusals = sent && refused(sig) ? refusals + 1 : 0;
+			if (refusals == REFUSED_CHECKS)
+				break;
 			nanosleep(&step, NULL);
+		}
 	}
 	/* Blocked while this handler runs: taken with the default action on return. */
 	set_default(sig);
@@ -214,15 +282,18 @@ void agent_termstop_deferred(void)
 	}
 }
 
+/* The signal reaches the handler before raise returns; the mask is the program's again
+ * after (a handler the program installed meanwhile may have returned). */
 void agent_termstop_redeliver(void)
 {
 	int sig = atomic_exchange(&ts.deferred, 0);
 	if (sig) {
-		sigset_t set;
+		sigset_t set, old;
 		sigemptyset(&set);
 		sigaddset(&set, sig);
-		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+		pthread_sigmask(SIG_UNBLOCK, &set, &old);
 		raise(sig);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 }
 

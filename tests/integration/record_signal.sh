@@ -196,6 +196,54 @@ for run in exact:program exact:exit exact:close sampled:program sampled:exit sam
 		fail "$v: warned: $(grep -v '^meta\.' "$t/$v.info" "$t/$v.out" | grep -Ei 'truncated|cut short|warning' | head -2)"
 done
 
+# SIGTERM on another thread than the memory profile's (pthread_kill: a host's thread, or
+# one that calls abort()): that thread cannot stop the profile (the VM's thread would go
+# on allocating under the stop), and died of it at once, the profile cut short (an exact
+# one without its end, a sampled one with nothing written). It is now sent on to the VM's
+# thread, which stops the profile, and the program dies of it. When the VM's thread blocks
+# it (the program has the other take it), it still ends the program at once, cut short.
+cat >"$t/mother.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { unsigned long v[16]; } lp_sigset;
+int sigemptyset(lp_sigset *); int sigaddset(lp_sigset *, int);
+int pthread_sigmask(int, const lp_sigset *, lp_sigset *);
+int pthread_create(unsigned long *, const void *, void *(*)(void *), void *);
+int pthread_kill(unsigned long, int); int pause(void);
+]]
+local th = ffi.new("unsigned long[1]")
+assert(ffi.C.pthread_create(th, nil, ffi.cast("void *(*)(void *)", ffi.C.pause), nil) == 0)
+if arg[1] == "block" then
+	local set = ffi.new("lp_sigset")
+	ffi.C.sigemptyset(set)
+	ffi.C.sigaddset(set, 15)
+	ffi.C.pthread_sigmask(0, set, nil) -- SIG_BLOCK
+end
+local keep = {}
+for i = 1, 200000 do keep[i % 5000 + 1] = { i } end
+ffi.C.pthread_kill(th[0], 15)
+local t = os.clock()
+while os.clock() - t < 10 do for i = 1, 1000 do keep[i % 5000 + 1] = { i } end end
+LUA
+for run in exact sampled exact-block; do
+	args=--memory
+	[ $run = sampled ] && args="--memory --sample 4K"
+	t0=$(now_ms)
+	# shellcheck disable=SC2086
+	(cd "$t" && exec "$lp" record $args -o mother-$run.txt -- luajit mother.lua ${run#exact-}) \
+		>"$t/mother-$run.out" 2>&1
+	rc=$?
+	ms=$(($(now_ms) - t0))
+	"$lp" report "$t/mother-$run.bin" -f info >"$t/mother-$run.info" 2>&1
+	if [ $run = exact-block ]; then
+		grep -q "killed by signal 15" "$t/mother-$run.out" ||
+			fail "mother-$run: not killed by SIGTERM: $(head -3 "$t/mother-$run.out")"
+		[ $ms -lt 3000 ] || fail "mother-$run: record took $ms ms (the 10 s loop, or a 5 s wait)"
+	else
+		finished mother-$run TERM
+	fi
+done
+
 # SIGTERM while the program is inside malloc (FFI, as a host's C code would be): the
 # interrupted thread holds the allocator's lock until it dies, and the stop's frees waited
 # for it, 10 s, in about half the runs (before: 3 runs of 5 took 10.1 s). The signal now

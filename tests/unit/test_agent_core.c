@@ -869,7 +869,7 @@ static void fault_in_on_stop(void)
 }
 
 enum { OWN_STOP, OTHER_THREAD, EXIT_DURING, FAULT_IN_STOP, MEM_OWN_STOP, MEM_RARE,
-       MEM_FAULT_IN_STOP };
+       MEM_FAULT_IN_STOP, MEM_OTHER_THREAD, MEM_OTHER_BLOCKED };
 
 /* The memory scenarios: termstop armed for a memory profile of this thread, which stops
  * it itself (as memprof.c's stops: named until the file is closed, then the held signal
@@ -880,7 +880,29 @@ static void memory_child(int scenario)
 	if (agent_termstop_arm(1) != 0)
 		_exit(100);
 	alarm(10);
+	if (scenario == MEM_OTHER_THREAD || scenario == MEM_OTHER_BLOCKED) {
+		if (pthread_create(&helper, NULL, helper_main, NULL) != 0)
+			_exit(102);
+		if (scenario == MEM_OTHER_BLOCKED) {
+			sigset_t set;
+			sigemptyset(&set);
+			sigaddset(&set, SIGTERM);
+			pthread_sigmask(SIG_BLOCK, &set, NULL);
+		}
+	}
 	switch (scenario) {
+	case MEM_OTHER_THREAD:
+	case MEM_OTHER_BLOCKED:
+		/* The helper takes the signal while this thread stops the profile. */
+		atomic_store(&mstub.stop_tid, (long)syscall(SYS_gettid));
+		pthread_kill(helper, SIGTERM);
+		sleep_ms(300);
+		mstub.running = 0;
+		note('W');
+		atomic_store(&mstub.stop_tid, 0);
+		agent_termstop_redeliver();
+		sleep_ms(2000); /* the signal's course */
+		break;
 	case MEM_OWN_STOP:
 	case MEM_FAULT_IN_STOP:
 		atomic_store(&mstub.stop_tid, (long)syscall(SYS_gettid));
@@ -1018,6 +1040,19 @@ static void test_signal_during_stop(void)
 	signal_child(MEM_FAULT_IN_STOP, out, sizeof(out), &status);
 	CHECK_STR(out, "F");
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	CHECK(agent_now_ns() - t0 < 2000000000ull);
+	/* The signal on another thread during the memory profile's stop: sent on to the
+	 * profile's thread, held there until the file is closed, then taken (before: the
+	 * other thread died of it at once, ""). */
+	signal_child(MEM_OTHER_THREAD, out, sizeof(out), &status);
+	CHECK_STR(out, "W");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	/* Unless the profile's thread blocks it: the other thread takes it within 50 ms,
+	 * not after STOP_WAIT_NS (the profile cut short: nothing can stop it). */
+	t0 = agent_now_ns();
+	signal_child(MEM_OTHER_BLOCKED, out, sizeof(out), &status);
+	CHECK_STR(out, "");
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
 	CHECK(agent_now_ns() - t0 < 2000000000ull);
 }
 
