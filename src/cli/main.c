@@ -49,6 +49,12 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "record"))
 		return lp_cmd_record(argc - 1, argv + 1);
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+		/* One command at most: `help report extra` must not look like it was heard. */
+		if (argc > 3) {
+			fprintf(stderr, "luaprof help: one command at a time, not '%s' after '%s' "
+					"(luaprof help [COMMAND])\n", argv[3], argv[2]);
+			return LP_EXIT_USAGE;
+		}
 		if (argc > 2 && !strcmp(argv[2], "report"))
 			lp_cmd_report_usage(stdout);
 		else if (argc > 2 && !strcmp(argv[2], "record"))
@@ -65,6 +71,10 @@ int main(int argc, char **argv)
 		return lp_cli_stdout_status(NULL);
 	}
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+		if (argc > 2) {
+			fprintf(stderr, "luaprof %s: takes no argument, not '%s'\n", cmd, argv[2]);
+			return LP_EXIT_USAGE;
+		}
 		puts("luaprof " LUAPROF_VERSION);
 		return lp_cli_stdout_status(NULL);
 	}

@@ -148,6 +148,11 @@ wait
 grep -q '@sp_fib.lua' "$t/fromfifo" || fail "nothing came through the FIFO"
 $lp report -q -o /dev/null $sp || fail "report -o /dev/null without -f"
 $lp report --help | grep -q 'Exit status' || fail "--help does not explain exit status"
+# A command that takes no argument refuses one (`version extra` printed the version).
+expect 1 "^luaprof version: takes no argument, not 'extra'$" -- $lp version extra
+expect 1 "^luaprof --version: takes no argument, not 'x'$" -- $lp --version x
+expect 1 "^luaprof help: one command at a time, not 'x' after 'report'" -- $lp help report x
+[ -s "$t/out" ] && fail "help with an extra argument printed help: $(head -2 "$t/out")"
 # Help and the version go to standard output: a write that fails there is an error (they
 # exited 0 with nothing written).
 if [ -w /dev/full ]; then
