@@ -927,9 +927,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	const struct lp_record_facts *f = &l->facts;
 	uint64_t n = l->stats.events;
 	double secs = (double)(f->duration_ns ? f->duration_ns : wall_ns) / 1e9;
-	fprintf(stderr, "luaprof record: %.2f s profiled, %" PRIu64 " samples (%.0f per second, "
+	fprintf(stderr, "luaprof record: %.2f s profiled, %" PRIu64 " sample%s (%.0f per second, "
 			"%u asked), %" PRIu64 " dropped",
-		secs, n, secs > 0 ? (double)n / secs : 0.0, o->rate, l->dropped);
+		secs, n, n == 1 ? "" : "s", secs > 0 ? (double)n / secs : 0.0, o->rate, l->dropped);
 	if (f->truncated)
 		fprintf(stderr, ", %" PRIu64 " with cut stacks", f->truncated);
 	fputc('\n', stderr);
@@ -1006,9 +1006,10 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	if (f->trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
 	if (f->paced)
-		fprintf(stderr, "luaprof record: %" PRIu64 " ticks skipped: at --rate %u a sample "
+		fprintf(stderr, "luaprof record: %" PRIu64 " tick%s skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "
-				"its share of the time below that\n", f->paced, o->rate);
+				"its share of the time below that\n", f->paced,
+			f->paced == 1 ? "" : "s", o->rate);
 	if (!strcmp(o->clock, "cpu") && !f->perf_clock && f->overruns > n && n)
 		fprintf(stderr, "luaprof record: the CPU-time timer merged %" PRIu64 " expiries: "
 				"this kernel ticks slower than --rate %u; use --clock wall for more, or allow "
@@ -1074,8 +1075,9 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
 		fprintf(stderr, "luaprof record: %.*f s profiled, ", secs < 0.1 ? 3 : 2, secs);
 		if (f.sampled) {
-			fprintf(stderr, "%" PRIu64 " sampled allocations (one per %" PRIu64 " bytes "
-					"allocated on average", f.samples, f.sample_bytes);
+			fprintf(stderr, "%" PRIu64 " sampled allocation%s (one per %" PRIu64 " byte%s "
+					"allocated on average", f.samples, f.samples == 1 ? "" : "s",
+				f.sample_bytes, f.sample_bytes == 1 ? "" : "s");
 			if (f.samples_lost)
 				fprintf(stderr, ", %" PRIu64 " lost (out of memory, or taken on "
 						"another thread than the CPU profiler samples)",
@@ -1096,9 +1098,9 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		} else {
 			char sz[32];
 			lp_size_format(sz, sizeof(sz), (int64_t)size, LP_SIZE_TRIM);
-			fprintf(stderr, "%" PRIu64 " events (allocations, reallocations and frees; "
+			fprintf(stderr, "%" PRIu64 " event%s (allocations, reallocations and frees; "
 					"%.1f bytes of stream each, the symbol table aside), %s "
-					"recorded\n", f.events,
+					"recorded\n", f.events, f.events == 1 ? "" : "s",
 				f.events ? (double)f.section_bytes / (double)f.events : 0.0, sz);
 			lp_cli_trace_note("record", f.alloc_bytes, f.trace_alloc_bytes);
 			/* Exact mode's stream grows with every event: say what keeps it small. */
@@ -1113,9 +1115,9 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 					"it\n", secs < 0.1 ? 3 : 2, secs);
 		if (top)
 			fprintf(stderr, "\n%s\n", top);
-		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld bytes)\n",
+		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld byte%s)\n",
 			strcmp(o->output, "-") ? o->output : "standard output",
-			lp_fmt_name(o->fmt), raw, (long long)size);
+			lp_fmt_name(o->fmt), raw, (long long)size, size == 1 ? "" : "s");
 	}
 	free(top);
 	return rc == LP_EXIT_TRUNCATED && prog == 0 ? rc : prog;

@@ -301,11 +301,13 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 
 void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples)
 {
-	fprintf(stderr, "%s: %" PRIu64 " samples (%.1f%%) in traces, the collector, the JIT "
-		"compiler or trace exits have lost the frames below them: the profiler's store "
+	int one = lost == 1;
+	fprintf(stderr, "%s: %" PRIu64 " sample%s (%.1f%%) in traces, the collector, the JIT "
+		"compiler or trace exits %s lost the frames below %s: the profiler's store "
 		"of their full stacks filled up (a long run at a high rate over code that keeps "
-		"changing); they hang from the trace or the VM entry instead\n", prefix, lost,
-		samples ? 100.0 * (double)lost / (double)samples : 0.0);
+		"changing); %s from the trace or the VM entry instead\n", prefix, lost,
+		one ? "" : "s", samples ? 100.0 * (double)lost / (double)samples : 0.0,
+		one ? "has" : "have", one ? "it" : "them", one ? "it hangs" : "they hang");
 }
 
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
@@ -326,7 +328,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		return;
 	if (l->kind == LP_STREAM_SYSPROF) {
 		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " CPU samples", o->input, l->stats.events);
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " CPU sample%s", o->input, l->stats.events,
+			l->stats.events == 1 ? "" : "s");
 		const char *sep = " (";
 		for (unsigned i = 0; i < LP_VMST__MAX && l->stats.events; i++) {
 			if (!vm[i])
@@ -339,13 +342,15 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	} else if (!l->kind) {
 		fprintf(stderr, "luaprof: %s: no profile section", o->input);
 	} else if (l->sampled) {
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " sampled allocations", o->input,
-			lp_sysprof_nasamples(l->msamp));
+		uint64_t n = lp_sysprof_nasamples(l->msamp);
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " sampled allocation%s", o->input, n,
+			n == 1 ? "" : "s");
 	} else {
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory events", o->input,
-			l->stats.events);
+		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory event%s", o->input,
+			l->stats.events, l->stats.events == 1 ? "" : "s");
 	}
-	fprintf(stderr, ", %" PRIu64 " symbols", l->stats.symbols);
+	fprintf(stderr, ", %" PRIu64 " symbol%s", l->stats.symbols,
+		l->stats.symbols == 1 ? "" : "s");
 	if (o->output && strcmp(o->output, "-"))
 		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
 	fputc('\n', stderr);

@@ -736,7 +736,8 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 		ADD("Total %s: %s (%" PRId64 " %s)", g->vt && g->vt->type ? g->vt->type : "value",
 		    val, g->total, unit);
 	if (m->event && strcmp(m->event, "cpu") == 0) {
-		ADD(" | %" PRIu64 " samples, %" PRIu64 " dropped", m->samples, m->dropped);
+		ADD(" | %" PRIu64 " sample%s, %" PRIu64 " dropped", m->samples,
+		    m->samples == 1 ? "" : "s", m->dropped);
 		if (m->period_ns) {
 			struct lp_value_type ns = { "", "nanoseconds" };
 			fmt_value(val, sizeof(val), (int64_t)m->period_ns, &ns);
@@ -748,21 +749,24 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 			}
 		}
 	} else if (m->event && strcmp(m->event, "memory (sampled)") == 0) {
-		ADD(" | %" PRIu64 " sampled allocations, %" PRIu64 " dropped", m->samples,
-		    m->dropped);
+		ADD(" | %" PRIu64 " sampled allocation%s, %" PRIu64 " dropped", m->samples,
+		    m->samples == 1 ? "" : "s", m->dropped);
 		if (m->period_bytes > 1) {
 			lp_size_format(val, sizeof(val), (int64_t)m->period_bytes, LP_SIZE_TRIM);
 			ADD(", one per %s allocated", val);
 		}
 	} else if (m->samples || m->dropped) {
-		ADD(" | %" PRIu64 " events, %" PRIu64 " dropped", m->samples, m->dropped);
+		ADD(" | %" PRIu64 " event%s, %" PRIu64 " dropped", m->samples,
+		    m->samples == 1 ? "" : "s", m->dropped);
 	}
 	if (m->cut)
 		ADD(" | %" PRIu64 " with stacks cut short (outermost frames missing)", m->cut);
 	if (g->t.n > g->norder)
-		ADD(" | %zu frames narrower than 0.1%% elided", g->t.n - g->norder);
+		ADD(" | %zu frame%s narrower than 0.1%% elided", g->t.n - g->norder,
+		    g->t.n - g->norder == 1 ? "" : "s");
 	if (g->negative)
-		ADD(" | %zu stacks with negative values not drawn", g->negative);
+		ADD(" | %zu stack%s with negative values not drawn", g->negative,
+		    g->negative == 1 ? "" : "s");
 	if (m->title)  /* a command line can be long; the title line has one row */
 		ADD(" | %.120s%s", m->title, strlen(m->title) > 120 ? "..." : "");
 #undef ADD

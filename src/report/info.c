@@ -45,7 +45,8 @@ int lp_info_report(const struct lp_loaded *l, const char *source, FILE *out)
 	if (l->stats.complete)
 		fputs("complete: yes\n", out);
 	else
-		fprintf(out, "complete: no (truncated after %" PRIu64 " bytes)\n", l->stats.bytes);
+		fprintf(out, "complete: no (truncated after %" PRIu64 " byte%s)\n", l->stats.bytes,
+			l->stats.bytes == 1 ? "" : "s");
 	fprintf(out, "bytes: %" PRIu64 "\nsymbols: %" PRIu64 "\n", l->stats.bytes,
 		l->stats.symbols);
 	if (l->kind == LP_STREAM_SYSPROF) {
@@ -78,7 +79,7 @@ int lp_info_report(const struct lp_loaded *l, const char *source, FILE *out)
 			size_t n = *v ? 1 : 0;
 			for (; *v; v++)
 				n += *v == ' ';
-			fprintf(out, "(%zu builtin names)", n);
+			fprintf(out, "(%zu builtin name%s)", n, n == 1 ? "" : "s");
 		} else {
 			put_escaped(out, l->meta[i].value);
 		}

@@ -1153,6 +1153,21 @@ wait $first || fail "the first record failed: $(cat "$t/err1")"
 
 # -- A report of a profile still being written (a look at it while record runs): said to
 # be in progress, not a file "truncated" by a profiler that "did not finish the stream".
+# One sample is one sample, not "1 samples", in record's and report's summaries and the
+# flame graph's subtitle: 1.5 s of CPU at --rate 1.
+cat >"$t/one.lua" <<'EOF'
+local t = os.clock() while os.clock() - t < 1.5 do end
+EOF
+(cd "$t" && "$lp" record --rate 1 -n 0 -o one.svg -- luajit one.lua) >/dev/null 2>"$t/stderr"
+"$lp" report "$t/one.bin" -f collapsed -o "$t/one.folded" 2>>"$t/stderr"
+n=$(awk '{ n += $NF } END { print n + 0 }' "$t/one.folded")
+if [ "$n" = 1 ]; then
+	grep -Eq '^luaprof record: [0-9.]+ s profiled, 1 sample \(' "$t/stderr" &&
+		grep -q ': 1 CPU sample (' "$t/stderr" && grep -q '| 1 sample, 0 dropped' "$t/one.svg" ||
+		fail "one sample said in the plural: $(cat "$t/stderr"; grep -o '| [0-9]* sample[^|]*' "$t/one.svg")"
+else
+	echo "note: --rate 1 over 1.5 s of CPU gave $n samples: the singular not checked"
+fi
 (cd "$t" && "$lp" record -q -f collapsed -o peek.folded -- luajit app.lua 1.5) >/dev/null 2>&1 &
 first=$!
 held() { [ -e "$t/peek.bin" ] && grep -q ":$(stat -c %i "$t/peek.bin") " /proc/locks; }

@@ -430,7 +430,7 @@ static void test_empty(void)
 	doc = render_parsed(p, &s);
 	CHECK_EQ(s.nboxes, 0);
 	CHECK(doc && strstr(doc, ">no samples</text>"));
-	CHECK(s.head && strstr(s.head, "1 stacks with negative values not drawn"));
+	CHECK(s.head && strstr(s.head, "1 stack with negative values not drawn"));
 	svg_free(&s);
 	free(doc);
 	lp_profile_free(p);
