@@ -80,6 +80,13 @@ static int push_ioerr(lua_State *L, const char *path, int e)
 /* agent_pfile_open failed (errno e): the Lua results. */
 static int push_open_fail(lua_State *L, const char *path, int e)
 {
+	/* open("") says only ENOENT: name the mistake, with the errno Tarantool's gives. */
+	if (!*path) {
+		lua_pushnil(L);
+		lua_pushstring(L, "the profile's path is empty (a file name is needed)");
+		lua_pushinteger(L, e);
+		return 3;
+	}
 	if (e == EBUSY) {
 		lua_pushnil(L);
 		lua_pushfstring(L, "%s: a running profile writes to this file", path);

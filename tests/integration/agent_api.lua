@@ -80,6 +80,10 @@ expect_err("unwritable path", "/nonexistent/dir/x.bin: No such file or directory
            sp.start, { mode = "C", path = "/nonexistent/dir/x.bin" })
 expect_err("unwritable path in L mode", "/nonexistent/l.bin: No such file or directory", ENOENT,
            sp.start, { mode = "L", path = "/nonexistent/l.bin" })
+-- An empty path is said to be one (it gave open's bare "No such file or directory").
+local EMPTY = "the profile's path is empty (a file name is needed)"
+expect_err("empty path", EMPTY, ENOENT, sp.start, { mode = "C", path = "" })
+expect_err("memprof empty path", EMPTY, ENOENT, lp.memprof.start, "")
 check(not pcall(sp.start, "D"), "a non-table argument raises")
 check(not pcall(sp.start, nil), "an explicit nil raises (as lj_lib_checktab)")
 -- D mode ignores the path, as Tarantool does.
