@@ -606,6 +606,71 @@ static int program_check(const char *cmd)
 	}
 }
 
+/*
+** Why LuaJIT's standalone interpreter, cmd[0] named luajit*, would not load the agent with
+** the arguments cmd gives it, read as its collectargs reads them: NULL when it would. It
+** runs LUA_INIT, which loads the agent, only once its options are read: -E skips LUA_INIT,
+** and an option it does not know (or -e, -l, -j without their argument, or -b after
+** another option) stops it at its usage message first; record then found no profile and
+** could only guess why. Another program (a wrapper script) is not judged.
+*/
+static const char *luajit_args_problem(char *const *cmd, char *buf, size_t len)
+{
+	const char *prog = strrchr(cmd[0], '/') ? strrchr(cmd[0], '/') + 1 : cmd[0];
+	if (strncmp(prog, "luajit", 6))
+		return NULL;
+	int other = 0; /* an option before: -b must be the first */
+	for (char *const *a = cmd + 1; *a; a++) {
+		const char *arg = *a;
+		if (arg[0] != '-' || !arg[1])
+			return NULL; /* the script, or - (standard input) */
+		switch (arg[1]) {
+		case '-':
+		case 'i':
+		case 'v':
+			if (arg[2])
+				break;
+			if (arg[1] == '-')
+				return NULL;
+			other = 1;
+			continue;
+		case 'e':
+		case 'j':
+		case 'l':
+			other = 1;
+			if (!arg[2] && !*++a) {
+				snprintf(buf, len, "%s -%c needs %s after it: luajit would stop at its "
+					 "usage message before running LUA_INIT, which loads the "
+					 "profiler", prog, arg[1],
+					 arg[1] == 'e' ? "a chunk of Lua code (-e 'code')"
+					 : arg[1] == 'l' ? "a module name" : "a command (-jon, -jv)");
+				return buf;
+			}
+			continue;
+		case 'O':
+			other = 1;
+			continue;
+		case 'b':
+			if (!other)
+				return NULL; /* luajit -b ...: its own arguments follow */
+			snprintf(buf, len, "%s -b (bytecode) must be its first option: luajit would "
+				 "stop at its usage message before running LUA_INIT, which loads the "
+				 "profiler", prog);
+			return buf;
+		case 'E':
+			snprintf(buf, len, "%s -E ignores LUA_INIT, through which record loads the "
+				 "profiler: leave -E out (the profiler then runs the program's own "
+				 "LUA_INIT, if any, as luajit would)", prog);
+			return buf;
+		}
+		snprintf(buf, len, "%s has no option '%s': it would stop at its usage message "
+			 "before running LUA_INIT, which loads the profiler (luajit -h lists its "
+			 "options; a script's own options go after the script's name)", prog, arg);
+		return buf;
+	}
+	return NULL;
+}
+
 /* On a terminal, before the program starts: what is being recorded, and when the result
  * comes (nothing is printed while the program runs, which owns the terminal then). */
 static void banner(const struct opts *o)
@@ -1255,6 +1320,9 @@ int lp_cmd_record(int argc, char **argv)
 		return fail("cannot run %s: %s", o.cmd[0],
 			    perr == ENOENT && !strchr(o.cmd[0], '/') ? "no such program in PATH"
 								   : strerror(perr));
+	char badargs[320];
+	if (luajit_args_problem(o.cmd, badargs, sizeof(badargs)))
+		return fail("%s", badargs);
 	/* Both destinations are checked before the program runs: a long job must not be lost
 	 * to a typo in a path. A new stream goes straight to its file (a record killed
 	 * meanwhile leaves it where it is looked for); one that replaces an earlier profile

@@ -355,12 +355,30 @@ rc=$?
 grep -q 'luajit was killed by signal 15' "$t/sig.err" && [ -s "$t/sig.folded" ] ||
 	fail "record sent SIGTERM: no profile, or not told: $(cat "$t/sig.err")"
 
-# -- No agent: luajit -E ignores LUA_INIT.
-(cd "$t" && "$lp" record -q -o e.svg -- luajit -E app.lua 0.1) >/dev/null 2>"$t/err"
+# -- No agent: luajit -E ignores LUA_INIT; through a wrapper, found out once it has run.
+(cd "$t" && "$lp" record -q -o e.svg -- sh -c 'exec luajit -E app.lua 0.1') >/dev/null 2>"$t/err"
 rc=$?
 [ $rc = 1 ] || fail "luajit -E: exit $rc, want 1"
 grep -q 'wrote no profile: it never loaded the agent, which record gives LuaJIT.s standalone interpreter through LUA_INIT (`luajit -E` ignores' "$t/err" ||
 	fail "luajit -E message: $(cat "$t/err")"
+# luajit itself given arguments that keep it from running LUA_INIT (-E, or a usage error
+# it stops at before: -e without its chunk, an unknown option) is refused before it runs,
+# naming the argument: record ran it and blamed LUA_INIT, or -E, after its usage message.
+for args in "-E app.lua 0.1|luajit -E ignores LUA_INIT, through which record loads the profiler" \
+	"-e|luajit -e needs a chunk of Lua code" "-jon -e|luajit -e needs a chunk of Lua code" \
+	"-l|luajit -l needs a module name" "-x app.lua|luajit has no option '-x'" \
+	"-e print(1) -bl app.lua|luajit -b .bytecode. must be its first option"; do
+	# shellcheck disable=SC2086
+	(cd "$t" && "$lp" record -q -o e.svg -- luajit ${args%%|*}) >"$t/out" 2>"$t/err"
+	rc=$?
+	[ $rc = 1 ] && grep -Eq "^luaprof record: ${args#*|}" "$t/err" && [ ! -s "$t/out" ] &&
+		[ "$(wc -l <"$t/err")" = 1 ] ||
+		fail "luajit ${args%%|*}: exit $rc: $(cat "$t/out" "$t/err" | head -5)"
+done
+# What luajit runs LUA_INIT with is let through: -b first, -O, -j with its argument, -e
+# with its chunk, a script's own options after its name.
+(cd "$t" && "$lp" record -q -o e.svg -- luajit -O3 -jon -e 'x = 1' app.lua 0.3 -E -x) >"$t/out" 2>"$t/err" &&
+	grep -q '^result	true$' "$t/out" || fail "luajit -O3 -jon -e CODE app.lua -E -x: $(cat "$t/err")"
 # A program killed before it loaded the agent (a shell): said so, not that the profiler
 # had no time to write.
 (cd "$t" && "$lp" record -q -o k.svg -- sh -c 'kill -9 $$') >/dev/null 2>"$t/err"
