@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "cli/cli.h"
 #include "cli/output.h"
@@ -31,7 +32,7 @@ void lp_cmd_report_usage(FILE *out)
 	      "\n"
 	      "Render a profile stream: sysprof (CPU samples) or memprof (allocations), as\n"
 	      "written by luaprof or by Tarantool's misc.sysprof / misc.memprof. FILE may be\n"
-	      "'-' for standard input.\n"
+	      "'-' for standard input, and gzip-compressed (read as it is decompressed).\n"
 	      "\n"
 	      "Options:\n"
 	      "  -f, --format FMT     flamegraph  interactive SVG flame graph\n"
@@ -466,12 +467,128 @@ static int being_written(const struct stat *sb)
 	return found;
 }
 
+/*
+** The input as the parser gets it: a gzip-compressed stream (`gzip cpu.bin`, a profile
+** fetched compressed) decompressed on the way, anything else as it is. Its first two bytes
+** are read to tell (a pipe cannot be peeked at) and handed on before the rest.
+*/
+struct source {
+	int fd;
+	unsigned char head[2];
+	size_t nhead, headpos; /* the bytes read to tell, and how many were handed on */
+	int gz, zend, zcut;    /* gzip; its data has ended; ended early */
+	uint64_t zin;          /* compressed bytes read */
+	z_stream zs;
+	unsigned char zbuf[1 << 16];
+};
+
+static ssize_t source_raw(struct source *s, void *buf, size_t n)
+{
+	if (s->headpos < s->nhead) {
+		size_t k = s->nhead - s->headpos < n ? s->nhead - s->headpos : n;
+		memcpy(buf, s->head + s->headpos, k);
+		s->headpos += k;
+		return (ssize_t)k;
+	}
+	ssize_t r;
+	while ((r = read(s->fd, buf, n)) < 0 && errno == EINTR)
+		;
+	return r;
+}
+
+/* Fills the compressed input when it is used up: 1, 0 at its end, -1 (errno) on failure. */
+static int source_zfill(struct source *s)
+{
+	if (s->zs.avail_in)
+		return 1;
+	ssize_t r = source_raw(s, s->zbuf, sizeof(s->zbuf));
+	if (r <= 0)
+		return (int)r;
+	s->zin += (uint64_t)r;
+	s->zs.next_in = s->zbuf;
+	s->zs.avail_in = (uInt)r;
+	return 1;
+}
+
+static ssize_t source_read(void *ctx, struct lp_input *in, void *buf, size_t n)
+{
+	struct source *s = ctx;
+	if (!s->gz)
+		return source_raw(s, buf, n);
+	uInt want = n > (1u << 30) ? 1u << 30 : (uInt)n;
+	s->zs.next_out = buf;
+	s->zs.avail_out = want;
+	while (s->zs.avail_out == want && !s->zend) {
+		int r = source_zfill(s);
+		if (r < 0)
+			return -1;
+		if (r == 0) { /* cut inside the gzip data: the parser says where the stream stops */
+			s->zend = s->zcut = 1;
+			break;
+		}
+		int zr = inflate(&s->zs, Z_NO_FLUSH);
+		if (zr == Z_STREAM_END) {
+			/* Another member may follow (cat a.gz b.gz); anything else is ignored, as
+			 * gzip -d does with trailing garbage. */
+			r = source_zfill(s);
+			if (r < 0)
+				return -1;
+			if (r == 0 || s->zs.next_in[0] != 0x1f || inflateReset(&s->zs) != Z_OK)
+				s->zend = 1;
+		} else if (zr != Z_OK && !(zr == Z_BUF_ERROR && !s->zs.avail_in)) {
+			lp_input_fail(in, LP_ERR_FORMAT, in->base + in->len + (want - s->zs.avail_out),
+				      "the gzip data is corrupt after %" PRIu64 " compressed bytes (%s)",
+				      s->zin - s->zs.avail_in, s->zs.msg ? s->zs.msg : "zlib error");
+			errno = EIO;
+			return -1;
+		}
+	}
+	return (ssize_t)(want - s->zs.avail_out);
+}
+
+/* Reads fd's first bytes and makes s the source of in: 0, or -1 with errno. */
+static int source_open(struct source *s, struct lp_input *in, int fd)
+{
+	s->fd = fd;
+	s->nhead = s->headpos = 0;
+	s->gz = s->zend = s->zcut = 0;
+	s->zin = 0;
+	while (s->nhead < 2) {
+		ssize_t r = read(fd, s->head + s->nhead, 2 - s->nhead);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		s->nhead += (size_t)r;
+	}
+	in->read_fn = source_read;
+	in->read_ctx = s;
+	if (s->nhead < 2 || s->head[0] != 0x1f || s->head[1] != 0x8b)
+		return 0;
+	memset(&s->zs, 0, sizeof(s->zs));
+	if (inflateInit2(&s->zs, 15 + 16) != Z_OK) { /* 16: gzip's header and trailer */
+		errno = ENOMEM;
+		return -1;
+	}
+	s->gz = 1;
+	return 0;
+}
+
+static void source_close(struct source *s)
+{
+	if (s->gz)
+		inflateEnd(&s->zs);
+}
+
 /* Progress on a terminal for long reads: at most once a second, cleared at the end. */
 struct progress {
 	const char *name;
 	uint64_t size;      /* 0 when unknown (a pipe) */
 	struct timespec last;
 	int shown;
+	const struct source *src; /* gzip: the size is the compressed one */
 };
 
 static void show_progress(void *ctx, uint64_t offset)
@@ -483,6 +600,8 @@ static void show_progress(void *ctx, uint64_t offset)
 		return;
 	pr->last = now;
 	pr->shown = 1;
+	if (pr->src && pr->src->gz)
+		offset = pr->src->zin; /* of the file, not of what it decompresses to */
 	if (pr->size)
 		fprintf(stderr, "\rluaprof: reading %s: %3.0f%% (%" PRIu64 " of %" PRIu64 " MB)",
 			pr->name, 100.0 * (double)offset / (double)pr->size, offset / 1000000,
@@ -524,7 +643,21 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 			close(fd);
 		return fail("%s", msg);
 	}
-	struct progress pr = { .name = o.input };
+	static struct source src;
+	if (source_open(&src, &in, fd) != 0) {
+		int e = errno;
+		lp_input_close(&in);
+		if (fd != STDIN_FILENO)
+			close(fd);
+		return fail("cannot read %s: %s", o.input, strerror(e));
+	}
+	/* Offsets in messages are the decompressed stream's. */
+	char gzname[PATH_MAX + 16];
+	if (src.gz) {
+		snprintf(gzname, sizeof(gzname), "%s (decompressed)", o.input);
+		in.name = gzname;
+	}
+	struct progress pr = { .name = o.input, .src = &src };
 	struct stat sb;
 	int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
 	if (regular)
@@ -535,6 +668,15 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	if (pr.shown)
 		fputs("\r\033[K", stderr);
 	lp_input_message(&in, msg, sizeof(msg));
+	/* gzip data that is no stream either: most likely a pprof profile. */
+	if (src.gz && st == LP_ERR_FORMAT && in.err_offset == 0)
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (%s is gzip data, "
+			 "read decompressed: a pprof profile? luaprof reads the raw stream record "
+			 "wrote, plain or gzipped)", o.input);
+	if (src.zcut && st == LP_ERR_TRUNCATED)
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (the gzip data of %s "
+			 "ends early: a copy cut short?)", o.input);
+	source_close(&src);
 	if (fd != STDIN_FILENO)
 		close(fd);
 	/* A file that ends early because a profile is still writing it is no cut file. */
@@ -544,8 +686,9 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 				   : "";
 
 	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
-		fprintf(stderr, "luaprof %s: %s: empty file, not a profile stream%s\n", who, o.input,
-			live);
+		fprintf(stderr, "luaprof %s: %s: %s, not a profile stream%s\n", who, o.input,
+			!src.gz ? "empty file" : src.zcut ? "gzip data cut short before anything "
+			"it holds" : "gzip data of nothing (an empty file compressed)", live);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
 		fprintf(stderr, "luaprof %s: %s (no profile section: nothing to report)%s\n", who,

@@ -74,7 +74,9 @@ static size_t fill(struct lp_input *in)
 		in->pos = 0;
 	}
 	while (in->len < in->cap) {
-		ssize_t n = read(in->fd, in->buf + in->len, in->cap - in->len);
+		ssize_t n = in->read_fn ? in->read_fn(in->read_ctx, in, in->buf + in->len,
+						      in->cap - in->len)
+					: read(in->fd, in->buf + in->len, in->cap - in->len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Status codes shared by every stream reader. */
 enum lp_status {
@@ -39,6 +40,11 @@ struct lp_input {
 	int status;          /* first failure, LP_OK until then */
 	uint64_t err_offset; /* stream offset the failure refers to */
 	char err[512];       /* "what went wrong", without file and offset */
+	/* Where an fd input's bytes come from: read(2) on fd when NULL, else this, which
+	 * answers as read(2) does (a decompressor: the CLI's gzip). On failure it may record
+	 * its own message with lp_input_fail before returning -1. */
+	ssize_t (*read_fn)(void *ctx, struct lp_input *in, void *buf, size_t n);
+	void *read_ctx;
 };
 
 int lp_input_open_fd(struct lp_input *in, int fd, const char *name);

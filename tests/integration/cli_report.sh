@@ -170,8 +170,19 @@ head -c 4000 /dev/urandom | sed '1s/^/x/' >"$t/garbage.bin"
 expect 2 "garbage.bin: byte 0: not a profile stream .text: a report or collapsed stacks.*a sysprof or memprof stream .luaprof's or Tarantool's. starts with \"ljs\", this file with 0x78$" -- $lp report "$t/garbage.bin"
 printf 'hello\n' >"$t/text.bin"
 expect 2 "text.bin: byte 0: not a profile stream .text: .*with 0x68$" -- $lp report "$t/text.bin"
+# A gzipped stream (gzip cpu.bin) is read decompressed, from a file or a pipe; it was taken
+# for pprof ("gzip data: a pprof profile?"). Offsets are the decompressed stream's.
+gzip -c $sp >"$t/sp.bin.gz"
+$lp report -q "$t/sp.bin.gz" -f collapsed >"$t/gz.folded" 2>"$t/err" && cmp -s "$t/gz.folded" <($lp report -q $sp -f collapsed) ||
+	fail "report of a gzipped stream: $(cat "$t/err")"
+gzip -c $mp | $lp report -q - >"$t/gz.txt" 2>"$t/err" && cmp -s "$t/gz.txt" <($lp report -q $mp) ||
+	fail "report of a gzipped memprof stream on standard input: $(cat "$t/err")"
+$lp report -q $sp -o "$t/sp.pb.gz"
+expect 2 "sp.pb.gz \(decompressed\): byte 0: not a profile stream.* \(.*sp.pb.gz is gzip data, read decompressed: a pprof profile\? luaprof reads the raw stream record wrote, plain or gzipped\)$" -- $lp report "$t/sp.pb.gz"
+head -c $(($(stat -c %s "$t/sp.bin.gz") / 2)) "$t/sp.bin.gz" >"$t/cut.gz"
+expect 3 "cut.gz \(decompressed\): byte [0-9]+: unexpected end of input \(the gzip data of .*cut.gz ends early" -- $lp report -f collapsed "$t/cut.gz"
 printf '\037\213\010' >"$t/gz.bin"
-expect 2 "gz.bin: byte 0: not a profile stream .gzip data: a pprof profile. luaprof reads the raw stream record wrote." -- $lp report "$t/gz.bin"
+expect 2 "gz.bin: gzip data cut short before anything it holds, not a profile stream" -- $lp report "$t/gz.bin"
 printf '<svg' >"$t/svg.bin"
 expect 2 "svg.bin: byte 0: not a profile stream .XML: an SVG flame graph. " -- $lp report "$t/svg.bin"
 printf 'local x' >"$t/lx.bin"
