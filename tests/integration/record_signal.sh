@@ -14,10 +14,11 @@ need_build luaprof luaprof.so
 have luajit || skip "no luajit"
 lp=$PWD/build/luaprof
 
-# A compiled loop that runs until killed; it says when it runs (its output file).
+# A compiled loop that runs until killed; it says when it runs (its output file, which
+# holds the signals it ignores: /proc's SigIgn mask).
 cat >"$t/loop.lua" <<'LUA'
 local function f(n) local s = 0 for i = 1, n do s = s + math.sqrt(i) end return s end
-io.open(arg[1], "w"):close()
+local ign = "" for l in io.lines("/proc/self/status") do ign = l:match("^SigIgn:%s*(%x+)") or ign end local up = io.open(arg[1] .. ".tmp", "w") up:write(ign) up:close() os.rename(arg[1] .. ".tmp", arg[1])
 local t = os.clock() while os.clock() - t < 60 do f(1e5) end
 LUA
 # started FILE: waits up to 10 s for it.
@@ -52,8 +53,34 @@ finished() {
 	grep -q '^meta.stopped_by: signal$' "$t/$v.info" || fail "$v: stopped_by: $(grep stopped_by "$t/$v.info")"
 }
 
+# Whether SIGHUP is ignored in mask MASK (hexadecimal, as /proc's SigIgn): 1 or 0.
+hup_in() { echo $(((0x$1 >> ($(kill -l HUP) - 1)) & 1)); }
+# Run with SIGHUP ignored (nohup bash record_signal.sh), the program inherits that, as it
+# would without record, and keeps it: record's SIGHUP then ends nothing.
+hup_ignored=$(hup_in "$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)")
 for sig in TERM HUP; do
+	if [ $sig = HUP ] && [ "$hup_ignored" = 1 ]; then
+		rm -f "$t/up"
+		(cd "$t" && exec "$lp" record -f collapsed -o HUP.folded -- luajit loop.lua up) \
+			>"$t/HUP.out" 2>&1 &
+		rec=$!
+		started "$t/up" || fail "HUP ignored: the program never ran"
+		[ "$(hup_in "$(cat "$t/up")")" = 1 ] ||
+			fail "HUP ignored: the program does not ignore SIGHUP (SigIgn $(cat "$t/up"))"
+		kill -HUP $rec
+		sleep 1
+		kill -0 $rec 2>/dev/null || fail "HUP ignored: SIGHUP ended record: $(head -3 "$t/HUP.out")"
+		kill -TERM $rec
+		wait $rec
+		rc=$?
+		"$lp" report "$t/HUP.bin" -f info >"$t/HUP.info" 2>&1
+		finished HUP TERM
+		echo "note: SIGHUP is ignored here (nohup?): checked that it stays so"
+		continue
+	fi
 	stop $sig $sig 1 -f collapsed -o $sig.folded -- luajit loop.lua up
+	[ "$(hup_in "$(cat "$t/up")")" = "$hup_ignored" ] ||
+		fail "SIG$sig: the program's SIGHUP disposition is not the one record had (SigIgn $(cat "$t/up"))"
 	finished $sig $sig
 	grep -q "killed by signal $(kill -l $sig)" "$t/$sig.out" ||
 		fail "SIG$sig: no word of the signal: $(head -2 "$t/$sig.out")"
