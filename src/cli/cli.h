@@ -24,10 +24,11 @@ enum {
 int lp_cmd_report(int argc, char **argv);
 /* The same, also handing back what the stream's meta says of the recording (for record)
  * and, when top > 0 and the rendering is not a list itself (-f top, memprof, info), the
- * top list of its first top frames in *top_text (malloc'd; NULL if none). */
+ * top list of its first top frames in *top_text (malloc'd; NULL if none). progress: the
+ * reading's progress on a terminal even with -q (record's summary is its own). */
 struct lp_record_facts;
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
-			char **top_text);
+			char **top_text, int progress);
 void lp_cmd_report_usage(FILE *out);
 /* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
  * those are named by each trace's start, and where their lines are. */

@@ -1128,7 +1128,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	struct lp_record_facts f;
 	char *top = NULL;
 	int rc = lp_cmd_report_facts(n, args, &f, o->quiet || o->top < 0 ? 0 : (unsigned)o->top,
-				     &top);
+				     &top, !o->quiet);
 	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED) {
 		free(top);

@@ -582,8 +582,12 @@ static void source_close(struct source *s)
 		inflateEnd(&s->zs);
 }
 
-/* Progress on a terminal for long reads: at most once a second, cleared at the end. */
+/* Progress on a terminal for long reads: at most once a second, cleared at the end; from
+ * the start for a file of PROGRESS_EAGER bytes or more, which takes a while to read
+ * (about a second for 150 MB of an exact memory profile). */
+#define PROGRESS_EAGER (64ull << 20)
 struct progress {
+	const char *who;    /* "luaprof", or "luaprof record" rendering what it recorded */
 	const char *name;
 	uint64_t size;      /* 0 when unknown (a pipe) */
 	struct timespec last;
@@ -596,27 +600,28 @@ static void show_progress(void *ctx, uint64_t offset)
 	struct progress *pr = ctx;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec - pr->last.tv_sec < 1)
+	if (now.tv_sec - pr->last.tv_sec < 1 && (pr->shown || pr->size < PROGRESS_EAGER))
 		return;
 	pr->last = now;
 	pr->shown = 1;
 	if (pr->src && pr->src->gz)
 		offset = pr->src->zin; /* of the file, not of what it decompresses to */
 	if (pr->size)
-		fprintf(stderr, "\rluaprof: reading %s: %3.0f%% (%" PRIu64 " of %" PRIu64 " MB)",
-			pr->name, 100.0 * (double)offset / (double)pr->size, offset / 1000000,
+		fprintf(stderr, "\r%s: reading %s: %3.0f%% (%" PRIu64 " of %" PRIu64 " MB)",
+			pr->who, pr->name, 100.0 * (double)offset / (double)pr->size, offset / 1000000,
 			pr->size / 1000000);
 	else
-		fprintf(stderr, "\rluaprof: reading %s: %" PRIu64 " MB", pr->name, offset / 1000000);
+		fprintf(stderr, "\r%s: reading %s: %" PRIu64 " MB", pr->who, pr->name,
+			offset / 1000000);
 }
 
 int lp_cmd_report(int argc, char **argv)
 {
-	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL);
+	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL, 0);
 }
 
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
-			char **top_text)
+			char **top_text, int progress)
 {
 	if (top_text)
 		*top_text = NULL;
@@ -657,13 +662,14 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		snprintf(gzname, sizeof(gzname), "%s (decompressed)", o.input);
 		in.name = gzname;
 	}
-	struct progress pr = { .name = o.input, .src = &src };
+	struct progress pr = { .who = facts ? "luaprof record" : "luaprof", .name = o.input,
+			       .src = &src };
 	struct stat sb;
 	int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
 	if (regular)
 		pr.size = (uint64_t)sb.st_size;
 	clock_gettime(CLOCK_MONOTONIC, &pr.last);
-	int tty = !o.quiet && isatty(STDERR_FILENO);
+	int tty = (facts ? progress : !o.quiet) && isatty(STDERR_FILENO);
 	int st = lp_load_ex(&in, &o.sys, tty ? show_progress : NULL, &pr, &l);
 	if (pr.shown)
 		fputs("\r\033[K", stderr);

@@ -1012,6 +1012,17 @@ EOF
 	else
 		echo "note: the 0.7 s loop wrote only $size bytes: the hint to sample not checked"
 	fi
+	# Reading a large stream back to render it takes seconds: on a terminal the reading's
+	# progress shows (record's rendering was silent), not elsewhere.
+	if [ "$size" -ge $((64 << 20)) ]; then
+		grep -aq 'luaprof record: reading .*long.bin: *[0-9]*% (' "$t/tty.out" ||
+			fail "record: a $size-byte stream read back without progress on a terminal: $(cat -v "$t/tty.out" | head -5)"
+		(cd "$t" && "$lp" record --memory -n 0 -o /dev/null --raw long.bin -- luajit long.lua) \
+			>/dev/null 2>"$t/err"
+		grep -aq 'reading' "$t/err" && fail "record: progress on no terminal: $(cat -v "$t/err" | head -3)"
+	else
+		echo "note: the 0.7 s loop wrote only $size bytes: the progress of reading it not checked"
+	fi
 	rm -f "$t/long.bin"
 	(cd "$t" && script -qec "$lp record -n 0 --memory --sample 1M -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
 		>"$t/tty.out" 2>&1
