@@ -58,8 +58,8 @@ fi
 targets=
 for bin in build/fuzz/fuzz_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] || continue
-	name=${bin##*/}
-	[ -f "tests/fuzz/$name.c" ] || continue  # stale binary of a removed target
+	target=${bin##*/}
+	[ -f "tests/fuzz/$target.c" ] || continue  # stale binary of a removed target
 	targets="$targets $bin"
 done
 if [ -z "$targets" ]; then
@@ -113,32 +113,32 @@ mkdir -p "$artifacts"
 
 # -- Run -------------------------------------------------------------------------------
 for bin in $targets; do
-	name=${bin##*/}
-	mkdir -p "$work/$name"
-	echo "fuzz_bounded: $name for ${per}s" >&2
+	target=${bin##*/}
+	mkdir -p "$work/$target"
+	echo "fuzz_bounded: $target for ${per}s" >&2
 	seeds=$work/seed with=$dict
-	[ "$name" = fuzz_elfsyms ] && seeds=$work/seed-elf with=
+	[ "$target" = fuzz_elfsyms ] && seeds=$work/seed-elf with=
 	"$bin" -max_total_time="$per" -rss_limit_mb=2048 -timeout=5 -print_final_stats=1 \
-		-artifact_prefix="$work/$name-" $with "$work/$name" "$seeds" \
-		>"$work/$name.log" 2>&1
+		-artifact_prefix="$work/$target-" $with "$work/$target" "$seeds" \
+		>"$work/$target.log" 2>&1
 	rc=$?
-	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$work/$name.log" |
-		sed "s/^/  $name /" >&2
+	grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' "$work/$target.log" |
+		sed "s/^/  $target /" >&2
 	if [ $rc -ne 0 ]; then
 		status=1
-		tail -n 25 "$work/$name.log" >&2
-		cp "$work/$name.log" "$artifacts/$name.log"
-		echo "  log: $artifacts/$name.log" >&2
+		tail -n 25 "$work/$target.log" >&2
+		cp "$work/$target.log" "$artifacts/$target.log"
+		echo "  log: $artifacts/$target.log" >&2
 		found=0
-		for a in "$work/$name"-*; do
+		for a in "$work/$target"-*; do
 			[ -f "$a" ] || continue
 			cp "$a" "$artifacts/" && found=1
-			echo "FAIL $name: reproducer $artifacts/${a##*/}" >&2
+			echo "FAIL $target: reproducer $artifacts/${a##*/}" >&2
 			echo "  rerun: $bin $artifacts/${a##*/}" >&2
 		done
-		[ $found = 1 ] || echo "FAIL $name: exit status $rc, no reproducer written" >&2
+		[ $found = 1 ] || echo "FAIL $target: exit status $rc, no reproducer written" >&2
 	else
-		echo "PASS $name" >&2
+		echo "PASS $target" >&2
 	fi
 done
 exit $status

@@ -61,7 +61,7 @@ FFFD=$(printf '\357\277\275') # U+FFFD, what the driver's "bad\xffname" must bec
 
 # pp NAME ARGS...: runs go tool pprof ARGS into $t/NAME.out.
 pp() {
-	name=$1
+	local name=$1
 	shift
 	if ! go tool pprof "$@" >"$t/$name.out" 2>"$t/$name.err"; then
 		fail "go tool pprof $* failed:"
@@ -86,8 +86,7 @@ expect_has() {
 #   traces: "value|leaf;...;root" for every -traces sample
 #   raw:    "v1 v2 ..." values of every -raw sample
 expect_rows() {
-	name=$1
-	kind=$2
+	local name=$1 kind=$2
 	sort >"$t/$name.want"
 	case $kind in
 	top)
