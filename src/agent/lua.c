@@ -29,6 +29,23 @@
 #include "util/size.h"
 #include "agent/pfile.h"
 
+/*
+** The functions of the Lua 5.1 C API that PUC Lua 5.2 and later lack (macros over
+** lua_pcallk, lua_rotate and others there, or gone). Weak, so that the module also loads in
+** those (`lua5.4`, and hosts that embed them: haproxy, rpm, vlc, prosody...) and says that
+** it cannot profile them (puc_later), instead of the loader's "undefined symbol: lua_pcall"
+** (which under `luaprof record` ended the program in its LUA_INIT, before the script ran).
+** Nothing else of the 5.1 API may run on a later VM: its pseudo-indices differ.
+*/
+#pragma weak lua_call
+#pragma weak lua_pcall
+#pragma weak lua_cpcall
+#pragma weak luaL_register
+#pragma weak lua_insert
+#pragma weak lua_remove
+#pragma weak lua_tonumber
+#pragma weak lua_newuserdata
+
 #define DEFAULT_INTERVAL_MS 10
 #define DEFAULT_PATH "sysprof.bin"
 #define MSG_MISUSE   "profiler misuse"
@@ -844,8 +861,55 @@ static int l_preload(lua_State *L)
 	return 1;
 }
 
+/* NULL in a VM with the Lua 5.1 C API (LuaJIT; PUC Lua 5.1, which the profilers' start
+ * refuses); else the later PUC Lua this is, for the message. */
+static const char *puc_later(void)
+{
+	if (lua_call && lua_pcall && lua_cpcall && luaL_register && lua_insert && lua_remove &&
+	    lua_tonumber && lua_newuserdata)
+		return NULL;
+	return dlsym(RTLD_DEFAULT, "lua_newuserdatauv") ? "PUC Lua 5.4"
+	     : dlsym(RTLD_DEFAULT, "lua_rotate")        ? "PUC Lua 5.3"
+	     : dlsym(RTLD_DEFAULT, "lua_callk")         ? "PUC Lua 5.2"
+							 : "a Lua without the 5.1 C API";
+}
+
+/*
+** luaopen_luaprof in a later PUC Lua, whose C API differs from the one this module is built
+** for: luaL_error alone is called (the same in every version). Under `luaprof record` the
+** program runs on, unprofiled, as in PUC Lua 5.1: the message goes to standard error and
+** record's status file hears that the agent loaded (record then points at the message).
+*/
+static int refuse_puc(lua_State *L, const char *vm)
+{
+	char why[256];
+	snprintf(why, sizeof(why), MSG_MISUSE ": not a LuaJIT VM (%s, whose C API differs from "
+		 "LuaJIT's); the agent profiles LuaJIT 2.1 GC64 builds", vm);
+	if (!getenv("LUAPROF_RECORD"))
+		return luaL_error(L, "luaprof: cannot load: %s", why);
+	const char *cv = getenv("LUAPROF_RECORD_CLAIM"), *sv = getenv("LUAPROF_RECORD_STATUS");
+	if (sv && strlen(sv) < sizeof(recorded.status))
+		strcpy(recorded.status, sv);
+	int mine = claim_take(cv);
+	unsetenv("LUAPROF_RECORD");
+	unsetenv("LUAPROF_RECORD_CLAIM");
+	unsetenv("LUAPROF_RECORD_STATUS");
+	const char *orig = getenv("LUAPROF_LUA_INIT");
+	if (orig)
+		setenv("LUA_INIT", orig, 1);
+	else
+		unsetenv("LUA_INIT");
+	status_tell(mine ? 'L' : 'S');
+	if (mine)
+		fprintf(stderr, "luaprof: not profiling: %s\n", why);
+	return 0;
+}
+
 LUAPROF_API int luaopen_luaprof(lua_State *L)
 {
+	const char *vm = puc_later();
+	if (vm)
+		return refuse_puc(L, vm);
 	pin_self();
 	lua_createtable(L, 0, 2);
 	lua_pushliteral(L, "luaprof 0.1.0");

@@ -821,7 +821,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 "assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "
 		 "if not i then return end "
 		 "if i:sub(1,1)=='@' then return dofile(i:sub(2)) end "
-		 "local f,e=loadstring(i,'=LUA_INIT') if not f then error(e,0) end return f()",
+		 "local f,e=(loadstring or load)(i,'=LUA_INIT') if not f then error(e,0) end "
+		 "return f()",
 		 so_lit);
 	if (o->memory)
 		snprintf(spec, sizeof(spec), "profiler=memory,sample=%llu,path=%s", o->sample, raw);
