@@ -98,6 +98,9 @@ struct agent_sample {
 	 * in its host stack are keyed (agent_vm_key_trace_code). */
 	size_t ncodes;
 	struct agent_tcode_id codes[4];
+	/* The VM's state runs on another thread's C stack than the one sampled (the thread
+	 * that started the profile): the sample is the host stack alone (agent_vm_sample). */
+	int elsewhere;
 };
 
 /* -- VM sampler (vmsample.c): the only part that knows LuaJIT's memory layout --------- */

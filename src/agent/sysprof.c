@@ -113,6 +113,7 @@ static struct {
 	_Atomic uint64_t counters[LP_VMST__MAX];
 	_Atomic uint64_t samples;
 	_Atomic uint64_t dropped, overruns, truncated, bytes, paced;
+	_Atomic uint64_t elsewhere;      /* samples while the state ran on another thread */
 	_Atomic uint64_t handler_ns;     /* time spent in the handler (CLOCK_MONOTONIC) */
 	uint64_t started_ns, stopped_ns;
 	uint64_t started_unix_ns;       /* the Unix time at start (meta start_unix_ns) */
@@ -572,6 +573,8 @@ static void take_sample(const ucontext_t *uc, uint64_t copies, uint64_t now)
 		atomic_fetch_add_explicit(&sp.dropped, copies, memory_order_relaxed);
 		return;
 	}
+	if (s->elsewhere)
+		atomic_fetch_add_explicit(&sp.elsewhere, copies, memory_order_relaxed);
 	if (sp.mode == LUAPROF_SYSPROF_DEFAULT) {
 		agent_vm_sample_dropped(s); /* counted: nothing written */
 		count(s->vmstate, copies);
@@ -922,10 +925,10 @@ static void finish_stream(const char *cause)
 		"unwind_compact_steps", usc_steps,
 		"unwind_compact_bad", usc_bad,
 #endif
-		NULL, NULL, NULL, NULL, /* the optional ones below */
+		NULL, NULL, NULL, NULL, NULL, NULL, /* the optional ones below */
 		NULL,
 	};
-	size_t k = sizeof(meta) / sizeof(meta[0]) - 5;
+	size_t k = sizeof(meta) / sizeof(meta[0]) - 7;
 	if (sp.cpu_ns) {
 		meta[k++] = "thread_cpu_ns";
 		meta[k++] = cpu;
@@ -933,6 +936,13 @@ static void finish_stream(const char *cause)
 	if (atomic_load(&sp.sig_taken_ns)) {
 		meta[k++] = "signal_taken_ns";
 		meta[k++] = taken;
+	}
+	char elsewhere[32];
+	snprintf(elsewhere, sizeof(elsewhere), "%llu",
+		 (unsigned long long)atomic_load(&sp.elsewhere));
+	if (atomic_load(&sp.elsewhere)) {
+		meta[k++] = "lua_elsewhere";
+		meta[k++] = elsewhere;
 	}
 	struct lp_wbuf w;
 	lp_wbuf_init(&w, sp.half[0].data, sp.halfcap, sync_writer, NULL);
@@ -1220,6 +1230,7 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 	hs_resume_ns = 0;
 	atomic_store(&sp.truncated, 0);
+	atomic_store(&sp.elsewhere, 0);
 	atomic_store(&sp.bytes, 0);
 	atomic_store(&sp.handler_ns, 0);
 	atomic_store(&sp.io_errno, 0);

@@ -1201,6 +1201,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		s->name_room = AGENT_NAMES_MAX;
 	s->ncodes = 0;
 	s->lua_truncated = 0;
+	s->elsewhere = 0;
 	s->traceno = s->trace_proto = s->trace_line = 0;
 	ncframes = 0;
 	have_trace = 0;
@@ -1268,6 +1269,20 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 	}
 	s->vmstate = (uint8_t)st;
+	/*
+	** The running state's C frame is on another thread's stack: a host that made and
+	** started the profile on this thread runs the state on another (wrk calls a script's
+	** init on its main thread, then each thread's requests on that thread). This thread
+	** runs no Lua code: its host stack alone, as C code, counted (meta lua_elsewhere).
+	** Its Lua frames were the other thread's, put above this thread's first frame. Only
+	** where this thread is on its own stack (stack_floor), not a host's fiber's.
+	*/
+	uint64_t cf = have_t ? t.cframe & LP_LJ_CFRAME_RAWMASK : 0;
+	if (cf && stack_floor && !agent_objects_stack_has(sp, cf, 8)) {
+		s->elsewhere = 1;
+		s->vmstate = LP_VMST_CFUNC;
+		return 0;
+	}
 
 	if (st == LP_VMST_TRACE) {
 		s->traceno = traceno;

@@ -37,6 +37,9 @@ void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_byt
  * lost the frames below them (the agent's store of their stacks was full: meta
  * trace_stacks_lost); prefix starts the line. */
 void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples);
+/* Says how many CPU samples found the Lua state running on another thread than the one
+ * sampled (meta lua_elsewhere): host stacks alone. */
+void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);
 /* The exit status once help or the version has been printed: LP_EXIT_OK, or, when standard

@@ -1071,6 +1071,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 			f->thread_cpu_ns ? due : ticked, secs);
 	if (f->trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
+	if (f->lua_elsewhere)
+		lp_cli_elsewhere_note("luaprof record", f->lua_elsewhere, n);
 	if (f->paced)
 		fprintf(stderr, "luaprof record: %" PRIu64 " tick%s skipped: at --rate %u a sample "
 				"takes longer than a quarter of the interval, and the profiler keeps "

@@ -311,6 +311,15 @@ void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples
 		one ? "has" : "have", one ? "it" : "them", one ? "it hangs" : "they hang");
 }
 
+void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples)
+{
+	fprintf(stderr, "%s: %" PRIu64 " samples (%.1f%%) found the Lua state running on another "
+		"thread than the one that started the profile, the one sampled: they are that "
+		"thread's C stack alone. Start the profile on the thread that runs the Lua code "
+		"(a host such as wrk runs a script's init on its main thread, the requests on "
+		"others)\n", prefix, n, samples ? 100.0 * (double)n / (double)samples : 0.0);
+}
+
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
 {
 	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
@@ -364,6 +373,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof: note", l->facts.trace_stacks_lost,
 					l->stats.events);
+	if (l->kind == LP_STREAM_SYSPROF && l->facts.lua_elsewhere)
+		lp_cli_elsewhere_note("luaprof: note", l->facts.lua_elsewhere, l->stats.events);
 	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);

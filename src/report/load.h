@@ -21,6 +21,8 @@ struct lp_record_facts {
 	uint64_t signal;          /* CPU: the sampling signal's number, 0 if unknown */
 	uint64_t trace_stacks_lost; /* CPU: TRACE, GC, compiler and exit samples whose full
 				   * stacks the agent could not keep (meta trace_stacks_lost) */
+	uint64_t lua_elsewhere;   /* CPU: samples taken while the Lua state ran on another
+				   * thread than the one sampled (meta lua_elsewhere) */
 	int sampled;                                      /* memory: meta mode = "sampled" */
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */

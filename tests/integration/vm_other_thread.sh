@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A Lua state that runs on another thread than the one that started the profile
+# (vm_other_thread.c, as wrk: a script's init on the main thread starts it, the work runs on
+# a worker thread while the main thread waits in pthread_join).
+#  - CPU (wall clock, 1 kHz): the samples are the main thread's, which runs no Lua code.
+#    They read the worker's Lua frames and put them above the main thread's first frame
+#    (`@w.lua:11;_start;...;pthread_join` under wrk), in the worker's VM state (INTERP);
+#    with the CPU clock there were no samples, and nothing said why. Now: every stack
+#    starts at _start with no Lua frame, the profile counts those samples (meta
+#    lua_elsewhere) and report says what happened.
+# Exit 0 pass, 1 fail, 2 skip.
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+. tests/integration/lib/luajit.sh
+
+need_x86_64
+need_build luaprof luaprof.so
+luajit_dev "$t/apt.log" || skip "$why"
+cc_test "$t/host" tests/integration/vm_other_thread.c -O1 -I"$inc" -lluajit-5.1 -lpthread ||
+	exit 1
+
+cat >"$t/script.lua" <<'LUA'
+package.cpath = CPATH .. ";" .. package.cpath
+local lp = require "luaprof"
+function init()
+	assert(lp.sysprof.start{ mode = "C", interval = 1, clock = "wall", path = PROFILE })
+end
+local function spin(n)
+	local s = 0
+	for i = 1, n do s = (s + i * i) % 1000003 end
+	return s
+end
+function work()
+	jit.off()
+	local t = os.clock()
+	while os.clock() - t < 0.4 do spin(10000) end
+end
+LUA
+"$t/host" "$t/script.lua" "$PWD/build/?.so" "$t/cpu.bin" >"$t/host.out" 2>&1 ||
+	{ echo "FAIL: the host failed (status $?): $(tail -n 3 "$t/host.out")"; exit 1; }
+build/luaprof report -f collapsed -o "$t/cpu.folded" "$t/cpu.bin" 2>"$t/report.err" ||
+	{ echo "FAIL: report: $(cat "$t/report.err")"; exit 1; }
+total=$(awk '{ n += $NF } END { print n + 0 }' "$t/cpu.folded")
+[ "$total" -ge 100 ] || fail "$total samples, want at least 100 (0.4 s at 1 kHz)"
+# Lua frames of the script anywhere, and stacks that do not start at the host's _start.
+lua=$(grep -c "@$t/script.lua" "$t/cpu.folded")
+notroot=$(grep -vc '^_start;' "$t/cpu.folded")
+[ "$lua" = 0 ] || fail "$lua stacks with the worker's Lua frames:
+$(grep "@$t/script.lua" "$t/cpu.folded" | head -n 3)"
+[ "$notroot" = 0 ] || fail "$notroot stacks not rooted at _start:
+$(grep -v '^_start;' "$t/cpu.folded" | head -n 3)"
+n=$(build/luaprof report -q -f info "$t/cpu.bin" | awk -F': ' '$1 == "meta.lua_elsewhere" { print $2 + 0 }')
+[ "${n:-0}" -ge $((total / 2)) ] || fail "meta lua_elsewhere ${n:-none}, want at least half of $total"
+grep -q "samples ([0-9.]*%) found the Lua state running on another thread" "$t/report.err" ||
+	fail "report does not say the state ran on another thread: $(cat "$t/report.err")"
+[ $fails -eq 0 ] && echo "ok CPU: $total samples, ${n:-0} while the state ran on the worker, none with its Lua frames"
+
+[ $fails -eq 0 ] || exit 1
+echo "PASS $name"
