@@ -1159,7 +1159,12 @@ static int64_t capture(void)
 	    lp_lj_c_running(&mp.vm, &direct, L, &ct, &cfn) == LP_LJ_OK)
 		L = ct.L;
 	int cut = 0;
+	/* The stack of the thread that allocates, which need not be the one that started
+	 * (when it cannot be found, the walk is cut at its first frame, as it was). */
+	struct agent_stack_save ss;
+	(void)agent_objects_stack_here(&ss);
 	size_t nhost = host_frames(L, vmst, &cut);
+	agent_objects_stack_restore(&ss);
 	/* Read while the CPU profiler's handler cannot run a walk of its own over it. */
 	unsigned c_resumers = agent_vm_c_resumer_confirmed();
 	struct lp_lj_trace wtr;

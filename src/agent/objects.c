@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ static _Atomic unsigned gen; /* bumped whenever the table changes */
 static unsigned fini_gen = ~0u; /* gen when the table was last dropped */
 static const struct objtab *last_tab; /* ... and that table */
 static uint64_t stack_lo, stack_hi;
+static long stack_tid;        /* the thread whose stack that is (agent_objects_init's) */
 static pid_t self_pid;        /* for process_vm_readv on ourselves */
 static unsigned stale_gen = ~0u; /* handler: the table (gen) last noted stale */
 static int stale_pending;        /* handler: ... and not taken yet */
@@ -207,6 +209,7 @@ int agent_objects_init(char *err, size_t errlen)
 	pthread_attr_destroy(&attr);
 	stack_lo = (uint64_t)(uintptr_t)addr;
 	stack_hi = stack_lo + size;
+	stack_tid = (long)syscall(SYS_gettid);
 	self_pid = getpid();
 	/* What depends on the table (unwind rules) stays valid across a stop and a start when
 	 * the same objects are loaded at the same places. */
@@ -372,6 +375,48 @@ int agent_objects_on_stack(uint64_t sp)
 int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len)
 {
 	return addr >= lo && addr >= stack_lo && addr + len >= addr && addr + len <= stack_hi;
+}
+
+/* This thread's stack, found once (-1: it could not be: pthread_getattr_np reads
+ * /proc/self/maps for the main thread). */
+static _Thread_local uint64_t here_lo, here_hi;
+static _Thread_local int here_known;
+
+int agent_objects_stack_here(struct agent_stack_save *save)
+{
+	save->lo = stack_lo;
+	save->hi = stack_hi;
+	save->swapped = 0;
+	if ((long)syscall(SYS_gettid) == stack_tid)
+		return 0;
+	if (!here_known) {
+		pthread_attr_t attr;
+		void *addr;
+		size_t size;
+		here_known = -1;
+		if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+			if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+				here_lo = (uint64_t)(uintptr_t)addr;
+				here_hi = here_lo + size;
+				here_known = 1;
+			}
+			pthread_attr_destroy(&attr);
+		}
+	}
+	if (here_known < 0)
+		return -1;
+	stack_lo = here_lo;
+	stack_hi = here_hi;
+	save->swapped = 1;
+	return 0;
+}
+
+void agent_objects_stack_restore(const struct agent_stack_save *save)
+{
+	if (!save->swapped)
+		return;
+	stack_lo = save->lo;
+	stack_hi = save->hi;
 }
 
 /* At most this many objects read per sample: its stack rarely spans more that may be

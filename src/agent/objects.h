@@ -67,6 +67,21 @@ int agent_objects_segment(const struct objtab *tab, uint64_t addr, uint64_t *lo,
 int agent_objects_on_stack(uint64_t sp);
 /* 1 if [addr, addr+len) lies on the sampled thread's stack at or above lo. */
 int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len);
+/*
+** Outside the signal handler (sampled memprof's captures), on a thread that may not be the
+** one agent_objects_init ran on (a host that starts the profile on one thread and runs the
+** Lua state on another, as wrk does): the walks that follow, until
+** agent_objects_stack_restore, take the calling thread's stack for the sampled one. Only
+** where no handler walks meanwhile (memprof does not capture on another thread than the
+** one the CPU profiler samples). 0, or -1 when this thread's stack is not known: the walks
+** then stop at their first frame, said to be cut.
+*/
+struct agent_stack_save {
+	uint64_t lo, hi;
+	int swapped;
+};
+int agent_objects_stack_here(struct agent_stack_save *save);
+void agent_objects_stack_restore(const struct agent_stack_save *save);
 /* 1 if ip is code of a loaded object, or of an allocator stub that stands for one
  * (allocstub.h): C code, not JIT code. */
 int agent_in_object(uint64_t ip);

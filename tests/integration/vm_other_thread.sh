@@ -8,6 +8,9 @@
 #    with the CPU clock there were no samples, and nothing said why. Now: every stack
 #    starts at _start with no Lua frame, the profile counts those samples (meta
 #    lua_elsewhere) and report says what happened.
+#  - Sampled memory: the allocations are the worker's. Each stack was cut at its first
+#    frame (the walk knew the main thread's stack only): Lua frames alone, every one of
+#    them "cut short". Now under the worker's frames: worker;call;lua_pcall.
 # Exit 0 pass, 1 fail, 2 skip.
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
@@ -23,7 +26,11 @@ cat >"$t/script.lua" <<'LUA'
 package.cpath = CPATH .. ";" .. package.cpath
 local lp = require "luaprof"
 function init()
-	assert(lp.sysprof.start{ mode = "C", interval = 1, clock = "wall", path = PROFILE })
+	if PROFILE:find("cpu") then
+		assert(lp.sysprof.start{ mode = "C", interval = 1, clock = "wall", path = PROFILE })
+	else
+		assert(lp.memprof.start(PROFILE, { sample = "16K" }))
+	end
 end
 local function spin(n)
 	local s = 0
@@ -34,6 +41,8 @@ function work()
 	jit.off()
 	local t = os.clock()
 	while os.clock() - t < 0.4 do spin(10000) end
+	local keep = {}
+	for i = 1, 20000 do keep[i] = { i } end -- ALLOC
 end
 LUA
 "$t/host" "$t/script.lua" "$PWD/build/?.so" "$t/cpu.bin" >"$t/host.out" 2>&1 ||
@@ -55,5 +64,21 @@ grep -q "samples ([0-9.]*%) found the Lua state running on another thread" "$t/r
 	fail "report does not say the state ran on another thread: $(cat "$t/report.err")"
 [ $fails -eq 0 ] && echo "ok CPU: $total samples, ${n:-0} while the state ran on the worker, none with its Lua frames"
 
+# -- Sampled memory -----------------------------------------------------------------------
+"$t/host" "$t/script.lua" "$PWD/build/?.so" "$t/mem.bin" >"$t/host.out" 2>&1 ||
+	{ echo "FAIL: the host failed (status $?): $(tail -n 3 "$t/host.out")"; exit 1; }
+build/luaprof report -q -f collapsed -o "$t/mem.folded" "$t/mem.bin" ||
+	{ echo "FAIL: report of the memory profile failed"; exit 1; }
+alloc=$(grep -n -- '-- ALLOC' "$t/script.lua" | cut -d: -f1)
+read -r all under < <(awk -v a="@$t/script.lua:$alloc" '{
+	v = $NF; if (index($0, a)) { all += v; if (index($0, ";worker;call;lua_pcall;")) under += v }
+} END { printf "%d %d\n", all, under }' "$t/mem.folded")
+cut=$(build/luaprof report -q -f info "$t/mem.bin" | awk -F': ' '$1 == "meta.truncated" { print $2 + 0 }')
+# 20,000 tables of 40 bytes or more.
+[ "${all:-0}" -ge 400000 ] || fail "memory: ${all:-0} bytes at the allocating line $alloc, want 800 KB"
+[ "${under:-0}" = "${all:-0}" ] || fail "memory: $((all - under)) of $all bytes of line $alloc not under worker;call;lua_pcall:
+$(grep "@$t/script.lua:$alloc" "$t/mem.folded" | head -n 2)"
+[ "${cut:-0}" = 0 ] || fail "memory: ${cut} sampled stacks cut short"
 [ $fails -eq 0 ] || exit 1
+echo "ok memory: $all bytes at line $alloc, all under the worker's frames, no stack cut"
 echo "PASS $name"
