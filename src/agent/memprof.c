@@ -1340,9 +1340,18 @@ static inline void rare_leave(void)
 	}
 }
 
+/* GCC's noipa keeps a rare path's calling convention and registers its own (no
+ * interprocedural register allocation across it); clang has no such pass by default and
+ * no such attribute: noinline is what is left. */
+#if defined(__clang__)
+#define RARE_PATH __attribute__((noinline))
+#else
+#define RARE_PATH __attribute__((noipa))
+#endif
+
 /* The rare paths of the sampled wrapper take its arguments in the same registers (no
  * shuffling on the hot path: without ud, GCC moved them there). A sample is due: */
-static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osize,
+static RARE_PATH void *sampled_due(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
 	(void)ud; /* mp.orig_ud: the running profile's (sampled_rare) */
@@ -1388,7 +1397,7 @@ static __attribute__((noipa)) void *sampled_due(void *ud, void *ptr, size_t osiz
 ** (or neither: an allocation, whose NULL tests granule 0's bit). A wrapper kept from
 ** lua_getallocf and called after stop passes straight through.
 */
-static __attribute__((noipa)) void *sampled_rare(void *ud, void *ptr, size_t osize,
+static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 						    size_t nsize, agent_alloc_fn orig)
 {
 	/* Only for the running sampled profile's allocator: a wrapper kept from another's
