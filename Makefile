@@ -15,7 +15,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
             -Wno-unused-parameter
 CPPFLAGS += -Iinclude -Isrc -I$(BUILD)/gen -D_GNU_SOURCE
 ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS)
-LDLIBS   += -lprotobuf-c -lz -lm
+LDLIBS   += -lprotobuf-c -lz -liberty -lm
 
 ifeq ($(V),1)
 Q :=

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev
+build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libiberty-dev
 	libluajit-5.1-dev libunwind-dev luajit)
 test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time
 	curl libpcre3 libpcre2-8-0 libssl3 sysbench wrk neovim tarantool lua5.1 lua5.4 rpm)

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libiberty/demangle.h>
+
+#include "util/addrmap.h"
 #include "util/grow.h"
 #include "util/iset.h"
 
@@ -38,6 +41,8 @@ struct lp_profile {
 	int64_t *values;           /* nvalues per stack */
 	size_t valuecap;
 	struct lp_iset stackset;
+
+	struct lp_addrmap demangled; /* interned C++ symbol -> its interned readable name */
 };
 
 struct lp_profile *lp_profile_new(unsigned nvalues, const struct lp_value_type *types)
@@ -62,6 +67,7 @@ void lp_profile_free(struct lp_profile *p)
 	lp_iset_free(&p->strset);
 	free(p->frames);
 	lp_iset_free(&p->frameset);
+	lp_addrmap_free(&p->demangled);
 	free(p->stacks);
 	free(p->stackbuf);
 	free(p->values);
@@ -135,10 +141,33 @@ static uint64_t frame_hash(const struct lp_frame *f)
 	return h;
 }
 
+/*
+** A C frame's name as people read it: a C++ host's symbols (dnsdist, game engines) are
+** mangled in the stream, as in the ELF files, and shown demangled, as perf and gdb show
+** them (libiberty's demangler, with its recursion limit against hostile names). name is
+** interned; each distinct one is demangled once. NULL when out of memory.
+*/
+static const char *readable_c(struct lp_profile *p, const char *name)
+{
+	if (name[0] != '_' || name[1] != 'Z')
+		return name;
+	const struct lp_addrmap_entry *e = lp_addrmap_get(&p->demangled, (uintptr_t)name);
+	if (e)
+		return (const char *)(uintptr_t)e->a;
+	char *d = cplus_demangle(name, DMGL_PARAMS | DMGL_ANSI);
+	const char *out = d ? intern(p, d) : name;
+	free(d);
+	if (!out || lp_addrmap_put(&p->demangled, (uintptr_t)name, (uintptr_t)out, 0))
+		return NULL;
+	return out;
+}
+
 int lp_profile_frame_id(struct lp_profile *p, const struct lp_frame *f, uint32_t *id)
 {
 	struct lp_frame fr = *f;
 	fr.name = intern(p, f->name ? f->name : "");
+	if (fr.name && fr.kind == LP_FK_C)
+		fr.name = readable_c(p, fr.name);
 	if (!fr.name || (f->file && !(fr.file = intern(p, f->file))))
 		return -ENOMEM;
 	struct frame_key k = { p, &fr };

@@ -129,9 +129,32 @@ static void test_long_label(void)
 	lp_profile_free(p);
 }
 
+/* A C++ host's C frames show demangled (a clone suffix as GCC's tools show it); a name that
+ * is not a valid mangling, and a C name, as they are; one frame per mangled name. */
+static void test_cxx_demangled(void)
+{
+	struct lp_profile *p = new_profile();
+	uint32_t root = frame(p, LP_FK_C, "main", 0);
+	uint32_t m = frame(p, LP_FK_C, "_ZNK9LuaActionclEP11DNSQuestion", 0);
+	CHECK_EQ(frame(p, LP_FK_C, "_ZNK9LuaActionclEP11DNSQuestion", 0), m);
+	uint32_t cold = frame(p, LP_FK_C, "_Z3fooi.cold", 0);
+	uint32_t bad = frame(p, LP_FK_C, "_Zfoo", 0);
+	uint32_t lua = frame(p, LP_FK_LUA, "@_Z3fooi.lua", 4);
+	add(p, (uint32_t[]){ root, m }, 2, 3);
+	add(p, (uint32_t[]){ root, cold, lua }, 3, 2);
+	add(p, (uint32_t[]){ root, bad }, 2, 1);
+	char *s = render(p, 0);
+	CHECK_STR(s, "main;LuaAction::operator()(DNSQuestion*) const 3\n"
+		     "main;_Zfoo 1\n"
+		     "main;foo(int) [clone .cold];@_Z3fooi.lua:4 2\n");
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_separators);
+	RUN(test_cxx_demangled);
 	RUN(test_not_utf8_nor_controls);
 	RUN(test_long_label);
 	return UNIT_RESULT();
