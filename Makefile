@@ -42,7 +42,7 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 BENCH_SRCS := $(filter-out bench/agent_ffi.c,$(wildcard bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test unit fuzz bench clean
+.PHONY: all test unit fuzz bench clean print-ldlibs
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -110,6 +110,10 @@ $(BUILD)/bench/memprof_floor: bench/memprof_floor.c
 	$(Q)$(CC) $(ALLCFLAGS) $(CPPFLAGS) $(LUA_CFLAGS) -o $@ $< -lluajit-5.1
 
 bench: all $(BENCH_BINS)
+
+# The libraries a program linked with build/libluaprof.a needs (the tests' own drivers).
+print-ldlibs:
+	@echo $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD)

@@ -11,7 +11,7 @@ need_build luaprof.so libluaprof.a
 
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -O1 -g -D_GNU_SOURCE \
 	-Iinclude -Isrc -I$inc -o "$t/host" tests/integration/agent_host.c build/libluaprof.a \
-	-Lbuild -l:luaprof.so -Wl,-rpath,"$PWD/build" -lluajit-5.1 -lprotobuf-c -lz -lm \
+	-Lbuild -l:luaprof.so -Wl,-rpath,"$PWD/build" -lluajit-5.1 $(make -s print-ldlibs) \
 	2>"$t/cc.log" || { echo "FAIL: cannot build agent_host.c: $(head -20 "$t/cc.log")"; exit 1; }
 "$t/host" build "$t"
 rc=$?

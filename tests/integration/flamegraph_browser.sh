@@ -46,7 +46,7 @@ make -s -C "$ROOT" build/libluaprof.a >"$WORK/make.log" 2>&1 ||
 	fail "make build/libluaprof.a failed (see: $(tail -n 3 "$WORK/make.log" | tr '\n' ' '))"
 (cd "$ROOT" && $CC -std=c11 -Wall -Wextra -Werror -O2 -Iinclude -Isrc -D_GNU_SOURCE \
 	-o "$WORK/fg_driver" tests/integration/fg_driver.c build/libluaprof.a \
-	-lprotobuf-c -lz -lm) >"$WORK/cc.log" 2>&1 ||
+	$(make -s print-ldlibs)) >"$WORK/cc.log" 2>&1 ||
 	fail "cannot build fg_driver: $(head -n 3 "$WORK/cc.log" | tr '\n' ' ')"
 "$WORK/fg_driver" demo "$WORK/demo.svg" || fail "fg_driver demo failed"
 "$WORK/fg_driver" big "$WORK/big.svg" || fail "fg_driver big failed"

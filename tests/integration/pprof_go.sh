@@ -47,7 +47,7 @@ make -s build/libluaprof.a >"$t/make.log" 2>&1 || {
 	die "make build/libluaprof.a failed"
 }
 ${CC:-cc} -std=c11 -Iinclude -Isrc -Ibuild/gen -D_GNU_SOURCE tests/integration/pprof_driver.c \
-	build/libluaprof.a -lprotobuf-c -lz -lm -o "$t/pprof_driver" 2>"$t/cc.log" || {
+	build/libluaprof.a $(make -s print-ldlibs) -o "$t/pprof_driver" 2>"$t/cc.log" || {
 	cat "$t/cc.log" >&2
 	die "cannot compile tests/integration/pprof_driver.c"
 }
