@@ -82,6 +82,7 @@ enum lp_vmstate {
 			     * host stacks give as keyed addresses (LP_HOST_KEYED) */
 #define LP_EXT_AFREED  0x0d /* (stack size count)*: sampled allocations freed before stop,
 			     * counted by stack and size (memprof sampled mode) */
+#define LP_EXT_CNAME   0x0e /* addr name: the Lua name of the C function whose entry is addr */
 /* A host address at or above this, in a stream with kcode records, is trace code keyed by
  * the trace it belonged to when the stack was taken: (tag << 47) | address, tag >= 1 (user
  * addresses fit in 47 bits). Trace numbers and code addresses are reused after a flush,

@@ -296,6 +296,16 @@ void agent_maps_note(void);
 /* Writes the lpx extension: the recorded mappings and the current ones, C symbol sizes,
  * the meta records given as NULL-terminated key/value pairs, then the records `extra`
  * writes (if not NULL); then resets the record as agent_maps_reset(other_running). */
+/* Lua names of C functions (cnames.c). agent_cnames_scan: on L's thread, from inside a C
+** function or a finalizer of L (the VM runs no Lua code), collects package.loaded's names
+** of C functions for the extension this thread writes next (agent_cnames_write, from
+** agent_write_extension); agent_cnames_clear forgets them. */
+void agent_cnames_scan(struct lua_State *L);
+void agent_cnames_write(struct lp_wbuf *w);
+void agent_cnames_clear(void);
+/* Offset of GCfunc.ffid in the attached VM (the sampler's, the memory profile's), or -1. */
+int agent_vm_ffid_offset(void);
+int agent_memprof_ffid_offset(void);
 void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 			   const char *const *meta, int other_running);
 

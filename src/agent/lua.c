@@ -275,7 +275,14 @@ static int l_start(lua_State *L)
 /* local ok, err, errno = sysprof.stop() */
 static int l_stop(lua_State *L)
 {
+	/* The names of C functions for the profile's extension (cnames.c): here the VM runs
+	 * this call, on its thread. */
+	if (agent_running() && agent_vm_attached_to(L))
+		agent_cnames_scan(L);
 	int rc = luaprof_sysprof_stop(L);
+	int e = errno;
+	agent_cnames_clear();
+	errno = e;
 	return push_stop_rc(L, rc, errno, cur_path, luaprof_sysprof_error());
 }
 
@@ -416,7 +423,12 @@ static int l_mem_start(lua_State *L)
 /* local ok, err, errno = memprof.stop() */
 static int l_mem_stop(lua_State *L)
 {
+	if (agent_memprof_runs_in(L))
+		agent_cnames_scan(L);
 	int rc = luaprof_memprof_stop(L);
+	int e = errno;
+	agent_cnames_clear();
+	errno = e;
 	return push_stop_rc(L, rc, errno, mem_path, luaprof_memprof_error());
 }
 
@@ -453,7 +465,11 @@ static int anchor_gc(lua_State *L)
 	if (a)
 		a->finalized = 1;
 	if (a && a->run_id == agent_run_id() && agent_running()) {
+		agent_cnames_scan(L);
 		int rc = agent_stop_any("close");
+		int e = errno;
+		agent_cnames_clear();
+		errno = e;
 		agent_record_stopped(0, a->run_id, rc, errno);
 	}
 	return 0;
@@ -479,8 +495,11 @@ static int mem_anchor_gc(lua_State *L)
 	struct anchor *a = lua_touserdata(L, 1);
 	if (a)
 		a->finalized = 1;
-	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running())
+	if (a && a->run_id == agent_memprof_run_id() && agent_memprof_running()) {
+		agent_cnames_scan(L);
 		agent_memprof_stop_at_close(L);
+		agent_cnames_clear();
+	}
 	agent_memprof_closing(L);
 	return 0;
 }

@@ -233,6 +233,7 @@ void agent_write_extension(struct lp_wbuf *w, void (*extra)(struct lp_wbuf *w),
 	reset_locked(other_running);
 	pthread_mutex_unlock(&lock);
 	agent_symtab_csizes(w);
+	agent_cnames_write(w);
 	/* The facts before the bulk of stacks and samples: a stream cut inside those keeps
 	 * the sampling interval that gives its samples their weight. */
 	for (size_t i = 0; meta && meta[i] && meta[i + 1]; i += 2)

@@ -2738,6 +2738,11 @@ static int stop_profile_keep(lua_State *L, const char *cause, struct handback *h
 	return LUAPROF_PROFILE_SUCCESS;
 }
 
+int agent_memprof_ffid_offset(void)
+{
+	return mp.state != MP_IDLE && mp.vm.lay ? mp.vm.lay->fn_ffid : -1;
+}
+
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *c)
 {
 	if (!c)

@@ -2062,6 +2062,11 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	return 1;
 }
 
+int agent_vm_ffid_offset(void)
+{
+	return attached ? vm.lay->fn_ffid : -1;
+}
+
 int agent_vm_attached(void)
 {
 	return attached;

@@ -110,6 +110,12 @@ static int on_ext_csize(void *p, uint64_t addr, uint64_t size)
 	return 0;
 }
 
+static int on_ext_cname(void *p, uint64_t addr, const char *name, size_t len)
+{
+	struct ctx *c = p;
+	return lp_symtab_set_cname(c->l->st, addr, name, len) ? nomem(c) : 0;
+}
+
 /* Where stack records go: the CPU aggregator, or for a memory stream the sampled one. */
 static struct lp_sysprof *stacks_of(struct ctx *c)
 {
@@ -305,6 +311,7 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 		.ext_map = on_ext_map,
 		.ext_meta = on_ext_meta,
 		.ext_csize = on_ext_csize,
+		.ext_cname = on_ext_cname,
 		.ext_stack = on_ext_stack,
 		.ext_tsample = on_ext_tsample,
 		.ext_gsample = on_ext_gsample,

@@ -402,7 +402,7 @@ static int relabel(struct lp_memprof *m)
 		/* Named by a symbol a later run replaced (a library unloaded and another loaded
 		 * at its address): as it was when its events were read. */
 		const struct lp_sym_c *was = l->sym.chunk ? lp_symtab_c(m->st, l->sym.proto) : NULL;
-		if (was && was->name != l->sym.chunk)
+		if (was && was->name != l->sym.chunk && was->standin != l->sym.chunk)
 			continue;
 		const struct lp_sym_c *sym = lp_symtab_c(m->st, l->addr);
 		int by_symbol = sym && sym->start == start && strcmp(sym->name, name) == 0;

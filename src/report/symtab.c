@@ -463,6 +463,7 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	st->csyms[st->ncsyms].start = addr;
 	st->csyms[st->ncsyms].size = 0;
 	st->csyms[st->ncsyms].def = def;
+	st->csyms[st->ncsyms].standin = NULL;
 	st->ncsyms++;
 	st->cdirty = 1;
 	st->cadded = 1;
@@ -633,6 +634,46 @@ void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
 	for (; lo < st->ncsyms && st->csyms[lo].start == addr; lo++)
 		if (!st->csyms[lo].size || size > st->csyms[lo].size)
 			st->csyms[lo].size = size;
+}
+
+int lp_symtab_set_cname(struct lp_symtab *st, uint64_t addr, const char *name, size_t len)
+{
+	const struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
+	if (!e || !len)
+		return 0;
+	uint64_t def = e->a - 1; /* the run that named addr last */
+	if (st->cdirty)
+		csort(st);
+	size_t lo = 0, hi = st->ncsyms;
+	while (lo < hi) { /* first symbol with start >= addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (st->csyms[mid].start < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t first = lo, n = 0;
+	for (; lo < st->ncsyms && st->csyms[lo].start == addr; lo++) {
+		if (st->csyms[lo].def != def)
+			continue;
+		if (!strstr(st->csyms[lo].name, "+0x"))
+			return 0; /* a real symbol */
+		n++;
+	}
+	if (!n)
+		return 0;
+	if (lp_grow((void **)&st->cnames, &st->cnamecap, st->ncnames + 1, sizeof(char *)))
+		return -ENOMEM;
+	char *copy = strndup(name, len);
+	if (!copy)
+		return -ENOMEM;
+	st->cnames[st->ncnames++] = copy;
+	for (lo = first; lo < st->ncsyms && st->csyms[lo].start == addr; lo++)
+		if (st->csyms[lo].def == def && !st->csyms[lo].standin) {
+			st->csyms[lo].standin = st->csyms[lo].name;
+			st->csyms[lo].name = copy;
+		}
+	return 0;
 }
 
 uint64_t lp_symtab_lua_generation(const struct lp_symtab *st)

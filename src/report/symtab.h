@@ -44,6 +44,8 @@ struct lp_sym_c {
 	uint64_t def;        /* the run of symbols that gave its address this name
 			      * (lp_symtab_c_event): the one it came in, or for a name given
 			      * again, the run it repeats */
+	const char *standin; /* the stream's own name, when a cname record replaced it
+			      * (lp_symtab_set_cname), else NULL */
 };
 
 struct lp_symtab *lp_symtab_new(void);
@@ -93,6 +95,11 @@ const struct lp_sym_c *lp_symtab_c_at(struct lp_symtab *st, uint64_t addr, uint3
 /* The extent of the C symbol at addr (luaprof extension); addresses past it are not
  * named after it. Unknown addresses are ignored. */
 void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size);
+/* The Lua name of the C function whose entry is addr (cname record): it replaces the
+** stand-in names ("object+0xoffset") that the last run naming addr gave it; a real symbol
+** there (an ELF name) wins, and an address no stand-in names keeps its name. Returns 0 or
+** -ENOMEM. */
+int lp_symtab_set_cname(struct lp_symtab *st, uint64_t addr, const char *name, size_t len);
 /* A mapped object from the luaprof extension. Returns 0 or -ENOMEM. */
 int lp_symtab_add_map(struct lp_symtab *st, uint64_t start, uint64_t end, uint64_t offset,
 		      const char *path);

@@ -419,6 +419,15 @@ static int ext_record(struct lp_input *in, const struct lp_parse_handlers *h, ui
 		TRY(overrun(in, type, start, len, at));
 		if (h->ext_csize && h->ext_csize(h->ctx, addr, size))
 			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
+	} else if (type == LP_EXT_CNAME) {
+		uint64_t addr;
+		const char *s;
+		size_t n;
+		TRY(lp_input_uleb(in, &addr));
+		TRY(lp_input_string(in, &s, &n));
+		TRY(overrun(in, type, start, len, at));
+		if (h->ext_cname && h->ext_cname(h->ctx, addr, s, n))
+			rc = lp_input_fail(in, LP_ERR_ABORT, at, "stopped by the consumer");
 	} else if (type == LP_EXT_STACK) {
 		uint64_t id;
 		size_t nlua, nhost;

@@ -68,6 +68,9 @@ struct lp_parse_handlers {
 		       const char *path, const uint8_t *build_id, size_t build_id_len);
 	int (*ext_meta)(void *ctx, const char *key, const char *value);
 	int (*ext_csize)(void *ctx, uint64_t addr, uint64_t size);
+	/* A cname record: name (len bytes, valid only during the call) is what the program's
+	 * Lua calls the C function whose entry is addr. */
+	int (*ext_cname)(void *ctx, uint64_t addr, const char *name, size_t len);
 	/* A stack record: lua[] and host[] as in a sample (innermost first); valid only
 	 * during the call. */
 	int (*ext_stack)(void *ctx, uint64_t id, const struct lp_lua_frame *lua, size_t nlua,

@@ -224,6 +224,14 @@ void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size)
 	lp_wbuf_uleb(w, size);
 }
 
+void lp_write_ext_cname(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len)
+{
+	lp_wbuf_u8(w, LP_EXT_CNAME);
+	lp_wbuf_uleb(w, uleb_len(addr) + string_len(len));
+	lp_wbuf_uleb(w, addr);
+	lp_wbuf_string(w, name, len);
+}
+
 void lp_write_ext_record(struct lp_wbuf *w, uint8_t type, const void *payload, size_t len)
 {
 	lp_wbuf_u8(w, type);

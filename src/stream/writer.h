@@ -48,6 +48,7 @@ void lp_write_ext_map(struct lp_wbuf *w, uint64_t start, uint64_t end, uint64_t 
 		      const char *path, const uint8_t *build_id, size_t build_id_len);
 void lp_write_ext_meta(struct lp_wbuf *w, const char *key, const char *value);
 void lp_write_ext_csize(struct lp_wbuf *w, uint64_t addr, uint64_t size);
+void lp_write_ext_cname(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
 /* A record whose payload the caller encoded (stack, tsample). */
 void lp_write_ext_record(struct lp_wbuf *w, uint8_t type, const void *payload, size_t len);
 void lp_write_ext_end(struct lp_wbuf *w);

@@ -165,6 +165,47 @@ static void test_long_chunk_name(void)
 	lp_symtab_free(st);
 }
 
+/* A cname record (the Lua name of a C function) replaces the stand-in name the agent gave
+ * a function without a symbol, in the last run that named its address only: a real symbol
+ * there wins, an address with no symbol of its own stays unnamed, and the names an
+ * earlier run gave (another library at that address) stay. */
+static void test_cname(void)
+{
+	struct lp_symtab *st = lp_symtab_new();
+	char buf[64];
+	uint64_t start;
+	const char *obj;
+	static const char s1[] = "lib.so+0x100", s2[] = "lib.so+0x200", real[] = "json_encode";
+	static const char old[] = "old.so+0x300", s3[] = "lib.so+0x300";
+	CHECK(st && lp_symtab_add_cfunc(st, 0x1100, s1, sizeof(s1) - 1) == 0 &&
+	      lp_symtab_add_cfunc(st, 0x1300, old, sizeof(old) - 1) == 0 &&
+	      lp_symtab_c_event(st) == 0);
+	uint32_t before = st ? lp_symtab_c_epoch(st) : 0;
+	CHECK(st && lp_symtab_add_cfunc(st, 0x1200, s2, sizeof(s2) - 1) == 0 &&
+	      lp_symtab_add_cfunc(st, 0x1200, real, sizeof(real) - 1) == 0 &&
+	      lp_symtab_add_cfunc(st, 0x1300, s3, sizeof(s3) - 1) == 0 &&
+	      lp_symtab_c_event(st) == 0);
+	if (!st)
+		return;
+	lp_symtab_set_csize(st, 0x1100, 0x40);
+	CHECK(lp_symtab_set_cname(st, 0x1100, "cjson.encode", 12) == 0 &&
+	      lp_symtab_set_cname(st, 0x1200, "cjson.decode", 12) == 0 &&
+	      lp_symtab_set_cname(st, 0x1300, "mod.f", 5) == 0 &&
+	      lp_symtab_set_cname(st, 0x1400, "mod.g", 5) == 0);
+	CHECK(!strcmp(lp_symtab_name_c(st, 0x1110, buf, sizeof(buf), &start, &obj),
+		      "cjson.encode") && start == 0x1100);
+	/* Past the function's extent: not its code. */
+	CHECK(strcmp(lp_symtab_name_c(st, 0x1150, buf, sizeof(buf), &start, &obj),
+		     "cjson.encode") != 0);
+	/* An ELF symbol and a stand-in at one address (one run): the symbol. */
+	CHECK(!strcmp(lp_symtab_name_c(st, 0x1200, buf, sizeof(buf), &start, &obj),
+		      "json_encode"));
+	CHECK(!strcmp(lp_symtab_name_c(st, 0x1300, buf, sizeof(buf), &start, &obj), "mod.f"));
+	CHECK(!strcmp(lp_symtab_name_c_at(st, 0x1300, before, buf, sizeof(buf), &start, &obj),
+		      old));
+	lp_symtab_free(st);
+}
+
 static void test_collapsed_same_label(void)
 {
 	begin();
@@ -2025,6 +2066,7 @@ static void test_extension_errors(void)
 int main(void)
 {
 	RUN(test_simple);
+	RUN(test_cname);
 	RUN(test_nested_sandwich);
 	RUN(test_short_host_stack);
 	RUN(test_leaf_mode);
