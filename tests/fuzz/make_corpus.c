@@ -172,6 +172,7 @@ static void seeds_memprof(void)
 	lp_write_ext_meta(w, "ffnames", "assert - pcall");
 	lp_write_ext_map(w, 0x555555554000ull, 0x555555600000ull, 0, "/usr/bin/luajit",
 			 (const uint8_t *)"\x01\x02\x03\x04", 4);
+	lp_write_ext_cname(w, 0x555555554100ull, "cjson.safe.decode/cjson.safe.encode", 35);
 	/* Trace 1 at the keyed 0x800000008000, 0x100 bytes, prototype 0x40003000 line 2. */
 	static const uint8_t skcode[] = { 1, 0x80, 0x80, 0x82, 0x80, 0x80, 0x80, 0x20, 0x80, 0x02,
 					  0x80, 0xe0, 0x80, 0x80, 0x04, 2 };
@@ -335,6 +336,8 @@ static void seeds_sysprof(void)
 	lp_write_ext_map(w, 0x400000, 0x500000, 0x1000, "/usr/bin/luajit",
 			 (const uint8_t *)"\xab\xcd", 2);
 	lp_write_ext_csize(w, 0x400100, 0x40);
+	/* A stripped function named from Lua (at an address the symtab has no name for). */
+	lp_write_ext_cname(w, 0x404800, "cjson.encode", 12);
 	static const uint8_t stack0[] = { 0, 0x01, 0x80, 0x20, 12, 0x03, 5, 0x80, 0x90, 0x80, 0x01,
 					  0x84, 0x82, 0x01, 0 };
 	static const uint8_t stack1[] = { 1, 0x80, 0x90, 0x80, 0x01, 0 };
