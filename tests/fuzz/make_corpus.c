@@ -109,6 +109,7 @@ static void symtab(struct lp_wbuf *w)
 	lp_write_sym_lua(w, 0x40001000, "@app.lua", 8, 1);
 	lp_write_sym_lua(w, 0x40002000, "=stdin", 6, 12);
 	lp_write_sym_cfunc(w, 0x555555556000ull, "lj_BC_FUNCC", 11);
+	lp_write_sym_cfunc(w, 0x555555556010ull, "_ZNK9LuaActionclEP11DNSQuestion", 31);
 	lp_write_sym_cfunc(w, 0x7ffff7a10000ull, "malloc", 6);
 	lp_write_sym_trace(w, 1, 0x40001000, 3);
 	lp_write_symtab_final(w);
