@@ -963,51 +963,115 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 }
 
 /*
-** lj_vm_call or lj_vm_pcall entered from C (a builtin's or a C function's lua_call, as
-** table.sort calls its comparator), in the VM's code before the callee's frame is linked:
-** the entry has made its C frame (L->cframe, at the stack pointer) and marked it with
-** SAVE_PC = L (the interpreter stores a PC there at the callee's first call out), and BASE
-** and PC hold no frame yet. The frames are those of the C code that called, from its
-** L->base, under the C frame before the entry's, which *prev gets. The frame at L->base
-** must be that C code's (a C function or a builtin): the exit path back to C, where SAVE_PC
-** may still be L, has the returning Lua function's frame there or a stale one, and a walk
-** under the wrong C frame would read the lines below a C entry from the wrong SAVE_PC.
+** Where the VM's code of a sample leads when its PC register (rbx) holds no bytecode
+** position: the frame of the code that entered the VM or that it returns to. One of
+** these tells it, tried in this order:
+**   - PC a pcall link (delta | FRAME_PCALL; 16 for pcall, 24 for xpcall; the hook bit, or
+**     FRAME_C toggled on the way back, in bit 0): pcall or xpcall (assembler builtins)
+**     calling the function they run, or that function returning to them. The builtin's
+**     frame is at BASE (rdx), or delta below it once BASE is the callee's (before its link
+**     is stored, or while it returns). No C frame in between. (6-8 % of an interpreted
+**     pcall loop's samples had no Lua frame.)
+**   - the VM's entry from C (lj_vm_call, lj_vm_pcall, lj_vm_cpcall: a builtin's or a C
+**     function's lua_call, as table.sort calls its comparator) before the callee's frame
+**     is linked: the entry has made its C frame (L->cframe, at the stack pointer) and
+**     marked it with SAVE_PC = L (the interpreter stores a PC there at the callee's first
+**     call out); PC and BASE hold no frame yet, or BASE the C code's. The C code's frame
+**     is at L->base, and must be a C function's or a builtin's: the exit path back to C,
+**     where SAVE_PC may still be L, has the returning Lua function's frame there or a
+**     stale one.
+**   - PC a C frame's link (delta | FRAME_C or FRAME_CP): the same entry right before it
+**     stores the link at BASE (vm_call_dispatch_f; a C module calling Lua back: 1.5 % of
+**     such a loop's samples were dropped there), or the VM returning to C from a builtin
+**     C called, its results already over its function slot (fff_res, after a C fallback
+**     such as tonumber's on a string, which synced L->base to BASE), and vm_return, which
+**     first toggles FRAME_C (FRAME_C becomes type 0, FRAME_CP FRAME_P). The C code's frame
+**     is delta bytes below BASE; L->base is that frame's, or BASE's.
+**   - in state C (at_c), PC the C code's base itself: vm_return's `PC = BASE - delta`, set
+**     before the results are moved down over the returning frame, which L->base may
+**     still name (a builtin's fallback synced it), and until L->base is restored.
+** In the last two the frame must be a C function's or a builtin's (no Lua function calls
+** lua_call), or none: the host's C code at the stack's bottom. Returns LINK_PCALL or
+** LINK_C, with that frame's base in *to; else LINK_NONE.
 */
-static int entering(const struct lp_lj_thread *t, uint64_t sp, uint64_t *prev)
+enum { LINK_NONE, LINK_C, LINK_PCALL };
+#define LINK_AT_C  1u /* state C: PC may be the C code's base */
+#define LINK_BY_PC 2u /* the entry's mark does not count (C code the VM called) */
+
+static int vm_link(const struct lp_lj_thread *t, uint64_t sp, uint64_t rdx, uint64_t rbx,
+		   unsigned how, uint64_t *to)
 {
-	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK, pc;
+	uint64_t delta = rbx & ~(uint64_t)7, cf = t->cframe & LP_LJ_CFRAME_RAWMASK, v;
 	unsigned flags;
-	if (cf != sp || lp_mem_u64(&mem, cf + vm.lay->cf_pc, &pc) != 0 || pc != t->L ||
-	    lp_mem_u64(&mem, cf + vm.lay->cf_prev, prev) != 0 ||
-	    !(*prev & LP_LJ_CFRAME_RAWMASK))
-		return 0;
-	return lp_lj_walk(&vm, &mem, t, 0, 0, frames, 1, &flags) == 1 &&
-	       frames[0].kind != LP_FRAME_LFUNC;
+	if ((rbx & 6) == 6 && (delta == 16 || delta == 24) && vm.ffid_pcall) {
+		uint8_t want = delta == 16 ? vm.ffid_pcall : vm.ffid_xpcall;
+		for (uint64_t base = rdx;; base = rdx - delta) {
+			if (lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) == 1 &&
+			    frames[0].kind == LP_FRAME_FFUNC && frames[0].ffid == want) {
+				*to = base;
+				return LINK_PCALL;
+			}
+			if (base != rdx)
+				break;
+		}
+	}
+	int at_c = (how & LINK_AT_C) != 0;
+	if (!(how & LINK_BY_PC) && cf == sp && lp_mem_u64(&mem, cf + vm.lay->cf_pc, &v) == 0 &&
+	    v == t->L &&
+	    lp_mem_u64(&mem, cf + vm.lay->cf_prev, &v) == 0 && (v & LP_LJ_CFRAME_RAWMASK) &&
+	    lp_lj_walk(&vm, &mem, t, 0, 0, frames, 1, &flags) == 1 &&
+	    frames[0].kind != LP_FRAME_LFUNC) {
+		*to = t->base;
+		return LINK_C;
+	}
+	/* A delta is less than the stack's size, a bytecode position an address. */
+	uint64_t base = 0;
+	if (((rbx & 3) == LP_LJ_FRAME_C || (rbx & 3) == LP_LJ_FRAME_LUA) && delta &&
+	    delta < rdx - t->stack) {
+		base = rdx - delta;
+		if (at_c ? base > t->base : base != t->base && rdx != t->base)
+			base = 0;
+	} else if (at_c && rbx < t->base) {
+		base = rbx;
+	}
+	if (base < t->stack + 16 || (base & 7))
+		return LINK_NONE;
+	unsigned n = lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags);
+	if (n == 1 ? frames[0].kind == LP_FRAME_LFUNC : !(flags & LP_LJ_WALK_BOTTOM))
+		return LINK_NONE;
+	*to = base;
+	return LINK_C;
 }
 
 /*
-** pcall or xpcall (assembler builtins) calling the function they run, or that function
-** returning to them: PC (rbx) holds the new frame's link (its distance from the builtin's
-** base, 16 for pcall and 24 for xpcall, and type PCALL; the hook bit, or FRAME_C toggled
-** on the way back, in bit 0), no bytecode position, and BASE (rdx) the builtin's base, or
-** the callee's before its link is stored or while it returns. The sample is the
-** builtin's, under its caller: it had no Lua frame (6-8 % of an interpreted pcall loop's
-** samples). The builtin's base, when its frame is at rdx or that distance below it; else 0.
+** The sample is of the code vm_link led to, at base: its frames from there, under the
+** callee being entered when given (a Lua function, at its first line), the sample's state
+** the top frame's (an assembler or C builtin: FFUNC; a C function: CFUNC). C code's
+** frames (LINK_C) go under the C frame before the entry's, which is at the stack pointer
+** sp until vm_leave_cp unlinks it: walked under the entry's, the lines below a C entry
+** came from the wrong SAVE_PC. Not a coroutine's first C frame, by which the walk finds
+** its resumer. 1 when the frames were taken, else 0 with none.
 */
-static uint64_t pcall_base(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
+static int link_sample(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t sp,
+		       int kind, uint64_t base, const struct lp_lj_frame *callee, int mode)
 {
-	uint64_t delta = rbx & ~7ull;
+	struct lp_lj_thread c = *t;
+	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK, prev;
 	unsigned flags;
-	if ((rbx & 6) != 6 || (delta != 16 && delta != 24) || !vm.ffid_pcall)
+	if (kind == LINK_C && cf == sp && lp_mem_u64(&mem, cf + vm.lay->cf_prev, &prev) == 0 &&
+	    (prev & LP_LJ_CFRAME_RAWMASK))
+		c.cframe = prev;
+	uint8_t top = kind == LINK_PCALL ||
+				      (lp_lj_walk(&vm, &mem, &c, base, 0, frames, 1, &flags) == 1 &&
+				       frames[0].kind == LP_FRAME_FFUNC)
+			      ? LP_VMST_FFUNC
+			      : LP_VMST_CFUNC;
+	if (callee && put_frames(s, callee, 1) != 0)
 		return 0;
-	uint8_t want = delta == 16 ? vm.ffid_pcall : vm.ffid_xpcall;
-	for (uint64_t base = rdx;; base = rdx - delta) {
-		if (lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) == 1 &&
-		    frames[0].kind == LP_FRAME_FFUNC && frames[0].ffid == want)
-			return base;
-		if (base != rdx)
-			return 0;
-	}
+	if (!lua_stack_or_none(s, &c, base, 0, mode))
+		return 0;
+	s->vmstate = callee ? LP_VMST_LFUNC : top;
+	return 1;
 }
 
 /* Opcodes the same in every supported build (opcodes up to JMP are). */
@@ -1095,18 +1159,8 @@ static int frame_runs(const struct lp_lj_thread *t, uint64_t base, uint64_t pc, 
 	       (!proto || frames[0].addr == proto);
 }
 
-/* PC (rbx) is the link of a frame at rdx that C code is calling from the frame at L->base
- * (the VM's entry from C sets PC to the frame delta plus FRAME_C or FRAME_CP), not a
- * bytecode address. */
-static int c_link(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
-{
-	unsigned type = (unsigned)(rbx & 7);
-	uint64_t delta = rbx & ~(uint64_t)7;
-	return (type == LP_LJ_FRAME_C || type == LP_LJ_FRAME_CP) && delta > 0 && delta < rdx &&
-	       rdx - delta == t->base && t->base > t->stack;
-}
-
 /*
+** The walk from BASE (rdx) failed: the frame there has no link yet.
 ** Inside BC_CALL between setting the callee's BASE (rdx) and storing its frame link: the
 ** link slot still holds an older value, so the walk from rdx stops there (about 1 % of
 ** the samples of an interpreted recursive fib at 1 kHz were dropped so). The caller is
@@ -1115,26 +1169,34 @@ static int c_link(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
 ** then the caller at the call. Only in those handlers (ip): elsewhere a link overwritten
 ** is a return's results moved down over the frame (a function returned first, its
 ** second result over the link), whose function slot is no callee.
+** Else PC may be the link about to be stored (vm_link): pcall's, whose callee is left
+** out, or a C frame's, the VM's entry from C, whose Lua callee goes on top of the C code's
+** frames.
 */
 static int unlinked_call(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t ip,
-			 uint64_t rdx, uint64_t rbx, int mode)
+			 uint64_t sp, uint64_t rdx, uint64_t rbx, int mode)
 {
 	unsigned flags;
-	uint64_t prev = in_handlers(ip, BC_CALLM, BC_ITERC) ? calling_base(t, rdx, rbx) : 0;
-	/* The same in the VM's entry from C (lua_call, lua_pcall: vm_call_dispatch_f), whose
-	 * PC is the link it is about to store, a C frame's (delta | FRAME_C or FRAME_CP), and
-	 * whose caller is the frame at L->base, synced by the C code that called (a C module
-	 * calling Lua back: 1.5 % of such a loop's samples were dropped there). */
-	int from_c = !prev && c_link(t, rdx, rbx);
-	if (from_c)
-		prev = t->base;
-	if (!prev || lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1 ||
-	    (from_c && frames[0].kind != LP_FRAME_LFUNC))
+	uint64_t to;
+	int lua = s->vmstate == LP_VMST_LFUNC;
+	uint64_t prev = lua && in_handlers(ip, BC_CALLM, BC_ITERC) ? calling_base(t, rdx, rbx) : 0;
+	if (prev) {
+		if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
+			return -1;
+		struct lp_lj_frame callee = frames[0];
+		if (put_frames(s, &callee, 1) != 0)
+			return -1;
+		return lua_stack(s, t, prev, rbx, mode);
+	}
+	int kind = vm_link(t, sp, rdx, rbx, 0, &to);
+	if (kind == LINK_PCALL)
+		return link_sample(s, t, sp, kind, to, NULL, mode) ? 0 : -1;
+	if (kind != LINK_C || !lua || (rbx & 3) != LP_LJ_FRAME_C ||
+	    lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1 ||
+	    frames[0].kind != LP_FRAME_LFUNC)
 		return -1;
 	struct lp_lj_frame callee = frames[0];
-	if (put_frames(s, &callee, 1) != 0)
-		return -1;
-	return from_c ? lua_stack(s, t, 0, 0, mode) : lua_stack(s, t, prev, rbx, mode);
+	return link_sample(s, t, sp, kind, to, &callee, mode) ? 0 : -1;
 }
 
 /*
@@ -1304,7 +1366,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			if (mode != LUAPROF_SYSPROF_DEFAULT && !stale) {
 				helper_t = t;
 				uint8_t bst;
-				uint64_t prev;
+				uint64_t to;
+				int kind;
 				if (is_ctstate(rbx)) {
 					helper_ip = ip;
 					helper_rank = 1;
@@ -1333,18 +1396,10 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					 * start at its L->base, which the builtin stored. */
 					if (lua_stack_or_none(s, &t, 0, 0, mode))
 						s->vmstate = LP_VMST_FFUNC;
-				} else if ((prev = pcall_base(&t, rdx, rbx)) != 0) {
-					if (lua_stack_or_none(s, &t, prev, 0, mode))
-						s->vmstate = LP_VMST_FFUNC;
-				} else if (entering(&t, sp, &prev)) {
-					/* The C code that called, as if sampled in it. */
-					struct lp_lj_thread c = t;
-					c.cframe = prev;
-					uint8_t top = frames[0].kind == LP_FRAME_FFUNC
-							      ? LP_VMST_FFUNC
-							      : LP_VMST_CFUNC;
-					if (lua_stack_or_none(s, &c, 0, 0, mode))
-						s->vmstate = top;
+				} else if ((kind = vm_link(&t, sp, rdx, rbx, 0, &to)) != LINK_NONE) {
+					/* pcall's, or the C code that entered the VM or that it
+					 * returns to, as if sampled in it. */
+					(void)link_sample(s, &t, sp, kind, to, NULL, mode);
 				}
 			}
 			return 0;
@@ -1353,15 +1408,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		if (lua_stack(s, &t, rdx, s->vmstate == LP_VMST_LFUNC ? rbx : 0, mode) == 0)
 			return 0;
-		/* pcall's callee at rdx before its link is stored (pcall_base). */
-		uint64_t pb = s->nlua ? 0 : pcall_base(&t, rdx, rbx);
-		if (pb && lua_stack_or_none(s, &t, pb, 0, mode)) {
-			s->vmstate = LP_VMST_FFUNC;
-			return 0;
-		}
-		return s->vmstate == LP_VMST_LFUNC && !s->nlua
-			       ? unlinked_call(s, &t, ip, rdx, rbx, mode)
-			       : -1;
+		return s->nlua ? -1 : unlinked_call(s, &t, ip, sp, rdx, rbx, mode);
 	}
 	if (st == LP_VMST_CFUNC) {
 		if (!have_t || stale)
@@ -1399,19 +1446,17 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			return 0;
 		if (lua_stack(s, &t, 0, 0, mode) == 0)
 			return 0;
-		/* The VM returning to C from a Lua function or builtin that C called (vm_returnc,
+		/* The VM returning to C from a Lua function or builtin that C called (vm_return,
 		 * its state C already): L->base may still be the callee's, if it synced it (a
 		 * builtin's fallback, tonumber from lpeg), while the results move down over the
-		 * callee's function slot; PC (rbx) holds the caller's base by then. That frame,
-		 * a C function's below L->base, is the sample's (they were dropped: 1 % of an
-		 * lpeg loop calling tonumber as a capture function). */
+		 * callee's function slot; PC (rbx) holds the link, then the caller's base. That
+		 * frame, the C code's below L->base, is the sample's (vm_link; they were dropped:
+		 * 1 % of an lpeg loop calling tonumber as a capture function). */
 		s->nlua = 0;
 		s->lua_truncated = 0;
-		if (lp_lj_in_vm(&vm, ip) && rbx > t.stack && rbx < t.base && !(rbx & 7) &&
-		    lp_lj_walk(&vm, &mem, &t, rbx, 0, frames, 1, &flags) == 1 &&
-		    frames[0].kind == LP_FRAME_CFUNC)
-			return lua_stack(s, &t, rbx, 0, mode);
-		return -1;
+		uint64_t to;
+		int kind = lp_lj_in_vm(&vm, ip) ? vm_link(&t, sp, rdx, rbx, LINK_AT_C, &to) : LINK_NONE;
+		return kind == LINK_C && link_sample(s, &t, sp, kind, to, NULL, mode) ? 0 : -1;
 	}
 	/*
 	** The collector: L->base is synced for it (its callers in the interpreter and the
@@ -1592,8 +1637,20 @@ int agent_vm_sample_helper(struct agent_sample *s, int mode)
 		if (is_ctstate(pc))
 			return ffi_callback_glue(s, mode);
 		base = bp;
-		if (bp == helper_t.base || !runs_pc(bp, pc, &st))
-			return 0;
+		if (bp == helper_t.base || !runs_pc(bp, pc, &st)) {
+			/* A builtin's C fallback called from C (tonumber on a string), with
+			 * PC its link, once its result is over its function slot (2 % of
+			 * a C module's loop calling it had no Lua frame): the C code's. */
+			uint64_t to;
+			uint8_t was = s->vmstate;
+			int kind = vm_link(&helper_t, helper_sp, helper_t.base, pc, LINK_BY_PC, &to);
+			if (kind == LINK_NONE ||
+			    !link_sample(s, &helper_t, helper_sp, kind, to, NULL, mode))
+				return 0;
+			if (was == LP_VMST_RECORD)
+				s->vmstate = was;
+			return 1;
+		}
 	}
 	if (!lua_stack_or_none(s, &helper_t, base, st == LP_VMST_LFUNC ? pc : 0, mode))
 		return 0;
