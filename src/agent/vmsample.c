@@ -952,6 +952,25 @@ static uint64_t calling_base(const struct lp_lj_thread *t, uint64_t base, uint64
 	return cbase >= t->stack + 16 && cbase < base && frame_runs(t, cbase, pc, 0) ? cbase : 0;
 }
 
+/*
+** The frame at base is a C function's, the VM calling it or back from it (BC_CALL once it
+** loaded the function's PC, BC_FUNCC before and after the call: PC its entry or the
+** instruction after): no code of its own runs there, and it has no host frame, by which
+** the report places a C function's frame. The sample is its Lua caller's, at the call, as
+** returning() has a C function's return (17 % of a loop calling a C module's trivial
+** function had no Lua frame). Its link, the return PC, in *link.
+*/
+static int c_call_edge(const struct lp_lj_thread *t, uint64_t base, uint64_t pc,
+		       uint64_t *link)
+{
+	unsigned flags;
+	uint64_t fpc;
+	return lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) == 1 &&
+	       frames[0].kind == LP_FRAME_CFUNC &&
+	       lp_mem_u64(&mem, frames[0].func + vm.lay->fn_pc, &fpc) == 0 &&
+	       (fpc == pc || fpc + 4 == pc) && lp_mem_u64(&mem, base - 8, link) == 0;
+}
+
 static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint64_t base,
 		     uint64_t pc, int mode)
 {
@@ -1372,7 +1391,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					helper_ip = ip;
 					helper_rank = 1;
 					(void)ffi_callback_glue(s, mode);
-				} else if (returning(s, &t, rdx, rbx, mode)) {
+				} else if (returning(s, &t, rdx, rbx, mode) ||
+					   (c_call_edge(&t, rdx, rbx, &to) &&
+					    returning(s, &t, rdx, to, mode))) {
 					; /* the caller's frames, taken */
 				} else if (runs_pc(rbp, rbx, &bst)) {
 					/* Back from a C call that clobbered BASE (lj_tab_len
