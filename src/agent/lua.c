@@ -702,6 +702,20 @@ static void status_tell(char what)
 		close(fd);
 }
 
+/* Once read, record's variables leave the environment (the program's children are not
+ * record's), and LUA_INIT gets its original value back (LUAPROF_LUA_INIT). */
+static void record_env_clear(void)
+{
+	unsetenv("LUAPROF_RECORD");
+	unsetenv("LUAPROF_RECORD_CLAIM");
+	unsetenv("LUAPROF_RECORD_STATUS");
+	const char *orig = getenv("LUAPROF_LUA_INIT");
+	if (orig)
+		setenv("LUA_INIT", orig, 1);
+	else
+		unsetenv("LUA_INIT");
+}
+
 static void autostart(lua_State *L)
 {
 	const char *env = getenv("LUAPROF_RECORD");
@@ -715,13 +729,7 @@ static void autostart(lua_State *L)
 	int has_claim = cv && snprintf(claim, sizeof(claim), "%s", cv) < (int)sizeof(claim);
 	if (sv && strlen(sv) < sizeof(recorded.status))
 		strcpy(recorded.status, sv);
-	unsetenv("LUAPROF_RECORD_CLAIM");
-	unsetenv("LUAPROF_RECORD_STATUS");
-	const char *orig = getenv("LUAPROF_LUA_INIT");
-	if (orig)
-		setenv("LUA_INIT", orig, 1);
-	else
-		unsetenv("LUA_INIT");
+	record_env_clear();
 
 	struct start_args a;
 	memset(&a, 0, sizeof(a));
@@ -910,14 +918,7 @@ static int refuse_puc(lua_State *L, const char *vm)
 	if (sv && strlen(sv) < sizeof(recorded.status))
 		strcpy(recorded.status, sv);
 	int mine = claim_take(cv);
-	unsetenv("LUAPROF_RECORD");
-	unsetenv("LUAPROF_RECORD_CLAIM");
-	unsetenv("LUAPROF_RECORD_STATUS");
-	const char *orig = getenv("LUAPROF_LUA_INIT");
-	if (orig)
-		setenv("LUA_INIT", orig, 1);
-	else
-		unsetenv("LUA_INIT");
+	record_env_clear();
 	status_tell(mine ? 'L' : 'S');
 	if (mine)
 		fprintf(stderr, "luaprof: not profiling: %s\n", why);

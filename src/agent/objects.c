@@ -381,13 +381,18 @@ int agent_objects_stack_has(uint64_t lo, uint64_t addr, size_t len)
  * /proc/self/maps for the main thread). */
 static _Thread_local uint64_t here_lo, here_hi;
 static _Thread_local int here_known;
+static _Thread_local long here_tid;
 
 int agent_objects_stack_here(struct agent_stack_save *save)
 {
 	save->lo = stack_lo;
 	save->hi = stack_hi;
 	save->swapped = 0;
-	if ((long)syscall(SYS_gettid) == stack_tid)
+	/* Asked once a thread (a system call each capture otherwise). A forked child's thread
+	 * keeps the parent's number here, and takes the other path to the same stack. */
+	if (!here_tid)
+		here_tid = (long)syscall(SYS_gettid);
+	if (here_tid == stack_tid)
 		return 0;
 	if (!here_known) {
 		pthread_attr_t attr;

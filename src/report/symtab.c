@@ -618,19 +618,26 @@ static const struct lp_sym_c *csym_in(struct lp_symtab *st, uint64_t addr,
 	return NULL;
 }
 
-void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
+/* The first C symbol (sorted) with start >= addr. */
+static size_t first_at(const struct lp_symtab *st, uint64_t addr)
 {
-	st->ncsizes++;
-	if (st->cdirty)
-		csort(st);
 	size_t lo = 0, hi = st->ncsyms;
-	while (lo < hi) { /* first symbol with start >= addr */
+	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (st->csyms[mid].start < addr)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+void lp_symtab_set_csize(struct lp_symtab *st, uint64_t addr, uint64_t size)
+{
+	st->ncsizes++;
+	if (st->cdirty)
+		csort(st);
+	size_t lo = first_at(st, addr);
 	for (; lo < st->ncsyms && st->csyms[lo].start == addr; lo++)
 		if (!st->csyms[lo].size || size > st->csyms[lo].size)
 			st->csyms[lo].size = size;
@@ -644,14 +651,7 @@ int lp_symtab_set_cname(struct lp_symtab *st, uint64_t addr, const char *name, s
 	uint64_t def = e->a - 1; /* the run that named addr last */
 	if (st->cdirty)
 		csort(st);
-	size_t lo = 0, hi = st->ncsyms;
-	while (lo < hi) { /* first symbol with start >= addr */
-		size_t mid = lo + (hi - lo) / 2;
-		if (st->csyms[mid].start < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = first_at(st, addr);
 	size_t first = lo, n = 0;
 	for (; lo < st->ncsyms && st->csyms[lo].start == addr; lo++) {
 		if (st->csyms[lo].def != def)
