@@ -1067,16 +1067,29 @@ static int vm_link(const struct lp_lj_thread *t, uint64_t sp, uint64_t rdx, uint
 ** the interpreter calls a metamethod (the meta handlers' jump to vm_call_dispatch: `obj.x`
 ** with an __index function, `a + b` with __add), from the store of the caller's PC in the
 ** new frame (its slot -3, the continuation frame's) until BASE moves there, PC holds that
-** frame's link (delta | FRAME_CONT): the caller's PC is the one stored. Such samples had
-** the caller at line 0 (0.7 % of a loop reading a field through __index, JIT off).
+** frame's link (delta | FRAME_CONT), or for one instruction, before `sub PC, BASE`, the
+** new frame's address | FRAME_CONT: the caller's PC is the one stored. And as the
+** metamethod returns to its continuation (cont_dispatch), from `sub BASE, PC` until PC is
+** loaded from that slot, BASE is the caller's again, PC the link's delta (its type
+** cleared) and RB (rbp) the metamethod's base, delta above BASE, whose slot -3 has the
+** caller's PC. Such samples had the caller at line 0 (0.7 % of a loop reading a field
+** through __index, JIT off; 0.02 % on Debian's luajit and 0.09 % on luajit2 in the last
+** two windows).
 */
-static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx)
+static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint64_t rbx,
+			       uint64_t rbp)
 {
-	uint64_t delta = rbx & ~(uint64_t)7, pc;
-	if ((rbx & 7) != LP_LJ_FRAME_CONT || !delta || delta >= t->stack_end - t->stack ||
-	    rdx + delta >= t->stack_end || lp_mem_u64(&mem, rdx + delta - 24, &pc) != 0)
+	uint64_t delta = rbx & ~(uint64_t)7, at = rdx + delta, pc, link;
+	if ((rbx & 7) == LP_LJ_FRAME_CONT && delta > rdx && delta < t->stack_end)
+		at = delta; /* the new frame's address, before `sub PC, BASE` */
+	else if (!delta || delta >= t->stack_end - t->stack || at >= t->stack_end)
+		return rbx; /* a bytecode position */
+	else if ((rbx & 7) == 0 && (at != rbp || lp_mem_u64(&mem, at - 8, &link) != 0 ||
+				    link != (delta | LP_LJ_FRAME_CONT)))
+		return rbx; /* not cont_dispatch */
+	else if ((rbx & 7) != LP_LJ_FRAME_CONT && (rbx & 7) != 0)
 		return rbx;
-	return pc;
+	return lp_mem_u64(&mem, at - 24, &pc) == 0 ? pc : rbx;
 }
 
 /*
@@ -1135,6 +1148,87 @@ static int in_handler(uint64_t ip, unsigned op)
 }
 
 /*
+** The code from ip reloads BASE from L->base (`mov rdx, [rbp + base]`, RB = L) before it
+** reads BASE: the interpreter back from a C call, which clobbered rdx, a caller-saved
+** register, after syncing L->base (25 such sites in Debian's build: a builtin's C
+** fallback, the meta handlers' calls, lj_gc_step...), or about to make such a call. BASE
+** is L->base there. A sample right after the call of tonumber's fallback on a string, PC
+** the builtin's link, had no Lua frame (0.15 % of a loop calling it from Lua or from C,
+** JIT off).
+** Before the reload, the code followed (up to 12 instructions, the fall-through of a
+** conditional jump) may only compute in registers other than rbp, store PC in SAVE_PC,
+** call and jump: a call's last steps, which put CARG3 (rdx) in place once L->base is
+** stored (the meta handlers' `obj.x` through __index, `a + b` with __add: RB = L comes
+** from CARG1, rdi, right before the call; BC_TNEW's sizes for lj_tab_new), the call, and
+** what follows it up to the reload (string.upper's second call, lj_buf_tostr, and its jump
+** to fff_resstr; BC_TNEW's jump back from lj_gc_step_fixtop). No such run reaches the
+** reload from before the store of L->base, a store to memory. 0.05-0.06 % of the samples
+** of cpu_trace_entry.sh's loop (JIT on, both builds), 1 % of a loop of `("x"):upper()` on
+** luajit2 (0.04 % on Debian's luajit) and 0.45 % of a loop making tables (both, JIT off)
+** were there with no Lua frame.
+*/
+static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp, uint64_t rdi)
+{
+	uint8_t b[8];
+	int rdi_known = 1;
+	for (int n = 0; n < 12; n++) {
+		if (!lp_lj_in_vm(&vm, ip) || lp_mem_read(&mem, ip, b, sizeof(b)) != 0)
+			return 0;
+		if (b[0] == 0x48 && b[1] == 0x8b && b[2] == 0x55 && b[3] == vm.lay->l_base &&
+		    vm.lay->l_base < 0x80)
+			return rbp == t->L;
+		unsigned rex = (b[0] & 0xf0) == 0x40 ? b[0] : 0, len, dst = 16;
+		const uint8_t *op = b + (rex != 0);
+		if (b[0] == 0x48 && b[1] == 0x89 && b[2] == 0x5c && b[3] == 0x24 &&
+		    b[4] == vm.lay->cf_pc && vm.lay->cf_pc < 0x80) { /* mov SAVE_PC, PC */
+			len = 5;
+		} else if (b[0] == 0xe8) { /* call rel32: rbp is callee-saved, rdi is not */
+			len = 5;
+			rdi_known = 0;
+		} else if (b[0] == 0xe9 || b[0] == 0xeb) { /* jmp rel32, rel8 */
+			int32_t rel = (int8_t)b[1];
+			if (b[0] == 0xe9)
+				memcpy(&rel, b + 1, sizeof(rel));
+			ip += (b[0] == 0xe9 ? 5 : 2) + (uint64_t)(int64_t)rel;
+			continue;
+		} else if (b[0] >= 0x70 && b[0] <= 0x7f) { /* jcc rel8: falls through */
+			len = 2;
+		} else if (b[0] == 0x25 || b[0] == 0x3d) { /* and, cmp eax, imm32 */
+			len = 5;
+		} else if (b[0] >= 0xb8 && b[0] <= 0xbf) { /* mov r32, imm32 */
+			len = 5;
+			dst = b[0] & 7u;
+		} else if ((op[0] == 0x89 || op[0] == 0x8b) && (op[1] & 0xc0) == 0xc0) {
+			/* mov r, r */
+			unsigned rm = (op[1] & 7u) | (rex & 1u) << 3,
+				 reg = (op[1] >> 3 & 7u) | (rex & 4u) << 1;
+			unsigned src = op[0] == 0x89 ? reg : rm;
+			len = (rex != 0) + 2u;
+			dst = op[0] == 0x89 ? rm : reg;
+			if (dst == 5 && (rex & 8) && src == 7 && rdi_known) {
+				rbp = rdi; /* L:RB = CARG1 */
+				dst = 16;
+			}
+		} else if (op[0] == 0xc1 && (op[1] & 0xc0) == 0xc0) { /* shift r, imm8 */
+			len = (rex != 0) + 3u;
+			dst = (op[1] & 7u) | (rex & 1u) << 3;
+		} else if (!rex && b[0] == 0x0f && (b[1] == 0xb6 || b[1] == 0xb7) &&
+			   (b[2] & 0xc7) == 0x43) { /* movzx r32, [rbx + disp8]: PC_RD... */
+			len = 4;
+			dst = b[2] >> 3 & 7u;
+		} else {
+			return 0;
+		}
+		if (dst == 5)
+			return 0; /* rbp overwritten: not RB = L at the reload */
+		if (dst == 7)
+			rdi_known = 0;
+		ip += len;
+	}
+	return 0;
+}
+
+/*
 ** The interpreter's top frame in its own code (ip; BASE in rdx, PC in rbx): LP_VMST_LFUNC
 ** for a Lua function (inside a call's handler, between setting the callee's BASE and
 ** loading its PC, the callee with the PC still in the caller: at its first line, as the
@@ -1150,21 +1244,6 @@ static int in_handler(uint64_t ip, unsigned op)
 ** another link) it still is, at its first line: the function returning, not a result.
 ** And a return's handler has no builtin frame at rdx.
 */
-/*
-** The instruction at ip reloads BASE from L->base (`mov rdx, [rbp + base]`, RB = L): the
-** interpreter back from a C call, which clobbered rdx, a caller-saved register, after
-** syncing L->base (25 such sites in Debian's build: a builtin's C fallback, the meta
-** handlers' calls, lj_gc_step...). BASE is L->base there. A sample right after the call of
-** tonumber's fallback on a string, PC the builtin's link, had no Lua frame (0.15 % of a
-** loop calling it from Lua or from C, JIT off).
-*/
-static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp)
-{
-	uint8_t ins[4];
-	return rbp == t->L && vm.lay->l_base < 0x80 && lp_mem_read(&mem, ip, ins, sizeof(ins)) == 0 &&
-	       ins[0] == 0x48 && ins[1] == 0x8b && ins[2] == 0x55 && ins[3] == vm.lay->l_base;
-}
-
 static int vm_top(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx)
 {
 	unsigned flags;
@@ -1423,7 +1502,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		 * (INTERP): vm_top. */
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
-		if (reloads_base(&t, ip, rbp))
+		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI]))
 			rdx = t.base;
 		s->vmstate = vm_top(&t, ip, rdx, rbx);
 		if (s->vmstate == LP_VMST_INTERP) {
@@ -1476,7 +1555,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		if (mode == LUAPROF_SYSPROF_DEFAULT)
 			return 0;
-		uint64_t leaf = s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx) : 0;
+		uint64_t leaf =
+			s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0;
 		if (lua_stack(s, &t, rdx, leaf, mode) == 0)
 			return 0;
 		/*
