@@ -410,10 +410,11 @@ void agent_termstop_written(void);
 /* A terminating signal that interrupted this thread's stop of a CPU profile is taken now
  * (the stop found nothing to stop after all); nothing if there is none. */
 void agent_termstop_deferred(void);
-/* A terminating signal held while this thread stopped the memory profile, or was in its
- * wrapper's rare or general path, is delivered again now, to the handler (which stops the
- * profile if one still runs, then lets the signal take its course); nothing if there is
- * none. From memprof.c, once the stop's file is closed or the path left. */
+/* A terminating signal held while this thread started or stopped the memory profile, or
+ * was in its wrapper's rare or general path, is delivered again now, to the handler (which
+ * stops the profile if one still runs, then lets the signal take its course); nothing if
+ * there is none. From memprof.c, once the start is done, the stop's file closed or the
+ * path left. */
 void agent_termstop_redeliver(void);
 /* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
  * thread (a stop now would meet its tables or a record half changed); and the stop itself,
@@ -425,8 +426,9 @@ int agent_memprof_stop_for_signal(void);
  * delivers the signal again as it leaves it (agent_termstop_redeliver); else 0. */
 int agent_memprof_hold_signal(void);
 /* The thread of a stop of the memory profile (the program's, exit's, lua_close's) that
- * has not closed its file yet (0: none; async-signal-safe): a terminating signal that
- * interrupts it is delivered again once the file is closed. agent_memprof_stop_wait
+ * has not closed its file yet, or of a start not yet done (0: none; async-signal-safe): a
+ * terminating signal that interrupts it is delivered again once the file is closed, or
+ * the start's header written and the allocator swapped. agent_memprof_stop_wait
  * waits up to max_ns for that to be none (0, or -1 after max_ns). */
 long agent_memprof_stop_tid(void);
 int agent_memprof_stop_wait(uint64_t max_ns);

@@ -2230,7 +2230,8 @@ static int hand_back(int rc, const struct handback *hb);
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int in_api;    /* inside start, stop or the writer, on this thread */
 static _Thread_local int lock_held; /* this thread holds api_lock */
-static _Atomic long stop_tid;       /* the thread whose stop has not closed its file yet */
+static _Atomic long stop_tid;       /* the thread whose stop has not closed its file yet,
+				    * or whose start is not done */
 
 static int api_enter(void)
 {
@@ -2259,10 +2260,11 @@ static void api_leave(void)
 }
 
 /*
-** A stop's api_enter: the thread is named (stop_tid) until the stop's file is closed
-** (stop_leave, after on_stop). A terminating signal that interrupts it meanwhile is held
-** by termstop.c and delivered again by stop_leave: the stop under way finishes its file,
-** then the signal acts (before, it killed the process at once, the profile cut short). A
+** A stop's api_enter, and a start's: the thread is named (stop_tid) until the stop's file is
+** closed (stop_leave, after on_stop), or the start is done. A terminating signal that
+** interrupts it meanwhile is held by termstop.c and delivered again by stop_leave: the stop
+** or start under way finishes its file, then the signal acts (before, it killed the process
+** at once, the profile cut short). A
 ** signal's stop on termstop's thread, finding the lock held, waits for the name to go
 ** (agent_memprof_stop_wait). Named under the lock, so that whoever stops is the one named,
 ** with the signals blocked from the lock to the name: a signal in between would find the
@@ -2280,7 +2282,7 @@ static int stop_enter(void)
 	return rc;
 }
 
-/* After a stop_enter's stop handed its buffer back (hand_back). */
+/* After a stop_enter's stop handed its buffer back (hand_back), or its start is done. */
 static void stop_leave(void)
 {
 	atomic_store(&stop_tid, 0);
@@ -2441,11 +2443,16 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 /* A start made inside another start or stop on this thread (a finalizer run by a collector
  * step that start itself set off, the writer) is refused as a start while running: it
  * would have started a profile that the outer call then overwrote or tore down. A failed
- * start hands the buffer back through on_stop, once the lock is released (api_lock). */
+ * start hands the buffer back through on_stop, once the lock is released (api_lock).
+ * The thread is named as a stop's is (stop_enter) until the start is done, its failure's
+ * buffer handed back: a terminating signal meanwhile is held, then delivered again, and
+ * stops a whole profile (its header and symbol table written, the allocator swapped) or
+ * finds none. Before, termstop's stop found the lock held and the signal ended the
+ * process at once, the start's file cut short (empty, or part of its symbol table). */
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
-	int rc;
-	if (api_enter() != 0) {
+	int rc, named = stop_enter() == 0;
+	if (!named) {
 		set_err("profiler is running already");
 		rc = LUAPROF_PROFILE_ERRRUN;
 	} else {
@@ -2455,6 +2462,11 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	if (rc != LUAPROF_PROFILE_SUCCESS && opt && opt->on_stop) {
 		int e = errno;
 		opt->on_stop(opt->ctx, opt->buf);
+		errno = e;
+	}
+	if (named) {
+		int e = errno;
+		stop_leave();
 		errno = e;
 	}
 	return rc;

@@ -33,7 +33,9 @@
 ** file is written, then taken (CPU: agent_termstop_written) or delivered to the handler
 ** again (memory: agent_termstop_redeliver; the stop may have been refused, the profile
 ** still running). Before, the signal killed the process at once under the other stop, or
-** exit ended it under the signal's: the profile cut short.
+** exit ended it under the signal's: the profile cut short. A memory profile's start under
+** way on the interrupted thread holds the signal the same way, until its header is written
+** and the allocator swapped (before, the start's file was left empty).
 **
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A terminating signal during a memory profile's start, under `luaprof record` (termstop.c:
+# the profile is finished before the program dies of it): the start is done first (its
+# header and symbol table written, the allocator swapped), then the signal stops the
+# profile and the program dies of it, the file whole. Before, the signal's stop found the
+# start's lock held and the process died at once, the file empty: the program's own
+# memprof.start after record's profile, at either point and from either thread.
+# start_signal_host.c sends SIGTERM at a chosen point of the start.
+# Exit 0 pass, 1 fail, 2 skip.
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+. tests/integration/lib/luajit.sh
+
+need_x86_64
+need_build luaprof luaprof.so
+luajit_dev "$t/apt.log" || skip "$why"
+lp=$PWD/build/luaprof
+cc_test "$t/host" tests/integration/start_signal_host.c -O1 -I$inc -rdynamic \
+	-lluajit-5.1 -ldl -lpthread || exit 1
+
+# record: the agent loads as record's LUA_INIT has it (LUAPROF_RECORD, below), its start
+# the one signalled. restart: the program stops record's profile and starts its own.
+cat >"$t/start.lua" <<'LUA'
+local lp = assert(package.loadlib(os.getenv("LP_SO"), "luaopen_luaprof"))("luaprof")
+if arg[1] == "restart" then
+	assert(lp.memprof.stop())
+	arm_signal(arg[3])
+	local n = tonumber(arg[4])
+	assert(lp.memprof.start(arg[2], { sample = n > 0 and n or nil }))
+end
+local keep = {}
+for i = 1, 1000 do keep[i] = { i } end
+print("the signal did not end the program")
+LUA
+
+# run NAME MODE SPEC SAMPLE: the host in MODE, SIGTERM at SPEC; NAME.bin is the start's
+# profile. It must die of SIGTERM, the profile whole and stopped by the signal.
+run() {
+	local v=$1 mode=$2 spec=$3 sample=$4 prof=$t/$1.bin first=$t/$1.first.bin rc
+	local env=(LP_SO="$PWD/build/luaprof.so")
+	if [ "$mode" = record ]; then
+		env+=(LUAPROF_RECORD="profiler=memory,sample=$sample,path=$prof" LP_TEST_SIGNAL="$spec")
+	else
+		env+=(LUAPROF_RECORD="profiler=memory,sample=$sample,path=$first")
+	fi
+	# (bash's word of the signal to the standard error kept out of the test's output)
+	{ (cd "$t" && exec env "${env[@]}" timeout 20 ./host start.lua "$mode" "$prof" "$spec" \
+		"$sample") >"$t/$v.out" 2>&1; } 2>/dev/null
+	rc=$?
+	[ $rc = 143 ] || fail "$v: the host exited $rc, not 143 (SIGTERM): $(head -3 "$t/$v.out")"
+	"$lp" report -f info "$prof" >"$t/$v.info" 2>&1 ||
+		fail "$v: report failed: $(head -3 "$t/$v.info")"
+	grep -q '^complete: yes$' "$t/$v.info" || fail "$v: profile cut short: $(head -3 "$t/$v.info")"
+	grep -q '^meta.stopped_by: signal$' "$t/$v.info" ||
+		fail "$v: not stopped by the signal: $(grep -m1 stopped_by "$t/$v.info")"
+}
+
+for sample in 0 4096; do
+	for spec in phdr:raise:1 setallocf:raise:1 phdr:thread:1 setallocf:thread:1; do
+		run "restart-$sample-${spec//:/-}" restart "$spec" $sample
+	done
+done
+
+[ $fails = 0 ] || exit 1
+echo "ok"
+exit 0

@@ -1,0 +1,134 @@
+/*
+** start_signal_host: runs a Lua script (as luajit would: arg, the script's arguments) with
+** a terminating signal sent at a chosen point inside the agent's memory profile start, for
+** memprof_start_signal.sh. The host defines dl_iterate_phdr and lua_setallocf itself, ahead
+** of libc's and libluajit's in the lookup order (linked -rdynamic), so that the agent's
+** calls come here first: its start walks the loaded objects for the symbol table (and
+** again for the maps) while it writes the file's header, and swaps the allocator last.
+**
+** usage: start_signal_host SCRIPT [ARGS...]
+** The point is armed by LP_TEST_SIGNAL (at start-up: for a start made as the agent loads)
+** or by the script's arm_signal(SPEC), SPEC "POINT:HOW:N":
+**   POINT  phdr: the agent's Nth call of dl_iterate_phdr from then on, before it runs;
+**          setallocf: its Nth call of lua_setallocf, after the allocator is swapped
+**   HOW    raise: SIGTERM on this thread; thread: SIGTERM to another thread of the host's,
+**          which the agent sends on to this one (given 300 ms to, before the start goes on)
+** Exit 0 when the script ran (the signal did not end the process), 1 on an error.
+*/
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+static char point[16];
+static int thread_kill, countdown;
+static pthread_t helper;
+
+static void *helper_main(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static int arm(const char *spec)
+{
+	char how[16];
+	if (sscanf(spec, "%15[a-z]:%15[a-z]:%d", point, how, &countdown) != 3 || countdown < 1 ||
+	    (strcmp(point, "phdr") && strcmp(point, "setallocf")) ||
+	    (strcmp(how, "raise") && strcmp(how, "thread"))) {
+		point[0] = '\0';
+		return -1;
+	}
+	thread_kill = !strcmp(how, "thread");
+	return 0;
+}
+
+/* A call from the agent (luaprof.so) at the armed point: the signal, once. */
+static void maybe_fire(const char *at, const void *caller)
+{
+	Dl_info info;
+	if (strcmp(point, at) || !dladdr(caller, &info) || !info.dli_fname ||
+	    !strstr(info.dli_fname, "luaprof.so") || --countdown > 0)
+		return;
+	point[0] = '\0';
+	if (!thread_kill) {
+		raise(SIGTERM);
+		return;
+	}
+	pthread_kill(helper, SIGTERM);
+	struct timespec left = { 0, 300000000L };
+	while (nanosleep(&left, &left) != 0 && errno == EINTR)
+		;
+}
+
+int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+	static int (*real)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "dl_iterate_phdr");
+	maybe_fire("phdr", __builtin_return_address(0));
+	return real(cb, data);
+}
+
+void lua_setallocf(lua_State *L, lua_Alloc f, void *ud)
+{
+	static void (*real)(lua_State *, lua_Alloc, void *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "lua_setallocf");
+	real(L, f, ud);
+	maybe_fire("setallocf", __builtin_return_address(0));
+}
+
+static int l_arm_signal(lua_State *L)
+{
+	if (arm(luaL_checkstring(L, 1)) != 0)
+		return luaL_error(L, "bad signal point '%s'", lua_tostring(L, 1));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: start_signal_host SCRIPT [ARGS...]\n");
+		return 1;
+	}
+	const char *env = getenv("LP_TEST_SIGNAL");
+	if (env && arm(env) != 0) {
+		fprintf(stderr, "start_signal_host: bad LP_TEST_SIGNAL '%s'\n", env);
+		return 1;
+	}
+	if (pthread_create(&helper, NULL, helper_main, NULL) != 0) {
+		fprintf(stderr, "start_signal_host: cannot create a thread\n");
+		return 1;
+	}
+	lua_State *L = luaL_newstate();
+	if (!L)
+		return 1;
+	luaL_openlibs(L);
+	lua_register(L, "arm_signal", l_arm_signal);
+	lua_createtable(L, argc, 0);
+	for (int i = 1; i < argc; i++) {
+		lua_pushstring(L, argv[i]);
+		lua_rawseti(L, -2, i - 1);
+	}
+	lua_setglobal(L, "arg");
+	if (luaL_dofile(L, argv[1]) != 0) {
+		fprintf(stderr, "start_signal_host: %s\n", lua_tostring(L, -1));
+		lua_close(L);
+		return 1;
+	}
+	lua_close(L);
+	return 0;
+}
