@@ -716,6 +716,9 @@ static void record_env_clear(void)
 		unsetenv("LUA_INIT");
 }
 
+/* The terminating signals termstop.c arms that are not a fault's nor abort()'s. */
+static const int held_sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE };
+
 static void autostart(lua_State *L)
 {
 	const char *env = getenv("LUAPROF_RECORD");
@@ -791,7 +794,17 @@ static void autostart(lua_State *L)
 		return;
 	}
 	int top = lua_gettop(L);
+	/* A memory profile's start, up to termstop's handler, with these signals blocked on
+	 * this thread: one that comes meanwhile waits for the handler and stops a whole
+	 * profile (or takes its course, the start refused). Before, it ended the process at
+	 * once, in the start or just after it: the file cut short or empty. (A thread of a
+	 * host's that takes one still ends it at once: no handler yet.) */
+	sigset_t term, omask;
+	sigemptyset(&term);
+	for (size_t i = 0; i < sizeof(held_sigs) / sizeof(held_sigs[0]); i++)
+		sigaddset(&term, held_sigs[i]);
 	if (memory) {
+		pthread_sigmask(SIG_BLOCK, &term, &omask);
 		lua_pushcfunction(L, l_mem_start);
 		lua_pushstring(L, a.path);
 		lua_createtable(L, 0, 1);
@@ -799,7 +812,10 @@ static void autostart(lua_State *L)
 			lua_pushnumber(L, (lua_Number)sample_bytes);
 			lua_setfield(L, -2, "sample");
 		}
-		lua_call(L, 2, 2);
+		if (lua_pcall(L, 2, 2, 0) != 0) { /* out of memory: the mask back first */
+			pthread_sigmask(SIG_SETMASK, &omask, NULL);
+			lua_error(L);
+		}
 		if (!lua_toboolean(L, top + 1))
 			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
 		else
@@ -817,6 +833,8 @@ static void autostart(lua_State *L)
 		status_tell('P');
 		(void)agent_termstop_arm(memory); /* without it, a signal cuts the profile short */
 	}
+	if (memory)
+		pthread_sigmask(SIG_SETMASK, &omask, NULL);
 	lua_settop(L, top);
 }
 

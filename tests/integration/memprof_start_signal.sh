@@ -4,8 +4,9 @@
 # header and symbol table written, the allocator swapped), then the signal stops the
 # profile and the program dies of it, the file whole. Before, the signal's stop found the
 # start's lock held and the process died at once, the file empty: the program's own
-# memprof.start after record's profile, at either point and from either thread.
-# start_signal_host.c sends SIGTERM at a chosen point of the start.
+# memprof.start after record's profile, at either point and from either thread; and
+# record's own start, whose signal was still at its default action (no handler until the
+# start returned). start_signal_host.c sends SIGTERM at a chosen point of the start.
 # Exit 0 pass, 1 fail, 2 skip.
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
@@ -58,6 +59,10 @@ run() {
 for sample in 0 4096; do
 	for spec in phdr:raise:1 setallocf:raise:1 phdr:thread:1 setallocf:thread:1; do
 		run "restart-$sample-${spec//:/-}" restart "$spec" $sample
+	done
+	# record's own start: the host's other thread has no handler to send it on yet.
+	for spec in phdr:raise:1 setallocf:raise:1; do
+		run "record-$sample-${spec//:/-}" record "$spec" $sample
 	done
 done
 
