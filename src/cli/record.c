@@ -805,9 +805,11 @@ static void sleep_ms(long ms)
 ** process that profiles is not the program itself (a wrapper ran it) and outlives it, waits
 ** for it too: its profile is written when it ends. *st: what the agents said
 ** (rec_status); *told: 0 when the status file could not be made (nothing can be told).
+** Called with SIGTERM and SIGHUP blocked; omask, the mask before, is the program's, and
+** record's again once the forwarder is in place.
 */
 static int run(const struct opts *o, const char *agent, const char *raw, uint64_t *ns,
-	       struct rec_status *st, int *told)
+	       struct rec_status *st, int *told, const sigset_t *omask)
 {
 	char so_lit[PATH_MAX + 32], init[PATH_MAX + 512], spec[PATH_MAX + 192];
 	struct rec_files rf;
@@ -841,13 +843,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	ign.sa_handler = SIG_IGN;
 	memset(&fwd, 0, sizeof(fwd));
 	fwd.sa_handler = forward;
-	/* SIGTERM and SIGHUP wait until the forwarder is in place (a pending one is then
-	 * passed on); the program gets the mask it would have had. */
-	sigset_t term, omask;
-	sigemptyset(&term);
-	sigaddset(&term, SIGTERM);
-	sigaddset(&term, SIGHUP);
-	sigprocmask(SIG_BLOCK, &term, &omask);
+	/* SIGTERM and SIGHUP wait, blocked since before the stream's file was made, until the
+	 * forwarder is in place (a pending one is then passed on); the program gets the mask
+	 * it would have had (omask). */
 	/* An inherited SIGCHLD of SIG_IGN would reap the program itself: no status. */
 	struct sigaction dfl, ochld;
 	memset(&dfl, 0, sizeof(dfl));
@@ -858,13 +856,13 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	uint64_t t0 = now_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
-		sigprocmask(SIG_SETMASK, &omask, NULL);
+		sigprocmask(SIG_SETMASK, omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
 		rec_files_remove(&rf);
 		return -1;
 	}
 	if (pid == 0) {
-		sigprocmask(SIG_SETMASK, &omask, NULL);
+		sigprocmask(SIG_SETMASK, omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
 		if (rf.claim[0]) {
 			setenv("LUAPROF_RECORD_CLAIM", rf.claim, 1);
@@ -894,7 +892,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	sigaction(SIGQUIT, &ign, &oquit);
 	sigaction(SIGTERM, &fwd, &oterm);
 	sigaction(SIGHUP, &fwd, &ohup);
-	sigprocmask(SIG_SETMASK, &omask, NULL);
+	sigprocmask(SIG_SETMASK, omask, NULL);
 	int status = 0;
 	/* Polled, so that SIGTERM and SIGHUP reach the process that profiles as soon as it is
 	 * known, as well as the program (a wrapper does not always pass them on). */
@@ -1363,6 +1361,15 @@ int lp_cmd_record(int argc, char **argv)
 	if (raw_busy(dest))
 		return fail("%s is being written by a profile running in another process (another "
 			    "luaprof record?): give -o or --raw another name", raw);
+	/* SIGTERM and SIGHUP from here until the program runs are passed on to it once it
+	 * does (run): record then tells of its death and removes the stream's file, which
+	 * the program never wrote. Before, one killed record itself, the file left empty
+	 * where the profile is looked for (`report` refused it), its claim file beside it. */
+	sigset_t term, omask;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGHUP);
+	sigprocmask(SIG_BLOCK, &term, &omask);
 	struct stat old;
 	int replace = stat(dest, &old) == 0 && old.st_size > 0, probe = -1;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", dest) >= sizeof(tmp))
@@ -1391,7 +1398,7 @@ int lp_cmd_record(int argc, char **argv)
 	uint64_t wall = 0;
 	struct rec_status rs;
 	int told;
-	int status = run(&o, agent, tmp, &wall, &rs, &told);
+	int status = run(&o, agent, tmp, &wall, &rs, &told, &omask); /* omask restored */
 	/* -1 not known, 0 never loaded, 1 loaded, 2 profiling */
 	int loaded = !told ? -1 : rs.prof ? 2 : rs.loaded, skipped = rs.skipped;
 	enum unfinished unfinished = rs.abandoned ? UNFINISHED_RUNNING

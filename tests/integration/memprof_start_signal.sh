@@ -66,6 +66,36 @@ for sample in 0 4096; do
 	done
 done
 
+# SIGTERM to record after it made the stream's file, before the program runs (the shim
+# sends it as record makes its claim file): passed on to the program once it runs, which dies of it;
+# record says so and leaves no file, or a whole profile where the program got as far as
+# starting it. Before, it killed record itself, silently, and left the file empty
+# (`report` refused it) and its claim file beside it.
+cc_test "$t/shim.so" tests/integration/claim_signal_shim.c -shared -fPIC -ldl || exit 1
+cat >"$t/churn.lua" <<'LUA'
+local keep = {}
+for i = 1, 1e6 do keep[i % 500 + 1] = { i } end
+LUA
+mkdir "$t/claim"
+for args in --memory "--memory --sample 4K"; do
+	rm -f "$t/claim/"*
+	# shellcheck disable=SC2086
+	{ (cd "$t/claim" && exec env LD_PRELOAD="$t/shim.so" LP_TEST_CLAIM_SIGNAL=1 "$lp" record \
+		$args -o p.txt -- luajit ../churn.lua) >"$t/claim.out" 2>&1; } 2>/dev/null
+	rc=$?
+	v="claim ($args)"
+	case $rc in 143 | 1) ;; *) fail "$v: record exited $rc: $(head -3 "$t/claim.out")" ;; esac
+	grep -q 'killed by signal 15' "$t/claim.out" ||
+		fail "$v: record did not tell of the signal: $(head -3 "$t/claim.out")"
+	if [ -e "$t/claim/p.bin" ]; then
+		"$lp" report -f info "$t/claim/p.bin" >"$t/claim.info" 2>&1 &&
+			grep -q '^complete: yes$' "$t/claim.info" ||
+			fail "$v: p.bin is no whole profile: $(head -3 "$t/claim.info")"
+	fi
+	left=$(ls -A "$t/claim" | grep -v '^p\.\(bin\|txt\)$')
+	[ -z "$left" ] || fail "$v: left behind: $left"
+done
+
 [ $fails = 0 ] || exit 1
 echo "ok"
 exit 0
