@@ -1097,7 +1097,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 }
 
 /* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
-static int record_memory(const struct opts *o, const char *raw, off_t size, int prog,
+/* killed: the signal the program died of, or 0. */
+static int record_memory(const struct opts *o, const char *raw, off_t size, int prog, int killed,
 			 uint64_t wall, enum unfinished unfinished, pid_t prof)
 {
 	char *args[20], limit[16];
@@ -1156,7 +1157,13 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
 				(double)f.sample_ns / 1e6,
 				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);
-			if (!f.samples)
+			/* A signal as the profile started (it waits for the start to finish,
+			 * then stops the profile): not too little allocated. */
+			if (!f.samples && killed)
+				fprintf(stderr, "luaprof record: no allocation was sampled: the program "
+						"was killed by %s %.3f s into the profile\n",
+					signal_name(killed), secs);
+			else if (!f.samples)
 				fprintf(stderr, "luaprof record: no allocation was sampled: the program "
 						"allocated too little for --sample %" PRIu64 " (give a "
 						"smaller size, or drop --sample for every event)\n",
@@ -1558,7 +1565,8 @@ int lp_cmd_record(int argc, char **argv)
 			    "supported LuaJIT build)", o.cmd[0]);
 	}
 	if (o.memory)
-		return record_memory(&o, raw, sb.st_size, prog, wall, unfinished, upid);
+		return record_memory(&o, raw, sb.st_size, prog,
+				     WIFSIGNALED(status) ? WTERMSIG(status) : 0, wall, unfinished, upid);
 
 	int fd = open(raw, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

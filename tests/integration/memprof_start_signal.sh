@@ -22,7 +22,9 @@ cc_test "$t/host" tests/integration/start_signal_host.c -O1 -I$inc -rdynamic \
 # record: the agent loads as record's LUA_INIT has it (LUAPROF_RECORD, below), its start
 # the one signalled. restart: the program stops record's profile and starts its own.
 cat >"$t/start.lua" <<'LUA'
-local lp = assert(package.loadlib(os.getenv("LP_SO"), "luaopen_luaprof"))("luaprof")
+-- (underrecord: `luaprof record` runs the host, whose LUA_INIT loaded the agent)
+local lp = arg[1] ~= "underrecord"
+	and assert(package.loadlib(os.getenv("LP_SO"), "luaopen_luaprof"))("luaprof")
 if arg[1] == "restart" then
 	assert(lp.memprof.stop())
 	arm_signal(arg[3])
@@ -65,6 +67,18 @@ for sample in 0 4096; do
 		run "record-$sample-${spec//:/-}" record "$spec" $sample
 	done
 done
+
+# The same under `luaprof record --memory --sample` itself: the profile is whole and has no
+# sample, and record says the program was killed as it started, not that it "allocated too
+# little" for the sampling interval.
+{ (cd "$t" && exec env LP_TEST_SIGNAL=setallocf:raise:1 "$lp" record --memory --sample 4K \
+	-o rec.txt -- ./host start.lua underrecord) >"$t/rec.out" 2>&1; } 2>/dev/null
+rc=$?
+[ $rc = 143 ] || fail "record: exited $rc, not 143: $(head -3 "$t/rec.out")"
+"$lp" report -f info "$t/rec.bin" 2>&1 | grep -q '^meta.stopped_by: signal$' ||
+	fail "record: the profile is not one the signal stopped: $(head -3 "$t/rec.out")"
+grep -q 'no allocation was sampled: the program was killed by SIGTERM' "$t/rec.out" ||
+	fail "record: no word of the signal in the summary: $(grep -v '^$' "$t/rec.out" | head -4)"
 
 # SIGTERM to record after it made the stream's file, before the program runs (the shim
 # sends it as record makes its claim file): passed on to the program once it runs, which dies of it;

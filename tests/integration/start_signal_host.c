@@ -6,7 +6,7 @@
 ** calls come here first: its start walks the loaded objects for the symbol table (and
 ** again for the maps) while it writes the file's header, and swaps the allocator last.
 **
-** usage: start_signal_host SCRIPT [ARGS...]
+** usage: start_signal_host SCRIPT [ARGS...]   (LUA_INIT run first, as luajit runs it)
 ** The point is armed by LP_TEST_SIGNAL (at start-up: for a start made as the agent loads)
 ** or by the script's arm_signal(SPEC), SPEC "POINT:HOW:N":
 **   POINT  phdr: the agent's Nth call of dl_iterate_phdr from then on, before it runs;
@@ -124,6 +124,14 @@ int main(int argc, char **argv)
 		lua_rawseti(L, -2, i - 1);
 	}
 	lua_setglobal(L, "arg");
+	/* As luajit: LUA_INIT first (`luaprof record` loads the agent there). */
+	const char *init = getenv("LUA_INIT");
+	if (init && *init &&
+	    (init[0] == '@' ? luaL_dofile(L, init + 1) : luaL_dostring(L, init)) != 0) {
+		fprintf(stderr, "start_signal_host: LUA_INIT: %s\n", lua_tostring(L, -1));
+		lua_close(L);
+		return 1;
+	}
 	if (luaL_dofile(L, argv[1]) != 0) {
 		fprintf(stderr, "start_signal_host: %s\n", lua_tostring(L, -1));
 		lua_close(L);
