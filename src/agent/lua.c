@@ -786,25 +786,30 @@ static void autostart(lua_State *L)
 		}
 		p = next;
 	}
+	/* A memory profile's start, from record's word that the agent loaded up to termstop's
+	 * handler, with these signals blocked on this thread: one that comes meanwhile waits
+	 * for the handler and stops a whole profile (or takes its course, the start refused).
+	 * Before, it ended the process at once, in the start or just after it: the file cut
+	 * short or empty. (A thread of a host's that takes one still ends it at once: no
+	 * handler yet.) */
+	sigset_t term, omask;
+	sigemptyset(&term);
+	sigemptyset(&omask);
+	for (size_t i = 0; i < sizeof(held_sigs) / sizeof(held_sigs[0]); i++)
+		sigaddset(&term, held_sigs[i]);
+	if (memory)
+		pthread_sigmask(SIG_BLOCK, &term, &omask);
 	int mine = claim_take(has_claim ? claim : NULL);
 	status_tell(mine ? 'L' : 'S');
 	if (!mine || bad) {
 		if (bad) /* !mine: record says so when the program ends */
 			fprintf(stderr, "luaprof: not profiling: %s\n", bad);
+		if (memory)
+			pthread_sigmask(SIG_SETMASK, &omask, NULL);
 		return;
 	}
 	int top = lua_gettop(L);
-	/* A memory profile's start, up to termstop's handler, with these signals blocked on
-	 * this thread: one that comes meanwhile waits for the handler and stops a whole
-	 * profile (or takes its course, the start refused). Before, it ended the process at
-	 * once, in the start or just after it: the file cut short or empty. (A thread of a
-	 * host's that takes one still ends it at once: no handler yet.) */
-	sigset_t term, omask;
-	sigemptyset(&term);
-	for (size_t i = 0; i < sizeof(held_sigs) / sizeof(held_sigs[0]); i++)
-		sigaddset(&term, held_sigs[i]);
 	if (memory) {
-		pthread_sigmask(SIG_BLOCK, &term, &omask);
 		lua_pushcfunction(L, l_mem_start);
 		lua_pushstring(L, a.path);
 		lua_createtable(L, 0, 1);
