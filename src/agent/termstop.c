@@ -35,7 +35,9 @@
 ** still running). Before, the signal killed the process at once under the other stop, or
 ** exit ended it under the signal's: the profile cut short. A memory profile's start under
 ** way on the interrupted thread holds the signal the same way, until its header is written
-** and the allocator swapped (before, the start's file was left empty).
+** and the allocator swapped (before, the start's file was left empty). A signal held longer
+** than HOLD_MAX_NS (a writer blocked for good) takes its course from termstop's thread,
+** the profile cut short, with a word on stderr (before, only SIGKILL ended the process).
 **
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
@@ -58,6 +60,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -76,6 +79,15 @@
  * time between two presses of Ctrl-C. */
 #define REARM_NS 20000000L
 
+/* How long a signal is held for a start or stop under way on the thread it interrupted
+ * (or a path of the wrapper's): as long as a signal's own stop is waited for. One that
+ * does not end by then (its writer blocked for good: a pipe nobody reads, a hung file
+ * system) would hold the signal for ever, the process ended by SIGKILL alone: the signal
+ * takes its course then, the profile cut short, and stderr says so (hold_expired). */
+#ifndef HOLD_MAX_NS
+#define HOLD_MAX_NS STOP_WAIT_NS
+#endif
+
 /* TS_WRITTEN: the profile's file is whole and closed; what the stop frees after that is
  * not waited for (see agent_termstop_written). */
 enum { TS_ARMED, TS_STOPPING, TS_WRITTEN, TS_DONE };
@@ -92,7 +104,9 @@ static struct {
 	sem_t go;         /* posted by the handler (sem_post is async-signal-safe) */
 	_Atomic int state;
 	_Atomic int taken; /* a signal reached the handler: no more re-arming */
-	_Atomic int deferred; /* a signal the thread stopping a CPU profile takes once written */
+	_Atomic int deferred; /* a signal held (the thread stopping a CPU profile takes it once
+			       * written; memory: delivered again) */
+	_Atomic uint64_t deferred_ns; /* when it was held (agent_now_ns) */
 	int armed;        /* the thread runs and the handlers are installed */
 	struct sigaction sa; /* the handler's action */
 } ts;
@@ -112,6 +126,34 @@ static void arm_defaults(void)
 	}
 }
 
+static void set_default(int sig);
+
+/* A held signal past HOLD_MAX_NS takes its course here, on this thread (which blocks the
+ * others): the process ends of it, its status as the signal's. Not a handler: stdio would
+ * do, but write(2) does not wait for a lock that the held thread may keep. */
+static void hold_expired(void)
+{
+	int sig = atomic_load(&ts.deferred);
+	if (!sig || agent_now_ns() - atomic_load(&ts.deferred_ns) < HOLD_MAX_NS ||
+	    !atomic_compare_exchange_strong(&ts.deferred, &sig, 0))
+		return;
+	char msg[256];
+	const char *name = sigabbrev_np(sig);
+	int n = snprintf(msg, sizeof(msg), "luaprof: SIG%s held %.1f s for the profile's start "
+			 "or stop, which has not ended (its file's writer blocked?): it takes its "
+			 "course now, the profile cut short\n", name ? name : "?",
+			 (double)HOLD_MAX_NS / 1e9);
+	if (n > 0 && write(STDERR_FILENO, msg, strlen(msg)) < 0) {
+		; /* nothing to do about it */
+	}
+	set_default(sig);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+}
+
 static void *stopper_main(void *arg)
 {
 	(void)arg;
@@ -127,8 +169,11 @@ static void *stopper_main(void *arg)
 			break;
 		/* Not once a signal is being handled: its handler sets the default action
 		 * and raises it again, to be taken as the handler returns. */
-		if (errno == ETIMEDOUT && !atomic_load(&ts.taken))
+		if (errno != ETIMEDOUT)
+			continue;
+		if (!atomic_load(&ts.taken))
 			arm_defaults();
+		hold_expired();
 	}
 	if (ts.memory) {
 		/* A stop under way on another thread (exit's, the program's): its file first. */
@@ -238,6 +283,7 @@ static void on_signal(int sig)
 	int stopping = mine && (ts.memory ? agent_memprof_stop_tid() : agent_stop_tid()) == tid;
 	if (!is_fault(sig) &&
 	    (stopping || (mine && ts.memory && tid == ts.tid && agent_memprof_hold_signal()))) {
+		atomic_store(&ts.deferred_ns, agent_now_ns());
 		atomic_store(&ts.deferred, sig);
 		errno = saved;
 		return;

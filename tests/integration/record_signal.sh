@@ -223,6 +223,46 @@ for run in exact:program exact:exit exact:close sampled:program sampled:exit sam
 		fail "$v: warned: $(grep -v '^meta\.' "$t/$v.info" "$t/$v.out" | grep -Ei 'truncated|cut short|warning' | head -2)"
 done
 
+# SIGTERM during the program's own memprof.stop() whose file's writer is blocked for good (a
+# FIFO nobody reads): the signal, held until the stop closes its file, was held for ever,
+# the program ended by SIGKILL alone. It now takes its course after 5 s, said on stderr.
+mkfifo "$t/fifo"
+exec 3<>"$t/fifo" # a reader that never reads: the writes block once the pipe is full
+cat >"$t/fifo.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef[[int getpid(void);]]
+local mp = require("luaprof").memprof
+assert(mp.stop())
+assert(mp.start(arg[1]))
+local keep = {}
+for i = 1, 1000 do keep[i] = { i } end
+local f = io.open(arg[2] .. ".tmp", "w") f:write(ffi.C.getpid()) f:close()
+os.rename(arg[2] .. ".tmp", arg[2])
+mp.stop() -- blocks: the FIFO takes 64 KiB of the stream, then no more
+LUA
+rm -f "$t/up"
+(cd "$t" && exec timeout -s KILL 20 "$lp" record --memory -o fifo-rec.txt -- luajit fifo.lua fifo up) \
+	>"$t/fifo.out" 2>&1 &
+rec=$!
+if started "$t/up"; then
+	sleep 0.5
+	t0=$(now_ms)
+	kill -TERM "$(cat "$t/up")"
+	wait $rec
+	rc=$?
+	ms=$(($(now_ms) - t0))
+	[ $rc = 143 ] || fail "fifo: record exited $rc, not 143, after $ms ms: $(head -3 "$t/fifo.out")"
+	[ $ms -ge 4500 ] && [ $ms -lt 15000 ] || fail "fifo: the program ended $ms ms after SIGTERM (want 5 s)"
+	grep -q '^luaprof: SIGTERM held 5.0 s for the profile.s start or stop' "$t/fifo.out" ||
+		fail "fifo: no word of the held signal: $(head -3 "$t/fifo.out")"
+	kill -KILL "$(cat "$t/up")" 2>/dev/null # one that outlived record's timeout
+else
+	fail "fifo: the program never ran: $(head -3 "$t/fifo.out")"
+	kill $rec
+	wait $rec
+fi
+exec 3<&-
+
 # SIGTERM on another thread than the memory profile's (pthread_kill: a host's thread, or
 # one that calls abort()): that thread cannot stop the profile (the VM's thread would go
 # on allocating under the stop), and died of it at once, the profile cut short (an exact

@@ -12,6 +12,7 @@
 /* termstop.c's handler beside sysprof.c's, its state beside the tests' timespecs. */
 #define on_signal termstop_on_signal
 #define ts        termstop_state
+#define HOLD_MAX_NS 1000000000ull /* a held signal's bound, shortened: MEM_STOP_BLOCKED */
 #include "../../src/agent/termstop.c"
 #undef on_signal
 #undef ts
@@ -869,7 +870,7 @@ static void fault_in_on_stop(void)
 }
 
 enum { OWN_STOP, OTHER_THREAD, EXIT_DURING, FAULT_IN_STOP, MEM_OWN_STOP, MEM_RARE,
-       MEM_FAULT_IN_STOP, MEM_OTHER_THREAD, MEM_OTHER_BLOCKED };
+       MEM_FAULT_IN_STOP, MEM_OTHER_THREAD, MEM_OTHER_BLOCKED, MEM_STOP_BLOCKED };
 
 /* The memory scenarios: termstop armed for a memory profile of this thread, which stops
  * it itself (as memprof.c's stops: named until the file is closed, then the held signal
@@ -914,6 +915,14 @@ static void memory_child(int scenario)
 		atomic_store(&mstub.stop_tid, 0);
 		agent_termstop_redeliver();
 		break;
+	case MEM_STOP_BLOCKED:
+		/* The stop's writer blocks for good: the signal, held, never came back. Its
+		 * word on stderr goes to the parent with the rest. */
+		dup2(ts_pipe[1], STDERR_FILENO);
+		atomic_store(&mstub.stop_tid, (long)syscall(SYS_gettid));
+		raise(SIGTERM);
+		for (;;)
+			pause();
 	case MEM_RARE:
 		mstub.rare = 1;
 		raise(SIGTERM);
@@ -1054,6 +1063,17 @@ static void test_signal_during_stop(void)
 	CHECK_STR(out, "");
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
 	CHECK(agent_now_ns() - t0 < 2000000000ull);
+	/* A stop that never ends (its writer blocked): the held signal takes its course after
+	 * HOLD_MAX_NS (1 s here), said on stderr (before: held for good, the child ended by
+	 * its 10 s alarm, SIGALRM). */
+	char msg[512];
+	t0 = agent_now_ns();
+	signal_child(MEM_STOP_BLOCKED, msg, sizeof(msg), &status);
+	uint64_t took = agent_now_ns() - t0;
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	CHECK(took >= 900000000ull && took < 4000000000ull);
+	CHECK(strstr(msg, "luaprof: SIGTERM held 1.0 s") != NULL);
+	CHECK(strstr(msg, "the profile cut short") != NULL);
 }
 
 /*
