@@ -102,11 +102,11 @@ for args in --memory "--memory --sample 4K"; do
 	grep -q 'killed by signal 15' "$t/claim.out" ||
 		fail "$v: record did not tell of the signal: $(head -3 "$t/claim.out")"
 	if [ -e "$t/claim/p.bin" ]; then
-		"$lp" report -f info "$t/claim/p.bin" >"$t/claim.info" 2>&1 &&
-			grep -q '^complete: yes$' "$t/claim.info" ||
+		"$lp" report -f info "$t/claim/p.bin" >"$t/claim.info" 2>&1
+		grep -q '^complete: yes$' "$t/claim.info" ||
 			fail "$v: p.bin is no whole profile: $(head -3 "$t/claim.info")"
 	fi
-	left=$(ls -A "$t/claim" | grep -v '^p\.\(bin\|txt\)$')
+	left=$(find "$t/claim" -mindepth 1 ! -name p.bin ! -name p.txt -printf '%f ')
 	[ -z "$left" ] || fail "$v: left behind: $left"
 done
 
@@ -121,7 +121,7 @@ while os.clock() - t < 5 do for i = 1, 1000 do keep[i % 500 + 1] = { i } end end
 LUA
 mkdir "$t/rnd"
 for args in --memory "--memory --sample 4K"; do
-	for i in $(seq 20); do
+	for _ in $(seq 20); do
 		rm -rf "$t/rnd" && mkdir "$t/rnd"
 		us=$(((RANDOM * 32768 + RANDOM) % 8000))
 		# shellcheck disable=SC2086
@@ -139,7 +139,7 @@ for args in --memory "--memory --sample 4K"; do
 			grep -q 'killed before it loaded the agent' "$t/rnd.out" ||
 				fail "$v: no profile: $(grep -v 'killed by signal' "$t/rnd.out" | head -2)"
 		fi
-		left=$(ls -A "$t/rnd" | grep -v '^p\.\(bin\|txt\)$')
+		left=$(find "$t/rnd" -mindepth 1 ! -name p.bin ! -name p.txt -printf '%f ')
 		[ -z "$left" ] || fail "$v: left behind: $left"
 	done
 done
