@@ -94,6 +94,8 @@ static struct {
 	/* Signal and timer. */
 	int signo;
 	int sig_installed;               /* our handler is in place (maybe left inert) */
+	int sig_unblocked;               /* start unblocked it on the sampled thread, which
+					  * blocked it (and every other free one) */
 	struct sigaction oldsa;          /* what it replaced, restored on stop */
 	struct agent_ticker ticker;      /* the sampling clock (ticker.h) */
 	int timer_ok;                    /* ticker armed (kind other than NONE) */
@@ -720,6 +722,31 @@ static int signal_ours(void)
 	       cur.sa_sigaction == on_signal;
 }
 
+/* Our handler on signal s, when nobody handles or ignores it: 0, else -1. */
+static int take_signal(int s)
+{
+	struct sigaction cur;
+	if (sigaction(s, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
+	    cur.sa_handler != SIG_DFL)
+		return -1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_RESTART | SA_SIGINFO;
+	/* A terminating signal waits for the handler: record's stop on one (termstop.c)
+	 * must not find the handler between its checks, which the stop waits for. (Not
+	 * a fault's: this handler's own would then kill the process at once, where a
+	 * host's handler of it should see it.) */
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGTERM);
+	sigaddset(&sa.sa_mask, SIGHUP);
+	sigaddset(&sa.sa_mask, SIGINT);
+	sigaddset(&sa.sa_mask, SIGQUIT);
+	sigaddset(&sa.sa_mask, SIGPIPE);
+	sigaddset(&sa.sa_mask, SIGABRT);
+	return sigaction(s, &sa, &sp.oldsa);
+}
+
 /*
 ** For the POSIX timer, the first real-time signal from SIGRTMIN+4 upwards that nobody
 ** handles and the sampled thread does not block. glibc keeps two below SIGRTMIN for
@@ -727,6 +754,12 @@ static int signal_ours(void)
 ** with jit.p. For the perf clock (urg), SIGURG on the same terms, whose default action is
 ** to ignore it (agent_ticker_prepare); 1 when that is taken, so that the perf clock is
 ** armed, 0 for a real-time signal (the POSIX timer), -1 if none is free.
+** A thread that blocks every one of them (dnsjit blocks all signals on the thread that
+** runs its script, leaving them to another that waits for SIGINT and SIGTERM) has the
+** first that nobody handles unblocked until the stop on that thread, which blocks it
+** again: the ticks are aimed at this thread alone (ticker.c), so no signal the program
+** waits for elsewhere is taken from it (a program that waited for that very one with
+** sigwait or a signalfd would lose it: none does that with every free one blocked).
 */
 static int install_signal(int urg)
 {
@@ -735,36 +768,28 @@ static int install_signal(int urg)
 	if (sp.sig_installed && signal_ours())
 		return sp.signo == SIGURG;
 	sp.sig_installed = 0;
+	sp.sig_unblocked = 0;
 	sigset_t blocked;
 	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
-	for (int s = urg ? SIGURG : SIGRTMIN + 4; s <= SIGRTMAX;
-	     s = s == SIGURG ? SIGRTMIN + 4 : s + 1) {
-		struct sigaction cur;
-		if (sigaction(s, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_handler != SIG_DFL || sigismember(&blocked, s))
-			continue;
-		struct sigaction sa;
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = on_signal;
-		sa.sa_flags = SA_RESTART | SA_SIGINFO;
-		/* A terminating signal waits for the handler: record's stop on one (termstop.c)
-		 * must not find the handler between its checks, which the stop waits for. (Not
-		 * a fault's: this handler's own would then kill the process at once, where a
-		 * host's handler of it should see it.) */
-		sigemptyset(&sa.sa_mask);
-		sigaddset(&sa.sa_mask, SIGTERM);
-		sigaddset(&sa.sa_mask, SIGHUP);
-		sigaddset(&sa.sa_mask, SIGINT);
-		sigaddset(&sa.sa_mask, SIGQUIT);
-		sigaddset(&sa.sa_mask, SIGPIPE);
-		sigaddset(&sa.sa_mask, SIGABRT);
-		if (sigaction(s, &sa, &sp.oldsa) != 0)
-			continue;
-		sp.signo = s;
-		sp.sig_installed = 1;
-		return s == SIGURG;
+	for (int any = 0; any < 2; any++) {
+		for (int s = urg ? SIGURG : SIGRTMIN + 4; s <= SIGRTMAX;
+		     s = s == SIGURG ? SIGRTMIN + 4 : s + 1) {
+			if ((!any && sigismember(&blocked, s)) || take_signal(s) != 0)
+				continue;
+			if (sigismember(&blocked, s)) {
+				sigset_t one;
+				sigemptyset(&one);
+				sigaddset(&one, s);
+				pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+				sp.sig_unblocked = 1;
+			}
+			sp.signo = s;
+			sp.sig_installed = 1;
+			return s == SIGURG;
+		}
 	}
-	set_err("no free real-time signal for the sampling timer");
+	set_err("no free signal for the sampling timer: the program handles or ignores %s"
+		"every real-time signal from SIGRTMIN+4", urg ? "SIGURG and " : "");
 	return -1;
 }
 
@@ -792,7 +817,12 @@ static void release_signal(int blocked, const sigset_t *oldmask)
 		}
 		sp.sig_installed = 0;
 	}
-	pthread_sigmask(SIG_SETMASK, oldmask, NULL);
+	sigset_t mask = *oldmask;
+	/* The program's mask as it was: start unblocked the signal (install_signal). */
+	if (sp.sig_unblocked)
+		sigaddset(&mask, sp.signo);
+	sp.sig_unblocked = 0;
+	pthread_sigmask(SIG_SETMASK, &mask, NULL);
 }
 
 static int arm_timer(void)
