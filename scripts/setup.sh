@@ -5,7 +5,8 @@
 #   scripts/setup.sh --test   also what the test suite uses (clang's libFuzzer,
 #                             golang-go for `go tool pprof`, chromium, python3,
 #                             sysbench, wrk, neovim, tarantool, lua5.1, lua5.4, rpm
-#                             (PUC Lua 5.4 and 5.3, refused), lua-cjson, dnsjit, and curl and
+#                             (PUC Lua 5.4 and 5.3, refused), lua-cjson, dnsjit,
+#                             minetest-server, and curl and
 #                             the libraries an extracted nginx loads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev 
 	libluajit-5.1-dev libunwind-dev luajit)
 test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time
 	curl libpcre3 libpcre2-8-0 libssl3 sysbench wrk neovim tarantool lua5.1 lua5.4 rpm
-	lua-cjson dnsjit)
+	lua-cjson dnsjit minetest-server)
 
 updated=0
 install_missing() {
