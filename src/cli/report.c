@@ -313,11 +313,13 @@ void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples
 
 void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples)
 {
-	fprintf(stderr, "%s: %" PRIu64 " samples (%.1f%%) found the Lua state running on another "
-		"thread than the one that started the profile, the one sampled: they are that "
+	int one = n == 1;
+	fprintf(stderr, "%s: %" PRIu64 " sample%s (%.1f%%) found the Lua state running on "
+		"another thread than the one that started the profile, the one sampled: %s that "
 		"thread's C stack alone. Start the profile on the thread that runs the Lua code "
 		"(a host such as wrk runs a script's init on its main thread, the requests on "
-		"others)\n", prefix, n, samples ? 100.0 * (double)n / (double)samples : 0.0);
+		"others)\n", prefix, n, one ? "" : "s",
+		samples ? 100.0 * (double)n / (double)samples : 0.0, one ? "it is" : "they are");
 }
 
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
@@ -365,11 +367,12 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
 	fputc('\n', stderr);
 	if (l->facts.truncated)
-		fprintf(stderr, "luaprof: note: %" PRIu64 " %s stacks cut short (deeper than the "
-			"profiler keeps, or through code it has no unwind table for): their "
+		fprintf(stderr, "luaprof: note: %" PRIu64 " %s%s cut short (deeper than the "
+			"profiler keeps, or through code it has no unwind table for): %s "
 			"outermost frames are missing, the rest hangs from where the cut is\n",
-			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "samples have"
-			: "sampled allocations have");
+			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "sample" :
+			"sampled allocation", l->facts.truncated == 1 ? " has its stack" :
+			"s have stacks", l->facts.truncated == 1 ? "its" : "their");
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof: note", l->facts.trace_stacks_lost,
 					l->stats.events);

@@ -279,5 +279,29 @@ if command -v script >/dev/null 2>&1; then
 		fail "pprof to a terminal through /dev/stdout: $(head -c 200 "$t/tty.out" | od -c | head -2)"
 fi
 
+# -- Notes about one sample say "1 sample", not "1 samples" (a minetest profile started on
+# its main thread had one sample of the Lua state running on the server thread): a stream of
+# record's with its meta "truncated" made 1, and "thread_cpu_ns" made "lua_elsewhere" 1 (the
+# same lengths, so the stream stays well formed).
+if command -v luajit >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1; then
+	echo 'local x = 0 for i = 1, 3e7 do x = x + i % 3 end' >"$t/spin.lua"
+	$lp record -q -o "$t/spin.folded" -- luajit "$t/spin.lua" ||
+		fail "record of a loop failed"
+	python3 - "$t/spin.bin" "$t/one.bin" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read()
+d = d.replace(b"\ttruncated\x010", b"\ttruncated\x011", 1)
+i = d.find(b"\rthread_cpu_ns")
+n = d[i + 14]
+d = d[:i] + b"\rlua_elsewhere" + bytes([n]) + b"0" * (n - 1) + b"1" + d[i + 15 + n:]
+open(sys.argv[2], "wb").write(d)
+PY
+	$lp report "$t/one.bin" -o "$t/one.txt" 2>"$t/one.err" || fail "report of one.bin: $(cat "$t/one.err")"
+	grep -q "note: 1 sample has its stack cut short (.*): its outermost frames are missing" "$t/one.err" ||
+		fail "one sample cut short: $(grep "cut short" "$t/one.err")"
+	grep -q "note: 1 sample ([0-9.]*%) found the Lua state running on another thread .*: it is that thread's C stack alone" "$t/one.err" ||
+		fail "one sample elsewhere: $(grep "another thread" "$t/one.err")"
+fi
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all report checks passed"
