@@ -410,11 +410,11 @@ void agent_termstop_written(void);
 /* A terminating signal that interrupted this thread's stop of a CPU profile is taken now
  * (the stop found nothing to stop after all); nothing if there is none. */
 void agent_termstop_deferred(void);
-/* A terminating signal held while this thread started or stopped the memory profile, or
- * was in its wrapper's rare or general path, is delivered again now, to the handler (which
- * stops the profile if one still runs, then lets the signal take its course); nothing if
- * there is none. From memprof.c, once the start is done, the stop's file closed or the
- * path left. */
+/* A terminating signal held while this thread started or stopped the memory profile (or
+ * started the CPU profile), or was in its wrapper's rare or general path, is delivered
+ * again now, to the handler (which stops the profile if one still runs, then lets the
+ * signal take its course); nothing if there is none. From memprof.c and sysprof.c, once
+ * the start is done, the stop's file closed or the path left. */
 void agent_termstop_redeliver(void);
 /* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
  * thread (a stop now would meet its tables or a record half changed); and the stop itself,
@@ -451,8 +451,8 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 /* Stops whatever runs, from any thread, without a lua_State (VM close, exit, a terminating
  * signal); cause is the stream's meta stopped_by ("close", "exit", "signal"). */
 int agent_stop_any(const char *cause);
-/* The thread of a stop under way that has not written its file yet (0: none); async-signal
- * safe. agent_stop_wait waits up to max_ns for that to be none (0, or -1 after max_ns). */
+/* The thread of a stop under way that has not written its file yet, or of a start not yet
+ * done (0: none); async-signal safe. agent_stop_wait waits up to max_ns for that to be none (0, or -1 after max_ns). */
 long agent_stop_tid(void);
 int agent_stop_wait(uint64_t max_ns);
 /* How long a stop on another thread is waited for (a terminating signal's, at exit): one that

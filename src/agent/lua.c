@@ -719,6 +719,14 @@ static void record_env_clear(void)
 /* The terminating signals termstop.c arms that are not a fault's nor abort()'s. */
 static const int held_sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE };
 
+/* autostart's CPU start (start_with), as a function to pcall: its start_args at 1. */
+static int l_cpu_autostart(lua_State *L)
+{
+	struct start_args *a = lua_touserdata(L, 1);
+	lua_settop(L, 0);
+	return start_with(L, a);
+}
+
 static void autostart(lua_State *L)
 {
 	const char *env = getenv("LUAPROF_RECORD");
@@ -786,7 +794,7 @@ static void autostart(lua_State *L)
 		}
 		p = next;
 	}
-	/* A memory profile's start, from record's word that the agent loaded up to termstop's
+	/* The profile's start, from record's word that the agent loaded up to termstop's
 	 * handler, with these signals blocked on this thread: one that comes meanwhile waits
 	 * for the handler and stops a whole profile (or takes its course, the start refused).
 	 * Before, it ended the process at once, in the start or just after it: the file cut
@@ -794,18 +802,15 @@ static void autostart(lua_State *L)
 	 * handler yet.) */
 	sigset_t term, omask;
 	sigemptyset(&term);
-	sigemptyset(&omask);
 	for (size_t i = 0; i < sizeof(held_sigs) / sizeof(held_sigs[0]); i++)
 		sigaddset(&term, held_sigs[i]);
-	if (memory)
-		pthread_sigmask(SIG_BLOCK, &term, &omask);
+	pthread_sigmask(SIG_BLOCK, &term, &omask);
 	int mine = claim_take(has_claim ? claim : NULL);
 	status_tell(mine ? 'L' : 'S');
 	if (!mine || bad) {
 		if (bad) /* !mine: record says so when the program ends */
 			fprintf(stderr, "luaprof: not profiling: %s\n", bad);
-		if (memory)
-			pthread_sigmask(SIG_SETMASK, &omask, NULL);
+		pthread_sigmask(SIG_SETMASK, &omask, NULL);
 		return;
 	}
 	int top = lua_gettop(L);
@@ -817,29 +822,26 @@ static void autostart(lua_State *L)
 			lua_pushnumber(L, (lua_Number)sample_bytes);
 			lua_setfield(L, -2, "sample");
 		}
-		if (lua_pcall(L, 2, 2, 0) != 0) { /* out of memory: the mask back first */
-			pthread_sigmask(SIG_SETMASK, &omask, NULL);
-			lua_error(L);
-		}
-		if (!lua_toboolean(L, top + 1))
-			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
-		else
-			recorded.run_id = agent_memprof_run_id();
 	} else {
-		start_with(L, &a);
-		if (!lua_toboolean(L, top + 1))
-			fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
-		else
-			recorded.run_id = agent_run_id();
+		lua_pushcfunction(L, l_cpu_autostart);
+		lua_pushlightuserdata(L, &a);
+		lua_pushnil(L);
 	}
+	if (lua_pcall(L, 2, 2, 0) != 0) { /* out of memory: the mask back first */
+		pthread_sigmask(SIG_SETMASK, &omask, NULL);
+		lua_error(L);
+	}
+	if (!lua_toboolean(L, top + 1))
+		fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
+	else
+		recorded.run_id = memory ? agent_memprof_run_id() : agent_run_id();
 	if (lua_toboolean(L, top + 1)) {
 		recorded.memory = memory;
 		recorded.started = 1;
 		status_tell('P');
 		(void)agent_termstop_arm(memory); /* without it, a signal cuts the profile short */
 	}
-	if (memory)
-		pthread_sigmask(SIG_SETMASK, &omask, NULL);
+	pthread_sigmask(SIG_SETMASK, &omask, NULL);
 	lua_settop(L, top);
 }
 

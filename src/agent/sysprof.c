@@ -1217,20 +1217,70 @@ static void register_once(void)
 	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
 }
 
+/*
+** A start names its thread as a stop does (stop_tid) until it is done, its failure's file
+** closed: a terminating signal that interrupts it meanwhile (record's stop on one,
+** termstop.c) is held, then delivered again (start_leave), and stops a whole profile
+** (its header written, the timer armed) or finds none. Before, the signal's stop found the
+** profile being set up, gave up, and the process died at once: the file empty or its
+** symbol table cut. A signal's stop on another thread waits for the name to go
+** (agent_stop_wait), then stops the profile the start left running. Named with the
+** signals blocked from the state's change to the name: a signal in between would find a
+** profile being set up and no one named. A stop's transient claim of the name (claim_stop,
+** on another thread, finding no profile) is waited out.
+*/
+static int start_enter(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int st = ST_IDLE, rc = -1;
+	if (atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING)) {
+		long none = 0, me = (long)gettid_raw();
+		while (!atomic_compare_exchange_weak(&sp.stop_tid, &none, me)) {
+			none = 0;
+			sched_yield();
+		}
+		rc = 0;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* After start_setup: the state is RUNNING or IDLE by now. */
+static void start_leave(void)
+{
+	atomic_store(&sp.stop_tid, 0);
+	agent_termstop_redeliver();
+}
+
+static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options *opt,
+		       luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop);
+
 int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 		luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, register_once);
 	sp.err[0] = '\0';
-	int st = ST_IDLE;
-	if (!atomic_compare_exchange_strong(&sp.state, &st, ST_STOPPING)) {
+	if (start_enter() != 0) {
 		set_err("profiler is running already");
 		if (on_stop)
 			on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRRUN;
 	}
-	/* ST_STOPPING doubles as "being set up": the handler ignores it. */
+	int rc = start_setup(L, opt, writer, on_stop);
+	int e = errno;
+	start_leave();
+	errno = e;
+	return rc;
+}
+
+/* agent_start once the state is ST_STOPPING, which doubles as "being set up": the handler
+ * ignores it. */
+static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options *opt,
+		       luaprof_sysprof_writer writer, luaprof_sysprof_on_stop on_stop)
+{
 	int rc = LUAPROF_PROFILE_ERRUSE, e = 0;
 	if (validate(opt, writer, on_stop) != 0)
 		goto fail_early;

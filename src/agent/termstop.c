@@ -35,7 +35,9 @@
 ** still running). Before, the signal killed the process at once under the other stop, or
 ** exit ended it under the signal's: the profile cut short. A memory profile's start under
 ** way on the interrupted thread holds the signal the same way, until its header is written
-** and the allocator swapped (before, the start's file was left empty). A signal held longer
+** and the allocator swapped (before, the start's file was left empty); so does a CPU
+** profile's, until its header is written and its timer armed, and a CPU start on another
+** thread is waited for, its profile then stopped whole (before, cut short or empty). A signal held longer
 ** than HOLD_MAX_NS (a writer blocked for good) takes its course from termstop's thread,
 ** the profile cut short, with a word on stderr (before, only SIGKILL ended the process).
 **
@@ -183,9 +185,13 @@ static void *stopper_main(void *arg)
 		uint64_t run = agent_run_id();
 		int rc = agent_stop_any("signal");
 		/* A stop under way on another thread (exit's, the program's): the signal waits
-		 * for its file, not cut short under it at once. */
-		if (rc == LUAPROF_PROFILE_ERRRUN)
-			(void)agent_stop_wait(STOP_WAIT_NS);
+		 * for its file, not cut short under it at once. A start under way there: the
+		 * profile it leaves running is stopped whole. */
+		if (rc == LUAPROF_PROFILE_ERRRUN && agent_stop_wait(STOP_WAIT_NS) == 0 &&
+		    agent_running()) {
+			run = agent_run_id();
+			rc = agent_stop_any("signal");
+		}
 		agent_record_stopped(0, run, rc, errno);
 	}
 	atomic_store(&ts.state, TS_DONE);

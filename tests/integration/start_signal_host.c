@@ -1,16 +1,19 @@
 /*
 ** start_signal_host: runs a Lua script (as luajit would: arg, the script's arguments) with
-** a terminating signal sent at a chosen point inside the agent's memory profile start, for
-** memprof_start_signal.sh. The host defines dl_iterate_phdr and lua_setallocf itself, ahead
-** of libc's and libluajit's in the lookup order (linked -rdynamic), so that the agent's
-** calls come here first: its start walks the loaded objects for the symbol table (and
-** again for the maps) while it writes the file's header, and swaps the allocator last.
+** a terminating signal sent at a chosen point inside the agent's memory or CPU profile
+** start, for memprof_start_signal.sh and cpu_start_signal.sh. The host defines
+** dl_iterate_phdr, lua_setallocf and pthread_create itself, ahead of libc's and libluajit's
+** in the lookup order (linked -rdynamic), so that the agent's calls come here first: its
+** start walks the loaded objects for the symbol table (and again for the maps) while it
+** writes the file's header; the memory start swaps the allocator last; the CPU start
+** makes its writer thread once the header is written, before it arms the timer.
 **
 ** usage: start_signal_host SCRIPT [ARGS...]   (LUA_INIT run first, as luajit runs it)
 ** The point is armed by LP_TEST_SIGNAL (at start-up: for a start made as the agent loads)
 ** or by the script's arm_signal(SPEC), SPEC "POINT:HOW:N":
 **   POINT  phdr: the agent's Nth call of dl_iterate_phdr from then on, before it runs;
-**          setallocf: its Nth call of lua_setallocf, after the allocator is swapped
+**          setallocf: its Nth call of lua_setallocf, after the allocator is swapped;
+**          pthread: its Nth call of pthread_create, after the thread is made
 **   HOW    raise: SIGTERM on this thread; thread: SIGTERM to another thread of the host's,
 **          which the agent sends on to this one (given 300 ms to, before the start goes on)
 ** Exit 0 when the script ran (the signal did not end the process), 1 on an error.
@@ -46,7 +49,7 @@ static int arm(const char *spec)
 {
 	char how[16];
 	if (sscanf(spec, "%15[a-z]:%15[a-z]:%d", point, how, &countdown) != 3 || countdown < 1 ||
-	    (strcmp(point, "phdr") && strcmp(point, "setallocf")) ||
+	    (strcmp(point, "phdr") && strcmp(point, "setallocf") && strcmp(point, "pthread")) ||
 	    (strcmp(how, "raise") && strcmp(how, "thread"))) {
 		point[0] = '\0';
 		return -1;
@@ -89,6 +92,16 @@ void lua_setallocf(lua_State *L, lua_Alloc f, void *ud)
 		*(void **)&real = dlsym(RTLD_NEXT, "lua_setallocf");
 	real(L, f, ud);
 	maybe_fire("setallocf", __builtin_return_address(0));
+}
+
+int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+	int rc = real(th, attr, fn, arg);
+	maybe_fire("pthread", __builtin_return_address(0));
+	return rc;
 }
 
 static int l_arm_signal(lua_State *L)
