@@ -78,6 +78,19 @@ cat >"$t/tonum.lua" <<'LUA'
 local tm, s = os.clock(), 0
 while os.clock() - tm < 2 do for i = 1, 1000 do s = s + tonumber("1") end end
 LUA
+# A debug hook on every instruction (luacov's way): the interpreter calls the hook's C code,
+# which enters the VM for the Lua hook function (lua_call) on top of the interrupted Lua
+# frame, with no frame of its own. In that entry, before the hook function's frame is
+# linked, BASE is the interrupted frame's and PC the new frame's link, and on the way back
+# to the C code PC is that link, then the interrupted frame's base: 2.5 % of this loop's
+# samples had the loop's chunk at line 0 on top of the hook's C code (30-60 of ~2,000, both
+# builds). They are the C code's now, under the chunk at the interrupted line.
+cat >"$t/hook.lua" <<'LUA'
+local n = 0
+debug.sethook(function() n = n + 1 end, "", 1)
+local tm, s = os.clock(), 0
+while os.clock() - tm < 2 do for i = 1, 1000 do s = s + i end end
+LUA
 check() { # NAME SCRIPT LINE INTERPRETER [LIBDIR]
 	local v=$1 script=$2 line=$3 lj=$4
 	(cd "$t" && LD_LIBRARY_PATH=${5:-} "$OLDPWD/build/luaprof" record -q --rate 1000 --clock wall \
@@ -104,6 +117,17 @@ check() { # NAME SCRIPT LINE INTERPRETER [LIBDIR]
 		never=$(awk '$0 ~ /;@ret\.lua:1( |;)/ { n += $NF } END { print n + 0 }' "$t/$v.folded")
 		[ "$never" = 0 ] || fail "$v: $never of $all samples in a function that never runs"
 	fi
+	# The chunk at line 0, or anywhere but right under lua_pcall (on top of the hook's C
+	# code, as the VM's entry's frame): none.
+	if [ $script = hook ]; then
+		local line0 off
+		read -r line0 off < <(awk '$0 ~ /;@hook\.lua:0( |;)/ { z += $NF }
+			$0 ~ /;@hook\.lua:/ && $0 !~ /;lua_pcall;@hook\.lua:4( |;)/ { o += $NF }
+			END { print z + 0, o + 0 }' "$t/$v.folded")
+		[ "$line0" = 0 ] || fail "$v: $line0 of $all samples with the loop's chunk at line 0"
+		[ "$off" = 0 ] ||
+			fail "$v: $off of $all samples with the loop's chunk elsewhere than under lua_pcall"
+	fi
 }
 check fib fib 2 luajit
 check iter iter 4 luajit
@@ -112,6 +136,7 @@ check sort sort 3 luajit
 check ret ret 8 luajit
 check pcall pcall 4 luajit
 check tonum tonum 2 luajit
+check hook hook 4 luajit
 if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
 	check fib2 fib 2 "$PWD/$lj2" "$PWD/$lj2lib"
 	check iter2 iter 4 "$PWD/$lj2" "$PWD/$lj2lib"
@@ -120,6 +145,7 @@ if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
 	check ret2 ret 8 "$PWD/$lj2" "$PWD/$lj2lib"
 	check pcall2 pcall 4 "$PWD/$lj2" "$PWD/$lj2lib"
 	check tonum2 tonum 2 "$PWD/$lj2" "$PWD/$lj2lib"
+	check hook2 hook 4 "$PWD/$lj2" "$PWD/$lj2lib"
 fi
 # Calling the __index metamethod (`obj.x`): until BASE moves to the metamethod's frame, PC
 # holds that frame's link, and the loop's chunk was shown at line 0 (10-22 of ~2,000
