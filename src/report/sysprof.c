@@ -470,6 +470,21 @@ static int api_prologue(struct lp_sysprof *s, uint64_t api, uint64_t inner)
 	return lp_symtab_mapped(s->st, api) == 1 && classify(s, inner, &ss) == ANCHOR_NONE;
 }
 
+/* Whether host address addr is named as the code of a C function of the Lua stack other
+ * than the innermost frame lua[0] (the stream names those functions: its cfunc symbols). */
+static int outer_cfunc_code(struct lp_sysprof *s, const struct lp_lua_frame *lua, size_t nl,
+			    uint64_t addr)
+{
+	uint64_t ss;
+	classify(s, addr, &ss);
+	if (!ss || ss == lua[0].addr + 1)
+		return 0;
+	for (size_t j = 1; j < nl; j++)
+		if (lua[j].type == LP_FRAME_CFUNC && ss == lua[j].addr + 1)
+			return 1;
+	return 0;
+}
+
 /* Whether the writer cut the host stack short: then *nhost leaves out its marker. */
 static int host_cut(const uint64_t *host, size_t *nhost)
 {
@@ -596,8 +611,14 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 		}
 	}
 	/* A C function that reached its code by a tail call has no frame of its own: its
-	 * frame is then the innermost plain C code that VM code called. */
+	 * frame is then the innermost plain C code that VM code called. Not the code of a C
+	 * function further out in the Lua stack: VM code inside that is the VM calling the
+	 * innermost one or back from it (require's lua_call of package.loaders[2], state
+	 * C), which has no host frame yet; taken for its frame, the leaf's VM code anchored
+	 * nothing and every segment went one entry out, the outermost above _start. */
 	for (size_t k = 0; nl && lua[0].type == LP_FRAME_CFUNC && k + 1 < nh && !cf_found; k++) {
+		if (outer_cfunc_code(s, lua, nl, host[k]))
+			break;
 		enum anchor out = c_frame_kind(s, host[k + 1]);
 		if (c_frame_kind(s, host[k]) == ANCHOR_NONE &&
 		    (out == ANCHOR_VM_BLOCK || out == ANCHOR_UNNAMED)) {
@@ -605,6 +626,13 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			cf_found = 1;
 		}
 	}
+	/* That C function with no host frame at all, the leaf VM code calling it or back from
+	 * it: that code is shown between the segment's Lua frames and the function, as in
+	 * the function's own samples (it was hidden: "line;each" beside "line;VM;each"). */
+	uint64_t ss_leaf;
+	int vm_calls_cf = trace_leaf && !have_vm && !cf_found && nl &&
+			  lua[0].type == LP_FRAME_CFUNC && nh &&
+			  classify(s, host[0], &ss_leaf) == ANCHOR_VM_BLOCK;
 	size_t helper_end = 0;
 	if (all_vm)
 		helper_end = !resumed ? leaf_entry
@@ -759,12 +787,13 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	for (size_t k = nh; k-- > 0;) {
 		/* VM code inside the running C function (cf_at) stands for no Lua frame: it is
 		 * shown, on top of the C code that entered it. */
-		int hidden = trace_leaf && ((k == 0 && !cf_at) || (step_copy && k == 1) ||
-					    k < helper_end);
+		int hidden = trace_leaf && ((k == 0 && !cf_at && !vm_calls_cf) ||
+					    (step_copy && k == 1) || k < helper_end);
 		int anchor = anc < na && s->anchor_at[anc] == k;
 		uint64_t sk;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
 			    trace_code(s, host[k]);
+		after |= anchor && k == 0 && vm_calls_cf;
 		/* So is the interpreter's code that anchors a segment and calls C code or is
 		 * called by it (a plain C frame inside or outside it): a VM entry C made by a
 		 * tail call (lua_call, lua_resume) or directly (table.sort's comparator). It
@@ -800,7 +829,8 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 			for (size_t o = from; o < to; o++) {
 				const struct lp_lua_frame *f = &lua[nl - 1 - o];
 				/* The running C function is named by the host frames inside. */
-				if (o == nl - 1 && f->type == LP_FRAME_CFUNC && k > 0) {
+				if (o == nl - 1 && f->type == LP_FRAME_CFUNC &&
+				    (k > 0 || vm_calls_cf)) {
 					int named = 0;
 					for (size_t j = k; j-- > 0 && !named;) {
 						uint64_t ss;

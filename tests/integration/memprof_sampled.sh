@@ -485,6 +485,68 @@ read -r chunk leaf placed < <(awk '{ if (index($0, ";=jitchunk:1")) { c += $NF
 	fail "JIT compiler: of $chunk bytes under the compiled chunk, $leaf with it as the leaf, $placed on top of it under lua_pcall:
 $(grep jitchunk "$t/jitcomp.folded" | sort -t' ' -k2 -nr | head -3)"
 
+# -- Chunks parsed inside a C function of the VM (require's loader, package.loaders[2],
+# itself a lua_CFunction called by require through lua_call): sampled in the parser, below
+# lua_loadx's protected call (no Lua frame: left out of the host stack), the capture's
+# host stack starts at the VM code calling the loader, state C. The report took require's
+# code there for the loader's own frame: every Lua part went one VM entry out, the main
+# chunk's line after lua_cpcall and pmain above _start (~18 % of this loop's bytes). Each
+# stack reaches main like the heaviest one, and the loops' lines follow lua_pcall: require
+# under line 6, the loader called directly on line 7. Debian's luajit and luajit2.
+mkdir -p "$t/reqmod"
+echo 'local M = {} for i = 1, 50 do M["f" .. i] = function() return i end end return M' \
+	>"$t/reqmod/reqmod.lua"
+cat >"$t/req.lua" <<'EOF'
+package.cpath = "build/?.so;" .. package.cpath
+package.path = arg[2] .. "/?.lua;" .. package.path
+local mp = require("luaprof").memprof
+local function load() package.loaded.reqmod = nil return require("reqmod") end
+assert(mp.start(arg[1], { sample = 64 }))
+for _ = 1, 200 do load() end
+for _ = 1, 200 do package.loaders[2]("reqmod") end
+assert(mp.stop())
+EOF
+for runner in "${runners[@]}"; do
+	f=$t/req-$runner.bin
+	if [ $runner = luajit ]; then
+		LUA_CPATH= luajit "$t/req.lua" "$f" "$t/reqmod" >"$t/req.out" 2>&1
+	else
+		LD_LIBRARY_PATH=$lj2lib LUA_CPATH= $lj2 "$t/req.lua" "$f" "$t/reqmod" >"$t/req.out" 2>&1
+	fi || { fail "require loop ($runner): $(head -5 "$t/req.out")"; continue; }
+	build/luaprof report -q "$f" -f collapsed -o "$t/req.folded" 2>"$t/err" ||
+		{ fail "require loop ($runner): $(cat "$t/err")"; continue; }
+	f0=$fails
+	root=$(sort -t' ' -k2 -nr "$t/req.folded" | head -1 | sed -n 's/^\(\(.*;\)\{0,1\}main;\).*/\1/p')
+	read -r all rootless req reqbad ldr ldrbad < <(awk -v root="$root" \
+		-v s="@$t/req.lua:" '{
+			v = $NF; all += v
+			if (root == "" || index($0, root) != 1) rootless += v
+			if (index($0, ";require;")) {
+				req += v
+				if (!index($0, ";lua_pcall;" s "6;require;") &&
+				    !index($0, ";lua_pcall;" s "6;lj_vm_asm_begin;require;"))
+					reqbad += v
+			}
+			if (index($0, s "7")) {
+				ldr += v
+				if (!index($0, ";lua_pcall;" s "7;") && !index($0, ";lua_pcall;" s "7 "))
+					ldrbad += v
+			}
+		} END { print all + 0, rootless + 0, req + 0, reqbad + 0, ldr + 0, ldrbad + 0 }' \
+		"$t/req.folded")
+	[ "$all" -gt 0 ] && [ "$rootless" -eq 0 ] ||
+		fail "require loop ($runner): $rootless of $all bytes in stacks not rooted at '${root}':
+$(awk -v root="$root" 'index($0, root) != 1' "$t/req.folded" | sort -t' ' -k2 -nr | head -2)"
+	[ "$req" -gt 0 ] && [ "$reqbad" -eq 0 ] ||
+		fail "require loop ($runner): $reqbad of $req bytes through require not at lua_pcall;line 6;require:
+$(grep ';require;' "$t/req.folded" | grep -vF ";lua_pcall;@$t/req.lua:6;" | sort -t' ' -k2 -nr | head -2)"
+	[ "$ldr" -gt 0 ] && [ "$ldrbad" -eq 0 ] ||
+		fail "package.loaders[2] loop ($runner): $ldrbad of $ldr bytes of line 7 not right after lua_pcall:
+$(grep -F "@$t/req.lua:7" "$t/req.folded" | grep -vF ";lua_pcall;@$t/req.lua:7" | sort -t' ' -k2 -nr | head -2)"
+	[ "$fails" = "$f0" ] && echo "ok require loop ($runner): all $all bytes rooted at main, $req through require," \
+		"$ldr of the loader's direct calls, in order"
+done
+
 # -- A C module required after start: the unwinder learns its unwind tables, so its
 # function's samples hang under main ... lua_pcall and the calling Lua lines (without them
 # the walk stopped in the module and the Lua frames were left as roots).

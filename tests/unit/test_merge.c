@@ -294,6 +294,38 @@ static void test_running_cfunc(void)
 				  "main;lua_pcall;lj_vm_pcall;@app.lua:5;my_cfunc;lj_BC_CALL 1\n");
 }
 
+/*
+** A C function of the VM that a C function of the Lua stack called (require's lua_call of
+** package.loaders[2]: both lua_CFunctions inside the stripped VM) sampled in the VM code
+** calling it or back from it, state C: no host frame of its own yet, VM code on top of
+** require's code. Taken for the loader's frame (a tail call's), require's code anchored
+** nothing: each Lua part went one VM entry out, pmain above main. The same with the loader
+** called by the main chunk, pmain's code taken for its frame. The Lua parts stay in order,
+** the VM code calling the loader shown right before it, as in the loader's own samples.
+*/
+static void test_cfunc_called_by_cfunc(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CPCALL, "lua_cpcall" },
+		{ 0x3000, "lj_vm_asm_begin" }, { 0x5000, "require" }, { 0x5800, "loader" },
+		{ A_PMAIN, "pmain" }, { 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_lua_frame req[] = { C(A_PMAIN), L(P_MAIN, 6), C(0x5000), C(0x5800) };
+	uint64_t reqh[] = { 0x20010, A_MAIN + 9, A_LUA_CPCALL + 4, 0x3010, A_PMAIN + 8,
+			    A_LUA_PCALL + 4, 0x3020, 0x5010, 0x3030 };
+	SAMPLE(LP_VMST_CFUNC, req, reqh);
+	struct lp_lua_frame direct[] = { C(A_PMAIN), L(P_MAIN, 7), C(0x5800) };
+	uint64_t directh[] = { 0x20010, A_MAIN + 9, A_LUA_CPCALL + 4, 0x3010, A_PMAIN + 8,
+			       A_LUA_PCALL + 4, 0x3030 };
+	SAMPLE(LP_VMST_CFUNC, direct, directh);
+	CHECK_STR(collapse(0, 0),
+		  "__libc_start_main;main;lua_cpcall;lj_vm_asm_begin;pmain;lua_pcall;@app.lua:6;"
+		  "lj_vm_asm_begin;require;lj_vm_asm_begin;loader 1\n"
+		  "__libc_start_main;main;lua_cpcall;lj_vm_asm_begin;pmain;lua_pcall;@app.lua:7;"
+		  "lj_vm_asm_begin;loader 1\n");
+}
+
 static void test_builtins(void)
 {
 	begin();
@@ -2073,6 +2105,7 @@ int main(void)
 	RUN(test_cpcall);
 	RUN(test_resume);
 	RUN(test_running_cfunc);
+	RUN(test_cfunc_called_by_cfunc);
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_cut_before_extension);
