@@ -551,8 +551,9 @@ static ssize_t source_read(void *ctx, struct lp_input *in, void *buf, size_t n)
 				s->zend = 1;
 		} else if (zr != Z_OK && !(zr == Z_BUF_ERROR && !s->zs.avail_in)) {
 			lp_input_fail(in, LP_ERR_FORMAT, in->base + in->len + (want - s->zs.avail_out),
-				      "the gzip data is corrupt after %" PRIu64 " compressed bytes (%s)",
-				      s->zin - s->zs.avail_in, s->zs.msg ? s->zs.msg : "zlib error");
+				      "the gzip data is corrupt after %" PRIu64 " compressed byte%s (%s)",
+				      s->zin - s->zs.avail_in, s->zin - s->zs.avail_in == 1 ? "" : "s",
+				      s->zs.msg ? s->zs.msg : "zlib error");
 			errno = EIO;
 			return -1;
 		}

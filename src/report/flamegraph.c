@@ -163,7 +163,11 @@ static void fmt_value(char *buf, size_t len, int64_t v, const struct lp_value_ty
 		else
 			snprintf(buf, len, "%.2f s", (double)v / 1e9);
 	} else {
-		snprintf(buf, len, "%" PRId64 " %s", v, t && t->type ? t->type : "samples");
+		/* "1 sample"; a column named otherwise (alloc_objects) is named as it is. */
+		const char *type = t && t->type ? t->type : "samples";
+		int one = v == 1 || v == -1;
+		snprintf(buf, len, "%" PRId64 " %s", v,
+			 one && strcmp(type, "samples") == 0 ? "sample" : type);
 	}
 }
 
@@ -733,8 +737,12 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 	if (strcmp(unit, "count") == 0)
 		ADD("Total: %s", val);
 	else
-		ADD("Total %s: %s (%" PRId64 " %s)", g->vt && g->vt->type ? g->vt->type : "value",
-		    val, g->total, unit);
+		/* "(1 byte)": the unit's singular is its name without the final s. */
+		ADD("Total %s: %s (%" PRId64 " %.*s)", g->vt && g->vt->type ? g->vt->type : "value",
+		    val, g->total,
+		    (int)strlen(unit) - ((g->total == 1 || g->total == -1) &&
+					 unit[0] && unit[strlen(unit) - 1] == 's'),
+		    unit);
 	if (m->event && strcmp(m->event, "cpu") == 0) {
 		ADD(" | %" PRIu64 " sample%s, %" PRIu64 " dropped", m->samples,
 		    m->samples == 1 ? "" : "s", m->dropped);

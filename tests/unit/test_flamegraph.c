@@ -582,6 +582,38 @@ static void test_bytes_and_options(void)
 	lp_profile_free(p);
 }
 
+/* One of a unit is singular wherever a count is printed with it: "(1 byte)", "1 sample". */
+static void test_singular(void)
+{
+	static const struct lp_value_type t[2] = { { "samples", "count" },
+						   { "alloc_space", "bytes" } };
+	struct lp_profile *p = lp_profile_new(2, t);
+	uint32_t a = frame(p, LP_FK_LUA, "@one.lua", 1);
+	CHECK(lp_profile_add(p, &a, 1, (int64_t[]){ 1, 1 }) == 0);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->event = "cpu";
+	m->samples = 1;
+	struct lp_render_opts o = { .value = 1 };
+	size_t len;
+	char *doc = render(p, &o, &len);
+	struct svg s;
+	svg_parse(&s, doc ? doc : "", doc ? len : 0);
+	CHECK(s.ok);
+	CHECK(s.head && strstr(s.head, "Total alloc_space: 1 B (1 byte) |"));
+	CHECK(s.head && strstr(s.head, "1 sample, 0 dropped"));
+	svg_free(&s);
+	free(doc);
+	o.value = 0;
+	doc = render(p, &o, &len);
+	svg_parse(&s, doc ? doc : "", doc ? len : 0);
+	CHECK(s.ok);
+	CHECK(s.head && strstr(s.head, "Total: 1 sample |"));
+	CHECK(find(&s, "@one.lua:1 (1 sample, 100.00%)", 0));
+	svg_free(&s);
+	free(doc);
+	lp_profile_free(p);
+}
+
 static void test_write_error(void)
 {
 	struct lp_profile *p = demo(0);
@@ -608,6 +640,7 @@ int main(void)
 	RUN(test_deep_stack_cut);
 	RUN(test_elision);
 	RUN(test_bytes_and_options);
+	RUN(test_singular);
 	RUN(test_write_error);
 	return UNIT_RESULT();
 }
