@@ -491,7 +491,10 @@ struct source {
 	unsigned char head[2];
 	size_t nhead, headpos; /* the bytes read to tell, and how many were handed on */
 	int gz, zend, zcut;    /* gzip; its data has ended; ended early */
+	int zbad;              /* the gzip data is corrupt (said in the input's message) */
 	uint64_t zin;          /* compressed bytes read */
+	unsigned char inner[2]; /* the first bytes it decompresses to, to tell what they are */
+	size_t ninner;
 	z_stream zs;
 	unsigned char zbuf[1 << 16];
 };
@@ -554,11 +557,15 @@ static ssize_t source_read(void *ctx, struct lp_input *in, void *buf, size_t n)
 				      "the gzip data is corrupt after %" PRIu64 " compressed byte%s (%s)",
 				      s->zin - s->zs.avail_in, s->zin - s->zs.avail_in == 1 ? "" : "s",
 				      s->zs.msg ? s->zs.msg : "zlib error");
+			s->zbad = 1;
 			errno = EIO;
 			return -1;
 		}
 	}
-	return (ssize_t)(want - s->zs.avail_out);
+	size_t got = want - s->zs.avail_out;
+	for (size_t i = 0; i < got && s->ninner < sizeof(s->inner); i++)
+		s->inner[s->ninner++] = ((unsigned char *)buf)[i];
+	return (ssize_t)got;
 }
 
 /* Reads fd's first bytes and makes s the source of in: 0, or -1 with errno. */
@@ -566,8 +573,9 @@ static int source_open(struct source *s, struct lp_input *in, int fd)
 {
 	s->fd = fd;
 	s->nhead = s->headpos = 0;
-	s->gz = s->zend = s->zcut = 0;
+	s->gz = s->zend = s->zcut = s->zbad = 0;
 	s->zin = 0;
+	s->ninner = 0;
 	while (s->nhead < 2) {
 		ssize_t r = read(fd, s->head + s->nhead, 2 - s->nhead);
 		if (r < 0 && errno == EINTR)
@@ -580,7 +588,9 @@ static int source_open(struct source *s, struct lp_input *in, int fd)
 	}
 	in->read_fn = source_read;
 	in->read_ctx = s;
-	if (s->nhead < 2 || s->head[0] != 0x1f || s->head[1] != 0x8b)
+	/* A lone 0x1f is taken for gzip cut after its first byte (said so), not for a pprof
+	 * profile, which the parser would guess from that byte. */
+	if (s->nhead < 1 || s->head[0] != 0x1f || (s->nhead == 2 && s->head[1] != 0x8b))
 		return 0;
 	memset(&s->zs, 0, sizeof(s->zs));
 	if (inflateInit2(&s->zs, 15 + 16) != Z_OK) { /* 16: gzip's header and trailer */
@@ -689,11 +699,20 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	if (pr.shown)
 		fputs("\r\033[K", stderr);
 	lp_input_message(&in, msg, sizeof(msg));
-	/* gzip data that is no stream either: most likely a pprof profile. */
-	if (src.gz && st == LP_ERR_FORMAT && in.err_offset == 0)
+	/* gzip data that is no stream either: gzip again (compressed twice), a pprof profile
+	 * (its protobuf's first field, sample_type, is 0x0a), or something else, which the
+	 * parser's message guesses from its first byte. */
+	int twice = src.ninner == 2 && src.inner[0] == 0x1f && src.inner[1] == 0x8b;
+	if (src.gz && !src.zbad && st == LP_ERR_FORMAT && in.err_offset == 0 && twice)
+		snprintf(msg, sizeof(msg), "%s: gzip data holding gzip data (compressed twice), not "
+			 "a profile stream: luaprof undoes one gzip; `%s%s | gunzip | luaprof "
+			 "report -` reads what it holds", o.input, strcmp(o.input, "-") ? "cat " : "",
+			 strcmp(o.input, "-") ? o.input : "...");
+	else if (src.gz && !src.zbad && st == LP_ERR_FORMAT && in.err_offset == 0)
 		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (%s is gzip data, "
-			 "read decompressed: a pprof profile? luaprof reads the raw stream record "
-			 "wrote, plain or gzipped)", o.input);
+			 "read decompressed%s)", o.input, src.ninner && src.inner[0] == 0x0a
+			 ? ": a pprof profile? luaprof reads the raw stream record wrote, plain or "
+			   "gzipped" : "");
 	if (src.zcut && st == LP_ERR_TRUNCATED)
 		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), " (the gzip data of %s "
 			 "ends early: a copy cut short?)", o.input);
