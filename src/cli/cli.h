@@ -30,6 +30,14 @@ struct lp_record_facts;
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
 			char **top_text, int progress);
 void lp_cmd_report_usage(FILE *out);
+/* Reads in's stream into *l as lp_load does, showing the reading's progress on standard
+ * error as report does when show is set and it is a terminal ("CMD: reading NAME: 42%
+ * (...)", cleared at the end); fd is in's, whose size is the whole. lp_load's status. */
+struct lp_input;
+struct lp_sysprof_opts;
+struct lp_loaded;
+int lp_cli_load(struct lp_input *in, const struct lp_sysprof_opts *so, int fd, const char *cmd,
+		const char *name, int show, struct lp_loaded *l);
 /* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
  * those are named by each trace's start, and where their lines are. */
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);

@@ -1580,7 +1580,9 @@ int lp_cmd_record(int argc, char **argv)
 		return fail("%s", msg);
 	}
 	struct lp_sysprof_opts so = { 0 };
-	int st = lp_load(&in, &so, &l);
+	/* Reading a large stream back takes seconds: its progress on a terminal, as for the
+	 * memory profile's rendering (report's). */
+	int st = lp_cli_load(&in, &so, fd, "luaprof record", raw, !o.quiet, &l);
 	lp_input_message(&in, msg, sizeof(msg));
 	close(fd);
 	int exit_code = prog;

@@ -640,6 +640,30 @@ static void show_progress(void *ctx, uint64_t offset)
 			offset / 1000000);
 }
 
+/* lp_load_ex with the progress above when show is set and standard error is a terminal;
+ * fd's size, when it is a regular file, is the whole; src: gzip's, or NULL. */
+static int load_shown(struct lp_input *in, const struct lp_sysprof_opts *so, int fd,
+		      const char *cmd, const char *name, int show, const struct source *src,
+		      struct lp_loaded *l)
+{
+	struct progress pr = { .who = cmd, .name = name, .src = src };
+	struct stat sb;
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+		pr.size = (uint64_t)sb.st_size;
+	clock_gettime(CLOCK_MONOTONIC, &pr.last);
+	int tty = show && isatty(STDERR_FILENO);
+	int st = lp_load_ex(in, so, tty ? show_progress : NULL, &pr, l);
+	if (pr.shown)
+		fputs("\r\033[K", stderr);
+	return st;
+}
+
+int lp_cli_load(struct lp_input *in, const struct lp_sysprof_opts *so, int fd, const char *cmd,
+		const char *name, int show, struct lp_loaded *l)
+{
+	return load_shown(in, so, fd, cmd, name, show, NULL, l);
+}
+
 int lp_cmd_report(int argc, char **argv)
 {
 	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL, 0);
@@ -687,17 +711,10 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		snprintf(gzname, sizeof(gzname), "%s (decompressed)", o.input);
 		in.name = gzname;
 	}
-	struct progress pr = { .who = facts ? "luaprof record" : "luaprof", .name = o.input,
-			       .src = &src };
 	struct stat sb;
 	int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-	if (regular)
-		pr.size = (uint64_t)sb.st_size;
-	clock_gettime(CLOCK_MONOTONIC, &pr.last);
-	int tty = (facts ? progress : !o.quiet) && isatty(STDERR_FILENO);
-	int st = lp_load_ex(&in, &o.sys, tty ? show_progress : NULL, &pr, &l);
-	if (pr.shown)
-		fputs("\r\033[K", stderr);
+	int st = load_shown(&in, &o.sys, fd, facts ? "luaprof record" : "luaprof", o.input,
+			    facts ? progress : !o.quiet, &src, &l);
 	lp_input_message(&in, msg, sizeof(msg));
 	/* gzip data that is no stream either: gzip again (compressed twice), a pprof profile
 	 * (its protobuf's first field, sample_type, is 0x0a), or something else, which the

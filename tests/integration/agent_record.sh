@@ -1023,6 +1023,25 @@ EOF
 	else
 		echo "note: the 0.7 s loop wrote only $size bytes: the progress of reading it not checked"
 	fi
+	# The same for a CPU profile (rendered in silence): a 66 MiB stream of bench's
+	# generator, which a stand-in program writes where record asks for the profile.
+	if make -s build/bench/gen_stream >"$t/make.out" 2>&1 &&
+		build/bench/gen_stream sysprof -n 340000 -o "$t/gen.bin" >/dev/null 2>&1; then
+		printf '#!/bin/sh\ncat "$1" >"${LUAPROF_RECORD#*,path=}"\n' >"$t/writes.sh"
+		chmod +x "$t/writes.sh"
+		(cd "$t" && script -qec "$lp record -n 0 -o /dev/null --raw cpu.bin -- ./writes.sh gen.bin" /dev/null) \
+			>"$t/tty.out" 2>&1
+		grep -aq 'luaprof record: reading .*cpu.bin: *[0-9]*% (' "$t/tty.out" ||
+			fail "record: a CPU stream of $(stat -c %s "$t/gen.bin") bytes read back without progress on a terminal: $(cat -v "$t/tty.out" | head -5)"
+		grep -aq 'luaprof record: 0.[0-9]* s profiled, 340000 samples' "$t/tty.out" ||
+			fail "record: the generated CPU stream: $(cat -v "$t/tty.out" | head -5)"
+		(cd "$t" && "$lp" record -n 0 -o /dev/null --raw cpu.bin -- ./writes.sh gen.bin) \
+			>/dev/null 2>"$t/err"
+		grep -aq 'reading' "$t/err" && fail "record: CPU progress on no terminal: $(cat -v "$t/err" | head -3)"
+		rm -f "$t/gen.bin" "$t/cpu.bin"
+	else
+		echo "note: no bench/gen_stream ($(tail -1 "$t/make.out")): the progress of reading a CPU stream not checked"
+	fi
 	rm -f "$t/long.bin"
 	(cd "$t" && script -qec "$lp record -n 0 --memory --sample 1M -o /dev/null --raw long.bin -- luajit long.lua" /dev/null) \
 		>"$t/tty.out" 2>&1
