@@ -692,7 +692,8 @@ static void status_tell(char what)
 		; /* nothing to do about it */
 	}
 	if (what == 'P' && recorded.status_fd < 0) {
-		struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET }; /* fd is write-only */
+		/* Byte 0 (fd is write-only): record holds byte 1 (its rec_files). */
+		struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
 		if (fcntl(fd, F_SETLK, &lk) == 0) {
 			recorded.status_fd = fd;
 			return;

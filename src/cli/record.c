@@ -12,6 +12,7 @@
 ** changed. The profile ends at lua_close, at exit() or os.exit, whichever comes first.
 ** Interpreters that ignore LUA_INIT (luajit -E, embedding hosts) are detected: no stream.
 */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -712,14 +713,92 @@ static void banner(const struct opts *o)
 ** number for its own (`exec 200>lock`) would cut them, and every program and child would
 ** inherit them. On failure the paths are empty: no claim, no status (every LuaJIT process
 ** profiles, record cannot tell a program that never loaded the agent).
+**
+** record holds an open-file-description lock on byte 1 of both while it runs (REC_BYTE; the
+** agent's lock is on byte 0 of the status: status_tell), so that a record killed by
+** SIGKILL, whose files are left, is told from a live one by the next record in the
+** directory, which removes them (sweep_stale). A lock, not a pid in the file: a pid says
+** nothing of a process in another pid namespace, and ids are reused.
 */
+#define REC_BYTE 1
+/* A file younger than this is not judged: its record may be between making it and locking
+ * it. */
+#define REC_STALE_AGE 2
+
 struct rec_files {
 	char claim[PATH_MAX], status[PATH_MAX];
+	int claim_fd, status_fd; /* holding the locks; -1 for none */
 };
+
+/* Whether byte `at` of fd's file is locked by another process, or by another open file
+ * description (a lock of any kind: OFD and POSIX locks conflict). */
+static int byte_locked(int fd, off_t at)
+{
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = at, .l_len = 1 };
+	return fcntl(fd, F_OFD_GETLK, &lk) != 0 || lk.l_type != F_UNLCK;
+}
+
+/*
+** Removes the claim and status files in dir of records that are gone: a record killed
+** with SIGKILL (or a machine that went down) leaves them. Only files of this user, older
+** than REC_STALE_AGE seconds, whose record holds no lock on them any more, and, for a
+** status, whose program no longer profiles (the agent's lock, byte 0). A record of a
+** luaprof before these locks, still running beside this one, is not told from a dead one
+** (its files were never locked).
+*/
+static void sweep_stale(const char *dir)
+{
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return;
+	time_t now = time(NULL);
+	struct dirent *e;
+	while ((e = readdir(dp)) != NULL) {
+		static const char *const prefixes[] = { ".luaprof-claim.", ".luaprof-status." };
+		size_t len = strlen(e->d_name), plen = 0;
+		for (unsigned i = 0; i < 2 && !plen; i++)
+			if (!strncmp(e->d_name, prefixes[i], strlen(prefixes[i])))
+				plen = strlen(prefixes[i]);
+		if (!plen || len != plen + 6) /* mkostemp's XXXXXX */
+			continue;
+		int fd = openat(dirfd(dp), e->d_name,
+				O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		struct stat sb, now_sb;
+		int stale = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+			    now - sb.st_mtime >= REC_STALE_AGE && !byte_locked(fd, REC_BYTE) &&
+			    !byte_locked(fd, 0);
+		/* The same file still at that name (not one made since). */
+		if (stale && fstatat(dirfd(dp), e->d_name, &now_sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now_sb.st_ino == sb.st_ino && now_sb.st_dev == sb.st_dev)
+			unlinkat(dirfd(dp), e->d_name, 0);
+		close(fd);
+	}
+	closedir(dp);
+}
+
+/* Makes path's file from its template and locks REC_BYTE: the descriptor, or -1. */
+static int rec_file_make(char *path)
+{
+	int fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = REC_BYTE,
+			    .l_len = 1 };
+	/* Without the lock (a file system without them) the file may be taken for a dead
+	 * record's by another one: never worse than having none (the claim's absence
+	 * lets the agent profile; record then only says less). */
+	if (fcntl(fd, F_OFD_SETLK, &lk) != 0) {
+		; /* kept all the same */
+	}
+	return fd;
+}
 
 static void rec_files_make(struct rec_files *f, const char *raw)
 {
 	f->claim[0] = f->status[0] = '\0';
+	f->claim_fd = f->status_fd = -1;
 	char c[PATH_MAX], st[PATH_MAX], dir[PATH_MAX];
 	if ((size_t)snprintf(dir, sizeof(dir), "%s", raw) >= sizeof(dir))
 		return;
@@ -727,18 +806,20 @@ static void rec_files_make(struct rec_files *f, const char *raw)
 	if ((size_t)snprintf(c, sizeof(c), "%s/.luaprof-claim.XXXXXX", d) >= sizeof(c) ||
 	    (size_t)snprintf(st, sizeof(st), "%s/.luaprof-status.XXXXXX", d) >= sizeof(st))
 		return;
-	int fc = mkostemp(c, O_CLOEXEC);
+	sweep_stale(d);
+	int fc = rec_file_make(c);
 	if (fc < 0)
 		return;
-	close(fc);
-	int fs = mkostemp(st, O_CLOEXEC);
+	int fs = rec_file_make(st);
 	if (fs < 0) {
 		unlink(c);
+		close(fc);
 		return;
 	}
-	close(fs);
 	memcpy(f->claim, c, sizeof(c));
 	memcpy(f->status, st, sizeof(st));
+	f->claim_fd = fc;
+	f->status_fd = fs;
 }
 
 static void rec_files_remove(const struct rec_files *f)
@@ -747,6 +828,10 @@ static void rec_files_remove(const struct rec_files *f)
 		unlink(f->claim);
 	if (f->status[0])
 		unlink(f->status);
+	if (f->claim_fd >= 0)
+		close(f->claim_fd);
+	if (f->status_fd >= 0)
+		close(f->status_fd);
 }
 
 /* The process that holds the status file's lock (status_tell: the one profiling, while it
@@ -756,7 +841,7 @@ static pid_t lock_holder(const struct rec_files *f)
 	int fd = f->status[0] ? open(f->status, O_RDWR | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return 0;
-	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 }; /* byte 0 */
 	pid_t p = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK ? lk.l_pid : 0;
 	close(fd);
 	return p;
@@ -816,8 +901,10 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	memset(st, 0, sizeof(*st));
 	rec_files_make(&rf, raw);
 	*told = rf.status[0] != '\0';
-	if (lua_literal(agent, so_lit, sizeof(so_lit)))
+	if (lua_literal(agent, so_lit, sizeof(so_lit))) {
+		rec_files_remove(&rf);
 		return -1;
+	}
 	snprintf(init, sizeof(init),
 		 "local i=os.getenv('LUAPROF_LUA_INIT') "
 		 "assert(package.loadlib(%s,'luaopen_luaprof'))('luaprof') "

@@ -454,6 +454,40 @@ done
 [ "$("$lp" record -q -f collapsed -o "$t/fd.folded" -- sh -c 'ls /proc/self/fd | wc -l; luajit -e "local x = 1"' 2>/dev/null | head -1)" = \
 	"$(sh -c 'ls /proc/self/fd | wc -l')" ] || fail "record: the wrapper's other children inherit descriptors of record's"
 ls "$t" | grep -q 'claim\|status' && fail "record left its claim or status file: $(ls "$t")"
+# A record killed by SIGKILL leaves its claim and status; the next record in the directory
+# removes them (they were left forever), never those of a record still running there, nor
+# a file of another name. Made to look old: a file a few seconds young is not judged.
+mkdir "$t/stale"
+recfiles() { find "$t/stale" -maxdepth 1 -name '.luaprof-*' -printf '%f\n' | sort; }
+(cd "$t/stale" && exec "$lp" record -q -o /dev/null --raw dead.bin -- sleep 60) >/dev/null 2>&1 &
+dead=$!
+for _ in $(seq 100); do
+	child=$(cat /proc/$dead/task/$dead/children 2>/dev/null)
+	[ -n "$child" ] && break
+	sleep 0.05
+done
+{ kill -KILL $dead; wait $dead; } 2>/dev/null
+for c in $child; do kill -KILL "$c" 2>/dev/null; done
+recfiles >"$t/dead.list"
+(cd "$t/stale" && exec "$lp" record -q -o /dev/null --raw live.bin -- sleep 60) >/dev/null 2>&1 &
+live=$!
+for _ in $(seq 100); do [ "$(recfiles | wc -l)" = 4 ] && break; sleep 0.05; done
+recfiles | comm -13 "$t/dead.list" - >"$t/live.list"
+: >"$t/stale/.luaprof-status.kept"  # not mkostemp's name
+touch -d '-1 hour' "$t/stale/".luaprof-*
+"$lp" record -q -f collapsed -o "$t/stale/next.folded" -- luajit "$t/alpha.lua" >/dev/null 2>"$t/err" ||
+	fail "record beside stale files: $(cat "$t/err")"
+[ "$(wc -l <"$t/dead.list")" = 2 ] && [ "$(wc -l <"$t/live.list")" = 2 ] ||
+	fail "killed and live records' files: $(cat "$t/dead.list" "$t/live.list")"
+[ -z "$(recfiles | comm -12 "$t/dead.list" -)" ] ||
+	fail "the files of a record killed by SIGKILL were left: $(recfiles | comm -12 "$t/dead.list" - | tr '\n' ' ')"
+[ "$(recfiles | comm -12 "$t/live.list" - | wc -l)" = 2 ] ||
+	fail "a running record's files were removed: $(cat "$t/live.list" | tr '\n' ' '), left: $(recfiles | tr '\n' ' ')"
+[ -e "$t/stale/.luaprof-status.kept" ] || fail "a file of another name than record's removed"
+kill -TERM $live
+wait $live 2>/dev/null
+rm -f "$t/stale/.luaprof-status.kept"
+[ -z "$(recfiles)" ] || fail "files left in the directory: $(recfiles | tr '\n' ' ')"
 # A profiled process a wrapper leaves running when it exits: record waits for it (its
 # profile is written when it ends), says so, and the profile is whole (it was rendered cut
 # short while the process went on writing it).
