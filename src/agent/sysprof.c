@@ -109,6 +109,10 @@ static struct {
 	clockid_t cpuclock;
 	int cpuclock_ok;
 	uint64_t cpu0_ns, cpu_ns;
+	/* The whole process's, the same way: what the other threads ran beside it (a host
+	 * that runs the Lua state on another thread, whose CPU time the CPU clock never
+	 * samples: meta process_cpu_ns says it was spent). */
+	uint64_t pcpu0_ns, pcpu_ns;
 
 	/* Counters: a sequence lock makes a report consistent while the handler runs. */
 	_Atomic uint32_t cnt_seq;
@@ -926,6 +930,8 @@ static void finish_stream(const char *cause)
 	char start[32];
 	snprintf(start, sizeof(start), "%llu", (unsigned long long)sp.started_unix_ns);
 	snprintf(cpu, sizeof(cpu), "%llu", (unsigned long long)sp.cpu_ns);
+	char pcpu[32];
+	snprintf(pcpu, sizeof(pcpu), "%llu", (unsigned long long)sp.pcpu_ns);
 	snprintf(taken, sizeof(taken), "%llu", (unsigned long long)atomic_load(&sp.sig_taken_ns));
 	snprintf(signo, sizeof(signo), "%d", sp.signo);
 #ifdef LP_UNWIND_SELFCHECK
@@ -955,13 +961,17 @@ static void finish_stream(const char *cause)
 		"unwind_compact_steps", usc_steps,
 		"unwind_compact_bad", usc_bad,
 #endif
-		NULL, NULL, NULL, NULL, NULL, NULL, /* the optional ones below */
+		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* the optional ones below */
 		NULL,
 	};
-	size_t k = sizeof(meta) / sizeof(meta[0]) - 7;
+	size_t k = sizeof(meta) / sizeof(meta[0]) - 9;
 	if (sp.cpu_ns) {
 		meta[k++] = "thread_cpu_ns";
 		meta[k++] = cpu;
+	}
+	if (sp.pcpu_ns) {
+		meta[k++] = "process_cpu_ns";
+		meta[k++] = pcpu;
 	}
 	if (atomic_load(&sp.sig_taken_ns)) {
 		meta[k++] = "signal_taken_ns";
@@ -1000,6 +1010,8 @@ static int stop_locked(int from_state, const char *cause)
 	/* The sampled thread's clock, from any thread; gone with a thread that exited. */
 	uint64_t cpu = sp.cpuclock_ok ? agent_clock_ns(sp.cpuclock) : 0;
 	sp.cpu_ns = cpu > sp.cpu0_ns ? cpu - sp.cpu0_ns : 0;
+	uint64_t pcpu = agent_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	sp.pcpu_ns = sp.pcpu0_ns && pcpu > sp.pcpu0_ns ? pcpu - sp.pcpu0_ns : 0;
 	teardown(blocked, &oldmask);
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream(cause);
@@ -1297,7 +1309,7 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	sp.buf = opt->buf;
 	sp.tid = gettid_raw();
 	sp.cpuclock_ok = pthread_getcpuclockid(pthread_self(), &sp.cpuclock) == 0;
-	sp.cpu_ns = 0;
+	sp.cpu_ns = sp.pcpu_ns = 0;
 	atomic_store(&sp.sig_taken_ns, 0);
 	/* Zeroed as the handler counts, so that a report read meanwhile is consistent. */
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
@@ -1413,6 +1425,7 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	sp.started_unix_ns = agent_unix_now_ns();
 	/* From the timer on: the stream's header and the writer's start are not samples'. */
 	sp.cpu0_ns = sp.cpuclock_ok ? agent_clock_ns(sp.cpuclock) : 0;
+	sp.pcpu0_ns = agent_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	atomic_store(&sp.state, ST_RUNNING);
 	if (arm_timer() != 0) {
 		e = errno;

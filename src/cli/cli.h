@@ -48,6 +48,12 @@ void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples
 /* Says how many CPU samples found the Lua state running on another thread than the one
  * sampled (meta lua_elsewhere): host stacks alone. */
 void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples);
+/* Whether a CPU-clock profile's process spent its CPU time on other threads than the one
+ * sampled (meta process_cpu_ns against thread_cpu_ns: four times as much, 0.1 s at least),
+ * which that clock never samples; and the note that says so, and what to do. */
+int lp_cli_other_threads(const struct lp_record_facts *f);
+void lp_cli_other_threads_note(const char *prefix, const struct lp_record_facts *f,
+			       uint64_t samples);
 int lp_cmd_record(int argc, char **argv);
 void lp_cmd_record_usage(FILE *out);
 /* The exit status once help or the version has been printed: LP_EXIT_OK, or, when standard

@@ -1097,6 +1097,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	else if (!n && l->stats.complete && WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: no sample: %s was killed by signal %d before the "
 				"first sample (%.3f s profiled)\n", o->cmd[0], WTERMSIG(status), secs);
+	else if (!n && lp_cli_other_threads(f))
+		; /* the CPU time was other threads': said below */
 	else if (!n && l->stats.complete && !f->signal_taken_ns) {
 		/* A POSIX CPU-time timer expires at the kernel's tick: a run a little longer
 		 * than the interval may end before it. */
@@ -1149,7 +1151,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 			f->signal ? " " : "", f->signal ? signal_name((int)f->signal) : "",
 			f->perf_clock && f->overruns ? " (or spent more than 0.1 s in one system "
 						       "call)" : "");
-	if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
+	if (lp_cli_other_threads(f))
+		lp_cli_other_threads_note("luaprof record", f, n);
+	else if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
 		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
 				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
 				"--clock wall samples that too)\n", f->thread_cpu_ns ? "" : "about ",
@@ -1300,7 +1304,10 @@ enum content { NO_SECTION, NOTHING, SOMETHING };
 
 struct scan {
 	enum content c;
-	int stopped_by_program; /* its meta says so (read only when nothing was found) */
+	/* What its meta says (read only when nothing was found): stopped_by = program; the
+	 * clock and the CPU times (lp_cli_other_threads). */
+	int stopped_by_program;
+	struct lp_record_facts f;
 };
 
 static int section_found(void *ctx, enum lp_stream_kind kind, unsigned version)
@@ -1319,8 +1326,15 @@ static int sample_found(void *ctx, const struct lp_sys_sample *smp)
 
 static int meta_found(void *ctx, const char *key, const char *value)
 {
+	struct scan *sc = ctx;
 	if (!strcmp(key, "stopped_by") && !strcmp(value, "program"))
-		((struct scan *)ctx)->stopped_by_program = 1;
+		sc->stopped_by_program = 1;
+	else if (!strcmp(key, "clock"))
+		sc->f.wall_clock = !strcmp(value, "wall");
+	else if (!strcmp(key, "thread_cpu_ns"))
+		sc->f.thread_cpu_ns = strtoull(value, NULL, 10);
+	else if (!strcmp(key, "process_cpu_ns"))
+		sc->f.process_cpu_ns = strtoull(value, NULL, 10);
 	return 0;
 }
 
@@ -1357,10 +1371,11 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 ** sampled allocation's stack with Lua frames. The scan stops at the first. SOMETHING
 ** when that cannot be told (the report that follows says what is wrong with the stream).
 */
-static enum content scan_stream(const char *path, int *ended_early, int *stopped_by_program)
+static enum content scan_stream(const char *path, int *ended_early, int *stopped_by_program,
+				struct lp_record_facts *f)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct scan sc = { NO_SECTION, 0 };
+	struct scan sc = { .c = NO_SECTION };
 	struct lp_input in;
 	if (fd < 0)
 		return SOMETHING;
@@ -1377,6 +1392,7 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
 	close(fd);
 	*ended_early = rc == LP_ERR_TRUNCATED;
 	*stopped_by_program = sc.stopped_by_program;
+	*f = sc.f;
 	if (sc.c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
 		return SOMETHING;
 	return sc.c;
@@ -1534,9 +1550,10 @@ int lp_cmd_record(int argc, char **argv)
 	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
 	 * too briefly for a sample. */
 	int ended_early = 0, stopped = 0;
+	struct lp_record_facts scanned = { 0 };
 	/* A process record stopped waiting for still writes its stream: rendered as it is. */
 	enum content got = !empty && (renamed || created) && !rs.abandoned
-				   ? scan_stream(tmp, &ended_early, &stopped)
+				   ? scan_stream(tmp, &ended_early, &stopped, &scanned)
 				   : SOMETHING;
 	if (empty && rs.abandoned) { /* left where the process writes it */
 		tell_status(&o, status);
@@ -1603,6 +1620,12 @@ int lp_cmd_record(int argc, char **argv)
 				    o.memory ? "memprof" : "sysprof",
 				    !o.memory ? "sample" : o.sample ? "sampled allocation"
 						 : "allocation by Lua code", raw);
+		/* The CPU time was another thread's: the note says whose and what to do. */
+		if (kept && !o.memory && lp_cli_other_threads(&scanned)) {
+			lp_cli_other_threads_note("luaprof record", &scanned, 0);
+			return fail("%s recorded nothing (no CPU sample: the thread sampled hardly "
+				    "ran, see above): the earlier profile %s is kept", o.cmd[0], raw);
+		}
 		if (kept)
 			return fail("%s recorded nothing (%s): the earlier profile %s is kept",
 				    o.cmd[0],

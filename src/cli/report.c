@@ -322,6 +322,35 @@ void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples)
 		samples ? 100.0 * (double)n / (double)samples : 0.0, one ? "it is" : "they are");
 }
 
+int lp_cli_other_threads(const struct lp_record_facts *f)
+{
+	uint64_t other = f->process_cpu_ns > f->thread_cpu_ns
+				 ? f->process_cpu_ns - f->thread_cpu_ns : 0;
+	return !f->wall_clock && other >= 100000000ull && other / 4 > f->thread_cpu_ns;
+}
+
+void lp_cli_other_threads_note(const char *prefix, const struct lp_record_facts *f,
+			       uint64_t samples)
+{
+	char got[64];
+	if (samples)
+		snprintf(got, sizeof(got), "%" PRIu64 " sample%s", samples,
+			 samples == 1 ? "" : "s");
+	else
+		snprintf(got, sizeof(got), "no sample");
+	/* record's users give --clock; a report's stream may come from the API. */
+	int api = strncmp(prefix, "luaprof record", 14) != 0;
+	fprintf(stderr, "%s: the thread sampled, the one that started the profile, ran %.3f s "
+		"on the CPU, the process's other threads %.2f s: --clock cpu samples that thread "
+		"alone, while it runs (%s here). If the Lua code runs on another thread (a host "
+		"such as wrk runs a script's init on its main thread, the requests on its "
+		"worker threads), start the profile on that thread, or use --clock wall%s, "
+		"which samples this one while it waits too and says how many samples found the "
+		"Lua state running elsewhere\n", prefix, (double)f->thread_cpu_ns / 1e9,
+		(double)(f->process_cpu_ns - f->thread_cpu_ns) / 1e9, got,
+		api ? " (clock = \"wall\" in sysprof.start)" : "");
+}
+
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
 {
 	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
@@ -378,6 +407,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 					l->stats.events);
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.lua_elsewhere)
 		lp_cli_elsewhere_note("luaprof: note", l->facts.lua_elsewhere, l->stats.events);
+	if (l->kind == LP_STREAM_SYSPROF && lp_cli_other_threads(&l->facts))
+		lp_cli_other_threads_note("luaprof: note", &l->facts, l->stats.events);
 	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);

@@ -7,7 +7,8 @@
 #    (`@w.lua:11;_start;...;pthread_join` under wrk), in the worker's VM state (INTERP);
 #    with the CPU clock there were no samples, and nothing said why. Now: every stack
 #    starts at _start with no Lua frame, the profile counts those samples (meta
-#    lua_elsewhere) and report says what happened.
+#    lua_elsewhere) and report says what happened; with the CPU clock, it says the
+#    process's CPU time was other threads' (meta process_cpu_ns).
 #  - Sampled memory: the allocations are the worker's. Each stack was cut at its first
 #    frame (the walk knew the main thread's stack only): Lua frames alone, every one of
 #    them "cut short". Now under the worker's frames: worker;call;lua_pcall.
@@ -63,6 +64,52 @@ n=$(build/luaprof report -q -f info "$t/cpu.bin" | awk -F': ' '$1 == "meta.lua_e
 grep -q "samples\? ([0-9.]*%) found the Lua state running on another thread" "$t/report.err" ||
 	fail "report does not say the state ran on another thread: $(cat "$t/report.err")"
 [ $fails -eq 0 ] && echo "ok CPU: $total samples, ${n:-0} while the state ran on the worker, none with its Lua frames"
+
+# -- CPU clock: the main thread waits, the worker runs; no sample, and report said nothing
+# of why. The stream has the process's CPU time beside the sampled thread's (meta
+# process_cpu_ns), and report says the time was other threads' and what to do.
+sed 's/clock = "wall"/clock = "cpu"/' "$t/script.lua" >"$t/script_cpu.lua"
+"$t/host" "$t/script_cpu.lua" "$PWD/build/?.so" "$t/cpuclock.bin" >"$t/host.out" 2>&1 ||
+	{ echo "FAIL: the host failed (status $?): $(tail -n 3 "$t/host.out")"; exit 1; }
+build/luaprof report -f collapsed -o "$t/cpuclock.folded" "$t/cpuclock.bin" 2>"$t/report.err" ||
+	fail "report of the CPU-clock profile: $(cat "$t/report.err")"
+pcpu=$(build/luaprof report -q -f info "$t/cpuclock.bin" | awk -F': ' '$1 == "meta.process_cpu_ns" { print $2 + 0 }')
+[ "${pcpu:-0}" -ge 300000000 ] || fail "meta process_cpu_ns ${pcpu:-none}, want 0.3 s at least (the worker's 0.4 s)"
+grep -Eq '^luaprof: note: the thread sampled, the one that started the profile, ran 0\.0[0-9]+ s on the CPU, the process.s other threads 0\.[3-9][0-9] s: --clock cpu samples that thread alone, while it runs \(no sample here\)\. If the Lua code runs on another thread .*start the profile on that thread, or use --clock wall \(clock = "wall" in sysprof\.start\)' "$t/report.err" ||
+	fail "report of a CPU-clock profile whose Lua code ran on another thread does not say so: $(cat "$t/report.err")"
+[ $fails -eq 0 ] && echo "ok CPU clock: the other threads' $pcpu ns said"
+
+# -- record, CPU clock: a script whose Lua code a C module runs on a thread of its own as
+# the main thread, which started the profile, waits in pthread_join: no sample; record
+# advised a higher --rate, or said the program slept. It says the time was other threads'
+# (meta process_cpu_ns) and what to do; a run over an earlier profile keeps it, saying so.
+if have luajit; then
+	cc_test "$t/vm_other_thread_mod.so" tests/integration/vm_other_thread_mod.c -shared -fPIC \
+		-I"$inc" -lpthread || exit 1
+	cat >"$t/thr.lua" <<'LUA'
+package.cpath = arg[1] .. "/?.so;" .. package.cpath
+local m = require "vm_other_thread_mod"
+local function spin(n) local s = 0 for i = 1, n do s = (s + i * i) % 1000003 end return s end
+assert(not m.run(function()
+	local t = os.clock()
+	while os.clock() - t < 0.4 do spin(10000) end
+end))
+LUA
+	build/luaprof record -o /dev/null --raw "$t/thr.bin" -- luajit "$t/thr.lua" "$t" >/dev/null 2>"$t/err" ||
+		fail "record of Lua code on another thread: $(cat "$t/err")"
+	grep -Eq '^luaprof record: the thread sampled, the one that started the profile, ran 0\.0[0-9]+ s on the CPU, the process.s other threads 0\.[2-9][0-9] s: --clock cpu samples that thread alone, while it runs \(no sample here\)\. If the Lua code runs on another thread .*start the profile on that thread, or use --clock wall, which samples' "$t/err" &&
+		! grep -q 'raise --rate\|slept or waited' "$t/err" ||
+		fail "record of Lua code on another thread (--clock cpu): $(cat "$t/err")"
+	cp "$t/thr.bin" "$t/thr.kept"
+	build/luaprof record -o /dev/null --raw "$t/thr.bin" -- luajit "$t/thr.lua" "$t" >/dev/null 2>"$t/err"
+	[ $? = 1 ] && grep -q '^luaprof record: the thread sampled, the one that started the profile' "$t/err" &&
+		grep -q "^luaprof record: luajit recorded nothing (no CPU sample: the thread sampled hardly ran, see above): the earlier profile .*thr.bin is kept" "$t/err" &&
+		cmp -s "$t/thr.bin" "$t/thr.kept" ||
+		fail "record of Lua code on another thread, over an earlier profile: $(cat "$t/err")"
+	[ $fails -eq 0 ] && echo "ok record, CPU clock: the other threads' time said"
+else
+	echo "note: no luajit: record of Lua code on another thread not checked"
+fi
 
 # -- Sampled memory -----------------------------------------------------------------------
 "$t/host" "$t/script.lua" "$PWD/build/?.so" "$t/mem.bin" >"$t/host.out" 2>&1 ||
