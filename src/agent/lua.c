@@ -670,8 +670,9 @@ static int claim_take(const char *path)
 ** process's id: 'L' loaded (whatever comes of the start), then 'P' profiling, 'E' the
 ** profile could not be written, or 'S' skipped because another process has the claim.
 ** record tells from it a program that never ran LUA_INIT from a start refused. From 'P'
-** on, the process holds a POSIX lock on the file until it ends (or executes another
-** program: the descriptor closes on exec; fork does not pass the lock on): record waits
+** on, the process holds a POSIX lock on the file's byte 0 (record holds byte 1) until it
+** ends (or executes another program: the descriptor closes on exec; fork does not pass
+** the lock on): record waits
 ** for the holder when a wrapper leaves it running, and asks the kernel for its pid (F_GETLK
 ** gives it as record sees it, whatever pid namespace the program runs in, and only while
 ** it runs). The descriptor stays open: closing any descriptor of the file drops the lock.

@@ -786,11 +786,10 @@ static int rec_file_make(char *path)
 		return -1;
 	struct flock lk = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = REC_BYTE,
 			    .l_len = 1 };
-	/* Without the lock (a file system without them) the file may be taken for a dead
-	 * record's by another one: never worse than having none (the claim's absence
-	 * lets the agent profile; record then only says less). */
+	/* Without the lock (a file system without them) other records cannot ask either:
+	 * byte_locked takes that for a lock, and nothing is removed there. */
 	if (fcntl(fd, F_OFD_SETLK, &lk) != 0) {
-		; /* kept all the same */
+		; /* the file is kept all the same */
 	}
 	return fd;
 }
