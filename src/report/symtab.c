@@ -78,6 +78,8 @@ struct lp_symtab {
 	size_t naliases, aliascap;
 
 	uint64_t ncsizes;           /* csize records seen (luaprof extension) */
+	uint64_t vm_begin, vm_end;  /* the latest lj_vm_asm_begin and lj_vm_ffi_call, + 1
+				     * (0: none) */
 	struct map *maps;           /* sorted by start when !mdirty */
 	size_t nmaps, mapcap;
 	int mdirty;
@@ -421,6 +423,11 @@ int lp_symtab_add_cfunc(struct lp_symtab *st, uint64_t addr, const char *name, s
 	** names they stand with. One name it did not give makes the run's names there its
 	** own, those given before it included.
 	*/
+	static const char begin[] = "lj_vm_asm_begin", ffi[] = "lj_vm_ffi_call";
+	if (len == sizeof(begin) - 1 && !memcmp(name, begin, len))
+		st->vm_begin = addr + 1;
+	else if (len == sizeof(ffi) - 1 && !memcmp(name, ffi, len))
+		st->vm_end = addr + 1;
 	uint64_t h = lp_hash_bytes(name, len, 3), def = st->crun;
 	struct lp_addrmap_entry *e = lp_addrmap_get(&st->clive, addr);
 	int redef = 0;
@@ -689,6 +696,16 @@ uint64_t lp_symtab_redefinitions(const struct lp_symtab *st)
 int lp_symtab_has_extents(const struct lp_symtab *st)
 {
 	return st->nmaps > 0 || st->ncsizes > 0;
+}
+
+int lp_symtab_vm_block(const struct lp_symtab *st, uint64_t *lo, uint64_t *hi)
+{
+	if (!st->vm_begin || st->vm_end <= st->vm_begin ||
+	    st->vm_end - st->vm_begin > LP_SYMTAB_MAX_CSPAN)
+		return 0;
+	*lo = st->vm_begin - 1;
+	*hi = st->vm_end - 1;
+	return 1;
 }
 
 size_t lp_symtab_ncsyms(const struct lp_symtab *st)

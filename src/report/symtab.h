@@ -148,6 +148,14 @@ uint64_t lp_symtab_redefinitions(const struct lp_symtab *st);
 /* 1 once the luaprof extension gave symbol extents or mapped objects, which let
  * lp_symtab_name_c tell an address outside every known function. */
 int lp_symtab_has_extents(const struct lp_symtab *st);
+/*
+** LuaJIT's interpreter block, [lo, hi): from lj_vm_asm_begin to lj_vm_ffi_call, which
+** follows it (the names luaprof's agent gives them, and those of an unstripped LuaJIT,
+** the latest of each): 1 when both are known, in that order and at most
+** LP_SYMTAB_MAX_CSPAN apart; else 0. An unstripped LuaJIT names the code inside after its
+** handlers and routines (lj_BC_*, lj_ff_*, lj_vm_*): this tells it for VM code all the same.
+*/
+int lp_symtab_vm_block(const struct lp_symtab *st, uint64_t *lo, uint64_t *hi);
 /* Number of C symbols added so far (changes invalidate callers' address caches). */
 size_t lp_symtab_ncsyms(const struct lp_symtab *st);
 

@@ -22,7 +22,7 @@ enum anchor {
 	ANCHOR_VM_RESUME,  /* lj_vm_resume */
 	ANCHOR_API_CALL,   /* lua_pcall / lua_call / lua_cpcall ...: used when no VM entry is named */
 	ANCHOR_API_RESUME, /* lua_resume */
-	ANCHOR_VM_BLOCK,   /* the interpreter's block of a stripped VM (lj_vm_asm_begin) */
+	ANCHOR_VM_BLOCK,   /* the interpreter's block (lj_vm_asm_begin..lj_vm_ffi_call) */
 	ANCHOR_UNNAMED     /* no symbol covers it: JIT trace code, mostly */
 };
 
@@ -423,9 +423,18 @@ static enum anchor classify(struct lp_sysprof *s, uint64_t addr, uint64_t *symst
 			kind = anchor_names[i].kind;
 	/* Unnamed code stands for a trace; with the mapped objects known, only code outside
 	 * them is (a stripped library's static function is not). */
+	/* The interpreter's block is one piece of VM code whatever names lie inside it: an
+	 * unstripped LuaJIT (a host linked with the static library) names it after its
+	 * handlers (lj_BC_FUNCC, lj_ff_*) and entries (lj_vm_pcall, which is never a
+	 * return address: it jumps into the interpreter, whose handlers call C), and read
+	 * as plain C code, no VM code anchored a segment and every sample's Lua frames went
+	 * to the root, above _start. Its code keeps those names when shown: they say which
+	 * bytecode or builtin ran. */
+	uint64_t lo, hi;
 	if (!sym)
 		kind = lp_symtab_mapped(s->st, addr) == 1 ? ANCHOR_NONE : ANCHOR_UNNAMED;
-	else if (strcmp(sym->name, "lj_vm_asm_begin") == 0)
+	else if (strcmp(sym->name, "lj_vm_asm_begin") == 0 ||
+		 (lp_symtab_vm_block(s->st, &lo, &hi) && addr >= lo && addr < hi))
 		kind = ANCHOR_VM_BLOCK;
 	/* A failed insert only costs a later lookup. */
 	(void)lp_addrmap_put(&s->anchors, addr, kind, *symstart);

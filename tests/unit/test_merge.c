@@ -326,6 +326,33 @@ static void test_cfunc_called_by_cfunc(void)
 		  "lj_vm_asm_begin;loader 1\n");
 }
 
+/*
+** An unstripped LuaJIT (a host linked with the static library): the interpreter's block,
+** lj_vm_asm_begin..lj_vm_ffi_call, is named after its handlers and entries inside. That
+** code is VM code all the same: read as plain C code it anchored nothing, and the Lua
+** frames went to the root, before __libc_start_main.
+*/
+static void test_vm_block_named(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_BC_ISLT" },
+		{ 0x3000, "lj_vm_asm_begin" }, { 0x3100, "lj_BC_TNEW" }, { 0x3200, "lj_BC_FUNCC" },
+		{ 0x3300, "lj_vm_pcall" }, { 0x4000, "lj_vm_ffi_call" }, { 0x5000, "require" },
+		{ 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_lua_frame lua[] = { L(P_MAIN, 6), C(0x5000), L(P_F, 11) };
+	uint64_t host[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3210, 0x5010, 0x3110 };
+	SAMPLE(LP_VMST_LFUNC, lua, host);
+	/* In lj_vm_pcall's own code, a named VM entry of the block: no other tier. */
+	struct lp_lua_frame top[] = { L(P_MAIN, 6) };
+	uint64_t entry[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3310 };
+	SAMPLE(LP_VMST_LFUNC, top, entry);
+	CHECK_STR(collapse(0, 0),
+		  "__libc_start_main;main;lua_pcall;@app.lua:6 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:6;lj_BC_FUNCC;require;@app.lua:11 1\n");
+}
+
 static void test_builtins(void)
 {
 	begin();
@@ -2106,6 +2133,7 @@ int main(void)
 	RUN(test_resume);
 	RUN(test_running_cfunc);
 	RUN(test_cfunc_called_by_cfunc);
+	RUN(test_vm_block_named);
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_cut_before_extension);

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# A C host linked with Debian's static libluajit (static_host.c): LuaJIT's own symbols are
+# kept there, so the interpreter's block is named after its handlers and routines (lj_BC_*,
+# lj_ff_*, lj_vm_*) instead of the stripped library's single lj_vm_asm_begin. The report
+# took that code for plain C code: no VM entry anchored the Lua frames, which all went to
+# the root, above _start. CPU (sysprof C mode) and sampled memory profiles of a require
+# loop and a sort, started by the script through require "luaprof": every stack is rooted
+# at the heaviest one's main, the script's lines right after lua_pcall and the module's
+# chunk right after require's C function. Exit 0 pass, 1 fail, 2 skip.
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+. tests/integration/lib/luajit.sh
+
+need_x86_64
+luajit_dev "$t/apt.log" || skip "$why"
+lib=$(ls /usr/lib/*/libluajit-5.1.a 2>/dev/null | head -1)
+[ -n "$lib" ] || skip "no static libluajit-5.1.a (apt-get install libluajit-5.1-dev)"
+need_build luaprof luaprof.so
+cc_test "$t/host" tests/integration/static_host.c -O2 -I$inc "$lib" -lm -ldl -rdynamic ||
+	exit 1
+nm "$t/host" | grep -q ' lj_BC_FUNCC$' || skip "the static library has no lj_BC_* symbols"
+
+mkdir -p "$t/m"
+echo 'local M = {} for i = 1, 50 do M["f" .. i] = function() return i end end return M' \
+	>"$t/m/reqmod.lua"
+cat >"$t/s.lua" <<'EOF'
+local dir, cpu, mem = ...
+package.cpath = "build/?.so;" .. package.cpath
+package.path = dir .. "/?.lua;" .. package.path
+local luaprof = require("luaprof")
+local function load() package.loaded.reqmod = nil return require("reqmod") end
+local function work(n)
+	local t = {}
+	for i = 1, n do t[i] = tostring(i) .. "x" end
+	table.sort(t)
+	return t
+end
+assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
+local t0 = os.clock()
+while os.clock() - t0 < 1 do load() work(200) end
+assert(luaprof.sysprof.stop())
+assert(luaprof.memprof.start(mem, { sample = 64 }))
+for _ = 1, 200 do load() end
+assert(luaprof.memprof.stop())
+EOF
+LUA_CPATH= "$t/host" "$t/s.lua" "$t/m" "$t/cpu.bin" "$t/mem.bin" >"$t/run.log" 2>&1 ||
+	{ echo "FAIL: the host failed: $(head -5 "$t/run.log")"; exit 1; }
+
+for p in cpu mem; do
+	build/luaprof report -q "$t/$p.bin" -f collapsed -o "$t/$p.folded" 2>"$t/err" ||
+		{ fail "$p: $(cat "$t/err")"; continue; }
+	root=$(sort -t' ' -k2 -nr "$t/$p.folded" | head -1 | sed -n 's/^\(\(.*;\)\{0,1\}main;\).*/\1/p')
+	read -r all rootless script scriptbad mod modbad < <(awk -v root="$root" \
+		-v s="@$t/s.lua:" -v m="@$t/m/reqmod.lua:" '{
+			v = $NF; all += v
+			if (root == "" || index($0, root) != 1) rootless += v
+			if (index($0, s)) {
+				script += v
+				if (index($0, root "lua_pcall;" s) != 1)
+					scriptbad += v
+			}
+			if (index($0, m)) {
+				mod += v
+				if (!index($0, ";lj_cf_package_require;" m))
+					modbad += v
+			}
+		} END { print all + 0, rootless + 0, script + 0, scriptbad + 0, mod + 0,
+			      modbad + 0 }' "$t/$p.folded")
+	[ "$all" -gt 0 ] && [ "$rootless" -eq 0 ] && [ -n "$root" ] && [ "${root#*@}" = "$root" ] ||
+		fail "$p: $rootless of $all in stacks not rooted at '$root':
+$(grep -vF "$root" "$t/$p.folded" | sort -t' ' -k2 -nr | head -2)"
+	[ "$script" -gt 0 ] && [ "$scriptbad" -eq 0 ] ||
+		fail "$p: $scriptbad of $script with the script's lines not right after main's lua_pcall:
+$(grep -F "@$t/s.lua:" "$t/$p.folded" | grep -vF "${root}lua_pcall;@$t/s.lua:" |
+	sort -t' ' -k2 -nr | head -2)"
+	[ "$mod" -gt 0 ] && [ "$modbad" -eq 0 ] ||
+		fail "$p: $modbad of $mod with the module's chunk not right after require's C function:
+$(grep -F "@$t/m/reqmod.lua:" "$t/$p.folded" |
+	grep -vF ";lj_cf_package_require;@$t/m/reqmod.lua:" | sort -t' ' -k2 -nr | head -2)"
+	echo "ok $p: all $all rooted at '$root', $script under the script's lines, $mod in the module"
+done
+[ $fails = 0 ] || exit 1
+echo "ok"
