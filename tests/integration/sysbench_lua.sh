@@ -52,7 +52,8 @@ if run cpu+sampled && complete "$t/cpu.bin" && complete "$t/sampled.bin"; then
 	# 2 % or one not: a rare CPU sample's walk stops at its first frame (nginx_lua.sh).
 	[ $((tot - top)) -le $((tot / 50 > 1 ? tot / 50 : 1)) ] || fail "CPU: $((tot - top)) of $tot samples under another root:
 $(cut -d';' -f1 "$t/cpu.folded" | sort | uniq -c | sort -rn | head -n 3)"
-	[ "$under" = "$lua" ] || fail "CPU: $((lua - under)) of $lua samples of the script not under lua_pcall"
+	# Those under another root (cut short, above) may hold the script's frames alone.
+	[ $((lua - under)) -le $((tot - top)) ] || fail "CPU: $((lua - under)) of $lua samples of the script not under lua_pcall"
 	[ $((a * 2)) -ge "$tot" ] || fail "CPU: $a of $tot samples on work_a's line ${at[a]}, want half"
 	[ "$b" = 0 ] || fail "CPU: $b samples of thread 1's work_b"
 	echo "ok CPU: $tot samples, $top under one root, $lua in the script under lua_pcall, $a on work_a, none on work_b"
