@@ -128,7 +128,7 @@ static void arm_defaults(void)
 	}
 }
 
-static void set_default(int sig);
+static void take_course(int sig);
 
 /* A held signal past HOLD_MAX_NS takes its course here, on this thread (which blocks the
  * others): the process ends of it, its status as the signal's. Not a handler: stdio would
@@ -148,12 +148,7 @@ static void hold_expired(void)
 	if (n > 0 && write(STDERR_FILENO, msg, strlen(msg)) < 0) {
 		; /* nothing to do about it */
 	}
-	set_default(sig);
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, sig);
-	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	raise(sig);
+	take_course(sig);
 }
 
 static void *stopper_main(void *arg)
@@ -211,6 +206,17 @@ static void set_default(int sig)
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
 	sigaction(sig, &dfl, NULL);
+}
+
+/* A held signal's default action, on this thread, now: the process ends of it. */
+static void take_course(int sig)
+{
+	set_default(sig);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
 }
 
 /* 1 when thread tid of this process blocks sig, or when that cannot be read (its
@@ -327,12 +333,7 @@ void agent_termstop_deferred(void)
 {
 	int sig = atomic_exchange(&ts.deferred, 0);
 	if (sig) {
-		set_default(sig);
-		sigset_t set;
-		sigemptyset(&set);
-		sigaddset(&set, sig);
-		pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-		raise(sig);
+		take_course(sig);
 	}
 }
 
