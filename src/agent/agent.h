@@ -401,6 +401,9 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
  * stopped_by "signal"). Once per process, on the thread that started the profile, after
  * it started; 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
+/* The terminating signals it arms for that are sent, not a fault's nor abort()'s (SIGTERM,
+ * SIGHUP, SIGINT, SIGQUIT, SIGPIPE), in *set: those a start may hold back until it arms. */
+void agent_termstop_sent(sigset_t *set);
 /* The stop's file is written and closed: the signal takes its course without waiting
  * for the frees that follow, which take the allocator's locks, held for good when the
  * signal interrupted malloc (a 10 s wait). From the profilers' stops, after on_stop;

@@ -718,9 +718,6 @@ static void record_env_clear(void)
 		unsetenv("LUA_INIT");
 }
 
-/* The terminating signals termstop.c arms that are not a fault's nor abort()'s. */
-static const int held_sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE };
-
 /* autostart's CPU start (start_with), as a function to pcall: its start_args at 1. */
 static int l_cpu_autostart(lua_State *L)
 {
@@ -803,9 +800,7 @@ static void autostart(lua_State *L)
 	 * short or empty. (A thread of a host's that takes one still ends it at once: no
 	 * handler yet.) */
 	sigset_t term, omask;
-	sigemptyset(&term);
-	for (size_t i = 0; i < sizeof(held_sigs) / sizeof(held_sigs[0]); i++)
-		sigaddset(&term, held_sigs[i]);
+	agent_termstop_sent(&term);
 	pthread_sigmask(SIG_BLOCK, &term, &omask);
 	int mine = claim_take(has_claim ? claim : NULL);
 	status_tell(mine ? 'L' : 'S');
@@ -833,11 +828,10 @@ static void autostart(lua_State *L)
 		pthread_sigmask(SIG_SETMASK, &omask, NULL);
 		lua_error(L);
 	}
-	if (!lua_toboolean(L, top + 1))
+	if (!lua_toboolean(L, top + 1)) {
 		fprintf(stderr, "luaprof: not profiling: %s\n", lua_tostring(L, top + 2));
-	else
+	} else {
 		recorded.run_id = memory ? agent_memprof_run_id() : agent_run_id();
-	if (lua_toboolean(L, top + 1)) {
 		recorded.memory = memory;
 		recorded.started = 1;
 		status_tell('P');

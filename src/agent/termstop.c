@@ -199,6 +199,14 @@ static int is_fault(int sig)
 	return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
 }
 
+void agent_termstop_sent(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(term_sigs) / sizeof(term_sigs[0]); i++)
+		if (!is_fault(term_sigs[i]) && term_sigs[i] != SIGABRT)
+			sigaddset(set, term_sigs[i]);
+}
+
 /* Sets sig back to its default action (async-signal-safe). */
 static void set_default(int sig)
 {
