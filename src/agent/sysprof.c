@@ -90,6 +90,7 @@ static struct {
 	void *ctx;
 	uint8_t *buf;
 	pid_t tid;                       /* the sampled thread */
+	_Atomic pid_t tid_exited;        /* set by that thread as it exits (sampled_exit) */
 
 	/* Signal and timer. */
 	int signo;
@@ -1090,6 +1091,7 @@ int agent_sampling_elsewhere(void)
 	int st = atomic_load(&sp.state);
 	/* A sampled thread that has exited takes no signal (its timer went with it). */
 	return (st == ST_RUNNING || st == ST_HALT) && gettid_raw() != sp.tid &&
+	       atomic_load(&sp.tid_exited) != sp.tid &&
 	       syscall(SYS_tgkill, getpid(), sp.tid, 0) == 0;
 }
 
@@ -1223,10 +1225,38 @@ static void at_fork_child(void)
 	pthread_mutex_unlock(&sp.timer_lock);
 }
 
+/*
+** The sampled thread says it is exiting, from its thread-specific data's destructor, which
+** runs before its exit wakes pthread_join: a capture on another thread (memprof) must
+** then walk. The kernel's view (tgkill) lags: the task stays found after the join returns
+** until it is released, milliseconds under load (230 of 5,835 sampled allocations lost
+** after a join in one CI run). Its signal is blocked first: after the mark, no handler may
+** run on it beside a capture. Threads not made by pthread_create run no destructor: for
+** those the kernel's view is still the test.
+*/
+static pthread_key_t exit_key;
+static int exit_key_ok;
+
+static void sampled_exit(void *arg)
+{
+	(void)arg;
+	pid_t me = gettid_raw();
+	if (me != sp.tid)
+		return;
+	if (sp.sig_installed) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sp.signo);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+	}
+	atomic_store(&sp.tid_exited, me);
+}
+
 static void register_once(void)
 {
 	atexit(at_exit);
 	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+	exit_key_ok = pthread_key_create(&exit_key, sampled_exit) == 0;
 }
 
 /*
@@ -1308,6 +1338,10 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	sp.ctx = opt->ctx;
 	sp.buf = opt->buf;
 	sp.tid = gettid_raw();
+	atomic_store(&sp.tid_exited, 0);
+	/* Any non-null value: the destructor runs only for one. */
+	if (exit_key_ok)
+		(void)pthread_setspecific(exit_key, &sp);
 	sp.cpuclock_ok = pthread_getcpuclockid(pthread_self(), &sp.cpuclock) == 0;
 	sp.cpu_ns = sp.pcpu_ns = 0;
 	atomic_store(&sp.sig_taken_ns, 0);

@@ -67,6 +67,13 @@
 ** profile goes on on the main thread: no handler can run any more, so no sampled
 ** allocation is lost for it. Prints "deadsampler ok".
 **
+** Usage: memprof_host exitsampler CPATH OUTDIR -
+** The same, but the thread's exit is held in a thread-specific data destructor of the
+** host's (run after luaprof's) for 300 ms while the main thread runs: past the destructors
+** a thread runs no Lua and takes no sample, though the kernel still finds it (as it does
+** for a while after pthread_join returns, which lost samples under load). Writes
+** OUTDIR/exiting.bin and prints "exitsampler ok".
+**
 ** Usage: memprof_host closeshared CPATH OUTDIR -
 ** A state B, profiled once, then given the allocator of a state A that runs a sampled
 ** profile (the profiler's generated stub, from lua_getallocf), which B then shares: B's
@@ -104,14 +111,17 @@
 ** Prints "scoped ok COUNT", "foreign ok FOREIGN B_EVENTS" (FOREIGN: foreign blocks B's
 ** allocator saw, which must be 0), "many ok 100", and in exact mode "shared ok B_EVENTS".
 */
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -514,17 +524,40 @@ struct thread_chunk {
 	const char *code;
 };
 
+static sem_t exit_sem;   /* exitsampler: the thread is in its last destructor */
+
+static void held_exit(void *arg)
+{
+	(void)arg;
+	sem_post(&exit_sem);
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+}
+
 static void *thread_main(void *arg)
 {
 	const struct thread_chunk *c = arg;
 	return (void *)(intptr_t)run_lua(c->L, c->code);
 }
 
-/* migrate and deadsampler modes: a state runs `before` on the main thread, `during` on a
- * second thread while the main one waits, then `after` back on the main thread; 0, or 1
+/* exitsampler: made after `during` started the CPU profiler, so after luaprof's key. */
+static void *thread_main_held(void *arg)
+{
+	pthread_key_t key;
+	void *rc = thread_main(arg);
+	if (pthread_key_create(&key, held_exit) || pthread_setspecific(key, arg)) {
+		sem_post(&exit_sem);
+		return (void *)1;
+	}
+	return rc;
+}
+
+/* migrate, deadsampler and exitsampler modes: a state runs `before` on the main thread,
+ * `during` on a second thread while the main one waits, then `after` back on the main
+ * thread once the second has exited (held: once it is in its last destructor); 0, or 1
  * with a message. */
 static int run_two_threads(const char *cpath, const char *out, const char *before,
-			   const char *during, const char *after)
+			   const char *during, const char *after, int held)
 {
 	lua_State *A = out_state(cpath, out);
 	if (!A || run_lua(A, before))
@@ -532,11 +565,17 @@ static int run_two_threads(const char *cpath, const char *out, const char *befor
 	struct thread_chunk c = { A, during };
 	pthread_t th;
 	void *rc = NULL;
-	if (pthread_create(&th, NULL, thread_main, &c) || pthread_join(th, &rc) || rc) {
+	int bad = held && sem_init(&exit_sem, 0, 0);
+	if (bad || pthread_create(&th, NULL, held ? thread_main_held : thread_main, &c) ||
+	    (held && sem_wait(&exit_sem)) || (!held && (pthread_join(th, &rc) || rc))) {
 		fprintf(stderr, "memprof_host: the second thread failed\n");
 		return 1;
 	}
-	int bad = run_lua(A, after);
+	bad = run_lua(A, after);
+	if (held && (pthread_join(th, &rc) || rc)) {
+		fprintf(stderr, "memprof_host: the second thread failed\n");
+		bad = 1;
+	}
 	lua_close(A);
 	return bad;
 }
@@ -553,20 +592,27 @@ static int run_migrate(const char *cpath, const char *out)
 			       "assert(lp.sysprof.stop())\n"
 			       "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
 			       "assert(lp.memprof.stop())\n"
-			       "print('migrate ok')\n");
+			       "print('migrate ok')\n", 0);
 }
 
-/* The CPU profiler's start on the second thread, which then exits. */
-static int run_deadsampler(const char *cpath, const char *out)
+/* The CPU profiler's start on the second thread, which then exits (held: is exiting). */
+static int run_deadsampler(const char *cpath, const char *out, int held)
 {
 	return run_two_threads(cpath, out,
-			       "lp = require 'luaprof'\n"
-			       "assert(lp.memprof.start(OUT .. '/dead.bin', {sample = 256}))\n",
+			       held ? "lp = require 'luaprof'\n"
+				      "assert(lp.memprof.start(OUT .. '/exiting.bin', {sample = 256}))\n"
+				    : "lp = require 'luaprof'\n"
+				      "assert(lp.memprof.start(OUT .. '/dead.bin', {sample = 256}))\n",
 			       "assert(lp.sysprof.start{mode = 'C', path = OUT .. '/dead-cpu.bin'})\n",
-			       "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
-			       "assert(lp.memprof.stop())\n"
-			       "lp.sysprof.stop()\n"
-			       "print('deadsampler ok')\n");
+			       held ? "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+				      "assert(lp.memprof.stop())\n"
+				      "lp.sysprof.stop()\n"
+				      "print('exitsampler ok')\n"
+				    : "local t = {} for i = 1, 20000 do t[i] = { i } end\n"
+				      "assert(lp.memprof.stop())\n"
+				      "lp.sysprof.stop()\n"
+				      "print('deadsampler ok')\n",
+			       held);
 }
 
 /* closeshared mode: 0, or 1 with a message. */
@@ -707,7 +753,9 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "migrate"))
 		return run_migrate(cpath, out);
 	if (!strcmp(mode, "deadsampler"))
-		return run_deadsampler(cpath, out);
+		return run_deadsampler(cpath, out, 0);
+	if (!strcmp(mode, "exitsampler"))
+		return run_deadsampler(cpath, out, 1);
 	if (!strcmp(mode, "closeshared"))
 		return run_closeshared(cpath, out);
 	if (!strcmp(mode, "duefree"))
