@@ -1321,6 +1321,41 @@ static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp,
 }
 
 /*
+** ip lies in a dispatch's first instructions, before its `add PC, 4`: PC (rbx) is then the
+** instruction about to be dispatched, not one past the current one as everywhere else,
+** and the walk's PC - 1 was the instruction before it, which after a taken branch did not
+** run (2-4 % of the samples of a loop whose then-branch jumps over an else-branch that
+** never runs were that else-line's, 10 kHz, JIT off, both builds). The caller adds 4, as
+** the `add` does: the sample reads as one taken right after it (the dispatch's decoding
+** of the other registers does not matter to the walk). Two sequences, the same in both
+** supported builds: ins_next, at the end of every handler (82 sites), `mov eax, [rbx];
+** movzx ecx, ah; movzx ebp, al; add rbx, 4`, and ins_callt, the call handlers' and the
+** VM's calls' dispatch of the callee's first instruction, BASE already the callee's (9
+** sites), `mov ecx, [rbx]; movzx ebp, cl; movzx ecx, ch; add rbx, 4`. Both load the
+** instruction from [rbx]: PC there is the one being dispatched (a builtin's or C
+** function's entry, for ins_callt, which builtin_runs_pc takes either way). ip is an
+** instruction's start: one of the first four of a copy, 0, 2, 5 or 8 bytes in. The bytes
+** are on ip's page, which reloads_base reads anyway.
+*/
+static int dispatching(uint64_t ip)
+{
+	static const uint8_t seq[2][12] = {
+		{ 0x8b, 0x03, 0x0f, 0xb6, 0xcc, 0x0f, 0xb6, 0xe8, 0x48, 0x83, 0xc3, 0x04 },
+		{ 0x8b, 0x0b, 0x0f, 0xb6, 0xe9, 0x0f, 0xb6, 0xcd, 0x48, 0x83, 0xc3, 0x04 },
+	};
+	static const unsigned at[] = { 0, 2, 5, 8 };
+	uint8_t b[20]; /* from ip - 8: every k */
+	if (!lp_lj_in_vm(&vm, ip - 8) || !lp_lj_in_vm(&vm, ip + 11) ||
+	    lp_mem_read(&mem, ip - 8, b, sizeof(b)) != 0)
+		return 0;
+	for (unsigned i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		for (unsigned j = 0; j < 2; j++)
+			if (memcmp(b + 8 - at[i], seq[j], sizeof(seq[j])) == 0)
+				return 1;
+	return 0;
+}
+
+/*
 ** The interpreter's top frame in its own code (ip; BASE in rdx, PC in rbx): LP_VMST_LFUNC
 ** for a Lua function (inside a call's handler, between setting the callee's BASE and
 ** loading its PC, the callee with the PC still in the caller: at its first line, as the
@@ -1594,6 +1629,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		 * (INTERP): vm_top. */
 		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
 			add_cframes(t.cframe);
+		if (dispatching(ip))
+			rbx += 4;
 		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI]))
 			rdx = t.base;
 		/* C code on top of a Lua frame entering the VM: its frames, as if sampled in
@@ -1792,6 +1829,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
 		add_cframes(t.cframe);
+		if (dispatching(ip))
+			rbx += 4;
 		int top = vm_top(&t, ip, rdx, rbx);
 		if (top == LP_VMST_INTERP ||
 		    !lua_stack_or_none(s, &t, rdx, top == LP_VMST_LFUNC ? rbx : 0, mode))
