@@ -14,7 +14,15 @@
 ** again, one after the other) leaves the table right about the addresses and wrong about
 ** the object: the handler tells them apart by their GNU build-ids (agent_objects_check), so
 ** that the writer thread names the new one's code before the samples taken in it.
+**
+** Until the writer thread has read the objects again, code of an object loaded since (a C
+** module required while sampling, its function called at once) is in no table: the walk
+** of a sample there asks the loader instead, through glibc's lock-free _dl_find_object
+** (async-signal-safe, glibc 2.35 and later), and reads the object's headers itself with
+** process_vm_readv (agent_objects_late). Without it every such sample's host stack was cut
+** at its first frame in the new object.
 */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
@@ -44,6 +52,20 @@ static pid_t self_pid;        /* for process_vm_readv on ourselves */
 static unsigned stale_gen = ~0u; /* handler: the table (gen) last noted stale */
 static int stale_pending;        /* handler: ... and not taken yet */
 
+/* Objects loaded since the table was taken, found during one walk (agent_objects_late). */
+#define LATE_TEXT  8
+#define LATE_SEGS  32
+#define LATE_PHDRS 32
+static struct {
+	size_t ntext, nr;
+	struct obj_text text[LATE_TEXT];
+	struct obj_range r[LATE_SEGS];
+} late;
+#ifdef DLFO_EH_SEGMENT_TYPE
+/* glibc's, looked up at init: a build on glibc 2.35+ still loads on an older one. */
+static int (*find_object)(void *, struct dl_find_object *);
+#endif
+
 static uint64_t read_u32(const uint8_t *p)
 {
 	uint32_t v;
@@ -51,9 +73,9 @@ static uint64_t read_u32(const uint8_t *p)
 	return v;
 }
 
-int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
+/* agent_objects_parse_hdr on the header's first 12 bytes, copied to h. */
+static int parse_hdr(const uint8_t *h, uint64_t hdr, uint64_t len, struct obj_text *t)
 {
-	const uint8_t *h = (const uint8_t *)(uintptr_t)hdr;
 	if (len < 12 || h[0] != 1)
 		return -1;
 	/* eh_frame_ptr: pcrel|sdata4 (0x1b) or u/sdata4; fde_count: udata4 (0x03); table:
@@ -68,6 +90,11 @@ int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
 	if (12 + t->nfde * 8 > len)
 		return -1;
 	return 0;
+}
+
+int agent_objects_parse_hdr(uint64_t hdr, uint64_t len, struct obj_text *t)
+{
+	return parse_hdr((const uint8_t *)(uintptr_t)hdr, hdr, len, t);
 }
 
 static int holds_range(const struct dl_phdr_info *info, uint64_t addr, uint64_t len);
@@ -211,6 +238,9 @@ int agent_objects_init(char *err, size_t errlen)
 	stack_hi = stack_lo + size;
 	stack_tid = (long)syscall(SYS_gettid);
 	self_pid = getpid();
+#ifdef DLFO_EH_SEGMENT_TYPE
+	*(void **)&find_object = dlsym(RTLD_DEFAULT, "_dl_find_object");
+#endif
 	/* What depends on the table (unwind rules) stays valid across a stop and a start when
 	 * the same objects are loaded at the same places. */
 	static struct obj_text prev[OBJ_MAX_TEXT];
@@ -483,9 +513,117 @@ int agent_objects_take_stale(void)
 int agent_in_object(uint64_t ip)
 {
 	const struct objtab *tab = agent_objects_enter();
-	int in = agent_objects_text(tab, ip) != NULL;
+	int in = agent_objects_text(tab, ip) != NULL || (tab && agent_objects_late(ip));
 	agent_objects_leave();
 	/* Sampled memprof's generated allocator wrapper stands for a function of ours: C code,
 	 * not trace machine code, though it is anonymous memory as traces are. */
 	return in || agent_allocstub_find(ip) != 0;
+}
+
+/* -- Objects loaded since the table (sampled thread) ----------------------------------- */
+
+/* len bytes at addr into buf, with no fault if they are not mapped: 0, or -1. */
+static int peek(void *buf, uint64_t addr, size_t len)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)(uintptr_t)addr, len };
+	return process_vm_readv(self_pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -1;
+}
+
+void agent_objects_late_reset(void)
+{
+	late.ntext = late.nr = 0;
+}
+
+#ifdef DLFO_EH_SEGMENT_TYPE
+/*
+** The object the loader says holds ip, read from its ELF and program headers at the start
+** of its mapping (where the loader maps a shared object's first segment, file offset 0):
+** its executable segments join late's texts, its loaded segments late's ranges. Every
+** read goes through peek, so an object unloaded meanwhile, or laid out otherwise (its
+** headers elsewhere), is refused, not faulted on. The executable segment holding ip, or
+** NULL.
+*/
+static const struct obj_text *late_add(uint64_t ip)
+{
+	struct dl_find_object fo;
+	if (!find_object || late.ntext == LATE_TEXT ||
+	    find_object((void *)(uintptr_t)ip, &fo) != 0)
+		return NULL;
+	uint64_t start = (uint64_t)(uintptr_t)fo.dlfo_map_start & ~4095ull, bias;
+	ElfW(Ehdr) eh;
+	ElfW(Phdr) ph[LATE_PHDRS];
+	const uint8_t *id = eh.e_ident;
+	if (peek(&eh, start, sizeof(eh)) != 0 || id[EI_MAG0] != ELFMAG0 || id[EI_MAG1] != ELFMAG1 ||
+	    id[EI_MAG2] != ELFMAG2 || id[EI_MAG3] != ELFMAG3 || id[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_phentsize != sizeof(ph[0]) || eh.e_phnum == 0 || eh.e_phnum > LATE_PHDRS ||
+	    peek(ph, start + eh.e_phoff, eh.e_phnum * sizeof(ph[0])) != 0 ||
+	    peek(&bias, (uint64_t)(uintptr_t)&fo.dlfo_link_map->l_addr, sizeof(bias)) != 0)
+		return NULL;
+	uint64_t hdr = 0, hdrlen = 0;
+	int first = 1;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type == PT_GNU_EH_FRAME) {
+			hdr = bias + ph[i].p_vaddr;
+			hdrlen = ph[i].p_memsz;
+		}
+		/* The headers read are this object's: its first segment maps at start. */
+		if (ph[i].p_type == PT_LOAD && first) {
+			if (ph[i].p_offset != 0 || ((bias + ph[i].p_vaddr) & ~4095ull) != start)
+				return NULL;
+			first = 0;
+		}
+	}
+	size_t ntext = late.ntext, nr = late.nr;
+	const struct obj_text *found = NULL;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD || ph[i].p_memsz == 0)
+			continue;
+		uint64_t lo = bias + ph[i].p_vaddr, hi = lo + ph[i].p_memsz;
+		if (nr == LATE_SEGS)
+			return NULL;
+		late.r[nr++] = (struct obj_range){ lo & ~4095ull, (hi + 4095) & ~4095ull };
+		if (!(ph[i].p_flags & PF_X))
+			continue;
+		if (ntext == LATE_TEXT)
+			return NULL;
+		struct obj_text *t = &late.text[ntext++];
+		*t = (struct obj_text){ .lo = lo, .hi = hi };
+		uint8_t h[12];
+		if (!hdr || hdrlen < 12 || peek(h, hdr, 12) != 0 || parse_hdr(h, hdr, hdrlen, t) != 0)
+			t->hdr = 0;
+		if (ip >= lo && ip < hi)
+			found = t;
+	}
+	/* Published only whole, and only when ip is code of it. */
+	if (found) {
+		late.ntext = ntext;
+		late.nr = nr;
+	}
+	return found;
+}
+#else
+static const struct obj_text *late_add(uint64_t ip)
+{
+	(void)ip;
+	return NULL;
+}
+#endif
+
+const struct obj_text *agent_objects_late(uint64_t ip)
+{
+	for (size_t i = 0; i < late.ntext; i++)
+		if (ip >= late.text[i].lo && ip < late.text[i].hi)
+			return &late.text[i];
+	return late_add(ip);
+}
+
+int agent_objects_late_readable(uint64_t addr, size_t len)
+{
+	if (addr + len < addr)
+		return 0;
+	for (size_t i = 0; i < late.nr; i++)
+		if (addr >= late.r[i].lo && addr + len <= late.r[i].hi)
+			return 1;
+	return 0;
 }

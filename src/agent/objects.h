@@ -82,9 +82,24 @@ struct agent_stack_save {
 };
 int agent_objects_stack_here(struct agent_stack_save *save);
 void agent_objects_stack_restore(const struct agent_stack_save *save);
-/* 1 if ip is code of a loaded object, or of an allocator stub that stands for one
- * (allocstub.h): C code, not JIT code. */
+/* Handler: 1 if ip is code of a loaded object (agent_objects_late's too), or of an
+ * allocator stub that stands for one (allocstub.h): C code, not JIT code. */
 int agent_in_object(uint64_t ip);
+
+/*
+** The sampled thread's walks (the handler's; memprof's captures, which block its signal,
+** or run on their own thread while no CPU profile does): code of an object loaded since
+** the table was taken, before the writer thread reads the objects again. The executable
+** segment holding ip, found through the loader without its lock (_dl_find_object) and
+** kept with the object's loaded segments until agent_objects_late_reset (at each walk's
+** start: an object unloaded after a walk is not trusted by the next), or NULL when no
+** object holds ip (JIT code) or this glibc has no _dl_find_object. Never on another
+** thread: the writer thread's walks have tables of their own.
+*/
+const struct obj_text *agent_objects_late(uint64_t ip);
+void agent_objects_late_reset(void);
+/* 1 if [addr, addr+len) lies in a loaded segment of an object agent_objects_late found. */
+int agent_objects_late_readable(uint64_t addr, size_t len);
 
 /*
 ** Handler: whether the table is stale for the n addresses of a sample: one of them lies in

@@ -373,6 +373,8 @@ static struct walkctx {
 	uint64_t sp_lo;        /* lowest readable stack address: the leaf's red zone */
 	uint64_t rlo, rhi;     /* the loaded segment of the last read outside the stack:
 				* reads of one unwind table cluster there */
+	int late;              /* the sampled thread's walk: objects loaded since the table
+				* was taken are asked for (agent_objects_late) */
 } wc;
 
 /* -- Accessors (called by libunwind inside the handler) --------------------------------- */
@@ -382,6 +384,8 @@ static int acc_find_proc_info(unw_addr_space_t a, unw_word_t ip, unw_proc_info_t
 {
 	const struct walkctx *c = arg;
 	const struct obj_text *t = agent_objects_text(c->tab, ip);
+	if (!t && c->late)
+		t = agent_objects_late(ip);
 	if (!t || !t->hdr)
 		return -UNW_ENOINFO;
 	unw_dyn_info_t di;
@@ -411,7 +415,8 @@ static int read_word(struct walkctx *c, uint64_t addr, uint64_t *val)
 	if (addr + 8 < addr)
 		return -1;
 	if (!(addr >= c->rlo && addr + 8 <= c->rhi)) {
-		if (!agent_objects_readable(c->tab, c->sp_lo, addr, 8))
+		if (!agent_objects_readable(c->tab, c->sp_lo, addr, 8) &&
+		    !(c->late && agent_objects_late_readable(addr, 8)))
 			return -1;
 		/* Remember the segment, unless the read was on the stack (checked cheaply). */
 		if (!agent_objects_on_stack(addr))
@@ -825,6 +830,8 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 	int ended = 0; /* the walk reached the outermost frame */
 	size_t n = 0;
 	wc.tab = agent_objects_enter();
+	wc.late = 1;
+	agent_objects_late_reset();
 	/* The frame's registers, as libunwind would have them: in r, or in the cursor c
 	 * while libunwind steps (in_cursor). */
 	uint64_t r[AGENT_NREGS];
@@ -888,14 +895,22 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 				memcpy(v, r, sizeof(v));
 			}
 			t = agent_vm_frame(ip, v, in_object);
+			/* Neither a trace nor in an object of the snapshot: most likely one
+			 * loaded since (a C module required while sampling), which the loader
+			 * finds; the walk goes on by its unwind table. The CPU profiler's
+			 * writer thread, woken, reads the objects before it writes this sample
+			 * (once a snapshot), so that the sample is named by them. */
+			if (t < 0 && !in_object && agent_objects_late(ip)) {
+				if (!cached && agent_objects_note_stale())
+					agent_writer_wake();
+				t = 0;
+			}
 			if (t < 0) {
-				/* Neither a trace nor in an object of the snapshot: most likely
-				 * one loaded since (a C module required while sampling), whose
-				 * table the CPU profiler's writer thread reads at its next round,
-				 * woken now for it, before it writes this sample (once a
-				 * snapshot: code that is in no object, such as an FFI
-				 * callback's entry, stays so). The stack is cut here, and said
-				 * to be. */
+				/* In no object the loader knows either (an FFI callback's
+				 * entry), or one it has no _dl_find_object for (glibc before
+				 * 2.35): the objects are read again all the same, as above (once
+				 * a snapshot: code that is in no object stays so). The stack is
+				 * cut here, and said to be. */
 				if (!in_object && !cached && agent_objects_note_stale())
 					agent_writer_wake();
 				/* Or the VM's code at a C frame of the interpreter the
