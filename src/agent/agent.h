@@ -303,6 +303,16 @@ void agent_maps_note(void);
 void agent_cnames_scan(struct lua_State *L);
 void agent_cnames_write(struct lp_wbuf *w);
 void agent_cnames_clear(void);
+/* The same names read from the VM's memory by its model, for a stop with no Lua call to
+ * run in, while the VM's thread stands still and no sample is taken (cnames.c); allocates
+ * nothing. agent_cnames_ready: this thread has names for its next extension. */
+struct lp_lj_vm;
+struct lp_mem;
+void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m);
+int agent_cnames_ready(void);
+/* agent_cnames_scan_vm on the sampler's VM, if attached: with the CPU profiler's handler
+ * done (its page cache is used), while the VM's thread stands still. */
+void agent_vm_cnames_scan(void);
 /* Offset of GCfunc.ffid in the attached VM (the sampler's, the memory profile's), or -1. */
 int agent_vm_ffid_offset(void);
 int agent_memprof_ffid_offset(void);
@@ -401,6 +411,9 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
  * stopped_by "signal"). Once per process, on the thread that started the profile, after
  * it started; 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
+/* 1 when thread tid waits in the terminating signal's handler for termstop's stop to write
+ * the file (it runs nothing else until then). */
+int agent_termstop_holds(long tid);
 /* The terminating signals it arms for that are sent, not a fault's nor abort()'s (SIGTERM,
  * SIGHUP, SIGINT, SIGQUIT, SIGPIPE), in *set: those a start may hold back until it arms. */
 void agent_termstop_sent(sigset_t *set);

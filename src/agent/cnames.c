@@ -20,8 +20,17 @@
 ** raw (lua_next, no metamethod) and allocate nothing in the VM (the memory profiler may
 ** still wrap its allocator). The names wait in a thread-local list for the extension that
 ** the same thread's stop writes (agent_write_extension), so that a stop on another thread
-** (the C API, a signal's, exit's) writes none rather than another state's. Modules loaded
-** after start are named as well: the scan runs at stop.
+** writes none rather than another state's. Modules loaded after start are named as well:
+** the scan runs at stop.
+**
+** Stops with no Lua call to run in (exit's, from os.exit or a C exit on the VM's thread; a
+** terminating signal's, on termstop's thread while the VM's thread waits in the signal's
+** handler) read the same tables from the VM's memory instead (agent_cnames_scan_vm), once
+** the CPU profiler's handler is done: only while the VM's thread stands still, so that
+** what is read is what the tables hold. The reads are checked (a thread interrupted inside
+** a table's resize leaves some names unread, never a fault), and nothing is allocated: a
+** signal's stop may not wait for an allocator lock the interrupted thread holds, so the
+** names go into a fixed store, and are sorted without qsort (which may allocate).
 */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +40,7 @@
 
 #include "agent/agent.h"
 #include "stream/writer.h"
+#include "vm/luajit.h"
 
 /* Bounds on one scan: a program with a huge _G is scanned in part. */
 #define SCAN_MAX   (1u << 20) /* fields looked at */
@@ -50,12 +60,20 @@ static _Thread_local struct {
 	char *buf;
 	size_t blen, bcap;
 	int ready; /* scanned for this thread's next stop */
+	int fixed; /* v and buf are the fixed store: never grown nor freed */
 } pend;
+
+/* agent_cnames_scan_vm's store: one stop at a time uses it (stops are serialised). */
+#define FIXED_NAMES 8192u
+static struct found fixed_v[FIXED_NAMES];
+static char fixed_buf[FIXED_NAMES * 24];
 
 void agent_cnames_clear(void)
 {
-	free(pend.v);
-	free(pend.buf);
+	if (!pend.fixed) {
+		free(pend.v);
+		free(pend.buf);
+	}
 	memset(&pend, 0, sizeof(pend));
 }
 
@@ -64,6 +82,8 @@ static void add(uint64_t addr, const char *mod, size_t mlen, const char *field, 
 {
 	size_t len = global ? flen : mlen + 1 + flen;
 	if (len > NAME_MAX_LEN || pend.n >= NAMES_MAX)
+		return;
+	if (pend.fixed && (pend.n == pend.cap || pend.blen + len > pend.bcap))
 		return;
 	if (pend.n == pend.cap) {
 		size_t cap = pend.cap ? pend.cap * 2 : 64;
@@ -158,6 +178,91 @@ void agent_cnames_scan(lua_State *L)
 	pend.ready = 1;
 }
 
+/* The scan of the VM's memory: the registry's _LOADED, each module's table in it. */
+struct vscan {
+	const struct lp_lj_vm *vm;
+	const struct lp_mem *m;
+	size_t looked;
+	uint64_t loaded;                /* package.loaded, once found */
+	char mod[NAME_MAX_LEN + 1];     /* the module being scanned */
+	size_t mlen;
+	int global;
+};
+
+/* String TValue tv into buf (at most NAME_MAX_LEN bytes): its length, or -1. */
+static long vstr(const struct vscan *v, uint64_t tv, char *buf)
+{
+	size_t len;
+	if ((tv >> 47) != LP_LJ_ITYPE_STR ||
+	    lp_lj_str(v->vm, v->m, tv & LP_LJ_GCVMASK, buf, NAME_MAX_LEN + 1, &len) != LP_LJ_OK ||
+	    len > NAME_MAX_LEN)
+		return -1;
+	return (long)len;
+}
+
+static int vfield(uint64_t key, uint64_t val, void *arg)
+{
+	const struct vscan *v = arg;
+	const struct lp_lj_layout *lay = v->vm->lay;
+	char field[NAME_MAX_LEN + 1];
+	uint8_t ffid;
+	uint64_t f;
+	long flen;
+	/* Builtins (a fast function id) are the VM's, named by it. */
+	if ((val >> 47) != LP_LJ_ITYPE_FUNC || (flen = vstr(v, key, field)) < 0 ||
+	    lp_mem_u8(v->m, (val & LP_LJ_GCVMASK) + lay->fn_ffid, &ffid) || ffid != LP_LJ_FFID_C ||
+	    lp_mem_u64(v->m, (val & LP_LJ_GCVMASK) + lay->fn_f, &f) || !f)
+		return 0;
+	add(f, v->mod, v->mlen, field, (size_t)flen, v->global);
+	return 0;
+}
+
+static int vmodule(uint64_t key, uint64_t val, void *arg)
+{
+	struct vscan *v = arg;
+	long mlen;
+	if ((val >> 47) != LP_LJ_ITYPE_TAB || (mlen = vstr(v, key, v->mod)) < 0)
+		return 0;
+	v->mlen = (size_t)mlen;
+	v->global = mlen == 2 && !memcmp(v->mod, "_G", 2);
+	(void)lp_lj_tab_each(v->vm, v->m, val & LP_LJ_GCVMASK, vfield, v, SCAN_MAX, &v->looked);
+	return 0;
+}
+
+static int vloaded(uint64_t key, uint64_t val, void *arg)
+{
+	struct vscan *v = arg;
+	char name[NAME_MAX_LEN + 1];
+	if ((val >> 47) != LP_LJ_ITYPE_TAB || vstr(v, key, name) != 7 || memcmp(name, "_LOADED", 7))
+		return 0;
+	v->loaded = val & LP_LJ_GCVMASK;
+	return 1;
+}
+
+void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m)
+{
+	agent_cnames_clear();
+	pend.fixed = 1;
+	pend.v = fixed_v;
+	pend.cap = FIXED_NAMES;
+	pend.buf = fixed_buf;
+	pend.bcap = sizeof(fixed_buf);
+	struct vscan v = { .vm = vm, .m = m };
+	uint64_t reg;
+	if (lp_lj_registry(vm, m, &reg) != LP_LJ_OK)
+		return;
+	(void)lp_lj_tab_each(vm, m, reg, vloaded, &v, SCAN_MAX, &v.looked);
+	if (!v.loaded)
+		return;
+	(void)lp_lj_tab_each(vm, m, v.loaded, vmodule, &v, SCAN_MAX, &v.looked);
+	pend.ready = 1;
+}
+
+int agent_cnames_ready(void)
+{
+	return pend.ready;
+}
+
 static int found_cmp(const void *a, const void *b)
 {
 	const struct found *x = a, *y = b;
@@ -172,11 +277,37 @@ static int found_cmp(const void *a, const void *b)
 	return c;
 }
 
+/* Heapsort by found_cmp: qsort may allocate (agent_cnames_scan_vm's contract). */
+static void sift(struct found *v, size_t i, size_t n)
+{
+	for (size_t c; (c = 2 * i + 1) < n; i = c) {
+		if (c + 1 < n && found_cmp(&v[c], &v[c + 1]) < 0)
+			c++;
+		if (found_cmp(&v[i], &v[c]) >= 0)
+			break;
+		struct found t = v[i];
+		v[i] = v[c];
+		v[c] = t;
+	}
+}
+
+static void sort_found(struct found *v, size_t n)
+{
+	for (size_t i = n / 2; i-- > 0;)
+		sift(v, i, n);
+	for (size_t end = n; end-- > 1;) {
+		struct found t = v[0];
+		v[0] = v[end];
+		v[end] = t;
+		sift(v, 0, end);
+	}
+}
+
 void agent_cnames_write(struct lp_wbuf *w)
 {
 	if (!pend.ready || !pend.n)
 		return;
-	qsort(pend.v, pend.n, sizeof(*pend.v), found_cmp);
+	sort_found(pend.v, pend.n);
 	char name[JOIN_MAX * (NAME_MAX_LEN + 1)];
 	for (size_t i = 0, j; i < pend.n; i = j) {
 		size_t len = 0;

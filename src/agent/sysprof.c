@@ -1014,8 +1014,19 @@ static int stop_locked(int from_state, const char *cause)
 	uint64_t pcpu = agent_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	sp.pcpu_ns = sp.pcpu0_ns && pcpu > sp.pcpu0_ns ? pcpu - sp.pcpu0_ns : 0;
 	teardown(blocked, &oldmask);
+	/* The Lua names of C functions (cnames.c) where no Lua call read them (lua.c's stops
+	 * do): from the VM's memory, the handler done, when the VM's thread stands still:
+	 * this one (exit's stop, from os.exit or C code on it; a C host's stop there) or one
+	 * held in a terminating signal's handler (termstop.c). Not while it may run Lua code
+	 * (a stop from another thread): the tables could change under the reads. */
+	int cnames = sp.mode != LUAPROF_SYSPROF_DEFAULT && !agent_cnames_ready() &&
+		     (on_sampled || agent_termstop_holds(sp.tid));
+	if (cnames)
+		agent_vm_cnames_scan();
 	if (sp.mode != LUAPROF_SYSPROF_DEFAULT)
 		finish_stream(cause);
+	if (cnames)
+		agent_cnames_clear();
 	/* on_stop (record's: the file closed) before the frees: a terminating signal's stop
 	 * (termstop.c) need not wait for them, which may wait for an allocator lock held by
 	 * the thread the signal interrupted. */

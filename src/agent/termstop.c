@@ -109,6 +109,7 @@ static struct {
 	_Atomic int deferred; /* a signal held (the thread stopping a CPU profile takes it once
 			       * written; memory: delivered again) */
 	_Atomic uint64_t deferred_ns; /* when it was held (agent_now_ns) */
+	_Atomic long waiting; /* the thread whose handler posted go: it waits for the file */
 	int armed;        /* the thread runs and the handlers are installed */
 	struct sigaction sa; /* the handler's action */
 } ts;
@@ -309,8 +310,11 @@ static void on_signal(int sig)
 		return;
 	}
 	int ours = mine && (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
-	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING))
+	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING)) {
+		if (!stopping) /* it waits below: the stop may read what its thread left */
+			atomic_store(&ts.waiting, tid);
 		sem_post(&ts.go);
+	}
 	int sent = !ours && mine && ts.memory && tid != ts.tid && !is_fault(sig) &&
 		   send_to_profiled(sig);
 	if ((ours && !stopping) || sent) {
@@ -328,6 +332,11 @@ static void on_signal(int sig)
 	set_default(sig);
 	raise(sig);
 	errno = saved;
+}
+
+int agent_termstop_holds(long tid)
+{
+	return tid && atomic_load(&ts.waiting) == tid;
 }
 
 void agent_termstop_written(void)

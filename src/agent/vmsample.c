@@ -2445,6 +2445,24 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	return 1;
 }
 
+void agent_vm_cnames_scan(void)
+{
+	if (!attached)
+		return;
+	/* Through the page cache, emptied before and after: the handler's copies are stale
+	 * and it takes no more samples (its caller's contract); checked reads, not plain
+	 * ones, whatever memprof's last walk left set. */
+	int plain = plain_reads;
+	uint64_t floor = stack_floor;
+	plain_reads = 0;
+	stack_floor = 0;
+	cache_reset();
+	agent_cnames_scan_vm(&vm, &mem);
+	cache_reset();
+	plain_reads = plain;
+	stack_floor = floor;
+}
+
 int agent_vm_ffid_offset(void)
 {
 	return attached ? vm.lay->fn_ffid : -1;

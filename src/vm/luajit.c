@@ -19,6 +19,8 @@
 	.l_top = 40, .l_maxstack = 48, .l_stack = 56, .l_cframe = 80, .l_stacksize = 88, \
 	.g_vmstate = 184, .g_mainthref = 192, .g_bc_cfunc_int = 360,                   \
 	.g_bc_cfunc_ext = 364, .g_cur_L = 368, .g_jit_base = 376, .g_ctype_state = 384,  \
+	.g_registrytv = 272, .tab_gct = 9, .tab_node = 40, .tab_hmask = 52,            \
+	.node_size = 24, .node_val = 0, .node_key = 8,                                 \
 	.len_ddisp = 154,                                                              \
 	.len_sdisp = 89, .bc_funcc = 95, .bc_funccw = 96, .j_trace = 384,              \
 	.j_sizetrace = 396, .j_parent = 3016, .t_size = 120, .t_gct = 9, .t_nsnap = 10, .t_ir = 32,      \
@@ -373,6 +375,51 @@ int lp_lj_proto_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t
 	p->lineinfo = lp_get64(b, lay->pt_lineinfo);
 	if (p->sizebc == 0 || p->sizebc > (1u << 26)) /* LJ_MAX_BCINS */
 		return LP_LJ_EINVAL;
+	return LP_LJ_OK;
+}
+
+int lp_lj_registry(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *tab)
+{
+	uint64_t tv;
+	if (rd64(m, vm->g + vm->lay->g_registrytv, &tv))
+		return LP_LJ_EREAD;
+	if ((tv >> 47) != LP_LJ_ITYPE_TAB)
+		return LP_LJ_EINVAL;
+	*tab = tv & LP_LJ_GCVMASK;
+	return LP_LJ_OK;
+}
+
+/* Nodes read at a time: a few system calls for a module's table. */
+#define TAB_CHUNK 32
+
+int lp_lj_tab_each(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t tab,
+		   int (*fn)(uint64_t key, uint64_t val, void *arg), void *arg, size_t max,
+		   size_t *looked)
+{
+	const struct lp_lj_layout *lay = vm->lay;
+	uint8_t gct, nodes[TAB_CHUNK * 32];
+	uint64_t node;
+	uint32_t hmask;
+	if (lay->node_size > 32 || lp_mem_u8(m, tab + lay->tab_gct, &gct) ||
+	    rd64(m, tab + lay->tab_node, &node) || lp_mem_u32(m, tab + lay->tab_hmask, &hmask))
+		return LP_LJ_EREAD;
+	/* hmask + 1 is a power of two (a table of 2^26 nodes is far beyond any bound here). */
+	if (gct != LP_LJ_GCT_TAB || (hmask & (hmask + 1)) || hmask >= (1u << 26))
+		return LP_LJ_EINVAL;
+	for (uint64_t i = 0; i <= hmask; i += TAB_CHUNK) {
+		size_t n = hmask + 1 - i < TAB_CHUNK ? (size_t)(hmask + 1 - i) : TAB_CHUNK;
+		if (lp_mem_read(m, node + i * lay->node_size, nodes, n * lay->node_size))
+			return LP_LJ_EREAD;
+		for (size_t k = 0; k < n; k++) {
+			if (*looked >= max)
+				return LP_LJ_OK;
+			++*looked;
+			const uint8_t *b = nodes + k * lay->node_size;
+			uint64_t val = lp_get64(b, lay->node_val), key = lp_get64(b, lay->node_key);
+			if (val != UINT64_MAX && fn(key, val, arg)) /* nil is all ones in GC64 */
+				return LP_LJ_OK;
+		}
+	}
 	return LP_LJ_OK;
 }
 

@@ -40,11 +40,14 @@ enum {
 #define LP_LJ_GCVMASK    ((UINT64_C(1) << 47) - 1) /* pointer bits of a tagged TValue */
 #define LP_LJ_ITYPE_FUNC 0x1fff7u                  /* TValue >> 47 of a function */
 #define LP_LJ_ITYPE_THREAD 0x1fff9u                /* TValue >> 47 of a thread */
+#define LP_LJ_ITYPE_STR  0x1fffbu                  /* TValue >> 47 of a string */
+#define LP_LJ_ITYPE_TAB  0x1fff4u                  /* TValue >> 47 of a table */
 #define LP_LJ_GCT_STR    4                         /* GC header byte gct = ~type & 0xff */
 #define LP_LJ_GCT_THREAD 6
 #define LP_LJ_GCT_PROTO  7
 #define LP_LJ_GCT_FUNC   8
 #define LP_LJ_GCT_TRACE  9
+#define LP_LJ_GCT_TAB    11
 #define LP_LJ_FFID_LUA   0 /* GCfunc.ffid: Lua function */
 #define LP_LJ_FFID_C     1 /* GCfunc.ffid: lua_CFunction; >= 2 fast function (builtin) */
 
@@ -80,6 +83,7 @@ struct lp_lj_layout {
 	uint16_t g_bc_cfunc_int;  /* u32 instruction, opcode bc_funcc */
 	uint16_t g_bc_cfunc_ext;  /* u32 instruction, opcode bc_funccw */
 	uint16_t g_cur_L;         /* lua_State * */
+	uint16_t g_registrytv;    /* TValue: the registry table */
 	uint16_t g_jit_base;      /* TValue *, non-NULL while a trace runs */
 	uint16_t g_ctype_state;   /* CTState *, non-NULL once the FFI was loaded */
 	uint16_t g2disp;          /* GG_G2DISP: dispatch table - g */
@@ -104,6 +108,9 @@ struct lp_lj_layout {
 		 pt_lineinfo;
 	/* GCfunc */
 	uint16_t fn_gct, fn_ffid, fn_pc, fn_f;
+	/* GCtab and its hash part's Node (val, key: TValues) */
+	uint16_t tab_gct, tab_node, tab_hmask;
+	uint16_t node_size, node_val, node_key;
 	/* GCstr */
 	uint16_t str_gct, str_len, str_data, str_sid; /* sid: the string's id, new per string */
 	/* C frame (x86_64 POSIX, GC64, LJ_NO_UNWIND=0) */
@@ -192,6 +199,22 @@ struct lp_lj_thread {
 ** LP_LJ_OK, LP_LJ_EREAD or LP_LJ_EINVAL. */
 int lp_lj_thread_read(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t L,
 		      struct lp_lj_thread *t);
+
+/* -- Tables ------------------------------------------------------------------- */
+
+/* The registry (g->registrytv), a table: LP_LJ_OK with its address in *tab. */
+int lp_lj_registry(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t *tab);
+
+/*
+** Calls fn(key, val, arg) with the TValues of every node of table tab's hash part whose value
+** is not nil, in node order (string keys live there; the array part is not read), until fn
+** returns non-zero or max nodes have been looked at (*looked counts them, across calls).
+** LP_LJ_OK, or an error when tab is not a table or its nodes cannot be read (fn may have
+** run for some). Reads only: a table being changed meanwhile gives what was read.
+*/
+int lp_lj_tab_each(const struct lp_lj_vm *vm, const struct lp_mem *m, uint64_t tab,
+		   int (*fn)(uint64_t key, uint64_t val, void *arg), void *arg, size_t max,
+		   size_t *looked);
 
 /* -- Prototypes, strings, lines -------------------------------------------------- */
 

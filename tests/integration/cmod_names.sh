@@ -8,6 +8,10 @@
 #  - Exact memory profile: the memprof report charges cjson.encode's allocation to it.
 #  - A real ELF symbol wins: a module built with symbols shows its C name (cnm_spin), the
 #    same module stripped its Lua name (cnm.spin).
+#  - Stops with no Lua call to read the names in: os.exit's (at exit, on the VM's thread)
+#    and SIGTERM's (termstop's thread, the VM's thread held in the signal's handler) read
+#    them from the VM's memory: the stripped module's function is cnm.spin there too (it
+#    was cnm.so+0x1150).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
@@ -44,6 +48,20 @@ cat >"$t/spin.lua" <<'LUA'
 local m = require "cnm"
 local c0 = os.clock()
 while os.clock() - c0 < 0.5 do m.spin(100000) end
+LUA
+cat >"$t/exit.lua" <<'LUA'
+local m = require "cnm"
+local c0 = os.clock()
+while os.clock() - c0 < 0.5 do m.spin(100000) end
+os.exit(0)
+LUA
+# SIGTERM from a child of the program (its shell's parent), then spinning until it dies.
+cat >"$t/term.lua" <<'LUA'
+local m = require "cnm"
+local c0 = os.clock()
+while os.clock() - c0 < 0.5 do m.spin(100000) end
+os.execute("kill -TERM $PPID")
+while true do m.spin(100000) end
 LUA
 cat >"$t/mem.lua" <<'LUA'
 local cjson = require "cjson"
@@ -88,6 +106,18 @@ check_share "module with symbols: cnm_spin" "$pct" "$all"
 grep -q ";cnm\.spin" "$t/sym.folded" && fail "module with symbols: named cnm.spin"
 read -r pct all < <(share "$t/strip.folded" cnm.spin)
 check_share "stripped module: cnm.spin" "$pct" "$all"
+
+# Stopped by os.exit and by SIGTERM (record passes on the program's status: 0, 143).
+for v in exit term; do
+	(cd "$t" && LUA_CPATH="./strip/?.so" "$OLDPWD/build/luaprof" record -q --rate 1000 \
+		-f collapsed -o $v.folded -- luajit $v.lua) >"$t/$v.out" 2>&1
+	rc=$?
+	want=0
+	[ $v = term ] && want=143
+	[ $rc = $want ] || fail "$v: record exited $rc, want $want: $(head -3 "$t/$v.out")"
+	read -r pct all < <(share "$t/$v.folded" cnm.spin)
+	check_share "stripped module, stopped by $v: cnm.spin" "$pct" "$all"
+done
 
 # Exact memory profile: the memprof report names cjson.encode's allocation.
 (cd "$t" && "$OLDPWD/build/luaprof" record -q --memory -o mem.txt -- luajit mem.lua) \

@@ -122,6 +122,20 @@ void agent_vm_ffnames(char *buf, size_t len)
 	snprintf(buf, len, "Lua C assert");
 }
 
+/* No VM: no Lua names of C functions (cnames.c). */
+void agent_vm_cnames_scan(void)
+{
+}
+
+int agent_cnames_ready(void)
+{
+	return 0;
+}
+
+void agent_cnames_clear(void)
+{
+}
+
 const char *agent_vm_name(void)
 {
 	return "stub";

@@ -324,6 +324,69 @@ static void test_pid_reader(void)
 
 /* -- Detection ---------------------------------------------------------------------- */
 
+/* Table iteration (cnames.c's scan at exit and signal stops): the registry's hash part,
+ * nil values skipped, the budget kept, a non-table refused. */
+struct tab_seen {
+	uint64_t keys[8], vals[8];
+	unsigned n;
+};
+
+static int tab_cb(uint64_t key, uint64_t val, void *arg)
+{
+	struct tab_seen *s = arg;
+	if (s->n < 8) {
+		s->keys[s->n] = key;
+		s->vals[s->n] = val;
+	}
+	s->n++;
+	return 0;
+}
+
+static void test_tables(void)
+{
+	FOR_LAYOUTS(lay) {
+		struct fake F;
+		fake_init(&F, lay);
+		CHECK_EQ(fake_ready(&F), LP_LJ_OK);
+		uint64_t tab = alloc(64), nodes = alloc(4 * lay->node_size), reg = 0;
+		uint64_t k1 = ((uint64_t)LP_LJ_ITYPE_STR << 47) | new_str(&F, "_LOADED");
+		uint64_t k2 = ((uint64_t)LP_LJ_ITYPE_STR << 47) | new_str(&F, "x");
+		w8(tab + lay->tab_gct, LP_LJ_GCT_TAB);
+		w64(tab + lay->tab_node, nodes);
+		w32(tab + lay->tab_hmask, 3);
+		for (unsigned i = 0; i < 4; i++) /* free nodes: nil values */
+			w64(nodes + i * lay->node_size + lay->node_val, ~UINT64_C(0));
+		w64(nodes + 1 * lay->node_size + lay->node_key, k1);
+		w64(nodes + 1 * lay->node_size + lay->node_val, ((uint64_t)LP_LJ_ITYPE_TAB << 47) | tab);
+		w64(nodes + 3 * lay->node_size + lay->node_key, k2);
+		w64(nodes + 3 * lay->node_size + lay->node_val, 0x4000000000000000ull); /* 2.0 */
+		w64(F.g + lay->g_registrytv, ((uint64_t)LP_LJ_ITYPE_TAB << 47) | tab);
+		CHECK_EQ(lp_lj_registry(&F.vm, &F.m, &reg), LP_LJ_OK);
+		CHECK_EQ(reg, tab);
+		struct tab_seen s = { .n = 0 };
+		size_t looked = 0;
+		CHECK_EQ(lp_lj_tab_each(&F.vm, &F.m, tab, tab_cb, &s, 100, &looked), LP_LJ_OK);
+		CHECK_EQ(s.n, 2u);
+		CHECK_EQ(looked, 4u);
+		CHECK_EQ(s.keys[0], k1);
+		CHECK_EQ(s.vals[1], 0x4000000000000000ull);
+		/* The budget: two nodes looked at, the first of them nil. */
+		s.n = 0;
+		looked = 0;
+		CHECK_EQ(lp_lj_tab_each(&F.vm, &F.m, tab, tab_cb, &s, 2, &looked), LP_LJ_OK);
+		CHECK_EQ(s.n, 1u);
+		CHECK_EQ(looked, 2u);
+		/* Not a table; a hash size that is no power of two; the registry not a table. */
+		w8(tab + lay->tab_gct, LP_LJ_GCT_STR);
+		CHECK_EQ(lp_lj_tab_each(&F.vm, &F.m, tab, tab_cb, &s, 100, &looked), LP_LJ_EINVAL);
+		w8(tab + lay->tab_gct, LP_LJ_GCT_TAB);
+		w32(tab + lay->tab_hmask, 5);
+		CHECK_EQ(lp_lj_tab_each(&F.vm, &F.m, tab, tab_cb, &s, 100, &looked), LP_LJ_EINVAL);
+		w64(F.g + lay->g_registrytv, ~UINT64_C(0));
+		CHECK_EQ(lp_lj_registry(&F.vm, &F.m, &reg), LP_LJ_EINVAL);
+	}
+}
+
 static void test_detect_layouts(void)
 {
 	FOR_LAYOUTS(lay) {
@@ -1635,5 +1698,6 @@ int main(void)
 	RUN(test_jloop_fixup);
 	RUN(test_resumer);
 	RUN(test_traces);
+	RUN(test_tables);
 	return UNIT_RESULT();
 }
