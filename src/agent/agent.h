@@ -271,7 +271,7 @@ enum { AGENT_SYMS_SYMTAB, AGENT_SYMS_SYSPROF, AGENT_SYMS_MEMPROF, AGENT_SYMS_SIZ
 
 /*
 ** Writes an entry for every named function symbol of the loaded objects (ELF .symtab,
-** else .dynsym; the vDSO from memory): with AGENT_SYMS_SYMTAB, symtab entries for all of
+** else the .symtab of a separate debug file, else .dynsym; the vDSO from memory): with AGENT_SYMS_SYMTAB, symtab entries for all of
 ** them (and `seen` starts afresh); with AGENT_SYMS_SYSPROF / _MEMPROF, mid-stream symbol
 ** events for the objects not in `seen` yet (loaded while profiling). Not for the handler.
 */

@@ -1,6 +1,8 @@
 /*
 ** C symbols of every loaded object for the symtab, as Tarantool's lj_symtab_dump does:
-** the ELF .symtab when the file has one, else .dynsym; the vDSO is read from memory.
+** the ELF .symtab when the file has one, else its separate debug file's (by build ID or
+** .gnu_debuglink, as GDB finds it: see find_debug), else .dynsym; the vDSO is read from
+** memory.
 ** Objects loaded while profiling are named by mid-stream symbol events (sysprof event 11,
 ** memprof symtab event with source CFUNC: Tarantool defines both and its parsers read them).
 **
@@ -10,16 +12,20 @@
 ** frame per function there instead of one per sampled instruction.
 ** Every call carries its own state, so the CPU and memory profilers may run at once.
 **
-** Runs at start, outside the signal handler. Files are mapped read-only and every offset
-** taken from them is checked against the file size (and the table's alignment) before
-** use: a truncated or odd ELF file, or another build than the one mapped, gives fewer or
-** wrong symbols, never a fault (tests/fuzz/fuzz_elfsyms.c).
+** Runs at start, at stop (extents) and for objects loaded meanwhile (the CPU profiler's
+** writer thread, the memory profiler's next event on the profiled thread), never in the
+** signal handler: a walk reads the file and debug file of each object new to it once.
+** Files are mapped read-only and every offset taken from them is checked against the
+** file size (and the table's alignment) before use: a truncated or odd ELF file, or
+** another build than the one mapped, gives fewer or wrong symbols, never a fault
+** (tests/fuzz/fuzz_elfsyms.c).
 */
 #include <elf.h>
 #include <errno.h> /* program_invocation_name */
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,35 +101,51 @@ static void emit_table(struct lp_wbuf *w, int kind, const uint8_t *img, size_t s
 	    t->sh_offset % _Alignof(Elf64_Sym) || !in_bounds(size, t->sh_offset, t->sh_size))
 		return;
 	const Elf64_Shdr *s = &sh[t->sh_link];
-	if (s->sh_type != SHT_STRTAB || !in_bounds(size, s->sh_offset, s->sh_size))
+	if (s->sh_type != SHT_STRTAB || !in_bounds(size, s->sh_offset, s->sh_size) ||
+	    ((t->sh_flags | s->sh_flags) & SHF_COMPRESSED))
 		return;
 	emit_syms(w, kind, (const Elf64_Sym *)(img + t->sh_offset), t->sh_size / sizeof(Elf64_Sym),
 		  (const char *)(img + s->sh_offset), s->sh_size, bias, cv);
 }
 
-/* Emits the function symbols of an ELF image of `size` bytes loaded at `bias`. */
-static void emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
-		       uint64_t bias, struct covers *cv)
+/* The section headers of an ELF64 image of `size` bytes, NULL if they cannot be read; their
+ * count in *n. */
+static const Elf64_Shdr *sections(const uint8_t *img, size_t size, size_t *n)
 {
+	*n = 0;
 	if (size < sizeof(Elf64_Ehdr) || memcmp(img, ELFMAG, SELFMAG) ||
 	    img[EI_CLASS] != ELFCLASS64)
-		return;
+		return NULL;
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
 	if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff % _Alignof(Elf64_Shdr) ||
 	    !in_bounds(size, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
-		return;
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
-	size_t symtab = 0, dynsym = 0;
-	for (size_t i = 1; i < eh->e_shnum; i++) {
-		if (sh[i].sh_type == SHT_SYMTAB && !symtab)
-			symtab = i;
-		else if (sh[i].sh_type == SHT_DYNSYM && !dynsym)
-			dynsym = i;
-	}
+		return NULL;
+	*n = eh->e_shnum;
+	return (const Elf64_Shdr *)(img + eh->e_shoff);
+}
+
+/* The index of the image's first section of type, 0 if none. */
+static size_t section_of(const Elf64_Shdr *sh, size_t n, uint32_t type)
+{
+	for (size_t i = 1; i < n; i++)
+		if (sh[i].sh_type == type)
+			return i;
+	return 0;
+}
+
+/* Emits the function symbols of an ELF image of `size` bytes loaded at `bias`: its .symtab,
+ * else, with dynsym, its .dynsym. 1 if it has a .symtab, else 0. */
+static int emit_image(struct lp_wbuf *w, int kind, const uint8_t *img, size_t size,
+		      uint64_t bias, struct covers *cv, int dynsym)
+{
+	size_t n;
+	const Elf64_Shdr *sh = sections(img, size, &n);
+	size_t symtab = section_of(sh, n, SHT_SYMTAB), dyn = section_of(sh, n, SHT_DYNSYM);
 	if (symtab)
-		emit_table(w, kind, img, size, sh, eh->e_shnum, symtab, bias, cv);
-	else if (dynsym)
-		emit_table(w, kind, img, size, sh, eh->e_shnum, dynsym, bias, cv);
+		emit_table(w, kind, img, size, sh, n, symtab, bias, cv);
+	else if (dynsym && dyn)
+		emit_table(w, kind, img, size, sh, n, dyn, bias, cv);
+	return symtab != 0;
 }
 
 /* 1 if [addr, addr+len) lies in one of the object's loaded segments (mapped: readable). */
@@ -180,6 +202,21 @@ static uint64_t note_align(uint64_t p_align)
 	return p_align == 8 ? 8 : 4;
 }
 
+/* The loaded object's GNU build ID, read from its notes in memory: its bytes at *id and
+ * their count, 0 if it has none. */
+static size_t loaded_build_id(const struct dl_phdr_info *info, const uint8_t **id)
+{
+	size_t len = 0;
+	for (int i = 0; i < info->dlpi_phnum && !len; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t at = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_NOTE && in_object(info, at, ph->p_memsz))
+			len = note_build_id((const uint8_t *)(uintptr_t)at, ph->p_memsz,
+					    note_align(ph->p_align), id);
+	}
+	return len;
+}
+
 /*
 ** Whether the file read (img, size bytes) is the object loaded (info), not another build
 ** put at its path since it was loaded (a package upgraded under a running service): the
@@ -198,14 +235,7 @@ static int same_object(const uint8_t *img, size_t size, const struct dl_phdr_inf
 	if (memcmp(fph, info->dlpi_phdr, eh->e_phnum * sizeof(Elf64_Phdr)))
 		return 0;
 	const uint8_t *mid = NULL, *fid = NULL;
-	size_t mlen = 0, flen = 0;
-	for (int i = 0; i < info->dlpi_phnum && !mlen; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uint64_t at = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_NOTE && in_object(info, at, ph->p_memsz))
-			mlen = note_build_id((const uint8_t *)(uintptr_t)at, ph->p_memsz,
-					     note_align(ph->p_align), &mid);
-	}
+	size_t mlen = loaded_build_id(info, &mid), flen = 0;
 	if (!mlen)
 		return 1;
 	for (int i = 0; i < eh->e_phnum && !flen; i++)
@@ -215,25 +245,252 @@ static int same_object(const uint8_t *img, size_t size, const struct dl_phdr_inf
 	return flen == mlen && !memcmp(fid, mid, mlen);
 }
 
-/* Emits the function symbols of the file at path if it is the object info describes:
- * 1 if it is, else 0. */
-static int emit_file(struct lp_wbuf *w, int kind, const char *path,
-		      const struct dl_phdr_info *info, struct covers *cv)
+/* Maps the regular file at path read-only: 0 (*img, *size), or -1. A FIFO or a device
+ * there is neither opened for long nor read. */
+static int map_file(const char *path, const uint8_t **img, size_t *size)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), same = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), ok = -1;
 	if (fd < 0)
-		return 0;
+		return -1;
 	struct stat sb;
-	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-		void *img = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (img != MAP_FAILED) {
-			same = same_object(img, (size_t)sb.st_size, info);
-			if (same)
-				emit_image(w, kind, img, (size_t)sb.st_size, info->dlpi_addr, cv);
-			munmap(img, (size_t)sb.st_size);
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+	    (uint64_t)sb.st_size <= SIZE_MAX) {
+		void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (p != MAP_FAILED) {
+			*img = p;
+			*size = (size_t)sb.st_size;
+			ok = 0;
 		}
 	}
 	close(fd);
+	return ok;
+}
+
+/* -- Separate debug files ---------------------------------------------------------------- */
+
+/*
+** A stripped object (Debian's binaries: their symbols are in -dbgsym packages, under
+** /usr/lib/debug) has its .symtab in a separate debug file, found as GDB and elfutils find
+** it: by the loaded object's build ID, DIR/.build-id/NN/REST.debug for each debug directory
+** DIR, then by the name and CRC in its file's .gnu_debuglink section, in the object's own
+** directory, its .debug subdirectory, and under each DIR followed by that directory. The
+** debug directories are LUAPROF_DEBUG_DIR's (':'-separated, as GDB's debug-file-directory),
+** else /usr/lib/debug. A candidate is taken only if it is the object's: an ELF file with
+** a .symtab and the same build ID; one found through the debuglink when either side has
+** no build ID, with the CRC the link names (the whole file read, up to DEBUG_CRC_MAX).
+** Its symbols are the object's link-time addresses: the object's load bias applies.
+*/
+
+/* A debug file larger than this is not read whole for a CRC: its object keeps its own
+ * file's symbols. */
+#define DEBUG_CRC_MAX (256u << 20)
+
+static const char *debug_dirs = "/usr/lib/debug";
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+
+/* Read once per process, at the first profile's start (its thread): not on every walk,
+ * some of which run on the writer thread while the program may change its environment. */
+static void debug_dirs_read(void)
+{
+	const char *env = getenv("LUAPROF_DEBUG_DIR");
+	char *copy = env && *env ? strdup(env) : NULL;
+	if (copy)
+		debug_dirs = copy;
+}
+
+/* The CRC-32 of .gnu_debuglink (zlib's and GDB's gnu_debuglink_crc32). */
+static uint32_t debuglink_crc(const uint8_t *p, size_t n)
+{
+	uint32_t tab[256];
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		tab[i] = c;
+	}
+	uint32_t crc = 0xffffffffu;
+	for (size_t i = 0; i < n; i++)
+		crc = tab[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+	return crc ^ 0xffffffffu;
+}
+
+/* The GNU build ID of an ELF file from its note sections (a debug file's program headers
+ * may not describe its own bytes): its bytes at *id and their count, 0 if none. */
+static size_t file_build_id(const uint8_t *img, size_t size, const uint8_t **id)
+{
+	size_t n, len = 0;
+	const Elf64_Shdr *sh = sections(img, size, &n);
+	for (size_t i = 1; i < n && !len; i++)
+		if (sh[i].sh_type == SHT_NOTE && in_bounds(size, sh[i].sh_offset, sh[i].sh_size))
+			len = note_build_id(img + sh[i].sh_offset, sh[i].sh_size,
+					    note_align(sh[i].sh_addralign), id);
+	return len;
+}
+
+/* The file's .gnu_debuglink: the debug file's name (a string of at most PATH_MAX bytes,
+ * no directory) at *name and its CRC; 0, or -1 if it has none. */
+static int debuglink(const uint8_t *img, size_t size, const char **name, uint32_t *crc)
+{
+	size_t n;
+	const Elf64_Shdr *sh = sections(img, size, &n);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	if (!sh || eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= n)
+		return -1;
+	const Elf64_Shdr *names = &sh[eh->e_shstrndx];
+	if (!in_bounds(size, names->sh_offset, names->sh_size))
+		return -1;
+	static const char want[] = ".gnu_debuglink";
+	for (size_t i = 1; i < n; i++) {
+		if (sh[i].sh_type != SHT_PROGBITS || sh[i].sh_name >= names->sh_size ||
+		    names->sh_size - sh[i].sh_name < sizeof(want) ||
+		    memcmp(img + names->sh_offset + sh[i].sh_name, want, sizeof(want)) ||
+		    !in_bounds(size, sh[i].sh_offset, sh[i].sh_size))
+			continue;
+		/* The name, NUL, padding to 4 bytes, then the CRC. */
+		const char *s = (const char *)(img + sh[i].sh_offset);
+		size_t len = strnlen(s, sh[i].sh_size);
+		size_t at = (len + 1 + 3) & ~(size_t)3;
+		if (!len || len > PATH_MAX || memchr(s, '/', len) ||
+		    at > sh[i].sh_size || sh[i].sh_size - at < 4)
+			return -1;
+		*name = s;
+		memcpy(crc, img + sh[i].sh_offset + at, 4);
+		return 0;
+	}
+	return -1;
+}
+
+/*
+** Whether the candidate (img, size bytes) is the debug file of an object whose build ID is
+** id (idlen bytes, 0 if none): an ELF file with a .symtab, whose build ID is the same; when
+** found through a debuglink (by_link) and either build ID is missing, whose CRC is crc.
+*/
+static int debug_matches(const uint8_t *img, size_t size, const uint8_t *id, size_t idlen,
+			 int by_link, uint32_t crc)
+{
+	size_t n;
+	const Elf64_Shdr *sh = sections(img, size, &n);
+	if (!section_of(sh, n, SHT_SYMTAB))
+		return 0;
+	const uint8_t *fid = NULL;
+	size_t flen = file_build_id(img, size, &fid);
+	if (idlen && flen)
+		return flen == idlen && !memcmp(fid, id, idlen);
+	return by_link && size <= DEBUG_CRC_MAX && debuglink_crc(img, size) == crc;
+}
+
+/* Maps the file at path into *img, *size if it is the debug file sought (debug_matches):
+ * 0, or -1. */
+static int try_debug(const char *path, const uint8_t *id, size_t idlen, int by_link,
+		     uint32_t crc, const uint8_t **img, size_t *size)
+{
+	if (map_file(path, img, size))
+		return -1;
+	if (debug_matches(*img, *size, id, idlen, by_link, crc))
+		return 0;
+	munmap((void *)(uintptr_t)*img, *size);
+	return -1;
+}
+
+/* The next debug directory of the list at *dirs: its length, *dirs moved past it; 0 at the
+ * list's end (empty entries are skipped). */
+static size_t next_dir(const char **dirs, const char **dir)
+{
+	while (**dirs == ':')
+		(*dirs)++;
+	*dir = *dirs;
+	size_t len = strcspn(*dirs, ":");
+	*dirs += len;
+	return len;
+}
+
+/*
+** Maps the separate debug file of the loaded object (info) into *img, *size: 0, or -1 if
+** there is none that matches. file is its file as read (img0, size0 bytes), or NULL when
+** that is not the object loaded any more (only the build ID, read from memory, finds it
+** then); path the object's path, whose directory the debuglink is looked for in.
+*/
+static int find_debug(const struct dl_phdr_info *info, const uint8_t *img0, size_t size0,
+		      const char *path, const uint8_t **img, size_t *size)
+{
+	pthread_once(&debug_once, debug_dirs_read);
+	const uint8_t *id = NULL;
+	size_t idlen = loaded_build_id(info, &id);
+	char p[PATH_MAX], hex[2 * 64 + 1];
+	const char *dirs, *dir;
+	size_t dlen;
+	if (idlen >= 2 && idlen <= 64) {
+		for (size_t i = 0; i < idlen; i++)
+			snprintf(hex + 2 * i, 3, "%02x", id[i]);
+		for (dirs = debug_dirs; (dlen = next_dir(&dirs, &dir));) {
+			int len = snprintf(p, sizeof(p), "%.*s/.build-id/%.2s/%s.debug", (int)dlen,
+					   dir, hex, hex + 2);
+			if (len > 0 && (size_t)len < sizeof(p) &&
+			    !try_debug(p, id, idlen, 0, 0, img, size))
+				return 0;
+		}
+	}
+	const char *name;
+	uint32_t crc;
+	if (!img0 || debuglink(img0, size0, &name, &crc))
+		return -1;
+	/* The object's directory, with the links the loader followed resolved. */
+	char real[PATH_MAX], objdir[PATH_MAX];
+	if (realpath(path, real))
+		path = real;
+	const char *slash = strrchr(path, '/');
+	int olen = slash ? snprintf(objdir, sizeof(objdir), "%.*s", (int)(slash - path), path) :
+			   snprintf(objdir, sizeof(objdir), ".");
+	if (olen < 0 || (size_t)olen >= sizeof(objdir))
+		return -1;
+	int len = snprintf(p, sizeof(p), "%s/%s", objdir, name);
+	if (len > 0 && (size_t)len < sizeof(p) && !try_debug(p, id, idlen, 1, crc, img, size))
+		return 0;
+	len = snprintf(p, sizeof(p), "%s/.debug/%s", objdir, name);
+	if (len > 0 && (size_t)len < sizeof(p) && !try_debug(p, id, idlen, 1, crc, img, size))
+		return 0;
+	for (dirs = debug_dirs; (dlen = next_dir(&dirs, &dir));) {
+		len = snprintf(p, sizeof(p), "%.*s%s%s/%s", (int)dlen, dir,
+			       objdir[0] == '/' ? "" : "/", objdir, name);
+		if (len > 0 && (size_t)len < sizeof(p) &&
+		    !try_debug(p, id, idlen, 1, crc, img, size))
+			return 0;
+	}
+	return -1;
+}
+
+/* Emits the function symbols of the object's separate debug file (find_debug's arguments):
+ * 1 if it has one, else 0. */
+static int emit_debug(struct lp_wbuf *w, int kind, const struct dl_phdr_info *info,
+		      const uint8_t *img0, size_t size0, const char *path, struct covers *cv)
+{
+	const uint8_t *img;
+	size_t size;
+	if (find_debug(info, img0, size0, path, &img, &size))
+		return 0;
+	emit_image(w, kind, img, size, info->dlpi_addr, cv, 0);
+	munmap((void *)(uintptr_t)img, size);
+	return 1;
+}
+
+/*
+** Emits the function symbols of the file at `file` if it is the object info describes:
+** its .symtab, else its separate debug file's, else its .dynsym. 1 if it is the object,
+** else 0. path is the object's path (the directory of its debuglink), which file names
+** too but for the main program (read through /proc/self/exe).
+*/
+static int emit_file(struct lp_wbuf *w, int kind, const char *file, const char *path,
+		     const struct dl_phdr_info *info, struct covers *cv)
+{
+	const uint8_t *img;
+	size_t size;
+	if (map_file(file, &img, &size))
+		return 0;
+	int same = same_object(img, size, info);
+	if (same && !emit_image(w, kind, img, size, info->dlpi_addr, cv, 0) &&
+	    !emit_debug(w, kind, info, img, size, path, cv))
+		emit_image(w, kind, img, size, info->dlpi_addr, cv, 1);
+	munmap((void *)(uintptr_t)img, size);
 	return same;
 }
 
@@ -561,7 +818,7 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 		/* Section headers follow the loaded bytes, inside the last mapped page. */
 		end = (end + 4095) & ~(uint64_t)4095;
 		emit_image(wk->w, wk->kind, (const uint8_t *)(uintptr_t)wk->vdso,
-			   (size_t)(end - wk->vdso), base, NULL);
+			   (size_t)(end - wk->vdso), base, NULL, 1);
 		return 0;
 	}
 	const char *path = info->dlpi_name, *file = path;
@@ -579,17 +836,16 @@ static int each_object(struct dl_phdr_info *info, size_t size, void *data)
 		file = "/proc/self/exe";
 	}
 	struct covers cv = { NULL, 0, 0 };
-	if (!emit_file(wk->w, wk->kind, file, info, &cv)) {
+	if (!emit_file(wk->w, wk->kind, file, path, info, &cv)) {
 		/* A program run through the dynamic loader (`ld.so prog`): the file running is
 		 * the loader; the program is the one it was asked to run (argv[0] then), and
-		 * is named so whether or not that file is still the one loaded. */
-		if (main_program) {
+		 * is named so whether or not that file is still the one loaded. An object
+		 * whose file is another now may still have its debug file, by build ID. */
+		if (main_program)
 			path = program_invocation_name;
-			if (!emit_file(wk->w, wk->kind, path, info, &cv))
-				emit_loaded(wk->w, wk->kind, info, &cv);
-		} else {
+		if ((!main_program || !emit_file(wk->w, wk->kind, path, path, info, &cv)) &&
+		    !emit_debug(wk->w, wk->kind, info, NULL, 0, path, &cv))
 			emit_loaded(wk->w, wk->kind, info, &cv);
-		}
 	}
 	emit_unnamed(wk->w, wk->kind, info, path, &cv);
 	free(cv.c);

@@ -5,7 +5,9 @@
 ** check that a file is the object loaded (same_object: program headers, build ID notes),
 ** the dynamic symbol table read from memory (emit_loaded: the dynamic section, the GNU or
 ** SysV hash table that gives its size) and the functions its unwind table names that no
-** symbol covers (emit_unnamed: .eh_frame_hdr's table, each FDE's CIE and extent).
+** symbol covers (emit_unnamed: .eh_frame_hdr's table, each FDE's CIE and extent); and as
+** the file's separate debug file: its .gnu_debuglink, and the checks of a candidate debug
+** file (debug_matches: its .symtab, the build ID in its note sections, the CRC).
 **
 ** The file on disk is not the process's own memory: it may be another build than the one
 ** mapped (replaced since), cut short, or made to mislead. The loaded image is modelled as
@@ -15,7 +17,8 @@
 **
 ** Invariants checked: the sanitizers' (out-of-bounds reads, misaligned accesses,
 ** overflows), no hang (libFuzzer's -timeout), and (abort() on violation, so libFuzzer
-** keeps the input) no more symbols taken than the input's symbol tables have entries.
+** keeps the input) no more symbols taken than the input's symbol tables have entries, and
+** a debuglink's name and a build ID found inside the input (the name without a directory).
 */
 #include "../../src/agent/elfsyms.c"
 #include "../../src/agent/objects.c"
@@ -99,12 +102,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct lp_wbuf w;
 		lp_wbuf_init(&w, buf, sizeof(buf), sink_write, &out);
 		struct covers cv = { NULL, 0, 0 };
-		emit_image(&w, kind, img, size, 0x400000, &cv);
+		emit_image(&w, kind, img, size, 0x400000, &cv, kind & 1);
 		lp_wbuf_flush(&w);
 		if (cv.n > most)
 			abort();
 		free(cv.c);
 	}
+
+	/* The same bytes as a stripped object's file (its .gnu_debuglink: a name inside the
+	 * input, no directory) and as a candidate for its separate debug file. */
+	const char *name;
+	uint32_t crc;
+	if (!debuglink(img, size, &name, &crc) &&
+	    ((const uint8_t *)name < img || (const uint8_t *)name + strlen(name) >= img + size ||
+	     strchr(name, '/')))
+		abort();
+	const uint8_t *id = NULL;
+	size_t idlen = file_build_id(img, size, &id);
+	if (idlen && (id < img || idlen > size || id - img > (ptrdiff_t)(size - idlen)))
+		abort();
+	(void)debug_matches(img, size, id, idlen, 1, 0);
+	(void)debug_matches(img, size, NULL, 0, 1, 0);
 
 	/* The same bytes as the object's loaded image, at its own address. */
 	int phnum;
