@@ -99,9 +99,11 @@ reduce() {
 		n = $NF; stack = substr($0, 1, length($0) - length($NF) - 1)
 		k = split(stack, f, ";"); out = ""
 		for (i = 1; i <= k; i++) {
-			# (the frame of a trace below C code it called: TRACE [n] not at the leaf)
+			# (the frame of a trace below C code it called: TRACE [n] not at the leaf;
+			# the qsort internals of glibc, named from the libc6-dbg debug file where it is
+			# installed, else libc.so.6+0xOFFSET)
 			if (f[i] ~ /^0x[0-9a-f]+$/ || f[i] ~ /^[^@;]+\+0x[0-9a-f]+$/ || f[i] ~ /^lj_vm_/ ||
-			    (f[i] ~ /^TRACE \[/ && i < k))
+			    (f[i] ~ /^TRACE \[/ && i < k) || f[i] ~ /^(msort_with_tmp|_quicksort)(\.|$)/)
 				continue
 			out = out (out == "" ? "" : ";") f[i]
 		}
