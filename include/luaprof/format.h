@@ -8,8 +8,13 @@
 #ifndef LUAPROF_FORMAT_H
 #define LUAPROF_FORMAT_H
 
-/* Every stream section opens with 3 magic bytes, a version byte and 3 reserved zero bytes. */
+/* Every stream section opens with 3 magic bytes, a version byte and 3 reserved bytes. */
 #define LP_PROLOGUE_SIZE 7
+/* The first reserved byte of a profile's prologue ("ljm", "ljp"): flags, zero in what
+ * Tarantool writes (its parsers skip the byte). LP_PROLOGUE_EXT: the producer writes a
+ * luaprof extension after the epilogue, so a stream that ends at its epilogue was cut. */
+#define LP_PROLOGUE_FLAGS 4
+#define LP_PROLOGUE_EXT   0x01
 
 /* -- Symbol table ("ljs") -------------------------------------------------- */
 

@@ -2553,7 +2553,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	lp_write_sym_cfunc(mp.symw, mp.vm.vm_lo, begin, sizeof(begin) - 1);
 	lp_write_sym_cfunc(mp.symw, mp.vm.vm_hi, ffi, sizeof(ffi) - 1);
 	lp_write_symtab_final(mp.symw);
-	lp_write_memprof_prologue(mp.symw);
+	lp_write_memprof_prologue_ext(mp.symw);
 	sym_end();
 	mp.adds = agent_objects_changes();
 	if (!lp_wbuf_ok(&mp.w)) {

@@ -1192,7 +1192,7 @@ static int write_header(void)
 	agent_symtab_cfuncs(&w, &objs_seen, AGENT_SYMS_SYMTAB);
 	agent_vm_symbols(&w);
 	lp_write_symtab_final(&w);
-	lp_write_sysprof_prologue(&w);
+	lp_write_sysprof_prologue_ext(&w);
 	lp_wbuf_flush(&w);
 	return atomic_load(&sp.io_errno) ? -1 : 0;
 }

@@ -815,7 +815,8 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	}
 	summary(&o, &l, lp_fmt_name(o.fmt));
 	/* Nothing in the stream says a memprof stream is sampled but the extension at its
-	 * end: a sampled profile cut right before it reads as an exact one of nothing. */
+	 * end: a sampled profile of an older agent (no LP_PROLOGUE_EXT flag, which makes the
+	 * parser report the cut) cut right before it reads as an exact one of nothing. */
 	if (st == LP_OK && l.kind == LP_STREAM_MEMPROF && !l.sampled && l.stats.events == 0 &&
 	    l.nmeta == 0)
 		fprintf(stderr, "luaprof %s: warning: %s has no allocation event and no luaprof "

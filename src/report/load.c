@@ -327,7 +327,9 @@ int lp_load_ex(struct lp_input *in, const struct lp_sysprof_opts *so,
 	/* A CPU stream ends at its epilogue for Tarantool's parser, and a file cut right after
 	 * it parses whole. luaprof's agent always writes its extension there: a stream with
 	 * its host addresses and none was cut before it (lost: builtins' and objects' names,
-	 * trace code, full stacks of TRACE and GC samples), and is reported as cut. */
+	 * trace code, full stacks of TRACE and GC samples), and is reported as cut. The
+	 * parser tells that by the prologue's flag (LP_PROLOGUE_EXT) in the agent's streams
+	 * since it sets one; this is for an older agent's. */
 	if (rc == LP_OK && out->sys && !out->stats.extension && c.agent_stack && !c.high_cfunc) {
 		out->stats.complete = 0;
 		rc = lp_input_fail(in, LP_ERR_TRUNCATED, out->stats.bytes,

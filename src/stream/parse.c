@@ -586,6 +586,7 @@ static int profile_section(struct lp_input *in, const struct lp_parse_handlers *
 				     "%s version mismatch: luaprof expects %u, the file has %u",
 				     what, expect, version);
 	st->kind = kind;
+	st->ext_due = (rest[LP_PROLOGUE_FLAGS - 3] & LP_PROLOGUE_EXT) != 0;
 	if (h->stream)
 		CALLBACK(in, h->stream(h->ctx, kind, version));
 	if (kind == LP_STREAM_MEMPROF)
@@ -610,21 +611,30 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 		st->section_bytes = lp_input_offset(in) - section_start;
 	if (rc == LP_OK) {
 		st->complete = 1;
-		if (!lp_input_at_eof(in))
+		if (!lp_input_at_eof(in)) {
 			rc = extension(in, h, st, &sc);
+			/* A cut extension loses what the producer wrote at the end (sampled
+			 * allocations, full trace and GC stacks, facts): the file is not
+			 * complete either. */
+			if (rc == LP_ERR_TRUNCATED)
+				snprintf(in->err, sizeof(in->err),
+					 "the file is truncated inside its luaprof extension: what "
+					 "the producer wrote after this byte (sampled allocations, "
+					 "full trace stacks, its facts) is missing");
+		} else if (st->ext_due) {
+			/* Tarantool's streams end at the epilogue, luaprof's agent's never. */
+			rc = lp_input_fail(in, LP_ERR_TRUNCATED, lp_input_offset(in),
+					   "the file is truncated before its luaprof extension (its "
+					   "prologue says its producer writes one): what that holds "
+					   "(the profile's facts, names of builtins and objects, full "
+					   "stacks, sampled allocations) is missing");
+		}
 		uint64_t end = lp_input_offset(in);
 		if (rc == LP_OK && !lp_input_at_eof(in))
 			rc = lp_input_fail(in, LP_ERR_FORMAT, end,
 					   "unexpected data after the extension");
-		/* A cut extension loses what the producer wrote at the end (sampled
-		 * allocations, full trace and GC stacks, facts): the file is not complete either. */
-		if (rc == LP_ERR_TRUNCATED) {
+		if (rc == LP_ERR_TRUNCATED)
 			st->complete = 0;
-			snprintf(in->err, sizeof(in->err),
-				 "the file is truncated inside its luaprof extension: what the "
-				 "producer wrote after this byte (sampled allocations, full trace "
-				 "stacks, its facts) is missing");
-		}
 	}
 	if (rc == LP_ERR_TRUNCATED && st->kind && in_profile)
 		snprintf(in->err, sizeof(in->err),

@@ -113,6 +113,7 @@ struct lp_parse_stats {
 				    * epilogue, or through the cut */
 	int complete;              /* the epilogue was read, and the extension (if any) whole */
 	int extension;             /* an "lpx" extension followed the epilogue */
+	int ext_due;               /* the profile's prologue says one follows (LP_PROLOGUE_EXT) */
 };
 
 /*

@@ -7,11 +7,16 @@
 
 #include "luaprof/format.h"
 
-static void prologue(struct lp_wbuf *w, const char *magic, uint8_t version)
+static void prologue_flags(struct lp_wbuf *w, const char *magic, uint8_t version, uint8_t flags)
 {
 	const uint8_t p[LP_PROLOGUE_SIZE] = { (uint8_t)magic[0], (uint8_t)magic[1],
-					      (uint8_t)magic[2], version, 0, 0, 0 };
+					      (uint8_t)magic[2], version, flags, 0, 0 };
 	lp_wbuf_bytes(w, p, sizeof(p));
+}
+
+static void prologue(struct lp_wbuf *w, const char *magic, uint8_t version)
+{
+	prologue_flags(w, magic, version, 0);
 }
 
 /* Symbol bodies are shared by the symtab and by mid-stream symbol events. */
@@ -68,6 +73,11 @@ void lp_write_memprof_prologue(struct lp_wbuf *w)
 	prologue(w, "ljm", LP_MEMPROF_VERSION);
 }
 
+void lp_write_memprof_prologue_ext(struct lp_wbuf *w)
+{
+	prologue_flags(w, "ljm", LP_MEMPROF_VERSION, LP_PROLOGUE_EXT);
+}
+
 void lp_write_mem_event(struct lp_wbuf *w, const struct lp_mem_event *ev)
 {
 	lp_wbuf_u8(w, (uint8_t)(ev->event | ev->source));
@@ -119,6 +129,11 @@ void lp_write_memprof_epilogue(struct lp_wbuf *w)
 void lp_write_sysprof_prologue(struct lp_wbuf *w)
 {
 	prologue(w, "ljp", LP_SYSPROF_VERSION);
+}
+
+void lp_write_sysprof_prologue_ext(struct lp_wbuf *w)
+{
+	prologue_flags(w, "ljp", LP_SYSPROF_VERSION, LP_PROLOGUE_EXT);
 }
 
 void lp_write_sys_stacks(struct lp_wbuf *w, const struct lp_sys_sample *s)

@@ -22,6 +22,9 @@ void lp_write_symtab_final(struct lp_wbuf *w);
 
 /* -- Memprof -- */
 void lp_write_memprof_prologue(struct lp_wbuf *w);
+/* The prologue of a stream whose producer writes a luaprof extension after the epilogue
+ * (LP_PROLOGUE_EXT): readers take one that ends at its epilogue for a cut one. */
+void lp_write_memprof_prologue_ext(struct lp_wbuf *w);
 /* Writes an alloc, free or realloc event; which fields are written follows ev->event and
  * ev->source exactly as lp_parse_stream reads them. */
 void lp_write_mem_event(struct lp_wbuf *w, const struct lp_mem_event *ev);
@@ -32,6 +35,7 @@ void lp_write_memprof_epilogue(struct lp_wbuf *w);
 
 /* -- Sysprof -- */
 void lp_write_sysprof_prologue(struct lp_wbuf *w);
+void lp_write_sysprof_prologue_ext(struct lp_wbuf *w); /* as lp_write_memprof_prologue_ext */
 /* Writes one sample in the shape its vmstate calls for (guest, host or trace). */
 void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s);
 /* Writes "lua-stack host-stack" of s whatever its vmstate: a sample's body, and the body of

@@ -123,11 +123,24 @@ build/luaprof report -q -f memprof "$t/none.bin" >/dev/null 2>&1 &&
 	fail "a sampled profile without samples was given the exact-mode memprof report"
 build/luaprof report -q "$t/none.bin" | grep -q 'No samples' ||
 	fail "a sampled profile without samples: $(build/luaprof report -q "$t/none.bin" | head -3)"
-# Cut right before the extension, nothing says it was sampled: the report warns.
-head -c "$(grep -abo 'lpx' "$t/none.bin" | head -1 | cut -d: -f1)" "$t/none.bin" >"$t/nocut.bin"
+# Cut right before the extension (after the epilogue byte 0x80; the symbol table names
+# luaprof.so's functions, some with "lpx" in them): its prologue says the agent wrote one,
+# so the file reads as cut (it read as a whole exact profile of nothing).
+at=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read().rfind(b"\x80lpx\x01") + 1)' "$t/none.bin")
+head -c "$at" "$t/none.bin" >"$t/nocut.bin"
+build/luaprof report -q -f info "$t/nocut.bin" 2>/dev/null | grep -q '^complete: no' ||
+	fail "a sampled profile cut before its extension reads as complete: $(build/luaprof report -q -f info "$t/nocut.bin" 2>&1 | head -4)"
+build/luaprof report -q "$t/nocut.bin" >/dev/null 2>"$t/err"
+[ $? = 3 ] && grep -q 'warning: .*truncated before its luaprof extension' "$t/err" ||
+	fail "a sampled profile cut before its extension: no truncation warning: $(cat "$t/err")"
+# An older agent's (no flag in the prologue): nothing says it was sampled, the report warns.
+python3 -c 'import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[d.find(b"ljm\x03\x01\x00\x00") + 4] = 0
+open(sys.argv[1], "wb").write(d)' "$t/nocut.bin"
 build/luaprof report -q "$t/nocut.bin" >/dev/null 2>"$t/err"
 grep -q 'warning: .* has no allocation event and no luaprof extension' "$t/err" ||
-	fail "a sampled profile cut before its extension: no warning: $(cat "$t/err")"
+	fail "an older sampled profile cut before its extension: no warning: $(cat "$t/err")"
 
 # -- A child forked while a sampled profile runs, once its parent has exited: its own
 # sampled profile starts and has samples (the stack sampler it inherited read the VM

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include "report/load.h"
 #include "stream/input.h"
 #include "unit.h"
 
@@ -483,6 +484,7 @@ static void tick(void)
 	ucontext_t uc;
 	memset(&si, 0, sizeof(si));
 	memset(&uc, 0, sizeof(uc));
+	uc.uc_mcontext.gregs[REG_RIP] = 0x400000; /* in main: L mode's leaf (0 ends a stack) */
 	if (sp.ticker.kind == AGENT_TICKER_PERF) {
 		si.si_code = POLL_IN;
 		si.si_fd = sp.ticker.fd;
@@ -624,6 +626,55 @@ static void test_pacing(void)
 	CHECK_EQ(parse_sink(&v, &st), LP_OK);
 	CHECK_EQ(v.samples, c.samples - s.dropped);
 	pace_factor = 0;
+}
+
+/* Loads the first len bytes of the sink as the report does; *complete as info shows it. */
+static int load_prefix(size_t len, int *complete)
+{
+	struct lp_input in;
+	lp_input_open_mem(&in, sink.data, len, "cut");
+	struct lp_loaded l;
+	int rc = lp_load(&in, NULL, &l);
+	*complete = l.stats.complete;
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+	return rc;
+}
+
+/* A stream cut where its extension starts (a copy taken while stop wrote the file, a disk
+ * that filled there) ends at its epilogue, as Tarantool's streams do; the agent always
+ * writes its extension there, so it reads as cut, not as a whole profile: one with no
+ * sample, and one of L mode (innermost frames only), which hold no host address only the
+ * agent writes, read as whole before. The whole stream reads whole. */
+static void test_cut_before_extension(void)
+{
+	static const uint8_t end[] = { LP_SYSPROF_EPILOGUE, 'l', 'p', 'x', LP_EXT_VERSION };
+	static const struct { uint8_t mode; int ticks; } runs[] = {
+		{ LUAPROF_SYSPROF_CALLGRAPH, 0 },
+		{ LUAPROF_SYSPROF_LEAF, 5 },
+		{ LUAPROF_SYSPROF_CALLGRAPH, 5 },
+	};
+	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		sink_reset();
+		pace_factor = 0;
+		CHECK_EQ(start(runs[r].mode), LUAPROF_PROFILE_SUCCESS);
+		for (int i = 1; i <= runs[r].ticks; i++) {
+			stub.line = (uint64_t)i;
+			stub.newsym = i == 1;
+			tick();
+		}
+		CHECK_EQ(luaprof_sysprof_stop(FAKE_L), LUAPROF_PROFILE_SUCCESS);
+		const uint8_t *x = memmem(sink.data, sink.len, end, sizeof(end));
+		CHECK(x != NULL);
+		if (!x)
+			continue;
+		size_t cut = (size_t)(x - sink.data) + 1;
+		int complete = -1;
+		CHECK_EQ(load_prefix(sink.len, &complete), LP_OK);
+		CHECK_EQ(complete, 1);
+		CHECK_EQ(load_prefix(cut, &complete), LP_ERR_TRUNCATED);
+		CHECK_EQ(complete, 0);
+	}
 }
 
 /* Samples the VM side refuses are dropped, not counted in any state. */
@@ -1136,6 +1187,7 @@ int main(void)
 	RUN(test_double_buffer_order_and_drops);
 	RUN(test_pacing);
 	RUN(test_objects_before_sample);
+	RUN(test_cut_before_extension);
 	RUN(test_unsafe_samples_dropped);
 	RUN(test_unsafe_merged_ticks_dropped);
 	RUN(test_io_error);
