@@ -494,6 +494,32 @@ static int outer_cfunc_code(struct lp_sysprof *s, const struct lp_lua_frame *lua
 	return 0;
 }
 
+/*
+** An unstripped VM (a host linked with the static library) names the interpreter's code
+** that calls a builtin written in C: lj_BC_FUNCC calling its lua_CFunction (table.sort's
+** lj_cf_table_sort), lj_fff_fallback calling an assembler builtin's C half (lj_ffh_*).
+** Those frames, between the builtin's Lua frame and the C code its function calls, are
+** the builtin itself, which its Lua frame names already: they showed it twice
+** (table.sort;lj_BC_FUNCC;lj_cf_table_sort), where a stripped VM shows its block and an
+** unnamed function. Returns how many host frames from host[k] inward are that: VM code
+** down to the frame calling C, then the C function; else 0 (a C function of the Lua
+** stack called by lj_BC_FUNCC is no builtin, and keeps its frames: its Lua frame is not
+** shown). k is the outermost frame inside the builtin's segment.
+*/
+static size_t builtin_frames(struct lp_sysprof *s, const uint64_t *host, size_t k)
+{
+	uint64_t ss;
+	for (size_t j = k + 1; j-- > 1;) {
+		if (classify(s, host[j], &ss) != ANCHOR_VM_BLOCK)
+			return 0;
+		const struct lp_sym_c *sym = lp_symtab_c(s->st, host[j]);
+		if (sym && (!strcmp(sym->name, "lj_BC_FUNCC") ||
+			    !strncmp(sym->name, "lj_fff_fallback", 15)))
+			return classify(s, host[j - 1], &ss) == ANCHOR_NONE ? k - j + 2 : 0;
+	}
+	return 0;
+}
+
 /* Whether the writer cut the host stack short: then *nhost leaves out its marker. */
 static int host_cut(const uint64_t *host, size_t *nhost)
 {
@@ -792,12 +818,14 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 	 * stream names as a trace's (tcode): other code no symbol covers (another JIT's
 	 * stub that calls lua_resume) stays before, as any caller of the VM. */
 	size_t seg = first_seg, anc = first_anchor;
+	size_t bi_lo = SIZE_MAX, bi_hi = 0; /* host frames [bi_lo, bi_hi]: builtin_frames */
 	int late = 0;
 	for (size_t k = nh; k-- > 0;) {
 		/* VM code inside the running C function (cf_at) stands for no Lua frame: it is
 		 * shown, on top of the C code that entered it. */
 		int hidden = trace_leaf && ((k == 0 && !cf_at && !vm_calls_cf) ||
 					    (step_copy && k == 1) || k < helper_end);
+		hidden |= k >= bi_lo && k <= bi_hi;
 		int anchor = anc < na && s->anchor_at[anc] == k;
 		uint64_t sk;
 		int after = anchor && !hidden && classify(s, host[k], &sk) == ANCHOR_UNNAMED &&
@@ -853,6 +881,18 @@ static int merge_stack(struct lp_sysprof *s, const struct lp_sys_sample *smp, in
 				}
 				if (lua_frame(s, f, &id) || push(s, n, id))
 					return -ENOMEM;
+			}
+			/* A builtin shown last: the VM's frames running it, and its C function,
+			 * are not (builtin_frames); from this anchor when it is VM code shown
+			 * after the segment, else from the frame inside it. */
+			size_t top = after ? k : k - 1;
+			size_t nb = to > from && lua[nl - to].type == LP_FRAME_FFUNC &&
+					    (after || k > 0)
+					    ? builtin_frames(s, host, top) : 0;
+			if (nb) {
+				bi_lo = top + 1 - nb;
+				bi_hi = top;
+				after &= !(k >= bi_lo && k <= bi_hi);
 			}
 			seg++;
 			anc++;
@@ -923,8 +963,10 @@ static int merge(struct lp_sysprof *s, const struct lp_sys_sample *smp, int trac
 	}
 	if (merge_stack(s, &sub, 1, cut, n))
 		return -ENOMEM;
+	/* A builtin's VM code calling its C function: neither shown (builtin_frames). */
+	size_t skip = smp->lua[0].type == LP_FRAME_FFUNC ? builtin_frames(s, smp->host, j) : 0;
 	uint32_t id;
-	for (size_t k = j + 1; k-- > 0;)
+	for (size_t k = j + 1 - skip; k-- > 0;)
 		if (c_frame(s, smp->host[k], &id) || push(s, n, id))
 			return -ENOMEM;
 	return 0;

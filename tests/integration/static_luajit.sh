@@ -79,5 +79,27 @@ $(grep -F "@$t/m/reqmod.lua:" "$t/$p.folded" |
 	grep -vF ";lj_cf_package_require;@$t/m/reqmod.lua:" | sort -t' ' -k2 -nr | head -2)"
 	echo "ok $p: all $all rooted at '$root', $script under the script's lines, $mod in the module"
 done
+# A builtin written in C: its Lua frame names it, then the C code its C function calls;
+# the VM's lj_BC_FUNCC and the builtin's own lj_cf_table_sort are that builtin, not shown
+# (they were: "table.sort;lj_BC_FUNCC;lj_cf_table_sort", the builtin twice). require, a
+# C function the VM calls (no builtin), keeps its frames, as lj_vm_asm_begin;require
+# under a stripped VM.
+if [ -s "$t/cpu.folded" ]; then
+	read -r sorts twice req < <(awk '{
+		v = $NF
+		if (index($0, ";table.sort;") || index($0, ";table.sort ")) sorts += v
+		if (index($0, ";lj_cf_table_sort") || index($0, "table.sort;lj_BC_FUNCC")) twice += v
+		if (index($0, ";lj_BC_FUNCC;lj_cf_package_require;")) req += v
+	} END { print sorts + 0, twice + 0, req + 0 }' "$t/cpu.folded")
+	if [ "$sorts" -eq 0 ] || [ "$twice" -gt 0 ]; then
+		fail "cpu: $twice of $sorts table.sort samples show the VM's frames running it:
+$(grep -F 'lj_cf_table_sort' "$t/cpu.folded" | sort -t' ' -k2 -nr | head -2)"
+	elif [ "$req" -eq 0 ]; then
+		fail "cpu: require's C function is not under lj_BC_FUNCC:
+$(grep -F 'require' "$t/cpu.folded" | sort -t' ' -k2 -nr | head -2)"
+	else
+		echo "ok cpu: $sorts samples in table.sort, none with the VM's frames; $req in require"
+	fi
+fi
 [ $fails = 0 ] || exit 1
 echo "ok"

@@ -353,6 +353,51 @@ static void test_vm_block_named(void)
 		  "__libc_start_main;main;lua_pcall;@app.lua:6;lj_BC_FUNCC;require;@app.lua:11 1\n");
 }
 
+/*
+** A builtin written in C on an unstripped LuaJIT (a host linked with the static library):
+** the interpreter's lj_BC_FUNCC calling lj_cf_table_sort, or lj_fff_fallback calling an
+** assembler builtin's C half, is the builtin itself, which its Lua frame names: not shown
+** (it was, "builtin#18;lj_BC_FUNCC;lj_cf_table_sort": the builtin twice, as a stripped VM
+** shows its block and an unnamed function), the C code it calls is. A C function called
+** by lj_BC_FUNCC keeps its frames (its Lua frame is the one not shown).
+*/
+static void test_vm_block_builtin(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { A_LUA_CALL, "lua_call" },
+		{ 0x3000, "lj_BC_ISLT" }, { 0x3000, "lj_vm_asm_begin" }, { 0x3100, "lj_BC_TNEW" },
+		{ 0x3200, "lj_BC_FUNCC" }, { 0x3300, "lj_fff_fallback" }, { 0x4000, "lj_vm_ffi_call" },
+		{ 0x5000, "my_cfunc" }, { 0x7000, "lj_cf_table_sort" }, { 0x7100, "auxsort" },
+		{ 0x7200, "lj_ffh_tonumber" }, { 0x7300, "strtod" }, { 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	struct lp_lua_frame sort[] = { L(P_MAIN, 5), FF(18) };
+	uint64_t entry[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3210, 0x7010 };
+	uint64_t inner[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3210, 0x7010, 0x7110 };
+	SAMPLE(LP_VMST_FFUNC, sort, entry);
+	SAMPLE(LP_VMST_FFUNC, sort, inner);
+	/* Its comparator, through lua_call: the builtin is a segment's last frame. */
+	struct lp_lua_frame cmp[] = { L(P_MAIN, 5), FF(18), L(P_F, 12) };
+	uint64_t cmph[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3210, 0x7010, 0x7110,
+			    A_LUA_CALL + 4, 0x3110 };
+	SAMPLE(LP_VMST_LFUNC, cmp, cmph);
+	/* An assembler builtin's C fallback. */
+	struct lp_lua_frame ton[] = { L(P_MAIN, 7), FF(14) };
+	uint64_t tonh[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3310, 0x7210, 0x7310 };
+	SAMPLE(LP_VMST_FFUNC, ton, tonh);
+	/* A C function of the program, called by lj_BC_FUNCC. */
+	struct lp_lua_frame cf[] = { L(P_MAIN, 9), C(0x5000) };
+	uint64_t cfh[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3210, 0x5010, 0x7110 };
+	SAMPLE(LP_VMST_CFUNC, cf, cfh);
+	CHECK_STR(collapse(0, 0),
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#18 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#18;auxsort 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;builtin#18;auxsort;lua_call;"
+		  "@app.lua:12 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:7;builtin#14;strtod 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:9;lj_BC_FUNCC;my_cfunc;auxsort 1\n");
+}
+
 static void test_builtins(void)
 {
 	begin();
@@ -2134,6 +2179,7 @@ int main(void)
 	RUN(test_running_cfunc);
 	RUN(test_cfunc_called_by_cfunc);
 	RUN(test_vm_block_named);
+	RUN(test_vm_block_builtin);
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_cut_before_extension);
