@@ -2347,6 +2347,63 @@ static int vm_edge(uint64_t ip, uint64_t *regs_io)
 	return -1;
 }
 
+/*
+** A trace's exit stub (lj_asm_x86.h, asm_exitstub_gen): trace code jumps to one on a failed
+** guard; it pushes the exit number's low byte, jumps to its group's end, which pushes the
+** high byte and jumps to the VM's exit handler. The stubs lie in the JIT's machine code
+** but in no trace, so a sample there (vmstate is still the trace's) had its host walk cut at
+** its first frame. The code from ip on, read as the CPU will run it, says how many of the
+** two pushes are still to come: the trace's stack pointer is above sp by the others (at the
+** final jump, by both: the code before it is checked to be them).
+** Returns the pushes already made (0-2), or -1 when ip is no exit stub.
+*/
+static int exit_stub_pushed(uint64_t ip)
+{
+	unsigned left = 0;
+	uint64_t pc = ip;
+	for (unsigned n = 0; n < 6; n++) {
+		uint8_t b[6];
+		uint64_t to;
+		if (lp_mem_read(&mem, pc, b, sizeof(b)) != 0)
+			return -1;
+		if (b[0] == 0x6a) { /* push imm8 */
+			if (++left > 2)
+				return -1;
+			pc += 2;
+			continue;
+		}
+		if (b[0] == 0xeb) { /* jmp rel8: to the group's end */
+			pc += 2 + (uint64_t)(int64_t)(int8_t)b[1];
+			continue;
+		}
+		unsigned at = b[0] == 0xe9 ? 1 : b[0] == 0xff && b[1] == 0x25 ? 2 : 0;
+		int32_t rel = (int32_t)((uint32_t)b[at] | (uint32_t)b[at + 1] << 8 |
+					(uint32_t)b[at + 2] << 16 | (uint32_t)b[at + 3] << 24);
+		if (at == 1) { /* jmp rel32: to the exit handler */
+			to = pc + 5 + (uint64_t)(int64_t)rel;
+		} else if (at == 2) {
+			/* jmp [rip + rel32]: the handler too far for rel32, its address kept
+			 * before the first group (newer LuaJIT) */
+			if (lp_mem_u64(&mem, pc + 6 + (uint64_t)(int64_t)rel, &to) != 0)
+				return -1;
+		} else {
+			return -1;
+		}
+		if (!lp_lj_in_vm(&vm, to))
+			return -1;
+		if (left == 0) {
+			/* At the jump itself: the two pushes (the group's last stub's and the
+			 * high byte's) just before it. */
+			uint8_t p[4];
+			if (pc != ip || lp_mem_read(&mem, ip - 4, p, sizeof(p)) != 0 ||
+			    p[0] != 0x6a || p[2] != 0x6a)
+				return -1;
+		}
+		return 2 - (int)left;
+	}
+	return -1;
+}
+
 int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 {
 	if (!attached)
@@ -2407,13 +2464,19 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	}
 	if (in_object)
 		return 0;
-	/* Trace machine code: normally the running trace's, else any trace's. */
+	/* Trace machine code: normally the running trace's, else any trace's, or an exit
+	 * stub of the running trace (vmstate names the trace that exits), at the trace's
+	 * stack pointer once the stub's pushes are taken back. */
 	struct lp_lj_trace t;
-	if (have_trace && lp_lj_trace_has(&cur_trace, ip))
+	if (have_trace && lp_lj_trace_has(&cur_trace, ip)) {
 		t = cur_trace;
-	else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK)
-		return -1;
-	if (!walk_trace_found) {
+	} else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK) {
+		int pushed = have_trace ? exit_stub_pushed(ip) : -1;
+		if (pushed < 0)
+			return -1;
+		sp += 8 * (uint64_t)pushed;
+		t = cur_trace;
+	} else if (!walk_trace_found) {
 		walk_trace = t;
 		walk_trace_ip = ip;
 		walk_trace_found = 1;
