@@ -769,7 +769,7 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 	}
 	if (m->cut)
 		ADD(" | %" PRIu64 " with stacks cut short (outermost frames missing)", m->cut);
-	if (g->t.n > g->norder)
+	if (g->total > 0 && g->t.n > g->norder) /* no layout without a total */
 		ADD(" | %zu frame%s narrower than 0.1%% elided", g->t.n - g->norder,
 		    g->t.n - g->norder == 1 ? "" : "s");
 	if (g->negative)

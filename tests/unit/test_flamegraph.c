@@ -431,6 +431,8 @@ static void test_empty(void)
 	CHECK_EQ(s.nboxes, 0);
 	CHECK(doc && strstr(doc, ">no samples</text>"));
 	CHECK(s.head && strstr(s.head, "1 stack with negative values not drawn"));
+	/* nothing is laid out, so nothing is elided either (it said "1 frame narrower") */
+	CHECK(s.head && !strstr(s.head, "elided"));
 	svg_free(&s);
 	free(doc);
 	lp_profile_free(p);
