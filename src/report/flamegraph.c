@@ -749,7 +749,7 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 		if (m->period_ns) {
 			struct lp_value_type ns = { "", "nanoseconds" };
 			fmt_value(val, sizeof(val), (int64_t)m->period_ns, &ns);
-			ADD(", every %s", val);
+			ADD(", every %s%s", val, m->wall_clock ? " of wall-clock time" : "");
 			if (m->period_asked_ns) {
 				fmt_value(val, sizeof(val), (int64_t)m->period_asked_ns, &ns);
 				ADD(" on average (%s asked: some ticks took no sample of their own)",
@@ -814,7 +814,9 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 	} else {
 		/* The file, and what it profiles: "luaprof: app.bin (memory, sampled)". */
 		const char *src = m->source ? m->source : "";
-		const char *ev = !m->event ? "" : !strcmp(m->event, "cpu") ? " (CPU)"
+		/* A wall-clock profile's samples are elapsed time, sleeps included: not CPU. */
+		const char *cpu = m->wall_clock ? " (wall clock)" : " (CPU)";
+		const char *ev = !m->event ? "" : !strcmp(m->event, "cpu") ? cpu
 			       : !strcmp(m->event, "memory") ? " (memory, every event)"
 			       : !strcmp(m->event, "memory (sampled)") ? " (memory, sampled)" : "";
 		char *raw = malloc(strlen(src) + strlen(ev) + 16);

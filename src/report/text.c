@@ -44,10 +44,13 @@ void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_
 	char tot[64];
 	lp_text_value(tot, sizeof(tot), grand, t->unit);
 	int cpu = m->event && strcmp(m->event, "cpu") == 0;
-	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s\n",
+	/* A --clock wall profile's samples are elapsed time (sleeps, waits): said so, as the
+	 * default CPU clock's are not. */
+	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s%s\n",
 		m->source ? m->source : "-", t->type, tot,
 		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
-		m->samples, m->dropped, m->truncated ? "  (truncated)" : "");
+		m->samples, m->dropped, cpu && m->wall_clock ? "  Clock: wall" : "",
+		m->truncated ? "  (truncated)" : "");
 	if (m->cut)
 		fprintf(out, "Stacks cut short: %" PRIu64 " (their outermost frames are missing)\n",
 			m->cut);

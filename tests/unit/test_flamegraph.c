@@ -616,6 +616,28 @@ static void test_singular(void)
 	lp_profile_free(p);
 }
 
+/* A --clock wall profile's samples are elapsed time, sleeps included: not called CPU. */
+static void test_wall_clock(void)
+{
+	struct lp_profile *p = demo(0);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->period_ns = 10000000;
+	struct svg s;
+	char *doc = render_parsed(p, &s);
+	CHECK(s.head && strstr(s.head, "luaprof: demo.lpf (CPU)"));
+	CHECK(s.head && strstr(s.head, "every 10.0 ms") && !strstr(s.head, "wall"));
+	svg_free(&s);
+	free(doc);
+	m->wall_clock = 1;
+	doc = render_parsed(p, &s);
+	CHECK(s.head && strstr(s.head, "luaprof: demo.lpf (wall clock)"));
+	CHECK(s.head && !strstr(s.head, "(CPU)"));
+	CHECK(s.head && strstr(s.head, "every 10.0 ms of wall-clock time"));
+	svg_free(&s);
+	free(doc);
+	lp_profile_free(p);
+}
+
 static void test_write_error(void)
 {
 	struct lp_profile *p = demo(0);
@@ -643,6 +665,7 @@ int main(void)
 	RUN(test_elision);
 	RUN(test_bytes_and_options);
 	RUN(test_singular);
+	RUN(test_wall_clock);
 	RUN(test_write_error);
 	return UNIT_RESULT();
 }

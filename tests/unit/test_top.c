@@ -326,6 +326,12 @@ static void test_empty(void)
 	CHECK_STR(s, "Source: -  Total samples: 0  Samples: 0  Dropped: 0\n"
 		     "No samples.\n");
 	free(s);
+	/* a wall-clock profile says so: its samples include time off the CPU */
+	lp_profile_meta(p)->wall_clock = 1;
+	s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, "Source: -  Total samples: 0  Samples: 0  Dropped: 0  Clock: wall\n"
+		     "No samples.\n");
+	free(s);
 	lp_profile_free(p);
 }
 
