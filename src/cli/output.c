@@ -524,6 +524,18 @@ int lp_cli_stdout_status(const char *who)
 	return LP_EXIT_USAGE;
 }
 
+const char *lp_cli_refused(char *const *argv, char buf[3])
+{
+	/* getopt_long sets optopt for an unknown short option only (0 for a long one). */
+	if (optopt > 0 && optopt < 256) {
+		buf[0] = '-';
+		buf[1] = (char)optopt;
+		buf[2] = 0;
+		return buf;
+	}
+	return argv[optind - 1];
+}
+
 int lp_cli_bad_option(const char *who, const char *arg, const struct option *longopts)
 {
 	char list[512] = "";

@@ -81,5 +81,9 @@ int lp_cli_fail(const char *who, const char *fmt, ...) __attribute__((format(pri
  * takes no value given "=VALUE" is said so; anything else unknown. */
 struct option;
 int lp_cli_bad_option(const char *who, const char *arg, const struct option *longopts);
+/* The option getopt_long has just refused as unknown, as typed: a short one is its letter
+ * alone (argv[optind - 1] is another argument when it is in a cluster, -qx, or has text
+ * after it, -x5), kept in buf; a long one is its argument. */
+const char *lp_cli_refused(char *const *argv, char buf[3]);
 
 #endif

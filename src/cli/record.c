@@ -353,8 +353,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			exit(lp_cli_stdout_status("record"));
 		case ':':
 			return fail("option '%s' needs a value", argv[optind - 1]);
-		default:
-			return lp_cli_bad_option("record", argv[optind - 1], longopts);
+		default: {
+			char buf[3];
+			return lp_cli_bad_option("record", lp_cli_refused(argv, buf), longopts);
+		}
 		}
 	}
 	if (optind >= argc)

@@ -136,6 +136,11 @@ expect 1 "unknown option '--bogus'" -- $lp report --bogus $sp
 expect 1 "option '--li' is ambiguous: --limit, --lines" -- $lp report --li 5 $sp
 expect 1 "option '--ra=100' is ambiguous: --raw, --rate" -- $lp record --ra=100 -- luajit x.lua
 expect 1 "unknown option '--bogus' \\(see 'luaprof record --help'\\)" -- $lp record --bogus -- luajit x.lua
+# An unknown short option is named as typed, in a cluster or with text after it (it was
+# the argument before it: "unknown option 'report'").
+expect 1 "unknown option '-z' \\(see 'luaprof report --help'\\)" -- $lp report -qz $sp
+expect 1 "unknown option '-z' " -- $lp report -n 5 -zq $sp
+expect 1 "unknown option '-x' \\(see 'luaprof record --help'\\)" -- $lp record -o a.svg -x5 -- luajit x.lua
 expect 1 "option '--split' takes no value, not '1'" -- $lp report --split=1 $sp
 expect 1 "cannot write .*no/such/dir" -- $lp report -o "$t/no/such/dir/x.svg" $sp
 expect 1 "cannot write .*: Is a directory" -- $lp report -f collapsed -o "$t" $sp
