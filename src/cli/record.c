@@ -129,7 +129,7 @@ void lp_cmd_record_usage(FILE *out)
 	      "      --lines         with -f top: rank Lua lines instead of functions\n"
 	      "CPU profiler only:\n"
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
-	      "      --rate HZ       samples per second, 1 to 10000 (default 100)\n"
+	      "  -r, --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
 	      "                      including time blocked in system calls\n"
 	      "Both:\n"
@@ -224,16 +224,34 @@ static const char *default_output(enum lp_fmt fmt)
 	}
 }
 
+/* An unknown option; the ones py-spy and rbspy users type for what record does otherwise
+ * get what to do instead. */
+static int bad_option(const char *arg, const struct option *longopts)
+{
+	size_t n = strcspn(arg, "=");
+	if (!strcmp(arg, "-d") || (n > 3 && !strncmp(arg, "--duration", n)))
+		return fail("no %s option: record profiles until the program ends; for a time "
+			    "limit, run it under timeout (timeout 30 luaprof record ...): record "
+			    "passes the SIGTERM on and the profile is finished first",
+			    !strncmp(arg, "--", 2) ? "--duration" : "-d");
+	if (!strcmp(arg, "-p") || (n > 3 && !strncmp(arg, "--pid", n)))
+		return fail("no %s option: luaprof cannot attach to a running process yet; run "
+			    "the program under record, or start the profiler from inside it "
+			    "(require \"luaprof\", see README.md)",
+			    !strncmp(arg, "--", 2) ? "--pid" : "-p");
+	return lp_cli_bad_option("record", arg, longopts);
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-	enum { O_RAW = 256, O_MODE, O_RATE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK, O_HUMAN,
+	enum { O_RAW = 256, O_MODE, O_CLOCK, O_MEMORY, O_SAMPLE, O_VALUE, O_LEAK, O_HUMAN,
 	       O_LINES };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "raw", required_argument, NULL, O_RAW },
 		{ "mode", required_argument, NULL, O_MODE },
-		{ "rate", required_argument, NULL, O_RATE },
+		{ "rate", required_argument, NULL, 'r' },
 		{ "clock", required_argument, NULL, O_CLOCK },
 		{ "memory", no_argument, NULL, O_MEMORY },
 		{ "sample", required_argument, NULL, O_SAMPLE },
@@ -258,7 +276,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 	long v;
 	/* '+': stop at the first non-option, the program. */
-	while ((c = getopt_long(argc, argv, "+:o:f:n:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:o:f:n:r:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (!strcmp(optarg, "--"))
@@ -325,7 +343,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->mode = optarg[0];
 			o->cpu_flag = "--mode";
 			break;
-		case O_RATE:
+		case 'r': /* py-spy's and rbspy's letter */
 			if (parse_long(optarg, 1, 10000, &v))
 				return fail("--rate expects samples per second from 1 to 10000, "
 					    "not '%s'", optarg);
@@ -355,7 +373,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			return fail("option '%s' needs a value", argv[optind - 1]);
 		default: {
 			char buf[3];
-			return lp_cli_bad_option("record", lp_cli_refused(argv, buf), longopts);
+			return bad_option(lp_cli_refused(argv, buf), longopts);
 		}
 		}
 	}

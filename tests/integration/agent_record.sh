@@ -96,6 +96,11 @@ grep -q '@app.lua:1' "$t/l.out" || fail "collapsed stacks on standard output: $(
 grep -q '%self' "$t/t.out" || fail "record -o - without -f is not the top list: $(head -c 200 "$t/t.out" | od -c | head -3)"
 n=$(grep -v '^result\|^nested' "$t/l.out" | awk '{s += $NF} END {print s + 0}')
 [ "$n" -ge 60 ] || fail "--rate 500 --clock wall over 0.3 s gave $n samples"
+# -r is --rate, py-spy's and rbspy's letter for it.
+(cd "$t" && "$lp" record -q -r 250 --clock wall -f collapsed -o r250.folded -- luajit app.lua 0.1) \
+	>/dev/null 2>"$t/r250.err" || fail "record -r 250: $(cat "$t/r250.err")"
+"$lp" report -f info "$t/r250.bin" 2>/dev/null | grep -qx 'meta.interval_ns: 4000000' ||
+	fail "record -r 250 did not sample every 4 ms: $("$lp" report -f info "$t/r250.bin" 2>&1 | grep interval)"
 
 # Samples in folded stacks FILE, and how many of them reach main: "ALL ROOTED".
 reach_main() { awk '{ t += $NF; if ($0 ~ /(^|;)main;/) r += $NF } END { print t + 0, r + 0 }' "$1"; }
@@ -699,6 +704,12 @@ else
 	echo "skipped the terminal checks: no script(1) (apt-get install bsdutils)"
 fi
 expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 -- luajit app.lua
+expect '--rate applies to the CPU profiler, not to --memory' --memory -r 10 -- luajit app.lua
+# What py-spy and rbspy users type for a time limit or a running process: what to do instead.
+expect 'no -d option: record profiles until the program ends; for a time limit, run it under timeout' -d 30 -- luajit app.lua
+expect 'no --duration option: .*timeout 30 luaprof record' --duration=30 -- luajit app.lua
+expect 'no -p option: luaprof cannot attach to a running process yet' -p 1234
+expect 'no --pid option: .*require "luaprof"' --pid 1234
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
 expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
 expect '--sample expects a size' --memory --sample 2G5 -- luajit app.lua
