@@ -34,7 +34,8 @@ static const struct {
 	const char *ext;
 	enum lp_fmt fmt;
 } extensions[] = {
-	{ ".svg", LP_FMT_FLAMEGRAPH },     { ".folded", LP_FMT_COLLAPSED },
+	{ ".svg", LP_FMT_FLAMEGRAPH },     { ".html", LP_FMT_FLAMEGRAPH },
+	{ ".htm", LP_FMT_FLAMEGRAPH },     { ".folded", LP_FMT_COLLAPSED },
 	{ ".collapsed", LP_FMT_COLLAPSED }, { ".pb.gz", LP_FMT_PPROF },
 	{ ".pprof", LP_FMT_PPROF },         { ".pb", LP_FMT_PPROF },
 	{ ".speedscope.json", LP_FMT_SPEEDSCOPE }, { ".json", LP_FMT_SPEEDSCOPE },
@@ -63,6 +64,11 @@ int lp_fmt_of_path(const char *path, enum lp_fmt *fmt)
 			return 0;
 		}
 	return -1;
+}
+
+int lp_output_is_html(const char *path)
+{
+	return path && (ends_with(path, ".html") || ends_with(path, ".htm"));
 }
 
 void lp_fmt_note_mismatch(const char *cmd, enum lp_fmt fmt, const char *path)

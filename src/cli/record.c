@@ -99,7 +99,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "  -f, --format FMT    flamegraph, collapsed, pprof, speedscope, top, annotate\n"
 	      "                      (the Lua source with each line's share), or with\n"
 	      "                      --memory (exact) memprof; default from the -o extension\n"
-	      "                      (.svg .folded .collapsed .pb.gz .pprof .json .txt)\n"
+	      "                      (.svg; .html: the flame graph in a web page; .folded\n"
+	      "                      .collapsed .pb.gz .pprof .json .txt)\n"
 	      "      --raw PATH      raw stream (default: the output path with .bin, or\n"
 	      "                      luaprof.bin when -o is '-' or a device such as /dev/null);\n"
 	      "                      `luaprof report` renders it again later. It replaces only\n"
@@ -1072,7 +1073,7 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 	}
 	/* -n 0 (no list in the summary) leaves a rendered list its default length. */
 	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0,
-				     .lines = o->lines };
+				     .lines = o->lines, .html = lp_output_is_html(o->output) };
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
 }

@@ -48,8 +48,9 @@ void lp_cmd_report_usage(FILE *out)
 	      "                                   HEAP SUMMARY, as Tarantool's `luajit -tm`\n"
 	      "                       info        what the file holds: kind, format, counts,\n"
 	      "                                   and the recording's facts (meta.KEY: VALUE)\n"
-	      "                       Default: from the -o extension (.svg .folded .collapsed\n"
-	      "                       .pb.gz .pprof .json .txt), else 'memprof' for exact\n"
+	      "                       Default: from the -o extension (.svg; .html: the flame\n"
+	      "                       graph in a web page; .folded .collapsed .pb.gz .pprof\n"
+	      "                       .json .txt), else 'memprof' for exact\n"
 	      "                       memory streams and 'top' for the others (CPU, sampled\n"
 	      "                       memory).\n"
 	      "  -o, --output PATH    write there instead of standard output\n"
@@ -467,7 +468,8 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		}
 	}
 	struct lp_render_opts ro = { .title = o->title, .lines = o->lines, .limit = o->limit,
-				     .source_dir = o->source_dir, .context = o->context };
+				     .source_dir = o->source_dir, .context = o->context,
+				     .html = lp_output_is_html(o->output) };
 	const char *want = o->value ? o->value
 		: l->kind == LP_STREAM_MEMPROF && o->mem.leak_only ? "inuse_space" : NULL;
 	if (want) {

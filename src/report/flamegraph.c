@@ -613,6 +613,7 @@ static const char *const script[] = {
 
 struct fg {
 	FILE *out;
+	int html;            /* the SVG inside an HTML page */
 	const struct lp_profile *p;
 	const struct lp_value_type *vt;  /* the rendered column's type */
 	struct tree t;
@@ -628,8 +629,15 @@ static void put_header(struct fg *g, int height, const char *title, const char *
 		       int truncated)
 {
 	FILE *out = g->out;
+	if (g->html) {
+		/* HTML parses an inline SVG's CDATA sections and runs its script as such. */
+		fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", out);
+		xml_puts(out, title);
+		fputs("</title></head>\n<body style=\"margin:0\">\n", out);
+	} else {
+		fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
+	}
 	fprintf(out,
-		"<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
 		"height=\"%d\" viewBox=\"0 0 %d %d\">\n"
 		"<!-- luaprof flame graph: root at the bottom, x order alphabetical (not time). "
@@ -838,6 +846,8 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 			"<text class=\"title\" x=\"%d\" y=\"95\" text-anchor=\"middle\" "
 			"fill=\"#888\">no samples</text>\n</svg>\n",
 			FG_WIDTH / 2);
+		if (g->html)
+			fputs("</body></html>\n", g->out);
 	} else {
 		int height = FG_TOP + (int)(g->maxdepth + 1) * FG_FH + FG_FOOT;
 		double scale = (double)(FG_WIDTH - 2 * FG_PAD) / (double)g->total;
@@ -859,6 +869,8 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 			fputc('\n', g->out);
 		}
 		fputs("})();\n]]></script>\n</svg>\n", g->out);
+		if (g->html)
+			fputs("</body></html>\n", g->out);
 	}
 	free(title);
 	free(sub);
@@ -883,6 +895,7 @@ int lp_render_flamegraph(const struct lp_profile *p, const struct lp_render_opts
 	memset(&g, 0, sizeof(g));
 	g.out = out;
 	g.p = p;
+	g.html = o && o->html;
 	errno = 0;
 	int rc = render(&g, o, err, errlen);
 	labels_free(&g.l);

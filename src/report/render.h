@@ -19,6 +19,7 @@ struct lp_render_opts {
 	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
 	const char *source_dir; /* annotate: where to look for the source files first */
 	unsigned context;      /* annotate: lines around each profiled one + 1; 0 = default */
+	int html;              /* flame graph: an HTML page holding the SVG (-o x.html) */
 };
 
 /* Shared by the renderers: err gets the message (printf-style; NULL or 0 bytes: none). */
@@ -36,7 +37,8 @@ typedef int (*lp_render_fn)(const struct lp_profile *p, const struct lp_render_o
 /* "frame;frame;frame count" lines, root first, sorted, as flamegraph.pl reads them. */
 int lp_render_collapsed(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
 			char *err, size_t errlen);
-/* Self-contained interactive SVG flame graph. */
+/* Self-contained interactive SVG flame graph (o->html: in an HTML page, as async-profiler's
+ * flamegraph.html is; the SVG and its script are the same). */
 int lp_render_flamegraph(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
 			 char *err, size_t errlen);
 /* gzipped profile.proto (all value columns). */

@@ -50,6 +50,11 @@ for out in cpu.svg cpu.folded cpu.pb.gz cpu.json cpu.txt; do
 	[ -s "$t/$out" ] || fail "$out is empty"
 done
 head -c 5 "$t/cpu.svg" | grep -q '<?xml\|<svg' || fail "svg output is not SVG"
+# .html (async-profiler's habit): the same flame graph in a web page, not refused.
+$lp report -q $sp -o "$t/cpu.html" || fail "report -o cpu.html"
+[ "$(head -n 1 "$t/cpu.html")" = '<!DOCTYPE html>' ] && grep -q '^<svg xmlns' "$t/cpu.html" &&
+	[ "$(tail -n 1 "$t/cpu.html")" = '</body></html>' ] && ! grep -q '<?xml' "$t/cpu.html" ||
+	fail "report -o cpu.html is not the flame graph in a page: $(head -c 200 "$t/cpu.html")"
 gzip -t "$t/cpu.pb.gz" || fail "pprof output is not gzip"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["profiles"]' "$t/cpu.json" || fail "speedscope JSON"
 grep -q '%self' "$t/cpu.txt" || fail "txt for a CPU stream should be top"

@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 {
 	static const struct lp_value_type samples = { "samples", "count" };
 	if (argc != 3 || (strcmp(argv[1], "demo") && strcmp(argv[1], "big"))) {
-		fprintf(stderr, "usage: fg_driver demo|big OUT.svg\n");
+		fprintf(stderr, "usage: fg_driver demo|big OUT.svg|OUT.html\n");
 		return 2;
 	}
 	prof = lp_profile_new(1, &samples);
@@ -104,7 +104,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fg_driver: %s: %s\n", argv[2], strerror(errno));
 		return 1;
 	}
-	struct lp_render_opts o = { 0 };
+	size_t n = strlen(argv[2]);
+	struct lp_render_opts o = { .html = n > 5 && !strcmp(argv[2] + n - 5, ".html") };
 	char err[256] = "";
 	int rc = lp_render_flamegraph(prof, &o, out, err, sizeof(err));
 	if (fclose(out) != 0 && rc == 0) {

@@ -50,6 +50,7 @@ make -s -C "$ROOT" build/libluaprof.a >"$WORK/make.log" 2>&1 ||
 	fail "cannot build fg_driver: $(head -n 3 "$WORK/cc.log" | tr '\n' ' ')"
 "$WORK/fg_driver" demo "$WORK/demo.svg" || fail "fg_driver demo failed"
 "$WORK/fg_driver" big "$WORK/big.svg" || fail "fg_driver big failed"
+"$WORK/fg_driver" demo "$WORK/demo.html" || fail "fg_driver demo (HTML page) failed"
 
 cat >"$WORK/test.html" <<'EOF'
 <!DOCTYPE html>
@@ -58,6 +59,7 @@ cat >"$WORK/test.html" <<'EOF'
 <iframe id="f1" src="demo.svg" width="1220" height="260"></iframe>
 <iframe id="f2" src="demo.svg?z=3&s=fib&inv=1" width="1220" height="260"></iframe>
 <iframe id="f3" src="big.svg" width="1220" height="400"></iframe>
+<iframe id="f4" src="demo.html?z=3&s=fib&inv=1" width="1220" height="260"></iframe>
 <pre id="results">NOT RUN</pre>
 <script>
 var out = [], nfail = 0;
@@ -178,13 +180,21 @@ function demo() {
 	   h.num('all', 'y'));
 	ok('url cleared', h.w.location.search === '', h.w.location.search);
 }
-function restored() {
-	var h = frame('f2');
+function restored(id) {
+	var h = frame(id || 'f2');
 	ok('url restore: search', h.matched() === 'Matched: 50.0%', h.matched());
 	ok('url restore: zoom', h.num('@fib.lua:3 (50', 'width') === 1180 && !h.shown('GC'),
 	   h.num('@fib.lua:3 (50', 'width'));
 	ok('url restore: inverted', h.num('all', 'y') === 76 &&
 	   h.d.getElementById('fg-invert').classList.contains('on'), h.num('all', 'y'));
+}
+/* The same graph as a web page (-o x.html): its script runs there as in the SVG. */
+function html_page() {
+	var d = document.getElementById('f4').contentDocument;
+	ok('html: a web page', d && d.contentType === 'text/html' &&
+	   d.documentElement.tagName === 'HTML' && /^luaprof/.test(d.title),
+	   d ? d.contentType + ' ' + d.documentElement.tagName + ' ' + d.title : 'no document');
+	restored('f4');
 }
 function big() {
 	var h = frame('f3');
@@ -205,7 +215,7 @@ function big() {
 		 ts.toFixed(0) + ' ms, reset ' + tr.toFixed(0) + ' ms');
 }
 window.addEventListener('load', function () {
-	[demo, restored, big].forEach(function (fn) {
+	[demo, restored, html_page, big].forEach(function (fn) {
 		try { fn(); } catch (e) { ok(fn.name, false, 'exception: ' + e); }
 	});
 	out.push('DONE failed=' + nfail);
