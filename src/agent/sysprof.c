@@ -18,6 +18,7 @@
 ** grows while the program runs.
 */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -114,6 +115,10 @@ static struct {
 	 * that runs the Lua state on another thread, whose CPU time the CPU clock never
 	 * samples: meta process_cpu_ns says it was spent). */
 	uint64_t pcpu0_ns, pcpu_ns;
+	/* The sampled thread's wait for a CPU while runnable (schedstat's run delay), for the
+	 * record: CPU time short of the elapsed time on a busy machine is not sleep. */
+	uint64_t delay0_ns, delay_ns;
+	int delay_ok;                    /* the start could read it */
 
 	/* Counters: a sequence lock makes a report consistent while the handler runs. */
 	_Atomic uint32_t cnt_seq;
@@ -163,6 +168,39 @@ static uint64_t hs_nexit;   /* trace exit samples (EXIT), likewise */
 static uint64_t pace_factor = 3; /* 0 turns pacing off (unit tests of the buffers) */
 static uint64_t hs_resume_ns;
 static size_t hs_bt_n;
+
+/* Thread tid's run delay so far (the second field of its schedstat: time runnable but not
+ * running) in *out: 0, or -1 when the kernel keeps none or the thread is gone.
+ * Async-signal-safe (no stdio, no allocation): a terminating signal's stop calls it. */
+static int run_delay_ns(pid_t tid, uint64_t *out)
+{
+	char path[48] = "/proc/self/task/", digits[12], buf[96];
+	char *p = path + strlen(path);
+	unsigned v = (unsigned)tid;
+	int n = 0, saved = errno;
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10) && n < (int)sizeof(digits));
+	while (n)
+		*p++ = digits[--n];
+	memcpy(p, "/schedstat", sizeof("/schedstat"));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	if (r <= 0)
+		return -1;
+	buf[r] = 0;
+	const char *s = strchr(buf, ' ');
+	uint64_t d = 0;
+	if (!s || s[1] < '0' || s[1] > '9')
+		return -1;
+	for (s++; *s >= '0' && *s <= '9'; s++)
+		d = d * 10 + (uint64_t)(*s - '0');
+	*out = d;
+	return 0;
+}
 
 static pid_t gettid_raw(void)
 {
@@ -931,8 +969,9 @@ static void finish_stream(const char *cause)
 	char start[32];
 	snprintf(start, sizeof(start), "%llu", (unsigned long long)sp.started_unix_ns);
 	snprintf(cpu, sizeof(cpu), "%llu", (unsigned long long)sp.cpu_ns);
-	char pcpu[32];
+	char pcpu[32], delay[32];
 	snprintf(pcpu, sizeof(pcpu), "%llu", (unsigned long long)sp.pcpu_ns);
+	snprintf(delay, sizeof(delay), "%llu", (unsigned long long)sp.delay_ns);
 	snprintf(taken, sizeof(taken), "%llu", (unsigned long long)atomic_load(&sp.sig_taken_ns));
 	snprintf(signo, sizeof(signo), "%d", sp.signo);
 #ifdef LP_UNWIND_SELFCHECK
@@ -963,9 +1002,9 @@ static void finish_stream(const char *cause)
 		"unwind_compact_bad", usc_bad,
 #endif
 		NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, /* the optional ones below */
-		NULL,
+		NULL, NULL, NULL,
 	};
-	size_t k = sizeof(meta) / sizeof(meta[0]) - 9;
+	size_t k = sizeof(meta) / sizeof(meta[0]) - 11;
 	if (sp.cpu_ns) {
 		meta[k++] = "thread_cpu_ns";
 		meta[k++] = cpu;
@@ -973,6 +1012,10 @@ static void finish_stream(const char *cause)
 	if (sp.pcpu_ns) {
 		meta[k++] = "process_cpu_ns";
 		meta[k++] = pcpu;
+	}
+	if (sp.delay_ns) {
+		meta[k++] = "run_delay_ns";
+		meta[k++] = delay;
 	}
 	if (atomic_load(&sp.sig_taken_ns)) {
 		meta[k++] = "signal_taken_ns";
@@ -1013,6 +1056,9 @@ static int stop_locked(int from_state, const char *cause)
 	sp.cpu_ns = cpu > sp.cpu0_ns ? cpu - sp.cpu0_ns : 0;
 	uint64_t pcpu = agent_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	sp.pcpu_ns = sp.pcpu0_ns && pcpu > sp.pcpu0_ns ? pcpu - sp.pcpu0_ns : 0;
+	uint64_t delay = 0;
+	sp.delay_ns = sp.delay_ok && !run_delay_ns(sp.tid, &delay) && delay > sp.delay0_ns
+		? delay - sp.delay0_ns : 0;
 	teardown(blocked, &oldmask);
 	/* The Lua names of C functions (cnames.c) where no Lua call read them (lua.c's stops
 	 * do): from the VM's memory, the handler done, when the VM's thread stands still:
@@ -1354,7 +1400,7 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	if (exit_key_ok)
 		(void)pthread_setspecific(exit_key, &sp);
 	sp.cpuclock_ok = pthread_getcpuclockid(pthread_self(), &sp.cpuclock) == 0;
-	sp.cpu_ns = sp.pcpu_ns = 0;
+	sp.cpu_ns = sp.pcpu_ns = sp.delay_ns = 0;
 	atomic_store(&sp.sig_taken_ns, 0);
 	/* Zeroed as the handler counts, so that a report read meanwhile is consistent. */
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
@@ -1471,6 +1517,7 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	/* From the timer on: the stream's header and the writer's start are not samples'. */
 	sp.cpu0_ns = sp.cpuclock_ok ? agent_clock_ns(sp.cpuclock) : 0;
 	sp.pcpu0_ns = agent_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	sp.delay_ok = !run_delay_ns(sp.tid, &sp.delay0_ns);
 	atomic_store(&sp.state, ST_RUNNING);
 	if (arm_timer() != 0) {
 		e = errno;

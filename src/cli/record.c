@@ -1173,11 +1173,27 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 						       "call)" : "");
 	if (lp_cli_other_threads(f))
 		lp_cli_other_threads_note("luaprof record", f, n);
-	else if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs)
-		fprintf(stderr, "luaprof record: --clock cpu samples only while the program runs "
-				"on the CPU: %s%.2f s of the %.2f s (the rest it slept or waited; "
-				"--clock wall samples that too)\n", f->thread_cpu_ns ? "" : "about ",
-			f->thread_cpu_ns ? due : ticked, secs);
+	else if (whole && !wall && secs > 0.2 && (f->thread_cpu_ns ? due : ticked) < 0.8 * secs) {
+		/* Runnable but not running (a busy machine) is no time off the CPU that --clock
+		 * wall would sample: said apart from sleeps and waits. */
+		double delay = f->thread_cpu_ns ? (double)f->run_delay_ns / 1e9 : 0;
+		if (due + delay >= 0.8 * secs)
+			fprintf(stderr, "luaprof record: the program ran %.2f s of the %.2f s on the "
+					"CPU: it waited %.2f s for one while other processes ran (a "
+					"busy machine); the profile's shares stand, on fewer samples\n",
+				due, secs, delay);
+		else {
+			char busy[96] = "";
+			if (delay >= 0.1 * secs)
+				snprintf(busy, sizeof(busy), ", but for %.2f s waiting for a CPU "
+					 "that other processes held", delay);
+			fprintf(stderr, "luaprof record: --clock cpu samples only while the program "
+					"runs on the CPU: %s%.2f s of the %.2f s (the rest it slept or "
+					"waited%s; --clock wall samples that too)\n",
+				f->thread_cpu_ns ? "" : "about ", f->thread_cpu_ns ? due : ticked, secs,
+				busy);
+		}
+	}
 	if (f->trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
 	if (f->lua_elsewhere)

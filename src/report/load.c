@@ -221,6 +221,7 @@ static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 		{ "sample_ns", offsetof(struct lp_record_facts, sample_ns) },
 		{ "thread_cpu_ns", offsetof(struct lp_record_facts, thread_cpu_ns) },
 		{ "process_cpu_ns", offsetof(struct lp_record_facts, process_cpu_ns) },
+		{ "run_delay_ns", offsetof(struct lp_record_facts, run_delay_ns) },
 		{ "signal_taken_ns", offsetof(struct lp_record_facts, signal_taken_ns) },
 		{ "signal", offsetof(struct lp_record_facts, signal) },
 		{ "trace_stacks_lost", offsetof(struct lp_record_facts, trace_stacks_lost) },

@@ -18,6 +18,8 @@ struct lp_record_facts {
 	uint64_t duration_ns, overruns, truncated, paced;  /* CPU profiles */
 	uint64_t thread_cpu_ns;   /* CPU: the sampled thread's CPU time, 0 if unknown */
 	uint64_t process_cpu_ns;  /* CPU: the whole process's over the profile, 0 if unknown */
+	uint64_t run_delay_ns;    /* CPU: the sampled thread's wait for a CPU while runnable
+				   * (the machine busy), 0 if unknown */
 	uint64_t signal_taken_ns; /* CPU: the program took the signal this long in, or 0 */
 	uint64_t signal;          /* CPU: the sampling signal's number, 0 if unknown */
 	uint64_t trace_stacks_lost; /* CPU: TRACE, GC, compiler and exit samples whose full

@@ -799,6 +799,26 @@ grep -Eq '^luaprof record: --clock cpu samples only while the program runs on th
 (cd "$t" && "$lp" record -n 0 -o busy.folded -- luajit app.lua 0.5) >/dev/null 2>"$t/err"
 grep -q 'samples only while the program runs on the CPU' "$t/err" &&
 	fail "a note on time off the CPU for a busy program: $(cat "$t/err")"
+# A CPU-bound program kept from the CPU by another (both on one CPU): it waited for a CPU,
+# which --clock wall would not help; it was told it "slept or waited".
+if have taskset; then
+	taskset -c 0 luajit -e 'local t = os.clock() while os.clock() - t < 8 do end' &
+	spin=$!
+	(cd "$t" && taskset -c 0 "$lp" record -n 0 -o starved.folded -- luajit app.lua 0.4) \
+		>/dev/null 2>"$t/err" || fail "record app.lua beside a spinner: $(cat "$t/err")"
+	# One that sleeps too keeps the note on time off the CPU, the wait for a CPU set apart.
+	(cd "$t" && taskset -c 0 "$lp" record -n 0 -o starved-sl.folded -- luajit sleepy.lua) \
+		>/dev/null 2>"$t/err-sl" || fail "record sleepy.lua beside a spinner: $(cat "$t/err-sl")"
+	kill "$spin" 2>/dev/null
+	wait "$spin" 2>/dev/null
+	grep -Eq '^luaprof record: --clock cpu samples only while the program runs on the CPU: 0\.[2-4][0-9] s of the [0-9.]+ s \(the rest it slept or waited, but for [0-9.]+ s waiting for a CPU that other processes held; --clock wall samples that too\)' \
+		"$t/err-sl" || fail "a program that sleeps and waits for a CPU: $(cat "$t/err-sl")"
+	grep -Eq '^luaprof record: the program ran 0\.[3-5][0-9] s of the [0-9.]+ s on the CPU: it waited [0-9.]+ s for one while other processes ran \(a busy machine\)' \
+		"$t/err" && ! grep -q 'slept or waited' "$t/err" ||
+		fail "a program waiting for a CPU: $(cat "$t/err")"
+	"$lp" report -f info "$t/starved.bin" 2>/dev/null | grep -Eq '^meta\.run_delay_ns: [1-9]' ||
+		fail "no meta.run_delay_ns: $("$lp" report -f info "$t/starved.bin" 2>&1 | grep meta)"
+fi
 # A device or FIFO as -o needs no -f: it gets what standard output would (the top list).
 (cd "$t" && "$lp" record -q -o /dev/null -- luajit app.lua 0.1) >/dev/null 2>"$t/err" ||
 	fail "record -o /dev/null without -f: $(cat "$t/err")"
