@@ -50,9 +50,33 @@ static int read_magic(struct lp_input *in, const char *magic, uint8_t *p, size_t
 	return LP_OK;
 }
 
-/* What a file whose first byte is b may be instead of a stream: a hint for the message. */
-static const char *looks_like(uint8_t b)
+/* Whether the input's first bytes, still in its window, start with magic (len bytes) at
+ * offset at. */
+static int starts_with(const struct lp_input *in, size_t at, const char *magic, size_t len)
 {
+	return in->base == 0 && in->len >= at + len && !memcmp(in->buf + at, magic, len);
+}
+
+/* What a file whose first byte is b may be instead of a stream: a hint for the message.
+ * The first bytes read are in the input's window: a compressed file or an archive is
+ * named by its magic (they are otherwise bytes that look like text). */
+static const char *looks_like(const struct lp_input *in, uint8_t b)
+{
+	if (starts_with(in, 0, "\xfd" "7zXZ\0", 6))
+		return " (xz-compressed data: luaprof reads plain or gzipped streams; decompress "
+		       "it first, xz -dc FILE | luaprof report -)";
+	if (starts_with(in, 0, "BZh", 3) && in->len >= 4 && in->buf[3] >= '1' && in->buf[3] <= '9')
+		return " (bzip2-compressed data: luaprof reads plain or gzipped streams; "
+		       "decompress it first, bzip2 -dc FILE | luaprof report -)";
+	if (starts_with(in, 0, "\x28\xb5\x2f\xfd", 4))
+		return " (zstd-compressed data: luaprof reads plain or gzipped streams; "
+		       "decompress it first, zstd -dc FILE | luaprof report -)";
+	if (starts_with(in, 0, "PK\x03\x04", 4))
+		return " (a zip archive: extract the profile from it first)";
+	if (starts_with(in, 257, "ustar", 5))
+		return " (a tar archive: extract the profile from it first)";
+	if (starts_with(in, 0, "\xff\xd8\xff", 3))
+		return " (a JPEG image?)";
 	switch (b) {
 	case 0x1f: return " (gzip data: a pprof profile? luaprof reads the raw stream record wrote)";
 	case 0x89: return " (a PNG image?)";
@@ -80,7 +104,7 @@ static int prologue(struct lp_input *in, const char *magic, unsigned expect, con
 			return lp_input_fail(in, LP_ERR_FORMAT, start,
 					     "not a profile stream%s: a sysprof or memprof stream "
 					     "(luaprof's or Tarantool's) starts with \"%s\", this file "
-					     "with %s", looks_like(p[0]), magic, found);
+					     "with %s", looks_like(in, p[0]), magic, found);
 		return lp_input_fail(in, LP_ERR_FORMAT, start,
 				     "bad %s prologue: expected magic \"%s\", found %s", what,
 				     magic, found);

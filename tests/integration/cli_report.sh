@@ -212,6 +212,21 @@ expect 2 "cutz.gz: gzip data cut short before anything it holds, not a profile s
 expect 2 "empty.gz: gzip data of nothing \(an empty file compressed\), not a profile stream" -- $lp report "$t/empty.gz"
 printf '\037' >"$t/one.bin"
 expect 2 "one.bin: gzip data cut short before anything it holds, not a profile stream" -- $lp report "$t/one.bin"
+# Other compressors' data and archives are named (they were "text: a report or collapsed
+# stacks?"), with how to read what they hold; so is a JPEG image.
+for z in xz bzip2 zstd; do
+	have $z || continue
+	$z -c $sp >"$t/sp.$z"
+	expect 2 "sp.$z: byte 0: not a profile stream \\($z-compressed data: luaprof reads plain or gzipped streams; decompress it first, $z -dc FILE \\| luaprof report -\\)" -- $lp report "$t/sp.$z"
+	grep -q 'text' "$t/err" && fail "$z data called text: $(cat "$t/err")"
+	$z -dc "$t/sp.$z" | $lp report -q - -f collapsed | cmp -s - "$t/gz.folded" || fail "$z -dc | report -"
+done
+(cd "$(dirname $sp)" && tar cf "$t/sp.tar" "$(basename $sp)")
+expect 2 "sp.tar: byte 0: not a profile stream \\(a tar archive: extract the profile from it first\\)" -- $lp report "$t/sp.tar"
+printf 'PK\003\004\024\0\0\0' >"$t/sp.zip"
+expect 2 "sp.zip: byte 0: not a profile stream \\(a zip archive: extract the profile from it first\\)" -- $lp report "$t/sp.zip"
+printf '\377\330\377\340\0\020JFIF' >"$t/photo.jpg"
+expect 2 "photo.jpg: byte 0: not a profile stream \\(a JPEG image\\?\\)" -- $lp report "$t/photo.jpg"
 printf '<svg' >"$t/svg.bin"
 expect 2 "svg.bin: byte 0: not a profile stream .XML: an SVG flame graph. " -- $lp report "$t/svg.bin"
 printf 'local x' >"$t/lx.bin"
