@@ -77,6 +77,8 @@ static const char *looks_like(const struct lp_input *in, uint8_t b)
 		return " (a tar archive: extract the profile from it first)";
 	if (starts_with(in, 0, "\xff\xd8\xff", 3))
 		return " (a JPEG image?)";
+	if (starts_with(in, 0, "<!DOCTYPE html", 14) || starts_with(in, 0, "<html", 5))
+		return " (HTML: a flame graph page? luaprof reads the raw stream record wrote)";
 	switch (b) {
 	case 0x1f: return " (gzip data: a pprof profile? luaprof reads the raw stream record wrote)";
 	case 0x89: return " (a PNG image?)";

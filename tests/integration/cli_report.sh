@@ -228,6 +228,7 @@ expect 2 "sp.zip: byte 0: not a profile stream \\(a zip archive: extract the pro
 printf '\377\330\377\340\0\020JFIF' >"$t/photo.jpg"
 expect 2 "photo.jpg: byte 0: not a profile stream \\(a JPEG image\\?\\)" -- $lp report "$t/photo.jpg"
 printf '<svg' >"$t/svg.bin"
+expect 2 "cpu.html: byte 0: not a profile stream \\(HTML: a flame graph page\\? luaprof reads the raw stream record wrote\\)" -- $lp report "$t/cpu.html"
 expect 2 "svg.bin: byte 0: not a profile stream .XML: an SVG flame graph. " -- $lp report "$t/svg.bin"
 printf 'local x' >"$t/lx.bin"
 expect 2 "lx.bin: byte 0: not a profile stream .text: .*this file with 0x6c 0x6f$" -- $lp report "$t/lx.bin"
