@@ -98,6 +98,9 @@ static struct {
 	int sig_installed;               /* our handler is in place (maybe left inert) */
 	int sig_unblocked;               /* start unblocked it on the sampled thread, which
 					  * blocked it (and every other free one) */
+	_Atomic pid_t reblock_tid;       /* a stop on another thread left it unblocked on this
+					  * thread (sig_unblocked): the handler run there blocks
+					  * it again (reblock_remote) */
 	struct sigaction oldsa;          /* what it replaced, restored on stop */
 	struct agent_ticker ticker;      /* the sampling clock (ticker.h) */
 	int timer_ok;                    /* ticker armed (kind other than NONE) */
@@ -752,6 +755,14 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	}
 	atomic_store(&sp.busy, 0);
 out:
+	/* The thread a stop on another one left with this signal unblocked, which start
+	 * had unblocked (reblock_remote): blocked again as the handler returns, by the mask
+	 * the kernel restores then. */
+	if (atomic_load_explicit(&sp.reblock_tid, memory_order_relaxed)) {
+		pid_t me = gettid_raw();
+		if (atomic_compare_exchange_strong(&sp.reblock_tid, &me, 0))
+			sigaddset(&((ucontext_t *)ucv)->uc_sigmask, sig);
+	}
 	errno = saved;
 }
 
@@ -799,33 +810,46 @@ static int take_signal(int s)
 ** armed, 0 for a real-time signal (the POSIX timer), -1 if none is free.
 ** A thread that blocks every one of them (dnsjit blocks all signals on the thread that
 ** runs its script, leaving them to another that waits for SIGINT and SIGTERM) has the
-** first that nobody handles unblocked until the stop on that thread, which blocks it
-** again: the ticks are aimed at this thread alone (ticker.c), so no signal the program
-** waits for elsewhere is taken from it (a program that waited for that very one with
-** sigwait or a signalfd would lose it: none does that with every free one blocked).
+** first that nobody handles unblocked until the stop, which blocks it again (a stop on
+** another thread has the handler on that one do it, reblock_remote): the ticks are aimed
+** at this thread alone (ticker.c), so no signal the program waits for elsewhere is taken
+** from it (a program that waited for that very one with sigwait or a signalfd would lose
+** it: none does that with every free one blocked).
 */
+/* Signal s unblocked on this thread if it blocks it: 1 then, else 0. */
+static int unblock(int s, const sigset_t *blocked)
+{
+	if (!sigismember(blocked, s))
+		return 0;
+	sigset_t one;
+	sigemptyset(&one);
+	sigaddset(&one, s);
+	pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+	return 1;
+}
+
 static int install_signal(int urg)
 {
-	/* Left in place (inert) by a stop on another thread: reused, whichever it is (the
-	 * POSIX timer may send SIGURG too). */
-	if (sp.sig_installed && signal_ours())
-		return sp.signo == SIGURG;
-	sp.sig_installed = 0;
-	sp.sig_unblocked = 0;
 	sigset_t blocked;
 	pthread_sigmask(SIG_BLOCK, NULL, &blocked);
+	/* Left in place (inert) by a stop on another thread: reused, whichever it is (the
+	 * POSIX timer may send SIGURG too), and unblocked on this thread as a new one is.
+	 * This thread's pending re-block (a stop on another thread of its last profile) is
+	 * withdrawn first: its signal, delivered as the unblock returns, would block it. */
+	if (sp.sig_installed && signal_ours()) {
+		pid_t me = gettid_raw();
+		atomic_compare_exchange_strong(&sp.reblock_tid, &me, 0);
+		sp.sig_unblocked = unblock(sp.signo, &blocked);
+		return sp.signo == SIGURG;
+	}
+	sp.sig_installed = 0;
+	sp.sig_unblocked = 0;
 	for (int any = 0; any < 2; any++) {
 		for (int s = urg ? SIGURG : SIGRTMIN + 4; s <= SIGRTMAX;
 		     s = s == SIGURG ? SIGRTMIN + 4 : s + 1) {
 			if ((!any && sigismember(&blocked, s)) || take_signal(s) != 0)
 				continue;
-			if (sigismember(&blocked, s)) {
-				sigset_t one;
-				sigemptyset(&one);
-				sigaddset(&one, s);
-				pthread_sigmask(SIG_UNBLOCK, &one, NULL);
-				sp.sig_unblocked = 1;
-			}
+			sp.sig_unblocked = unblock(s, &blocked);
 			sp.signo = s;
 			sp.sig_installed = 1;
 			return s == SIGURG;
@@ -837,6 +861,27 @@ static int install_signal(int urg)
 }
 
 /*
+** A stop on another thread than the sampled one, which blocked the signal until start
+** unblocked it (sig_unblocked): only that thread can change its mask, so the signal is
+** sent to it, and the handler there blocks it again as it returns (on_signal). Before,
+** the signal stayed unblocked on that thread for good. Not when the thread has exited
+** (tid_exited: its exit blocked it), nor when the program took the signal over (its
+** handler is not to be run). A thread that restores a mask it saved before the handler
+** ran unblocks it again: nothing can be done about that one.
+*/
+static void reblock_remote(void)
+{
+	if (!sp.sig_unblocked)
+		return;
+	sp.sig_unblocked = 0;
+	if (!sp.sig_installed || !signal_ours() || atomic_load(&sp.tid_exited) == sp.tid)
+		return;
+	atomic_store(&sp.reblock_tid, sp.tid);
+	if (syscall(SYS_tgkill, getpid(), sp.tid, sp.signo) != 0)
+		atomic_store(&sp.reblock_tid, 0);
+}
+
+/*
 ** Restores the previous handler. A timer signal already queued for the sampled thread can
 ** only be withdrawn by that thread (sigtimedwait); from any other thread, restoring a
 ** default disposition could let that signal kill the process, so the (inert) handler
@@ -844,20 +889,24 @@ static int install_signal(int urg)
 */
 static void release_signal(int blocked, const sigset_t *oldmask)
 {
-	if (!blocked)
+	if (!blocked) {
+		reblock_remote();
 		return;
-	{
-		/* A disposition the program set since is the program's to keep, and so are
-		 * the signals pending for it. */
-		if (signal_ours()) {
-			sigset_t set;
-			sigemptyset(&set);
-			sigaddset(&set, sp.signo);
-			struct timespec zero = { 0, 0 };
-			while (sigtimedwait(&set, NULL, &zero) > 0)
-				;
-			sigaction(sp.signo, &sp.oldsa, NULL);
-		}
+	}
+	/* A disposition the program set since is the program's to keep, and so are the
+	 * signals pending for it. A re-block sent to another thread that has not taken it
+	 * yet (reblock_remote) keeps the (inert) handler in place for it, as a stop on
+	 * another thread does: restored, the default action would end the process. */
+	if (!signal_ours()) {
+		sp.sig_installed = 0;
+	} else if (!atomic_load(&sp.reblock_tid)) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sp.signo);
+		struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&set, NULL, &zero) > 0)
+			;
+		sigaction(sp.signo, &sp.oldsa, NULL);
 		sp.sig_installed = 0;
 	}
 	sigset_t mask = *oldmask;

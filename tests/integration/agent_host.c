@@ -2,7 +2,8 @@
 ** C host for agent_api.sh: embeds the Debian libluajit-5.1.so, links build/luaprof.so and
 ** exercises the C API (include/luaprof.h) the way an embedder would:
 **   - the timer signal: a free real-time signal, SIGPROF untouched, restored at stop (at
-**     the next stop on the sampled thread when stopped from another thread);
+**     the next stop on the sampled thread when stopped from another thread); a sampled
+**     thread that blocked it has it blocked again by a stop from another thread;
 **   - Tarantool's validation codes (mode 0x40, no buffer, interval 0 -> ERRUSE; start twice,
 **     stop twice -> ERRRUN), on_stop called on a failed start, stop from another VM;
 **   - a CALLGRAPH profile through a custom writer into memory, parsed back with the stream
@@ -23,6 +24,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,6 +296,92 @@ static void test_stop_other_thread(void)
 		CHECK(after.sa_handler == before[i].sa_handler, "SIGRTMIN+%d restored", i);
 	}
 	lua_close(L);
+}
+
+/* The signals blocked in a but not in b. */
+static int newly_unblocked(const sigset_t *a, const sigset_t *b, int *which)
+{
+	int n = 0;
+	for (int s = 1; s <= SIGRTMAX; s++) {
+		if (sigismember(a, s) == 1 && sigismember(b, s) != 1) {
+			n++;
+			*which = s;
+		}
+	}
+	return n;
+}
+
+struct blocked_run {
+	lua_State *L;
+	sem_t ready, stopped;
+};
+
+/* The thread that blocks every signal (dnsjit's script thread): starts, lets main stop
+ * from its own thread, then checks its own mask; twice, the second a restart over the
+ * handler the first stop left in place (it must sample again). */
+static void *blocked_thread(void *arg)
+{
+	struct blocked_run *b = arg;
+	sigset_t all, before, during, after;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_DEFAULT, .interval = 1,
+					     .clock = LUAPROF_CLOCK_WALL };
+	for (int round = 1; round <= 2; round++) {
+		int signo = 0, left = 0;
+		CHECK(luaprof_sysprof_start(b->L, &o) == 0, "blocked thread, start %d: %s", round,
+		      luaprof_sysprof_error());
+		pthread_sigmask(SIG_BLOCK, NULL, &during);
+		CHECK(newly_unblocked(&before, &during, &signo) == 1 && signo,
+		      "start %d on a thread blocking every signal unblocks one", round);
+		burn(b->L, 0.1, 1);
+		struct luaprof_sysprof_counters c;
+		luaprof_sysprof_report(&c);
+		CHECK(c.samples > 0, "start %d on a thread blocking every signal: no sample", round);
+		sem_post(&b->ready);
+		sem_wait(&b->stopped);
+		pthread_sigmask(SIG_BLOCK, NULL, &after);
+		CHECK(newly_unblocked(&before, &after, &left) == 0,
+		      "stop %d from another thread left signal %d unblocked on the sampled thread "
+		      "(which blocked it)", round, left);
+	}
+	return NULL;
+}
+
+/* A stop from another thread than the sampled one, which blocked every signal: its mask
+ * is restored (the signal stayed unblocked there for good); and a later profile on a
+ * thread that blocks nothing does not leave the signal blocked there at its stop (it did:
+ * the stop on another thread left the first start's "unblocked it" behind). */
+static void test_stop_other_thread_blocked(void)
+{
+	struct blocked_run b;
+	b.L = new_state();
+	sem_init(&b.ready, 0, 0);
+	sem_init(&b.stopped, 0, 0);
+	pthread_t th;
+	pthread_create(&th, NULL, blocked_thread, &b);
+	for (int round = 1; round <= 2; round++) {
+		sem_wait(&b.ready);
+		CHECK(luaprof_sysprof_stop(b.L) == 0, "stop %d from another thread: %s", round,
+		      luaprof_sysprof_error());
+		sem_post(&b.stopped);
+	}
+	pthread_join(th, NULL);
+	sigset_t before, after;
+	pthread_sigmask(SIG_BLOCK, NULL, &before);
+	struct luaprof_sysprof_options o = { .mode = LUAPROF_SYSPROF_DEFAULT, .interval = 1,
+					     .clock = LUAPROF_CLOCK_WALL };
+	CHECK(luaprof_sysprof_start(b.L, &o) == 0, "start on main: %s", luaprof_sysprof_error());
+	burn(b.L, 0.05, 1);
+	CHECK(luaprof_sysprof_stop(b.L) == 0, "stop on main: %s", luaprof_sysprof_error());
+	pthread_sigmask(SIG_BLOCK, NULL, &after);
+	int which = 0;
+	CHECK(newly_unblocked(&after, &before, &which) == 0,
+	      "a profile on main after one on a blocking thread left signal %d blocked", which);
+	lua_close(b.L);
+	sem_destroy(&b.ready);
+	sem_destroy(&b.stopped);
 }
 
 static volatile sig_atomic_t own_calls;
@@ -1447,6 +1535,7 @@ int main(int argc, char **argv)
 	}
 	test_signals();
 	test_stop_other_thread();
+	test_stop_other_thread_blocked();
 	test_validation();
 	test_callgraph();
 	test_dropped_symbols();
