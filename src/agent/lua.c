@@ -246,15 +246,14 @@ static int start_with(lua_State *L, struct start_args *a)
 		a->opt.buf = agent_pfile_buf(fc, &a->opt.len);
 		a->opt.ctx = fc;
 	}
-	/* From here on agent_pfile_close owns fc, whatever happens. */
+	/* From here on agent_pfile_close owns fc, whatever happens; a failed start's close
+	 * removes the file that open created (agent_pfile_refused). */
 	int rc = agent_start(L, &a->opt, agent_pfile_write, agent_pfile_close);
 	int e = errno;
 	/* The path of the profile that runs: a start refused in another thread's state
 	 * meanwhile must not rename it in stop's messages. */
 	if (rc == LUAPROF_PROFILE_SUCCESS)
 		snprintf(cur_path, sizeof(cur_path), "%s", fc ? a->path : "");
-	else if (created)
-		unlink(a->path);
 	/* Started in another state since the check above: say so, as the check would have. */
 	if (rc == LUAPROF_PROFILE_ERRRUN)
 		return push_fail(L, agent_vm_attached_to(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
@@ -404,15 +403,14 @@ static int l_mem_start(lua_State *L)
 		.sample_bytes = sample,
 	};
 	opt.buf = agent_pfile_buf(fc, &opt.len);
-	/* From here on agent_pfile_close owns fc, whatever happens. */
+	/* From here on agent_pfile_close owns fc, whatever happens; a failed start's close
+	 * removes the file that open created (agent_pfile_refused). */
 	int rc = luaprof_memprof_start(L, &opt);
 	int e = errno;
 	/* As for the CPU profiler: the running profile's path, and the state it runs in. */
 	if (rc == LUAPROF_PROFILE_SUCCESS) {
 		agent_pfile_started(fc);
 		snprintf(mem_path, sizeof(mem_path), "%s", path);
-	} else if (created) {
-		unlink(path);
 	}
 	if (rc == LUAPROF_PROFILE_ERRRUN)
 		return push_fail(L, agent_memprof_busy_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,

@@ -2461,6 +2461,8 @@ LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof
 	}
 	if (rc != LUAPROF_PROFILE_SUCCESS && opt && opt->on_stop) {
 		int e = errno;
+		if (opt->writer == agent_pfile_write)
+			agent_pfile_refused(opt->ctx);
 		opt->on_stop(opt->ctx, opt->buf);
 		errno = e;
 	}

@@ -18,6 +18,7 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -51,6 +52,9 @@ struct agent_pfile {
 	size_t plen;
 	int quit;
 	int err;        /* errno of the first failed write, 0 if none */
+	int created;    /* open made the file at path */
+	int refused;    /* the profile's start failed (agent_pfile_refused) */
+	char path[PATH_MAX]; /* as open was given it; "" if longer */
 	uint8_t *rawout; /* raw events (agent_pfile_raw): their encoding, written from here */
 	struct agent_rawev_enc enc;
 	/* Aligned: exact mode's records keep the buffer's 8-byte alignment (rawev.h), and
@@ -293,6 +297,11 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 		return NULL;
 	}
 	f->trunc = trunc;
+	f->created = *created;
+	f->refused = 0;
+	f->path[0] = '\0';
+	if (strlen(path) < sizeof(f->path))
+		strcpy(f->path, path);
 	f->pid = getpid();
 	f->quit = 0;
 	f->err = 0;
@@ -314,6 +323,12 @@ int agent_pfile_raw(struct agent_pfile *f)
 	}
 	memset(&f->enc, 0, sizeof(f->enc));
 	return 0;
+}
+
+void agent_pfile_refused(struct agent_pfile *f)
+{
+	if (f)
+		f->refused = 1;
 }
 
 void agent_pfile_started(struct agent_pfile *f)
@@ -381,6 +396,12 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 	} else if (close(f->fd) != 0 && !err) {
 		err = errno;
 	}
+	/* A refused start's file that open made: removed while the path still names it
+	 * (another process may have put its own there since). */
+	struct stat st;
+	if (f->refused && f->created && f->path[0] && stat(f->path, &st) == 0 &&
+	    st.st_dev == f->dev && st.st_ino == f->ino)
+		unlink(f->path);
 	unclaim(f);
 	free(f->rawout);
 	munmap(f, sizeof(*f));

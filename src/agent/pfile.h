@@ -13,14 +13,24 @@ struct agent_pfile;
 
 /*
 ** Opens path for writing without emptying it, so that a start that fails after this (an
-** unknown VM build, no timer) leaves a file that was there as it was; *created tells the
-** caller whether to remove the file then. Contents are dropped at the first write, which
-** only a started profile makes. With threaded, a thread of the file's own writes it, and
+** unknown VM build, no timer) leaves a file that was there as it was; *created tells
+** whether open made the file, which such a start removes (agent_pfile_refused). Contents
+** are dropped at the first write, which only a started profile makes. With threaded, a thread of the file's own writes it, and
 ** the profiled thread waits for write(2) only when the disk falls a whole buffer behind;
 ** without (or when no thread can be made), the writer callback writes. NULL with errno on
 ** failure: EBUSY when a file still open here (another profile's) is that regular file.
 */
 struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created);
+
+/*
+** The start f was opened for failed: f's close, the on_stop that the failed start calls,
+** removes the file if open created it, as the caller would once the start returned. The
+** profilers call this ahead of that on_stop when their writer is agent_pfile_write: a
+** terminating signal held during the start is delivered as the start returns
+** (termstop.c), and ended the process before the caller's removal, the file left empty.
+** NULL: nothing.
+*/
+void agent_pfile_refused(struct agent_pfile *f);
 
 /*
 ** The profile writing to f has started: a file that had contents is emptied now. The memory

@@ -34,6 +34,7 @@
 
 #include "agent/agent.h"
 #include "agent/objects.h"
+#include "agent/pfile.h"
 #include "agent/ticker.h"
 #include "stream/writer.h"
 #include "util/timerenv.h"
@@ -1413,6 +1414,8 @@ int agent_start(struct lua_State *L, const struct luaprof_sysprof_options *opt,
 	sp.err[0] = '\0';
 	if (start_enter() != 0) {
 		set_err("profiler is running already");
+		if (writer == agent_pfile_write)
+			agent_pfile_refused(opt->ctx);
 		if (on_stop)
 			on_stop(opt->ctx, opt->buf);
 		return LUAPROF_PROFILE_ERRRUN;
@@ -1599,6 +1602,8 @@ fail_native:
 fail_early:
 	e = EINVAL;
 fail_cb:
+	if (writer == agent_pfile_write)
+		agent_pfile_refused(opt->ctx); /* its file gone before a held signal acts */
 	if (on_stop)
 		on_stop(opt->ctx, opt->buf);
 	atomic_store(&sp.state, ST_IDLE);

@@ -29,7 +29,9 @@ local lp = arg[1] ~= "underrecord"
 if arg[1] == "restart" then
 	assert(lp.sysprof.stop())
 	arm_signal(arg[3])
-	assert(lp.sysprof.start({ mode = "C", interval = 1, path = arg[2] }))
+	local ok, err = lp.sysprof.start({ mode = "C", interval = 1, path = arg[2] })
+	assert(ok or arg[3]:match("^cpcall:"), err) -- (cpcall: refused, below)
+	if not ok then print("refused: " .. err) end
 end
 local x, t = 0, os.clock()
 while os.clock() - t < 0.3 do x = x + 1 end
@@ -64,6 +66,36 @@ done
 # record's own start: the host's other thread has no handler to send it on yet.
 for spec in phdr:raise:1 pthread:raise:1; do
 	run "record-${spec//:/-}" record "$spec"
+done
+
+# A start refused with the signal held meanwhile (cpcall: the anchor's lua_cpcall fails,
+# as out of memory): as without the signal (none), the file the start made is removed and
+# one that was there is left as it was; the program dies of the signal. Before, the held
+# signal ended the process as the start returned, before the file was removed: empty.
+# refused NAME SPEC [OLD]: OLD, the contents of a file there before.
+refused() {
+	local v=$1 spec=$2 old=${3-} prof=$t/$1.bin rc want=143
+	local env=(LP_SO="$PWD/build/luaprof.so"
+		LUAPROF_RECORD="mode=C,interval_ns=1000000,path=$t/$v.first.bin")
+	rm -f "$prof"
+	[ -z "$old" ] || printf '%s' "$old" >"$prof"
+	case $spec in *:none:*) want=0 ;; esac
+	{ (cd "$t" && exec env "${env[@]}" timeout 20 ./host start.lua restart "$prof" "$spec") \
+		>"$t/$v.out" 2>&1; } 2>/dev/null
+	rc=$?
+	[ $rc = $want ] || fail "$v: the host exited $rc, not $want: $(head -3 "$t/$v.out")"
+	[ $want = 143 ] || grep -q '^refused: not enough memory' "$t/$v.out" ||
+		fail "$v: the start was not refused: $(head -3 "$t/$v.out")"
+	if [ -n "$old" ]; then
+		[ "$(cat "$prof" 2>/dev/null)" = "$old" ] ||
+			fail "$v: the file that was there is not as it was: $(head -c 60 "$prof" 2>&1)"
+	else
+		[ ! -e "$prof" ] || fail "$v: the refused start left its file ($(stat -c %s "$prof") bytes)"
+	fi
+}
+for how in none raise thread; do
+	refused "refused-$how" "cpcall:$how:1"
+	refused "refused-old-$how" "cpcall:$how:1" "an older file"
 done
 
 # The same under `luaprof record` itself: the profile is whole, stopped by the signal, and

@@ -29,7 +29,9 @@ if arg[1] == "restart" then
 	assert(lp.memprof.stop())
 	arm_signal(arg[3])
 	local n = tonumber(arg[4])
-	assert(lp.memprof.start(arg[2], { sample = n > 0 and n or nil }))
+	local ok, err = lp.memprof.start(arg[2], { sample = n > 0 and n or nil })
+	assert(ok or arg[3]:match("^cpcall:"), err) -- (cpcall: refused, below)
+	if not ok then print("refused: " .. err) end
 end
 local keep = {}
 for i = 1, 1000 do keep[i] = { i } end
@@ -65,6 +67,38 @@ for sample in 0 4096; do
 	# record's own start: the host's other thread has no handler to send it on yet.
 	for spec in phdr:raise:1 setallocf:raise:1; do
 		run "record-$sample-${spec//:/-}" record "$spec" $sample
+	done
+done
+
+# A start refused with the signal held meanwhile (cpcall: the anchor's lua_cpcall fails,
+# as out of memory): as without the signal (none), the file the start made is removed and
+# one that was there is left as it was; the program dies of the signal. Before, the held
+# signal ended the process as the start returned, before the file was removed: empty.
+# refused NAME SPEC SAMPLE [OLD]: OLD, the contents of a file there before.
+refused() {
+	local v=$1 spec=$2 sample=$3 old=${4-} prof=$t/$1.bin rc want=143
+	rm -f "$prof"
+	[ -z "$old" ] || printf '%s' "$old" >"$prof"
+	local env=(LP_SO="$PWD/build/luaprof.so"
+		LUAPROF_RECORD="profiler=memory,sample=$sample,path=$t/$v.first.bin")
+	case $spec in *:none:*) want=0 ;; esac
+	{ (cd "$t" && exec env "${env[@]}" timeout 20 ./host start.lua restart "$prof" "$spec" \
+		"$sample") >"$t/$v.out" 2>&1; } 2>/dev/null
+	rc=$?
+	[ $rc = $want ] || fail "$v: the host exited $rc, not $want: $(head -3 "$t/$v.out")"
+	[ $want = 143 ] || grep -q '^refused: not enough memory' "$t/$v.out" ||
+		fail "$v: the start was not refused: $(head -3 "$t/$v.out")"
+	if [ -n "$old" ]; then
+		[ "$(cat "$prof" 2>/dev/null)" = "$old" ] ||
+			fail "$v: the file that was there is not as it was: $(head -c 60 "$prof" 2>&1)"
+	else
+		[ ! -e "$prof" ] || fail "$v: the refused start left its file ($(stat -c %s "$prof") bytes)"
+	fi
+}
+for sample in 0 4096; do
+	for how in none raise thread; do
+		refused "refused-$sample-$how" "cpcall:$how:1" $sample
+		refused "refused-old-$sample-$how" "cpcall:$how:1" $sample "an older file"
 	done
 done
 

@@ -13,9 +13,12 @@
 ** or by the script's arm_signal(SPEC), SPEC "POINT:HOW:N":
 **   POINT  phdr: the agent's Nth call of dl_iterate_phdr from then on, before it runs;
 **          setallocf: its Nth call of lua_setallocf, after the allocator is swapped;
-**          pthread: its Nth call of pthread_create, after the thread is made
+**          pthread: its Nth call of pthread_create, after the thread is made;
+**          cpcall: its Nth call of lua_cpcall (the start's anchor in the state), which then
+**          fails as out of memory (LUA_ERRMEM) without running: a start refused
 **   HOW    raise: SIGTERM on this thread; thread: SIGTERM to another thread of the host's,
-**          which the agent sends on to this one (given 300 ms to, before the start goes on)
+**          which the agent sends on to this one (given 300 ms to, before the start goes on);
+**          none: no signal (cpcall's failure alone)
 ** Exit 0 when the script ran (the signal did not end the process), 1 on an error.
 */
 #define _GNU_SOURCE
@@ -34,7 +37,7 @@
 #include <lualib.h>
 
 static char point[16];
-static int thread_kill, countdown;
+static int thread_kill, no_signal, countdown;
 static pthread_t helper;
 
 static void *helper_main(void *arg)
@@ -49,31 +52,36 @@ static int arm(const char *spec)
 {
 	char how[16];
 	if (sscanf(spec, "%15[a-z]:%15[a-z]:%d", point, how, &countdown) != 3 || countdown < 1 ||
-	    (strcmp(point, "phdr") && strcmp(point, "setallocf") && strcmp(point, "pthread")) ||
-	    (strcmp(how, "raise") && strcmp(how, "thread"))) {
+	    (strcmp(point, "phdr") && strcmp(point, "setallocf") && strcmp(point, "pthread") &&
+	     strcmp(point, "cpcall")) ||
+	    (strcmp(how, "raise") && strcmp(how, "thread") && strcmp(how, "none"))) {
 		point[0] = '\0';
 		return -1;
 	}
 	thread_kill = !strcmp(how, "thread");
+	no_signal = !strcmp(how, "none");
 	return 0;
 }
 
-/* A call from the agent (luaprof.so) at the armed point: the signal, once. */
-static void maybe_fire(const char *at, const void *caller)
+/* A call from the agent (luaprof.so) at the armed point: the signal, once; 1 then. */
+static int maybe_fire(const char *at, const void *caller)
 {
 	Dl_info info;
 	if (strcmp(point, at) || !dladdr(caller, &info) || !info.dli_fname ||
 	    !strstr(info.dli_fname, "luaprof.so") || --countdown > 0)
-		return;
+		return 0;
 	point[0] = '\0';
+	if (no_signal)
+		return 1;
 	if (!thread_kill) {
 		raise(SIGTERM);
-		return;
+		return 1;
 	}
 	pthread_kill(helper, SIGTERM);
 	struct timespec left = { 0, 300000000L };
 	while (nanosleep(&left, &left) != 0 && errno == EINTR)
 		;
+	return 1;
 }
 
 int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
@@ -102,6 +110,16 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
 	int rc = real(th, attr, fn, arg);
 	maybe_fire("pthread", __builtin_return_address(0));
 	return rc;
+}
+
+int lua_cpcall(lua_State *L, lua_CFunction fn, void *ud)
+{
+	static int (*real)(lua_State *, lua_CFunction, void *);
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "lua_cpcall");
+	if (maybe_fire("cpcall", __builtin_return_address(0)))
+		return LUA_ERRMEM;
+	return real(L, fn, ud);
 }
 
 static int l_arm_signal(lua_State *L)

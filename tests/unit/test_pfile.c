@@ -116,6 +116,46 @@ static void test_threaded_stream_whole_and_in_order(void)
 	check_pattern(path_of("t.bin"), 8, len);
 }
 
+/* A refused start's file: removed at close when open made it, threaded or not; one that
+ * was there is left as it was; and one put at the path since is not open's to remove. */
+static void test_refused_start(void)
+{
+	for (int threaded = 0; threaded < 2; threaded++) {
+		int created = 0;
+		unlink(path_of("ref.bin"));
+		struct agent_pfile *f = agent_pfile_open(path_of("ref.bin"), threaded, &created);
+		CHECK(f != NULL && created);
+		agent_pfile_refused(f);
+		CHECK_EQ(agent_pfile_close(f, NULL), 0);
+		CHECK(access(path_of("ref.bin"), F_OK) != 0);
+	}
+	FILE *fp = fopen(path_of("ref.bin"), "w");
+	fputs("older", fp);
+	fclose(fp);
+	int created = 1;
+	struct agent_pfile *f = agent_pfile_open(path_of("ref.bin"), 1, &created);
+	CHECK(f != NULL && !created);
+	agent_pfile_refused(f);
+	CHECK_EQ(agent_pfile_close(f, NULL), 0);
+	size_t n = 0;
+	uint8_t *b = slurp(path_of("ref.bin"), &n);
+	CHECK(b && n == 5 && !memcmp(b, "older", 5));
+	free(b);
+	unlink(path_of("ref.bin"));
+	f = agent_pfile_open(path_of("ref.bin"), 0, &created);
+	CHECK(f != NULL && created);
+	char moved[256];
+	snprintf(moved, sizeof(moved), "%s", path_of("ref2.bin"));
+	rename(path_of("ref.bin"), moved);
+	fp = fopen(path_of("ref.bin"), "w");
+	fclose(fp);
+	agent_pfile_refused(f);
+	CHECK_EQ(agent_pfile_close(f, NULL), 0);
+	CHECK(access(path_of("ref.bin"), F_OK) == 0);
+	unlink(path_of("ref.bin"));
+	unlink(moved);
+}
+
 static void test_direct_stream(void)
 {
 	int created = 0, flags = -1;
@@ -388,6 +428,7 @@ int main(void)
 	RUN(test_threaded_stream_whole_and_in_order);
 	RUN(test_direct_stream);
 	RUN(test_existing_file_kept_until_first_write);
+	RUN(test_refused_start);
 	if (access("/dev/full", W_OK) == 0)
 		RUN(test_failed_write_reported);
 	else
