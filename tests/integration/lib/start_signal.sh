@@ -107,9 +107,12 @@ start_signal_refused() {
 # start_signal_random RUNS RECORD_ARGS...: SIGTERM to `luaprof record RECORD_ARGS -o p.txt --
 # luajit busy.lua` (5 s of allocating) at random times in its first 8 ms, RUNS runs: each
 # leaves a whole profile, or says the program died before it loaded the agent, or (record
-# killed before it made a file) leaves nothing.
+# killed before it made a file) leaves nothing. The time counts from record's exec: a
+# signal to the shell forked for it, before the exec, ran the test's traps there (exit, $t
+# removed), and every run after it checked nothing and passed (most runs of these scripts
+# under load).
 start_signal_random() {
-	local runs=$1 us rec v left
+	local runs=$1 us rec v left comm n
 	shift
 	cat >"$t/busy.lua" <<'LUA'
 local keep = {}
@@ -122,10 +125,14 @@ LUA
 		(cd "$t/rnd" && exec "$lp" record "$@" -o p.txt -- luajit ../busy.lua) \
 			>"$t/rnd.out" 2>&1 &
 		rec=$!
+		for ((n = 0; n < 200000; n++)); do
+			read -r comm 2>/dev/null </proc/$rec/comm && [ "$comm" = luaprof ] && break
+		done
 		sleep "0.$(printf %06d $us)"
 		kill -TERM $rec
 		wait $rec
 		v="random ($*, ${us} us)"
+		[ -d "$t" ] || { echo "FAIL: $v: the test's directory is gone"; exit 1; }
 		if [ -e "$t/rnd/p.bin" ]; then
 			"$lp" report -f info "$t/rnd/p.bin" 2>&1 | grep -q '^complete: yes$' ||
 				fail "$v: p.bin is no whole profile: $(grep -v '^$' "$t/rnd.out" | head -3)"
