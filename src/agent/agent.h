@@ -432,6 +432,12 @@ void agent_termstop_deferred(void);
  * signal take its course); nothing if there is none. From memprof.c and sysprof.c, once
  * the start is done, the stop's file closed or the path left. */
 void agent_termstop_redeliver(void);
+/* The file at path that agent_pfile_open has just made for a start of the Lua API, until
+ * the start names its thread (from there a terminating signal is held for the start, and
+ * a refused start removes the file: agent_pfile_refused): a signal that takes its course
+ * meanwhile removes it (it left it empty). NULL: none any more (the start named its
+ * thread or returned, or the open failed). */
+void agent_termstop_newfile(const char *path);
 /* memprof.c, for termstop.c: 1 while the wrapper is in its rare or general path on this
  * thread (a stop now would meet its tables or a record half changed); and the stop itself,
  * from another thread while the profile's is held in a signal handler (-1: no profile,

@@ -231,6 +231,25 @@ static const char *parse_opts(lua_State *L, struct start_args *a)
 	return NULL;
 }
 
+/*
+** agent_pfile_open for a start: a file it makes is named to termstop.c until the start
+** names its thread (agent_termstop_newfile), so that a terminating signal before that
+** removes it as it takes its course (it left the file empty). The signals are held on
+** this thread while the file is made and named, so that none comes in between.
+*/
+static struct agent_pfile *open_for_start(const char *path, int threaded)
+{
+	sigset_t term, old;
+	agent_termstop_sent(&term);
+	pthread_sigmask(SIG_BLOCK, &term, &old);
+	int created;
+	struct agent_pfile *f = agent_pfile_open(path, threaded, &created);
+	int e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return f;
+}
+
 /* Starts with parsed options; pushes the Lua results. */
 static int start_with(lua_State *L, struct start_args *a)
 {
@@ -238,10 +257,9 @@ static int start_with(lua_State *L, struct start_args *a)
 		return push_fail(L, agent_vm_attached_to(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
 				 EINVAL);
 	struct agent_pfile *fc = NULL;
-	int created = 0;
 	if (a->opt.mode != LUAPROF_SYSPROF_DEFAULT) {
 		/* The CPU profiler writes from a thread of its own. */
-		if (!(fc = agent_pfile_open(a->path, 0, &created)))
+		if (!(fc = open_for_start(a->path, 0)))
 			return push_open_fail(L, a->path, errno);
 		a->opt.buf = agent_pfile_buf(fc, &a->opt.len);
 		a->opt.ctx = fc;
@@ -250,6 +268,7 @@ static int start_with(lua_State *L, struct start_args *a)
 	 * removes the file that open created (agent_pfile_refused). */
 	int rc = agent_start(L, &a->opt, agent_pfile_write, agent_pfile_close);
 	int e = errno;
+	agent_termstop_newfile(NULL);
 	/* The path of the profile that runs: a start refused in another thread's state
 	 * meanwhile must not rename it in stop's messages. */
 	if (rc == LUAPROF_PROFILE_SUCCESS)
@@ -393,9 +412,8 @@ static int l_mem_start(lua_State *L)
 	if (agent_memprof_running())
 		return push_fail(L, agent_memprof_runs_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
 				 EINVAL);
-	int created;
 	/* Exact mode writes from inside the allocator: a writer thread takes write(2) off it. */
-	struct agent_pfile *fc = agent_pfile_open(path, 1, &created);
+	struct agent_pfile *fc = open_for_start(path, 1);
 	if (!fc)
 		return push_open_fail(L, path, errno);
 	struct luaprof_memprof_options opt = {
@@ -407,6 +425,7 @@ static int l_mem_start(lua_State *L)
 	 * removes the file that open created (agent_pfile_refused). */
 	int rc = luaprof_memprof_start(L, &opt);
 	int e = errno;
+	agent_termstop_newfile(NULL);
 	/* As for the CPU profiler: the running profile's path, and the state it runs in. */
 	if (rc == LUAPROF_PROFILE_SUCCESS) {
 		agent_pfile_started(fc);

@@ -2452,6 +2452,8 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 LUAPROF_API int luaprof_memprof_start(lua_State *L, const struct luaprof_memprof_options *opt)
 {
 	int rc, named = stop_enter() == 0;
+	if (named)
+		agent_termstop_newfile(NULL); /* a signal is held for the start from here */
 	if (!named) {
 		set_err("profiler is running already");
 		rc = LUAPROF_PROFILE_ERRRUN;

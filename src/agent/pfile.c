@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "agent/pfile.h"
 #include "agent/rawev.h"
 
@@ -248,6 +249,10 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 {
 	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
 	*created = fd >= 0;
+	/* Named at once: a terminating signal before the start that opens it names its thread
+	 * removes it (termstop.c), on whichever thread the signal takes its course. */
+	if (*created)
+		agent_termstop_newfile(path);
 	if (fd < 0 && errno == EEXIST)
 		fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -256,8 +261,10 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	if (fstat(fd, &st) != 0) {
 		int e = errno;
 		close(fd);
-		if (*created)
+		if (*created) {
+			agent_termstop_newfile(NULL);
 			unlink(path);
+		}
 		errno = e;
 		return NULL;
 	}
@@ -273,8 +280,10 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (f == MAP_FAILED) {
 		close(fd);
-		if (*created)
+		if (*created) {
+			agent_termstop_newfile(NULL);
 			unlink(path);
+		}
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -291,6 +300,8 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 		 * locked it since, and write it. */
 		unclaim(f);
 		close(fd);
+		if (*created)
+			agent_termstop_newfile(NULL);
 		*created = 0;
 		munmap(f, sizeof(*f));
 		errno = EBUSY;

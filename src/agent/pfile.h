@@ -14,7 +14,8 @@ struct agent_pfile;
 /*
 ** Opens path for writing without emptying it, so that a start that fails after this (an
 ** unknown VM build, no timer) leaves a file that was there as it was; *created tells
-** whether open made the file, which such a start removes (agent_pfile_refused). Contents
+** whether open made the file, which such a start removes (agent_pfile_refused), and so
+** does a terminating signal before the start (agent_termstop_newfile). Contents
 ** are dropped at the first write, which only a started profile makes. With threaded, a thread of the file's own writes it, and
 ** the profiled thread waits for write(2) only when the disk falls a whole buffer behind;
 ** without (or when no thread can be made), the writer callback writes. NULL with errno on

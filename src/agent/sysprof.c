@@ -1390,6 +1390,7 @@ static int start_enter(void)
 			none = 0;
 			sched_yield();
 		}
+		agent_termstop_newfile(NULL); /* a signal is held for the start from here */
 		rc = 0;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

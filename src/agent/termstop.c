@@ -37,7 +37,9 @@
 ** way on the interrupted thread holds the signal the same way, until its header is written
 ** and the allocator swapped (before, the start's file was left empty); so does a CPU
 ** profile's, until its header is written and its timer armed, and a CPU start on another
-** thread is waited for, its profile then stopped whole (before, cut short or empty). A signal held longer
+** thread is waited for, its profile then stopped whole (before, cut short or empty). The
+** file the Lua API made for a start that has not named its thread yet is removed as the
+** signal takes its course (agent_termstop_newfile; it was left empty). A signal held longer
 ** than HOLD_MAX_NS (a writer blocked for good) takes its course from termstop's thread,
 ** the profile cut short, with a word on stderr (before, only SIGKILL ended the process).
 **
@@ -58,12 +60,14 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +117,36 @@ static struct {
 	int armed;        /* the thread runs and the handlers are installed */
 	struct sigaction sa; /* the handler's action */
 } ts;
+
+/* agent_termstop_newfile's: set while a start's new file has no name on it. */
+static struct {
+	_Atomic int set;
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+} newfile;
+
+void agent_termstop_newfile(const char *path)
+{
+	atomic_store(&newfile.set, 0);
+	struct stat st;
+	if (!path || strlen(path) >= sizeof(newfile.path) || stat(path, &st) != 0)
+		return;
+	strcpy(newfile.path, path);
+	newfile.dev = st.st_dev;
+	newfile.ino = st.st_ino;
+	atomic_store(&newfile.set, 1);
+}
+
+/* Before the signal takes its course: a start's new file, still that file at its path,
+ * is removed (async-signal-safe: stat, unlink). */
+static void drop_newfile(void)
+{
+	struct stat st;
+	if (atomic_exchange(&newfile.set, 0) && stat(newfile.path, &st) == 0 &&
+	    st.st_dev == newfile.dev && st.st_ino == newfile.ino)
+		unlink(newfile.path);
+}
 
 /* Installs the handler on each terminating signal at its default action. A handler the
  * program installed between the look and the change is put back: its choice stands. */
@@ -220,6 +254,7 @@ static void set_default(int sig)
 /* A held signal's default action, on this thread, now: the process ends of it. */
 static void take_course(int sig)
 {
+	drop_newfile();
 	set_default(sig);
 	sigset_t set;
 	sigemptyset(&set);
@@ -329,6 +364,7 @@ static void on_signal(int sig)
 		}
 	}
 	/* Blocked while this handler runs: taken with the default action on return. */
+	drop_newfile();
 	set_default(sig);
 	raise(sig);
 	errno = saved;

@@ -24,10 +24,10 @@ for spec in phdr:raise:1 pthread:raise:1; do
 	start_signal_run "record-${spec//:/-}" record "$spec" cpu
 done
 
-# A start refused with the signal held meanwhile (start_signal_refused).
+# A start refused with the signal held meanwhile: no file left (start_signal_nofile).
 for how in none raise thread; do
-	start_signal_refused "refused-$how" "cpcall:$how:1" cpu
-	start_signal_refused "refused-old-$how" "cpcall:$how:1" cpu "an older file"
+	start_signal_nofile "refused-$how" "cpcall:$how:1" cpu
+	start_signal_nofile "refused-old-$how" "cpcall:$how:1" cpu "an older file"
 done
 
 # The same under `luaprof record` itself: the profile is whole, stopped by the signal, and

@@ -25,11 +25,16 @@ for sample in 0 4096; do
 	done
 done
 
-# A start refused with the signal held meanwhile (start_signal_refused).
+# A start refused with the signal held meanwhile, and (memory) a signal as the start's
+# file is made, before the start: no file left (start_signal_nofile).
 for sample in 0 4096; do
 	for how in none raise thread; do
-		start_signal_refused "refused-$sample-$how" "cpcall:$how:1" $sample
-		start_signal_refused "refused-old-$sample-$how" "cpcall:$how:1" $sample "an older file"
+		start_signal_nofile "refused-$sample-$how" "cpcall:$how:1" $sample
+		start_signal_nofile "refused-old-$sample-$how" "cpcall:$how:1" $sample "an older file"
+	done
+	for how in raise thread; do
+		start_signal_nofile "early-$sample-$how" "pthread:$how:1" $sample
+		start_signal_nofile "early-old-$sample-$how" "pthread:$how:1" $sample "an older file"
 	done
 done
 

@@ -81,13 +81,15 @@ start_signal_run() {
 		fail "$v: not stopped by the signal: $(grep -m1 stopped_by "$t/$v.info")"
 }
 
-# start_signal_refused NAME SPEC WHAT [OLD]: the program's start refused (SPEC cpcall:HOW:N,
+# start_signal_nofile NAME SPEC WHAT [OLD]: the program's start refused (SPEC cpcall:HOW:N,
 # the anchor's lua_cpcall failing as out of memory) with SIGTERM held meanwhile (HOW raise
-# or thread), or none (HOW none). As without the signal, the file the start made is
-# removed, and one that was there (OLD, its contents) is left as it was; the program dies
-# of the signal, or says the start was refused. Before, the held signal ended the process
-# as the start returned, before the file was removed: empty.
-start_signal_refused() {
+# or thread), or none (HOW none); or SIGTERM before the start began, as its file was made
+# (pthread:HOW:1 for the memory profiler: the file's writer thread). As without the
+# signal, the file the start made is removed, and one that was there (OLD, its contents)
+# is left as it was; the program dies of the signal, or says the start was refused.
+# Before, the signal ended the process as the start returned (held), or before it began,
+# and the file the start made was left empty.
+start_signal_nofile() {
 	local v=$1 spec=$2 old=${4-} prof=$t/$1.bin want=143
 	rm -f "$prof"
 	[ -z "$old" ] || printf '%s' "$old" >"$prof"
@@ -100,7 +102,7 @@ start_signal_refused() {
 		[ "$(cat "$prof" 2>/dev/null)" = "$old" ] ||
 			fail "$v: the file that was there is not as it was: $(head -c 60 "$prof" 2>&1)"
 	else
-		[ ! -e "$prof" ] || fail "$v: the refused start left its file ($(stat -c %s "$prof") bytes)"
+		[ ! -e "$prof" ] || fail "$v: the start left the file it made ($(stat -c %s "$prof") bytes)"
 	fi
 }
 
