@@ -2468,6 +2468,7 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	 * stub of the running trace (vmstate names the trace that exits), at the trace's
 	 * stack pointer once the stub's pushes are taken back. */
 	struct lp_lj_trace t;
+	int in_code = 1; /* ip in t's code, not one of its exit stubs */
 	if (have_trace && lp_lj_trace_has(&cur_trace, ip)) {
 		t = cur_trace;
 	} else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK) {
@@ -2476,7 +2477,11 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 			return -1;
 		sp += 8 * (uint64_t)pushed;
 		t = cur_trace;
-	} else if (!walk_trace_found) {
+		in_code = 0;
+	}
+	/* The trace the walk met first, at its code address: where the snapshot places its
+	 * frames (a stub's sample keeps the trace's start). */
+	if (in_code && !walk_trace_found) {
 		walk_trace = t;
 		walk_trace_ip = ip;
 		walk_trace_found = 1;
