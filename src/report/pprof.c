@@ -10,6 +10,12 @@
 **
 ** Mapping to pprof:
 **   - every value column is a sample_type; default_sample_type is column o->value;
+**   - a CPU profile's sample counts get a second sample type, the time they stand for
+**     (count x period, saturating): cpu/nanoseconds, wall/nanoseconds with --clock wall,
+**     as Go's CPU profiles carry samples/count and cpu/nanoseconds; it is the default
+**     type, so that readers show time (go tool pprof, Pyroscope). Only the encoding has
+**     it: the other renderers keep the model's one column. Without a period (Tarantool's
+**     streams) there is no time to give, and the counts stay alone;
 **   - one Sample per distinct stack, location_id leaf first;
 **   - one Location per frame, id = frame id + 1, with one Line, all in one Mapping marked
 **     as symbolized (so readers do not try to symbolize addresses we cannot resolve);
@@ -72,7 +78,9 @@ struct pp {
 	struct lp_iset funcset;
 
 	uint64_t *frame_func;     /* per frame: function id */
-	int64_t vtype[LP_MAX_VALUES][2]; /* sample types: type and unit string indices */
+	int64_t vtype[LP_MAX_VALUES + 1][2]; /* sample types: type and unit string indices */
+	unsigned ntypes;          /* the profile's value columns, + 1 with the time column */
+	int64_t period;           /* time column: nanoseconds per sample counted */
 
 	char *tmp;                /* scratch: formatted names */
 	size_t tmpcap;
@@ -344,9 +352,9 @@ static int emit(struct pp *w, const PbProfile *part)
 
 static int emit_sample_types(struct pp *w)
 {
-	unsigned nv = lp_profile_nvalues(w->p);
-	PbValueType vt[LP_MAX_VALUES];
-	PbValueType *vtp[LP_MAX_VALUES];
+	unsigned nv = w->ntypes;
+	PbValueType vt[LP_MAX_VALUES + 1];
+	PbValueType *vtp[LP_MAX_VALUES + 1];
 	for (unsigned i = 0; i < nv; i++) {
 		perftools__profiles__value_type__init(&vt[i]);
 		vt[i].type = w->vtype[i][0];
@@ -359,11 +367,20 @@ static int emit_sample_types(struct pp *w)
 	return emit(w, &part);
 }
 
+/* v x period, clamped to the int64_t range: counts come from untrusted streams. */
+static int64_t times(int64_t v, int64_t period)
+{
+	int64_t r;
+	if (__builtin_mul_overflow(v, period, &r))
+		return v < 0 ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
 static int emit_samples(struct pp *w)
 {
 	size_t ns = lp_profile_nstacks(w->p);
 	unsigned nv = lp_profile_nvalues(w->p);
-	int64_t vals[LP_MAX_VALUES];
+	int64_t vals[LP_MAX_VALUES + 1];
 	for (size_t i = 0; i < ns; i++) {
 		const uint32_t *frames;
 		const int64_t *v;
@@ -374,11 +391,13 @@ static int emit_samples(struct pp *w)
 		for (size_t d = 0; d < depth; d++)
 			w->locs[d] = (uint64_t)frames[depth - 1 - d] + 1; /* leaf first */
 		memcpy(vals, v, nv * sizeof(*vals));
+		if (w->ntypes > nv)
+			vals[nv] = times(v[0], w->period);
 		PbSample s = PERFTOOLS__PROFILES__SAMPLE__INIT;
 		PbSample *sp = &s;
 		s.n_location_id = depth;
 		s.location_id = w->locs;
-		s.n_value = nv;
+		s.n_value = w->ntypes;
 		s.value = vals;
 		PbProfile part = PERFTOOLS__PROFILES__PROFILE__INIT;
 		part.n_sample = 1;
@@ -529,6 +548,22 @@ static int render(struct pp *w, unsigned value)
 		if (intern(w, t->type, &w->vtype[i][0]) || intern(w, t->unit, &w->vtype[i][1]))
 			return nomem(w);
 	}
+	w->ntypes = nv;
+	int cpu = m->event ? strcmp(m->event, "cpu") == 0 : m->period_ns != 0;
+	/* The time the counts stand for: period_ns is the mean interval a sample stands for
+	 * (the interval asked, or more with ticks that have no sample of their own: the POSIX
+	 * timer's overruns, paced and dropped ticks), and a signal of the perf clock standing
+	 * for several intervals is in the counts as that many samples; so count x period_ns
+	 * is the time sampled, as pprof's period says. */
+	const struct lp_value_type *t0 = lp_profile_value_type(p, 0);
+	if (cpu && nv == 1 && m->period_ns && m->period_ns <= INT64_MAX &&
+	    !strcmp(t0->type, "samples") && !strcmp(t0->unit, "count")) {
+		if (intern(w, m->wall_clock ? "wall" : "cpu", &w->vtype[nv][0]) ||
+		    intern(w, "nanoseconds", &w->vtype[nv][1]))
+			return nomem(w);
+		w->period = (int64_t)m->period_ns;
+		w->ntypes = nv + 1;
+	}
 	for (size_t i = 0; i < nf; i++) {
 		rc = frame_func(w, lp_profile_frame(p, (uint32_t)i), &w->frame_func[i]);
 		if (rc == -ENOMEM)
@@ -544,7 +579,6 @@ static int render(struct pp *w, unsigned value)
 	tail.time_nanos = m->start_unix_ns > INT64_MAX ? INT64_MAX : (int64_t)m->start_unix_ns;
 	tail.duration_nanos = m->duration_ns > INT64_MAX ? INT64_MAX : (int64_t)m->duration_ns;
 	int64_t comment = 0;
-	int cpu = m->event ? strcmp(m->event, "cpu") == 0 : m->period_ns != 0;
 	if (cpu) {
 		if (intern(w, m->wall_clock ? "wall" : "cpu", &period_type.type) ||
 		    intern(w, "nanoseconds", &period_type.unit))
@@ -564,7 +598,7 @@ static int render(struct pp *w, unsigned value)
 		tail.n_comment = 1;
 		tail.comment = &comment;
 	}
-	tail.default_sample_type = w->vtype[value][0];
+	tail.default_sample_type = w->vtype[w->ntypes > nv ? nv : value][0];
 
 	int zr = deflateInit2(&w->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
 			      Z_DEFAULT_STRATEGY);

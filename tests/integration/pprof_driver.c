@@ -1,7 +1,7 @@
 /*
 ** Writes fixed CPU and memory profiles with lp_render_pprof for tests/integration/pprof_go.sh.
 **
-** Usage: pprof_driver cpu|mem OUT.pb.gz
+** Usage: pprof_driver cpu|wall|mem OUT.pb.gz
 ** The stacks below are what the script expects `go tool pprof` to show; keep them in sync.
 */
 #include <errno.h>
@@ -48,8 +48,9 @@ static const int64_t mem_values[][4] = {
 };
 #define NSTACKS (sizeof(stacks) / sizeof(stacks[0]))
 
-static const struct lp_value_type cpu_types[2] = { { "samples", "count" },
-						   { "cpu", "nanoseconds" } };
+/* A CPU profile has its sample counts alone, as the loader makes it: the time column is
+ * the renderer's. */
+static const struct lp_value_type cpu_types[1] = { { "samples", "count" } };
 static const struct lp_value_type mem_types[4] = {
 	{ "alloc_space", "bytes" },
 	{ "alloc_objects", "count" },
@@ -65,7 +66,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int wall = strcmp(argv[1], "wall") == 0, cpu = wall || strcmp(argv[1], "cpu") == 0;
-	struct lp_profile *p = cpu ? lp_profile_new(2, cpu_types) : lp_profile_new(4, mem_types);
+	struct lp_profile *p = cpu ? lp_profile_new(1, cpu_types) : lp_profile_new(4, mem_types);
 	if (!p) {
 		fprintf(stderr, "pprof_driver: out of memory\n");
 		return 1;
@@ -86,7 +87,6 @@ int main(int argc, char **argv)
 		int64_t v[4];
 		if (cpu) {
 			v[0] = cpu_samples[s];
-			v[1] = cpu_samples[s] * PERIOD_NS;
 		} else {
 			memcpy(v, mem_values[s], sizeof(v));
 		}

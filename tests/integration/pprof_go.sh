@@ -116,9 +116,14 @@ TOP="-nodecount=1000 -nodefraction=0 -edgefraction=0"
 if pp cpu_raw -raw "$t/cpu.pb.gz"; then
 	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
 	expect_has cpu_raw "PeriodType: cpu nanoseconds"
-	pp wall_raw -raw "$t/wall.pb.gz" && expect_has wall_raw "PeriodType: wall nanoseconds"
+	if pp wall_raw -raw "$t/wall.pb.gz"; then
+		expect_has wall_raw "PeriodType: wall nanoseconds"
+		expect_has wall_raw "samples/count wall/nanoseconds[dflt]"
+	fi
 	expect_has cpu_raw "Period: 1000000"
-	expect_has cpu_raw "samples/count[dflt] cpu/nanoseconds"
+	# The driver's profile has counts alone, as a loaded one: the time is the renderer's,
+	# the default, as in Go's CPU profiles.
+	expect_has cpu_raw "samples/count cpu/nanoseconds[dflt]"
 	expect_rows cpu_raw raw <<-EOF
 		30 30000000
 		20 20000000
@@ -140,8 +145,28 @@ if pp cpu_raw -raw "$t/cpu.pb.gz"; then
 	fi
 fi
 
+# By default, time: 100 samples of 1 ms.
+if pp cpu_time -top $TOP "$t/cpu.pb.gz"; then
+	expect_has cpu_time "Type: cpu"
+	expect_has cpu_time "Showing nodes accounting for 100ms, 100% of 100ms total"
+	expect_rows cpu_time top <<-EOF
+		TRACE [3] @app.lua:7|40ms|40ms
+		lj_gc_step|30ms|30ms
+		malloc|20ms|20ms
+		GC|5ms|5ms
+		bad${FFFD}name|5ms|5ms
+		=stdin:1|0|90ms
+		@app.lua:10|0|50ms
+		pcall|0|5ms
+	EOF
+fi
+if pp wall_time -top $TOP "$t/wall.pb.gz"; then
+	expect_has wall_time "Type: wall"
+	expect_has wall_time "Showing nodes accounting for 100ms, 100% of 100ms total"
+fi
+
 # Function view: both lines of @app.lua:10 merge into one function.
-if pp cpu_top -top $TOP "$t/cpu.pb.gz"; then
+if pp cpu_top -top -sample_index=samples $TOP "$t/cpu.pb.gz"; then
 	expect_has cpu_top "Type: samples"
 	expect_has cpu_top "Showing nodes accounting for 100, 100% of 100 total"
 	expect_rows cpu_top top <<-EOF
@@ -157,7 +182,7 @@ if pp cpu_top -top $TOP "$t/cpu.pb.gz"; then
 fi
 
 # Line view: the current lines of @app.lua:10 stay apart.
-if pp cpu_lines -top -lines $TOP "$t/cpu.pb.gz"; then
+if pp cpu_lines -top -lines -sample_index=samples $TOP "$t/cpu.pb.gz"; then
 	expect_rows cpu_lines top <<-EOF
 		TRACE [3] @app.lua:7 app.lua:7|40|40
 		lj_gc_step /usr/lib/libluajit-5.1.so.2|30|30
@@ -172,7 +197,7 @@ if pp cpu_lines -top -lines $TOP "$t/cpu.pb.gz"; then
 fi
 
 # Stacks, leaf first.
-if pp cpu_traces -traces "$t/cpu.pb.gz"; then
+if pp cpu_traces -traces -sample_index=samples "$t/cpu.pb.gz"; then
 	expect_rows cpu_traces traces <<-EOF
 		30|lj_gc_step;@app.lua:10;=stdin:1
 		20|malloc;@app.lua:10;=stdin:1
@@ -265,14 +290,86 @@ fi
 
 # -- A recorded profile's clock -------------------------------------------------
 
-# The loader passes the stream's clock on: a --clock wall profile's period is wall time.
+# raw_sums NAME: "count ns period" of $t/NAME.out (-raw): the two columns' totals and the
+# period.
+raw_sums() {
+	awk '/^Period:/ { p = $2 } /^Locations/ { s = 0 } s == 2 { sub(/:.*/, ""); c += $1; n += $2 }
+	     s == 1 { s = 2 } /^Samples:/ { s = 1 } END { printf "%d %.0f %d\n", c, n, p }' \
+		"$t/$1.out"
+}
+
+# info BIN KEY: the value of KEY in luaprof report -f info's output.
+info() {
+	build/luaprof report "$1" -f info 2>/dev/null | sed -n "s/^$2: //p"
+}
+
+# count BIN KEY: a count of luaprof report -f info's output, 0 when absent.
+count() {
+	local v
+	v=$(info "$1" "$2")
+	echo "${v:-0}"
+}
+
+# The loader passes the stream's clock on: a --clock wall profile's period is wall time,
+# and its time column too. Each sample stands for the profile's interval: the nanoseconds
+# total is samples x interval (x the ticks without a sample of their own, paced, dropped
+# or overruns, over the samples: none here, on most runs).
 if command -v luajit >/dev/null 2>&1 && [ -x build/luaprof ] && [ -f build/luaprof.so ]; then
 	for clock in cpu wall; do
-		build/luaprof record -q --clock $clock -o "$t/rec-$clock.pb.gz" -- \
+		build/luaprof record -q --clock $clock --raw "$t/rec-$clock.bin" \
+			-o "$t/rec-$clock.pb.gz" -- \
 			luajit -e 'local s = 0 for i = 1, 2e7 do s = s + i % 3 end' >/dev/null 2>"$t/rec.err" ||
 			fail "record --clock $clock: $(cat "$t/rec.err")"
-		pp rec_$clock -raw "$t/rec-$clock.pb.gz" && expect_has rec_$clock "PeriodType: $clock nanoseconds"
+		pp rec_$clock -raw "$t/rec-$clock.pb.gz" || continue
+		expect_has rec_$clock "PeriodType: $clock nanoseconds"
+		expect_has rec_$clock "samples/count $clock/nanoseconds[dflt]"
+		b=$t/rec-$clock.bin
+		set -- $(raw_sums rec_$clock)
+		n=$(info "$b" samples) iv=$(info "$b" meta.interval_ns)
+		extra=$(($(count "$b" meta.overruns) + $(count "$b" meta.paced) + $(count "$b" meta.dropped)))
+		[ "$1" = "$n" ] || fail "rec_$clock: $1 samples in pprof, $n in the profile"
+		[ "$extra" != 0 ] || [ "$3" = "$iv" ] ||
+			fail "rec_$clock: period $3, the profile's interval $iv"
+		[ "$2" = "$(($1 * $3))" ] || fail "rec_$clock: $2 ns in all, not $1 samples x $3 ns"
+		[ "$n" -gt 0 ] || fail "rec_$clock: no sample"
 	done
+
+	# time_matches NAME: the time column of $t/NAME.pb.gz adds up to the thread's CPU time
+	# (meta.thread_cpu_ns of $t/NAME.bin), within 20 % (samples are whole intervals).
+	time_matches() {
+		pp $1 -raw "$t/$1.pb.gz" || return
+		set -- $(raw_sums $1) "$1"
+		local cpu
+		cpu=$(count "$t/$4.bin" meta.thread_cpu_ns)
+		if [ $(($2 * 10)) -lt $((cpu * 8)) ] || [ $(($2 * 10)) -gt $((cpu * 12)) ]; then
+			fail "$4: $2 ns of time in $1 samples of $3 ns, the thread ran $cpu ns"
+		fi
+	}
+
+	# A read of 64 MiB from /dev/zero is one system call longer than the 1 ms interval:
+	# the perf clock's one signal at its end is written as a sample per interval it
+	# lasted, each of which stands for the interval.
+	cat >"$t/zero.lua" <<-'EOF'
+		local f = assert(io.open("/dev/zero", "rb"))
+		for i = 1, 10 do local s = f:read(64 * 1024 * 1024) end
+		f:close()
+	EOF
+	build/luaprof record -q --rate 1000 --raw "$t/zero.bin" -o "$t/zero.pb.gz" -- \
+		luajit "$t/zero.lua" >/dev/null 2>"$t/rec.err" || fail "record zero.lua: $(cat "$t/rec.err")"
+	if [ "$(info "$t/zero.bin" meta.timer)" = "perf task-clock" ]; then
+		time_matches zero
+	else
+		echo "pprof_go: note: no perf clock here, a system call's ticks not checked" >&2
+	fi
+
+	# The POSIX CPU timer at 1 kHz, checked at the kernel's tick (250 Hz on Debian): the
+	# kernel merges expirations into one signal (meta.overruns), written as one sample, so
+	# a sample stands for about 4 ms, not the 1 ms asked (pprof's period: the mean).
+	printf 'local x = 0 for i = 1, 5e7 do x = x + i %% 7 end\n' >"$t/busy.lua"
+	LUAPROF_TIMER=posix build/luaprof record -q --rate 1000 --raw "$t/busy.bin" \
+		-o "$t/busy.pb.gz" -- luajit -joff "$t/busy.lua" >/dev/null 2>"$t/rec.err" ||
+		fail "record busy.lua: $(cat "$t/rec.err")"
+	time_matches busy
 else
 	echo "pprof_go: note: luajit or build/luaprof missing, a recorded profile's clock not checked" >&2
 fi

@@ -149,8 +149,8 @@ static int valid_utf8(const char *s)
 	return 1;
 }
 
-/* Checks the invariants every rendered profile must satisfy. */
-static void check_common(const PbProfile *pb, const struct lp_profile *p)
+/* Checks the invariants every rendered profile must satisfy; ntypes: its sample types. */
+static void check_common(const PbProfile *pb, const struct lp_profile *p, size_t ntypes)
 {
 	CHECK(pb->n_string_table >= 1);
 	if (pb->n_string_table)
@@ -170,9 +170,9 @@ static void check_common(const PbProfile *pb, const struct lp_profile *p)
 	for (size_t i = 0; i < pb->n_function; i++)
 		CHECK_EQ(pb->function[i]->id, i + 1);
 	CHECK_EQ(pb->n_sample, lp_profile_nstacks(p));
-	CHECK_EQ(pb->n_sample_type, lp_profile_nvalues(p));
+	CHECK_EQ(pb->n_sample_type, ntypes);
 	for (size_t i = 0; i < pb->n_sample; i++)
-		CHECK_EQ(pb->sample[i]->n_value, lp_profile_nvalues(p));
+		CHECK_EQ(pb->sample[i]->n_value, ntypes);
 }
 
 /* -- Tests ------------------------------------------------------------------ */
@@ -239,7 +239,7 @@ static void test_memory_profile(void)
 		lp_profile_free(p);
 		return;
 	}
-	check_common(pb, p);
+	check_common(pb, p, 4);
 
 	/* Sample types, in column order. */
 	CHECK_EQ(pb->n_sample_type, 4);
@@ -398,7 +398,14 @@ static void test_cpu_profile(void)
 	m->duration_ns = 2500000000ull;
 	PbProfile *pb = render_decode(p, 0);
 	if (pb) {
-		check_common(pb, p);
+		check_common(pb, p, 2);
+		/* Counts and the CPU time they stand for, as Go's CPU profiles give them. */
+		if (pb->n_sample_type == 2) {
+			CHECK_STR(str(pb, pb->sample_type[0]->type), "samples");
+			CHECK_STR(str(pb, pb->sample_type[0]->unit), "count");
+			CHECK_STR(str(pb, pb->sample_type[1]->type), "cpu");
+			CHECK_STR(str(pb, pb->sample_type[1]->unit), "nanoseconds");
+		}
 		/* The agent's start time and duration, as Go's profiles carry them. */
 		CHECK_EQ(pb->time_nanos, 1795000000123456789ll);
 		CHECK_EQ(pb->duration_nanos, 2500000000ll);
@@ -408,7 +415,8 @@ static void test_cpu_profile(void)
 			CHECK_STR(str(pb, pb->period_type->unit), "nanoseconds");
 		}
 		CHECK_EQ(pb->period, 1000000);
-		CHECK_STR(str(pb, pb->default_sample_type), "samples");
+		/* Time by default: go tool pprof shows "Type: cpu" and milliseconds. */
+		CHECK_STR(str(pb, pb->default_sample_type), "cpu");
 		CHECK_EQ(pb->n_comment, 0);
 		/* Both lines belong to the main chunk's one function. */
 		CHECK_EQ(pb->n_function, 1);
@@ -427,7 +435,84 @@ static void test_cpu_profile(void)
 			CHECK_EQ(pb->sample[0]->location_id[1], a + 1);
 			CHECK_EQ(pb->sample[1]->n_location_id, 0);
 			CHECK_EQ(pb->sample[1]->value[0], 42);
+			/* 84 samples of 1 ms: the nanoseconds total is samples x interval. */
+			int64_t count = 0, ns = 0;
+			for (size_t i = 0; i < 2 && pb->sample[i]->n_value == 2; i++) {
+				count += pb->sample[i]->value[0];
+				ns += pb->sample[i]->value[1];
+			}
+			CHECK_EQ(count, 84);
+			CHECK_EQ(ns, 84 * 1000000ll);
 		}
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(p);
+}
+
+/* One stack of `count` samples in a CPU profile of the given period and clock, rendered. */
+static PbProfile *cpu_one(struct lp_profile **pp, int64_t count, uint64_t period_ns, int wall,
+			  const char *event)
+{
+	static const struct lp_value_type t[1] = { { "samples", "count" } };
+	struct lp_profile *p = *pp = lp_profile_new(1, t);
+	CHECK(p != NULL);
+	if (!p)
+		return NULL;
+	uint32_t a = fid(p, LP_FK_C, "main", NULL, 0, 0, 0, 0x400000);
+	CHECK_EQ(lp_profile_add(p, &a, 1, &count), 0);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->event = event;
+	m->period_ns = period_ns;
+	m->wall_clock = wall;
+	return render_decode(p, 0);
+}
+
+/* The time column's type follows the clock, its values the period (the mean one when the
+ * loader made it more than the interval asked); no period, no time column. */
+static void test_cpu_time_column(void)
+{
+	struct lp_profile *p;
+	PbProfile *pb = cpu_one(&p, 7, 10000000, 1, "cpu");
+	if (pb) {
+		check_common(pb, p, 2);
+		if (pb->n_sample_type == 2) {
+			CHECK_STR(str(pb, pb->sample_type[1]->type), "wall");
+			CHECK_STR(str(pb, pb->sample_type[1]->unit), "nanoseconds");
+		}
+		CHECK_STR(str(pb, pb->default_sample_type), "wall");
+		CHECK_STR(str(pb, pb->period_type->type), "wall");
+		if (pb->n_sample == 1 && pb->sample[0]->n_value == 2)
+			CHECK_EQ(pb->sample[0]->value[1], 70000000);
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(p);
+
+	/* 1 ms asked, 1 tick in 160 paced: each sample stands for 1.00625 ms. */
+	pb = cpu_one(&p, 160, 1006250, 0, "cpu");
+	if (pb) {
+		CHECK_EQ(pb->period, 1006250);
+		if (pb->n_sample == 1 && pb->sample[0]->n_value == 2)
+			CHECK_EQ(pb->sample[0]->value[1], 161000000);
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(p);
+
+	/* A crafted stream's count: the time saturates. */
+	pb = cpu_one(&p, INT64_MAX / 2, 10000000, 0, "cpu");
+	if (pb) {
+		if (pb->n_sample == 1 && pb->sample[0]->n_value == 2) {
+			CHECK_EQ(pb->sample[0]->value[0], INT64_MAX / 2);
+			CHECK_EQ(pb->sample[0]->value[1], INT64_MAX);
+		}
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(p);
+
+	/* Tarantool's streams have no interval: counts alone, the default. */
+	pb = cpu_one(&p, 7, 0, 0, "cpu");
+	if (pb) {
+		check_common(pb, p, 1);
+		CHECK_STR(str(pb, pb->default_sample_type), "samples");
 		perftools__profiles__profile__free_unpacked(pb, NULL);
 	}
 	lp_profile_free(p);
@@ -454,7 +539,7 @@ static void test_large_profile(void)
 	lp_profile_meta(p)->period_ns = 10000000; /* no event: a period means CPU */
 	PbProfile *pb = render_decode(p, 1);
 	if (pb) {
-		check_common(pb, p);
+		check_common(pb, p, 2); /* its own time column: no third one */
 		CHECK_EQ(pb->n_function, N + 1);
 		CHECK_EQ(pb->n_sample, N);
 		CHECK(pb->period_type != NULL);
@@ -491,7 +576,7 @@ static void test_utf8(void)
 	CHECK_EQ(lp_profile_add(p, &a, 1, &v), 0);
 	PbProfile *pb = render_decode(p, 0);
 	if (pb) {
-		check_common(pb, p);
+		check_common(pb, p, 1); /* no event, no period: not a CPU profile */
 #define R "\xEF\xBF\xBD"
 		const char *file = "\xF0\x9F\x98\x80/" R "x" R R R R R R R R ".lua";
 		const Perftools__Profiles__Location *l = loc(pb, a + 1);
@@ -557,6 +642,7 @@ int main(void)
 {
 	RUN(test_memory_profile);
 	RUN(test_cpu_profile);
+	RUN(test_cpu_time_column);
 	RUN(test_large_profile);
 	RUN(test_utf8);
 	RUN(test_errors);
