@@ -170,7 +170,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case O_VALUE: o->value = optarg; break;
 		case O_LEAK: o->mem.leak_only = 1; break;
 		case O_HUMAN: o->mem.human_readable = 1; break;
-		case O_TITLE: o->title = optarg; break;
+		case O_TITLE:
+			/* An empty heading is a mistake (a variable not set), not a wish. */
+			if (!optarg[strspn(optarg, " \t\n\r")])
+				return fail("--title is empty: give a heading, or leave --title out "
+					    "for the default one");
+			o->title = optarg;
+			break;
 		case O_CONTEXT: {
 			char *end;
 			errno = 0;

@@ -817,7 +817,7 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 			goto oom;
 	}
 
-	if (o && o->title) {
+	if (o && o->title && *o->title) { /* "": the default, as NULL */
 		title = clean_utf8(o->title);
 	} else {
 		/* The file, and what it profiles: "luaprof: app.bin (memory, sampled)". */

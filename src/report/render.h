@@ -14,7 +14,7 @@
 
 struct lp_render_opts {
 	unsigned value;        /* value column rendered by single-value formats */
-	const char *title;     /* heading (flame graph title); NULL for a default */
+	const char *title;     /* heading (flame graph title); NULL or "" for a default */
 	int lines;             /* top: rank Lua frames by line rather than by function */
 	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
 	const char *source_dir; /* annotate: where to look for the source files first */

@@ -193,7 +193,7 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 	if (rc)
 		return rc;
 	const struct lp_profile_meta *m = lp_profile_cmeta(p);
-	const char *name = o && o->title ? o->title :
+	const char *name = o && o->title && *o->title ? o->title : /* "": the default */
 			   m->title ? m->title :
 			   m->source ? m->source : "luaprof";
 

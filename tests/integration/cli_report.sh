@@ -123,6 +123,11 @@ expect 1 "--title applies to -f flamegraph and speedscope, not to -f top" -- $lp
 expect 1 "--functions applies to the graphs and pprof" -- $lp report --functions $mp
 $lp report -q -n 3 --lines $sp >/dev/null || fail "-n with --lines on -f top"
 $lp report -q --title T -f speedscope $sp | grep -q '"name":"T"' || fail "--title on speedscope"
+# An empty title (a variable not set) is refused, not drawn as an empty heading.
+expect 1 "--title is empty: give a heading, or leave --title out for the default one" \
+	-- $lp report --title "" -o "$t/empty-title.svg" $sp
+expect 1 "--title is empty" -- $lp report --title " " -f speedscope $sp
+[ -e "$t/empty-title.svg" ] && fail "--title '': wrote $t/empty-title.svg"
 # A new report gets the mode a plain creation would (umask); a replaced one keeps its own.
 (umask 077; $lp report -q -f collapsed -o "$t/mode.folded" $sp) || fail "report with umask 077"
 [ "$(stat -c %a "$t/mode.folded")" = 600 ] || fail "umask 077: mode $(stat -c %a "$t/mode.folded")"

@@ -563,6 +563,16 @@ static void test_bytes_and_options(void)
 	svg_free(&s);
 	free(doc);
 
+	/* An empty title is no title: the default, not an empty heading. */
+	o.title = "";
+	doc = render(p, &o, &len);
+	svg_parse(&s, doc ? doc : "", doc ? len : 0);
+	CHECK(s.ok);
+	CHECK(s.head && strstr(s.head, "luaprof: mem.lpf (memory, every event)"));
+	svg_free(&s);
+	free(doc);
+	o.title = NULL;
+
 	/* A sampled profile says so, with its interval, and counts samples, not events. */
 	m->event = "memory (sampled)";
 	m->period_bytes = 524288;

@@ -121,6 +121,13 @@ static void test_two_columns(void)
 		  "\"startValue\":0,\"type\":\"sampled\",\"unit\":\"bytes\",\"weights\":[100,50,8]}\n"
 		  "ok\n");
 	free(res);
+
+	/* An empty title is no title: the default name, not "". */
+	o.title = "";
+	res = render_and_parse(p, &o);
+	CHECK(res && strstr(res, "schema.json mem.bin 1 luaprof\n"));
+	CHECK(res && strstr(res, "\"name\":\"mem.bin (alloc_space)\""));
+	free(res);
 	lp_profile_free(p);
 }
 
