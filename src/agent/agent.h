@@ -305,10 +305,11 @@ void agent_cnames_write(struct lp_wbuf *w);
 void agent_cnames_clear(void);
 /* The same names read from the VM's memory by its model, for a stop with no Lua call to
  * run in, while the VM's thread stands still and no sample is taken (cnames.c); allocates
- * nothing. agent_cnames_ready: this thread has names for its next extension. */
+ * nothing. memory: the memory profiler's stop (each profiler has a store of its own).
+ * agent_cnames_ready: this thread has names for its next extension. */
 struct lp_lj_vm;
 struct lp_mem;
-void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m);
+void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m, int memory);
 int agent_cnames_ready(void);
 /* agent_cnames_scan_vm on the sampler's VM, if attached: with the CPU profiler's handler
  * done (its page cache is used), while the VM's thread stands still. */

@@ -25,8 +25,9 @@
 **
 ** Stops with no Lua call to run in (exit's, from os.exit or a C exit on the VM's thread; a
 ** terminating signal's, on termstop's thread while the VM's thread waits in the signal's
-** handler) read the same tables from the VM's memory instead (agent_cnames_scan_vm), once
-** the CPU profiler's handler is done: only while the VM's thread stands still, so that
+** handler) read the same tables from the VM's memory instead (agent_cnames_scan_vm): the
+** CPU profiler's once its handler is done (through the sampler's model), the memory
+** profiler's through its own (memprof.c): only while the VM's thread stands still, so that
 ** what is read is what the tables hold. The reads are checked (a thread interrupted inside
 ** a table's resize leaves some names unread, never a fault), and nothing is allocated: a
 ** signal's stop may not wait for an allocator lock the interrupted thread holds, so the
@@ -63,10 +64,14 @@ static _Thread_local struct {
 	int fixed; /* v and buf are the fixed store: never grown nor freed */
 } pend;
 
-/* agent_cnames_scan_vm's store: one stop at a time uses it (stops are serialised). */
+/* agent_cnames_scan_vm's stores, one per profiler: a profiler's stops are serialised, and
+ * a CPU and a memory profile's may overlap (a signal's stop of one on termstop's thread
+ * while the other's stops on the VM's thread, or on another thread of a C host). */
 #define FIXED_NAMES 8192u
-static struct found fixed_v[FIXED_NAMES];
-static char fixed_buf[FIXED_NAMES * 24];
+static struct {
+	struct found v[FIXED_NAMES];
+	char buf[FIXED_NAMES * 24];
+} fixed[2];
 
 void agent_cnames_clear(void)
 {
@@ -239,14 +244,14 @@ static int vloaded(uint64_t key, uint64_t val, void *arg)
 	return 1;
 }
 
-void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m)
+void agent_cnames_scan_vm(const struct lp_lj_vm *vm, const struct lp_mem *m, int memory)
 {
 	agent_cnames_clear();
 	pend.fixed = 1;
-	pend.v = fixed_v;
+	pend.v = fixed[!!memory].v;
 	pend.cap = FIXED_NAMES;
-	pend.buf = fixed_buf;
-	pend.bcap = sizeof(fixed_buf);
+	pend.buf = fixed[!!memory].buf;
+	pend.bcap = sizeof(fixed[0].buf);
 	struct vscan v = { .vm = vm, .m = m };
 	uint64_t reg;
 	if (lp_lj_registry(vm, m, &reg) != LP_LJ_OK)

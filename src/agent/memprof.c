@@ -84,6 +84,7 @@ static struct {
 	/* The profiled VM. */
 	struct lp_lj_vm vm;
 	lua_State *L;                   /* main thread */
+	long tid;                       /* the thread that started the profile: the VM's */
 	uint64_t run_id;
 	uint64_t trace_gen;             /* trace numbers named in trace_seen[] are current in it */
 	/* Stream. With raw, exact mode writes raw events (rawev.h) into w and everything else
@@ -2306,6 +2307,24 @@ static size_t call_writer(const void **data, size_t len, void *ctx)
 	return n;
 }
 
+/*
+** The Lua names of C functions (cnames.c) for a stop with no Lua call to read them in (lua.c's
+** stops do), as the CPU profiler's: from the VM's memory by the profile's model, when the
+** VM's thread stands still: this one (exit's stop, from os.exit or C code on it) or one
+** held in a terminating signal's handler (termstop.c). Not while it may run Lua code (exit
+** or a signal's stop with that thread running): the tables could change under the reads.
+** Checked reads, nothing allocated (termstop's thread may not wait for an allocator lock).
+** 1 when it read them: the caller clears them after the stop (agent_cnames_clear).
+*/
+static int scan_cnames(void)
+{
+	if (mp.state == MP_IDLE || agent_cnames_ready() ||
+	    (syscall(SYS_gettid) != mp.tid && !agent_termstop_holds(mp.tid)))
+		return 0;
+	agent_cnames_scan_vm(&mp.vm, &mp.checked, 1);
+	return 1;
+}
+
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
  * still whole then; the allocator no longer matters. */
@@ -2314,7 +2333,10 @@ static void at_exit(void)
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
+		int cnames = scan_cnames();
 		int rc = stop_profile(NULL, "exit", &hb);
+		if (cnames)
+			agent_cnames_clear();
 		api_leave();
 		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);
@@ -2362,7 +2384,10 @@ int agent_memprof_stop_for_signal(void)
 	uint64_t run = agent_memprof_run_id();
 	if (rare_busy || mp.state == MP_IDLE || api_try_enter() != 0)
 		return -1;
+	int cnames = scan_cnames();
 	int rc = stop_profile_keep(NULL, "signal", &hb, 1);
+	if (cnames)
+		agent_cnames_clear();
 	int stopped = rc == LUAPROF_PROFILE_SUCCESS;
 	rc = hand_back(rc, &hb);
 	int e = errno;
@@ -2522,6 +2547,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 		return LUAPROF_PROFILE_ERRMEM;
 	}
 	mp.L = (lua_State *)(uintptr_t)mp.vm.mainL;
+	mp.tid = (long)syscall(SYS_gettid);
 	mp.writer = opt->writer;
 	mp.on_stop = opt->on_stop;
 	mp.ctx = opt->ctx;

@@ -2525,7 +2525,7 @@ void agent_vm_cnames_scan(void)
 	plain_reads = 0;
 	stack_floor = 0;
 	cache_reset();
-	agent_cnames_scan_vm(&vm, &mem);
+	agent_cnames_scan_vm(&vm, &mem, 0);
 	cache_reset();
 	plain_reads = plain;
 	stack_floor = floor;

@@ -12,6 +12,10 @@
 #    and SIGTERM's (termstop's thread, the VM's thread held in the signal's handler) read
 #    them from the VM's memory: the stripped module's function is cnm.spin there too (it
 #    was cnm.so+0x1150).
+#  - The memory profiler's own stops of that kind, exact and sampled: cnm.alloc's allocations
+#    (tables and strings made through the C API) are charged to cnm.alloc, stopped by os.exit
+#    and by SIGTERM under record, and by os.exit through the Lua API (luaprof.memprof)
+#    (they read cnm.so+0x...).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
@@ -63,6 +67,25 @@ while os.clock() - c0 < 0.5 do m.spin(100000) end
 os.execute("kill -TERM $PPID")
 while true do m.spin(100000) end
 LUA
+cat >"$t/memexit.lua" <<'LUA'
+local m = require "cnm"
+for _ = 1, 20 do m.alloc(1000) end
+os.exit(0)
+LUA
+cat >"$t/memterm.lua" <<'LUA'
+local m = require "cnm"
+for _ = 1, 20 do m.alloc(1000) end
+os.execute("kill -TERM $PPID")
+while true do m.alloc(1000) end
+LUA
+cat >"$t/memapi.lua" <<LUA
+package.cpath = "$PWD/build/?.so;./strip/?.so"
+local memprof = require("luaprof").memprof
+local m = require "cnm"
+assert(memprof.start("memapi.bin", SAMPLE and {sample = 4096} or nil))
+for _ = 1, 20 do m.alloc(1000) end
+os.exit(0)
+LUA
 cat >"$t/mem.lua" <<'LUA'
 local cjson = require "cjson"
 local n = 0
@@ -75,11 +98,12 @@ share() {
 		if (index(s, ";" f ";")) in_f += n }
 		END { printf "%d %d\n", all ? 100 * in_f / all : 0, all }' "$1"
 }
-# NAME SHARE ALL: at least 50 % of at least 100 samples in the function.
+# NAME SHARE ALL [UNIT]: at least 50 % of at least 100 samples (or UNIT) in the function.
 check_share() {
-	if [ "$3" -lt 100 ]; then fail "$1: $3 samples"
-	elif [ "$2" -lt 50 ]; then fail "$1: $2 % of $3 samples in the function named, want 50 %+"
-	else echo "ok $1: $2 % of $3 samples"; fi
+	local u=${4:-samples}
+	if [ "$3" -lt 100 ]; then fail "$1: $3 $u"
+	elif [ "$2" -lt 50 ]; then fail "$1: $2 % of $3 $u in the function named, want 50 %+"
+	else echo "ok $1: $2 % of $3 $u"; fi
 }
 
 # Under record: the names read at lua_close.
@@ -127,5 +151,40 @@ if grep -q "^cjson\.encode:0x[0-9a-f]*: [0-9]* events" "$t/mem.txt"; then
 else
 	fail "memprof report: no cjson.encode site: $(grep -m3 "cjson" "$t/mem.txt" | tr '\n' '|')"
 fi
+
+# Memory profiles of the stripped module stopped by os.exit and by SIGTERM: exact (the
+# memprof report's site) and sampled (the share of allocated bytes under cnm.alloc).
+for v in exit term; do
+	want=0
+	[ $v = term ] && want=143
+	(cd "$t" && LUA_CPATH="./strip/?.so" "$OLDPWD/build/luaprof" record -q --memory \
+		-o mem$v.txt -- luajit mem$v.lua) >"$t/mem$v.out" 2>&1
+	rc=$?
+	[ $rc = $want ] || fail "memory $v: record exited $rc, want $want: $(head -3 "$t/mem$v.out")"
+	if grep -q "^cnm\.alloc:0x[0-9a-f]*: [0-9]* events" "$t/mem$v.txt"; then
+		echo "ok exact memory, stopped by $v: $(grep -m1 "^cnm\.alloc" "$t/mem$v.txt")"
+	else
+		fail "exact memory, stopped by $v: no cnm.alloc site:" \
+			"$(grep -m3 "cnm" "$t/mem$v.txt" | tr '\n' '|')"
+	fi
+	(cd "$t" && LUA_CPATH="./strip/?.so" "$OLDPWD/build/luaprof" record -q --memory \
+		--sample 4K -f collapsed -o smp$v.folded -- luajit mem$v.lua) >"$t/smp$v.out" 2>&1
+	rc=$?
+	[ $rc = $want ] || fail "sampled $v: record exited $rc, want $want: $(head -3 "$t/smp$v.out")"
+	read -r pct all < <(share "$t/smp$v.folded" cnm.alloc)
+	check_share "sampled memory, stopped by $v: cnm.alloc" "$pct" "$all" bytes
+done
+# luaprof.memprof stopped by os.exit, exact and sampled.
+for v in exact sampled; do
+	init=
+	[ $v = sampled ] && init="SAMPLE = true"
+	rm -f "$t/memapi.bin"
+	(cd "$t" && luajit -e "$init" memapi.lua) >"$t/api$v.out" 2>&1 ||
+		fail "memapi.lua ($v) exited $?: $(head -3 "$t/api$v.out")"
+	build/luaprof report "$t/memapi.bin" -f collapsed -o "$t/api$v.folded" >"$t/apirep.out" 2>&1 ||
+		fail "report of memapi.bin ($v) exited $?: $(head -3 "$t/apirep.out")"
+	read -r pct all < <(share "$t/api$v.folded" cnm.alloc)
+	check_share "memprof.start ($v), stopped by os.exit: cnm.alloc" "$pct" "$all" bytes
+done
 
 [ "$fails" = 0 ] && echo "PASS $name" || exit 1
