@@ -412,6 +412,14 @@ void agent_record_stopped(int memory, uint64_t run_id, int rc, int e);
  * stopped_by "signal"). Once per process, on the thread that started the profile, after
  * it started; 0, or -1 when it cannot (no thread). */
 int agent_termstop_arm(int memory);
+/* The terminating signal a handler of this process took and has yet to raise (the
+ * profile's stop under way, or waited for), or 0: a stop at exit or lua_close then says
+ * the signal stopped the profile. */
+int agent_termstop_pending(void);
+/* The end of the exit handler of the memory profiler (memory) or the CPU one: a signal
+ * pending as above takes its course now, once termstop's stop is done (the process ends
+ * of it), not ended by exit's status. */
+void agent_termstop_exit(int memory);
 /* 1 when thread tid waits in the terminating signal's handler for termstop's stop to write
  * the file (it runs nothing else until then). */
 int agent_termstop_holds(long tid);

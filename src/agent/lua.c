@@ -483,7 +483,7 @@ static int anchor_gc(lua_State *L)
 		a->finalized = 1;
 	if (a && a->run_id == agent_run_id() && agent_running()) {
 		agent_cnames_scan(L);
-		int rc = agent_stop_any("close");
+		int rc = agent_stop_any(agent_termstop_pending() ? "signal" : "close");
 		int e = errno;
 		agent_cnames_clear();
 		errno = e;

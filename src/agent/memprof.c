@@ -2334,7 +2334,7 @@ static void at_exit(void)
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
 		int cnames = scan_cnames();
-		int rc = stop_profile(NULL, "exit", &hb);
+		int rc = stop_profile(NULL, agent_termstop_pending() ? "signal" : "exit", &hb);
 		if (cnames)
 			agent_cnames_clear();
 		api_leave();
@@ -2342,6 +2342,7 @@ static void at_exit(void)
 		agent_record_stopped(1, run, rc, errno);
 		stop_leave();
 	}
+	agent_termstop_exit(1);
 }
 
 int agent_memprof_signal_unsafe(void)
@@ -2406,7 +2407,7 @@ void agent_memprof_stop_at_close(lua_State *L)
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (stop_enter() == 0) {
-		int rc = stop_profile(L, "close", &hb);
+		int rc = stop_profile(L, agent_termstop_pending() ? "signal" : "close", &hb);
 		api_leave();
 		rc = hand_back(rc, &hb);
 		agent_record_stopped(1, run, rc, errno);

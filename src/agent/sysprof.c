@@ -1297,14 +1297,16 @@ static int write_header(void)
  * so that the file is complete. */
 /* A stop under way on another thread (a terminating signal's, termstop.c) is waited for
  * until its file is written: exit went on and ended the process under it, the profile cut
- * short (1 run in 4 of a program exiting as its other thread took SIGTERM). */
+ * short (1 run in 4 of a program exiting as its other thread took SIGTERM). That signal
+ * then takes its course here (agent_termstop_exit). */
 static void at_exit(void)
 {
 	uint64_t run = sp.run_id;
-	int rc = agent_stop_any("exit");
+	int rc = agent_stop_any(agent_termstop_pending() ? "signal" : "exit");
 	if (rc == LUAPROF_PROFILE_ERRRUN)
 		(void)agent_stop_wait(AGENT_STOP_WAIT_NS);
 	agent_record_stopped(0, run, rc, errno);
+	agent_termstop_exit(0);
 }
 
 /* The timer's lock is held across fork(2), so that a child does not inherit it taken. */

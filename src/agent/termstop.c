@@ -42,6 +42,9 @@
 ** signal takes its course (agent_termstop_newfile; it was left empty). A signal held longer
 ** than HOLD_MAX_NS (a writer blocked for good) takes its course from termstop's thread,
 ** the profile cut short, with a word on stderr (before, only SIGKILL ended the process).
+** A signal whose handler waits on another thread while the program exits takes its course
+** at the end of the profiler's exit handler, once the file is written (agent_termstop_exit:
+** before, exit's status 0 stood).
 **
 ** Contracts: the handler is the program's to replace (a handler it installs later wins,
 ** and a program that handles the signal is left alone); a forked child inherits the
@@ -114,6 +117,8 @@ static struct {
 			       * written; memory: delivered again) */
 	_Atomic uint64_t deferred_ns; /* when it was held (agent_now_ns) */
 	_Atomic long waiting; /* the thread whose handler posted go: it waits for the file */
+	_Atomic int pending; /* a signal a handler of this process took and will raise once the
+			      * profile is written (not a held one): exit raises it too */
 	int armed;        /* the thread runs and the handlers are installed */
 	struct sigaction sa; /* the handler's action */
 } ts;
@@ -344,6 +349,8 @@ static void on_signal(int sig)
 		errno = saved;
 		return;
 	}
+	if (mine)
+		atomic_store(&ts.pending, sig);
 	int ours = mine && (!ts.memory || (tid == ts.tid && !agent_memprof_signal_unsafe()));
 	if (ours && atomic_compare_exchange_strong(&ts.state, &expect, TS_STOPPING)) {
 		if (!stopping) /* it waits below: the stop may read what its thread left */
@@ -368,6 +375,30 @@ static void on_signal(int sig)
 	set_default(sig);
 	raise(sig);
 	errno = saved;
+}
+
+int agent_termstop_pending(void)
+{
+	return ts.armed && getpid() == ts.pid ? atomic_load(&ts.pending) : 0;
+}
+
+/* The signal's handler, on another thread than exit's, waits for the stop in steps of
+ * 10 ms before it raises the signal: exit went on meanwhile and ended the process with its
+ * own status (0), as if no signal had come. From the exit handler of the profiler that
+ * termstop is armed for (that of the other, registered earlier, runs after it and is not
+ * waited for: the signal would have ended the process before it too). The profile written
+ * (by this exit's stop, lua_close's, or the signal's own on termstop's thread, waited for
+ * here), the signal takes its course on this thread. */
+void agent_termstop_exit(int memory)
+{
+	int sig = agent_termstop_pending();
+	if (!sig || memory != ts.memory)
+		return;
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; atomic_load(&ts.state) == TS_STOPPING &&
+	     waited < STOP_WAIT_NS; waited += 1000000)
+		nanosleep(&step, NULL);
+	take_course(sig);
 }
 
 int agent_termstop_holds(long tid)

@@ -30,6 +30,18 @@ for how in none raise thread; do
 	start_signal_nofile "refused-old-$how" "cpcall:$how:1" cpu "an older file"
 done
 
+# The same with the script ending right after the start, the signal on the host's other
+# thread: that thread's handler hands the stop over and looks every 10 ms for the file;
+# the program dies of the signal, its profile whole (exit's handler raises it once the
+# file is written: agent_termstop_exit). Before, exit ended the process first with
+# status 0 (every run of 10 with either point, refused or not; 9 of 10 at phdr).
+for i in 1 2 3 4 5; do
+	for spec in phdr:thread:1 pthread:thread:1; do
+		start_signal_run "exit-${spec//:/-}-$i" exit "$spec" cpu
+	done
+	start_signal_nofile "exit-refused-$i" cpcall:thread:1 cpu "" exit
+done
+
 # The same under `luaprof record` itself: the profile is whole, stopped by the signal, and
 # record says the program was killed, with no word of a cut stream.
 { (cd "$t" && exec env LP_TEST_SIGNAL=pthread:raise:1 "$lp" record -o rec.txt -- \

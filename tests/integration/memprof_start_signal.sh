@@ -38,6 +38,16 @@ for sample in 0 4096; do
 	done
 done
 
+# The same with the script ending right after the start, the signal on the host's other
+# thread (sent on to the profile's: exit's handler raises one still pending, as for the
+# CPU profiler, cpu_start_signal.sh).
+for sample in 0 4096; do
+	for spec in phdr:thread:1 setallocf:thread:1; do
+		start_signal_run "exit-$sample-${spec//:/-}" exit "$spec" $sample
+	done
+	start_signal_nofile "exit-refused-$sample" cpcall:thread:1 $sample "" exit
+done
+
 # The same under `luaprof record --memory --sample` itself: the profile is whole and has no
 # sample, and record says the program was killed as it started, not that it "allocated too
 # little" for the sampling interval.

@@ -10,9 +10,11 @@
 # MODE record: the agent loaded from record's LUA_INIT (LUAPROF_RECORD) made the start
 # that SPEC (LP_TEST_SIGNAL) signals; restart: the program stops record's profile and
 # starts its own into PROFILE, the signal at SPEC (arm_signal), a start that cpcall
-# refuses going on with "refused: MESSAGE" printed; underrecord: `luaprof record` runs
-# the host. WHAT: cpu for the CPU profiler (a 0.3 s busy loop after the start), else the
-# memory profiler with that sampling interval in bytes, 0 for exact (1000 tables).
+# refuses going on with "refused: MESSAGE" printed; exit: as restart, the script ending
+# right after the start (the host returns from main); underrecord: `luaprof record` runs
+# the host. WHAT: cpu for the CPU profiler (a 0.3 s busy loop after the start, not in
+# exit), else the memory profiler with that sampling interval in bytes, 0 for exact (1000
+# tables).
 start_signal_setup() {
 	need_x86_64
 	need_build luaprof luaprof.so
@@ -24,7 +26,7 @@ start_signal_setup() {
 local lp = arg[1] ~= "underrecord"
 	and assert(package.loadlib(os.getenv("LP_SO"), "luaopen_luaprof"))("luaprof")
 local cpu = arg[4] == "cpu"
-if arg[1] == "restart" then
+if arg[1] == "restart" or arg[1] == "exit" then
 	local prof = cpu and lp.sysprof or lp.memprof
 	assert(prof.stop())
 	arm_signal(arg[3])
@@ -37,6 +39,7 @@ if arg[1] == "restart" then
 	end
 	assert(ok or arg[3]:match("^cpcall:"), err)
 	if not ok then print("refused: " .. err) end
+	if arg[1] == "exit" then return end
 end
 if cpu then
 	local x, t = 0, os.clock()
@@ -81,20 +84,20 @@ start_signal_run() {
 		fail "$v: not stopped by the signal: $(grep -m1 stopped_by "$t/$v.info")"
 }
 
-# start_signal_nofile NAME SPEC WHAT [OLD]: the program's start refused (SPEC cpcall:HOW:N,
-# the anchor's lua_cpcall failing as out of memory) with SIGTERM held meanwhile (HOW raise
-# or thread), or none (HOW none); or SIGTERM before the start began, as its file was made
-# (pthread:HOW:1 for the memory profiler: the file's writer thread). As without the
-# signal, the file the start made is removed, and one that was there (OLD, its contents)
-# is left as it was; the program dies of the signal, or says the start was refused.
-# Before, the signal ended the process as the start returned (held), or before it began,
-# and the file the start made was left empty.
+# start_signal_nofile NAME SPEC WHAT [OLD [MODE]]: the program's start refused (SPEC
+# cpcall:HOW:N, the anchor's lua_cpcall failing as out of memory) with SIGTERM held
+# meanwhile (HOW raise or thread), or none (HOW none); or SIGTERM before the start began,
+# as its file was made (pthread:HOW:1 for the memory profiler: the file's writer thread).
+# As without the signal, the file the start made is removed, and one that was there (OLD,
+# its contents) is left as it was; the program dies of the signal, or says the start was
+# refused. Before, the signal ended the process as the start returned (held), or before it
+# began, and the file the start made was left empty. MODE: restart (the default) or exit.
 start_signal_nofile() {
-	local v=$1 spec=$2 old=${4-} prof=$t/$1.bin want=143
+	local v=$1 spec=$2 old=${4-} mode=${5:-restart} prof=$t/$1.bin want=143
 	rm -f "$prof"
 	[ -z "$old" ] || printf '%s' "$old" >"$prof"
 	case $spec in *:none:*) want=0 ;; esac
-	start_signal_host "$v" restart "$prof" "$spec" "$3"
+	start_signal_host "$v" "$mode" "$prof" "$spec" "$3"
 	[ $rc = $want ] || fail "$v: the host exited $rc, not $want: $(head -3 "$t/$v.out")"
 	[ $want = 143 ] || grep -q '^refused: not enough memory' "$t/$v.out" ||
 		fail "$v: the start was not refused: $(head -3 "$t/$v.out")"
