@@ -778,8 +778,10 @@ static void put_inlined(struct lp_lua_frame *o, struct agent_sample *s,
 		need_proto(s, f->pt);
 }
 
+static int exit_stub_pushed(uint64_t ip, uint64_t sp, uint32_t *exitno);
+
 static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, int have_t,
-			uint64_t ip, int mode)
+			uint64_t ip, uint64_t sp, int mode)
 {
 	s->vmstate = LP_VMST_TRACE;
 	if (mode == LUAPROF_SYSPROF_DEFAULT)
@@ -799,12 +801,20 @@ static int trace_sample(struct agent_sample *s, const struct lp_lj_thread *t, in
 			base_pt = frames[0].addr;
 	}
 	/* With the functions inlined there, each at its call: frames of their own. */
+	/* In one of its exit stubs (agent_vm_frame), the guard that failed is known: the
+	 * exit's snapshot places the sample, every frame of it running (the exit restores
+	 * them all), not where the trace starts. */
 	int ninl = -1;
 	uint64_t bpc;
-	if (lp_lj_trace_has(&cur_trace, ip) &&
-	    lp_lj_trace_locate_inlined(&vm, &mem, &cur_trace, ip, base_pt, &loc,
-				       mode == LUAPROF_SYSPROF_CALLGRAPH ? tfr : NULL,
-				       LP_LJ_TRACE_MAX_INLINED, &ninl, &bpc) == LP_LJ_OK &&
+	uint32_t exitno;
+	struct lp_lj_trace_frame *want = mode == LUAPROF_SYSPROF_CALLGRAPH ? tfr : NULL;
+	int in_code = lp_lj_trace_has(&cur_trace, ip);
+	if (((in_code &&
+	      lp_lj_trace_locate_inlined(&vm, &mem, &cur_trace, ip, base_pt, &loc, want,
+					 LP_LJ_TRACE_MAX_INLINED, &ninl, &bpc) == LP_LJ_OK) ||
+	     (!in_code && exit_stub_pushed(ip, sp, &exitno) >= 0 &&
+	      lp_lj_trace_locate_exit(&vm, &mem, &cur_trace, exitno, base_pt, &loc, want,
+				      LP_LJ_TRACE_MAX_INLINED, &ninl, &bpc) == LP_LJ_OK)) &&
 	    loc.pt) {
 		pt = loc.pt;
 		line = loc.line;
@@ -1620,7 +1630,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 
 	if (st == LP_VMST_TRACE) {
 		s->traceno = traceno;
-		return trace_sample(s, &t, have_t, ip, mode);
+		return trace_sample(s, &t, have_t, ip, sp, mode);
 	}
 	if (trace_c)
 		return trace_c_sample(s, &t, have_t, traceno, mode);
@@ -2355,11 +2365,14 @@ static int vm_edge(uint64_t ip, uint64_t *regs_io)
 ** its first frame. The code from ip on, read as the CPU will run it, says how many of the
 ** two pushes are still to come: the trace's stack pointer is above sp by the others (at the
 ** final jump, by both: the code before it is checked to be them).
-** Returns the pushes already made (0-2), or -1 when ip is no exit stub.
+** Returns the pushes already made (0-2), or -1 when ip is no exit stub. With exitno not
+** NULL, also the exit's number (its snapshot's): low byte then high byte, each from its
+** push's code while to come, else from the stack (sp: the sample's stack pointer).
 */
-static int exit_stub_pushed(uint64_t ip)
+static int exit_stub_pushed(uint64_t ip, uint64_t sp, uint32_t *exitno)
 {
 	unsigned left = 0;
+	uint8_t imm[2] = { 0, 0 }; /* the pushes still to come, in order */
 	uint64_t pc = ip;
 	for (unsigned n = 0; n < 6; n++) {
 		uint8_t b[6];
@@ -2367,8 +2380,9 @@ static int exit_stub_pushed(uint64_t ip)
 		if (lp_mem_read(&mem, pc, b, sizeof(b)) != 0)
 			return -1;
 		if (b[0] == 0x6a) { /* push imm8 */
-			if (++left > 2)
+			if (left == 2)
 				return -1;
+			imm[left++] = b[1];
 			pc += 2;
 			continue;
 		}
@@ -2399,7 +2413,24 @@ static int exit_stub_pushed(uint64_t ip)
 			    p[0] != 0x6a || p[2] != 0x6a)
 				return -1;
 		}
-		return 2 - (int)left;
+		unsigned pushed = 2 - left;
+		if (exitno) {
+			/* byte[k]: the low byte (k 0), the high one (k 1); the last push made
+			 * is at sp (push imm8 sign-extends: the low byte of the slot). */
+			uint8_t byte[2];
+			for (unsigned k = 0; k < 2; k++) {
+				uint64_t v;
+				if (k >= pushed) {
+					byte[k] = imm[k - pushed];
+				} else if (lp_mem_u64(&mem, sp + 8 * (pushed - 1 - k), &v) == 0) {
+					byte[k] = (uint8_t)v;
+				} else {
+					return -1;
+				}
+			}
+			*exitno = (uint32_t)byte[1] << 8 | byte[0];
+		}
+		return (int)pushed;
 	}
 	return -1;
 }
@@ -2472,7 +2503,7 @@ int agent_vm_frame(uint64_t ip, uint64_t *regs, int in_object)
 	if (have_trace && lp_lj_trace_has(&cur_trace, ip)) {
 		t = cur_trace;
 	} else if (lp_lj_trace_find(&vm, &mem, ip, &t) != LP_LJ_OK) {
-		int pushed = have_trace ? exit_stub_pushed(ip) : -1;
+		int pushed = have_trace ? exit_stub_pushed(ip, sp, NULL) : -1;
 		if (pushed < 0)
 			return -1;
 		sp += 8 * (uint64_t)pushed;

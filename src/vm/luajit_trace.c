@@ -347,29 +347,27 @@ static int chain_frames(const struct lp_lj_vm *vm, const struct lp_mem *m,
 	return (int)n;
 }
 
-int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
-			       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
-			       struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
-			       unsigned max, int *nfr, uint64_t *base_pc)
+/* The location and frames at snapshot snapno (entries ent, PC pc) for
+ * lp_lj_trace_locate_inlined and lp_lj_trace_locate_exit: all of its calls (an exit), or
+ * those sure to be running between it and the next. */
+static int locate_snap(const struct lp_lj_vm *vm, const struct lp_mem *m,
+		       const struct lp_lj_trace *t, const uint32_t *ent, uint8_t nent, uint64_t pc,
+		       int all, uint64_t base_pt, struct lp_lj_trace_loc *loc,
+		       struct lp_lj_trace_frame *fr, unsigned max, int *nfr, uint64_t *base_pc)
 {
 	/* On the stack (0.7 KB a chain): the CPU profiler's signal handler and sampled mode's
 	 * capture on the VM's thread may both be in here. */
 	struct chain c;
-	uint32_t ent[MAX_SNAPENT];
 	struct lp_lj_proto p;
-	uint64_t pc;
-	uint8_t nent = 0;
-	int rc, found = 0;
+	int found = 0;
 
-	memset(loc, 0, sizeof(*loc));
-	*nfr = -1;
-	if ((rc = snap_at(vm, m, t, ip, &loc->snapno, ent, &nent, &pc)) != LP_LJ_OK)
-		return rc;
 	loc->pc = pc + 4;
 	int ok = snap_chain(vm, m, t, ent, nent, pc, base_pt, &c) == 0;
 	if (ok && fr)
-		*nfr = chain_frames(vm, m, &c, sure_depth(vm, m, t, loc->snapno, ent, nent, base_pt,
-							  &c), fr, max, base_pc);
+		*nfr = chain_frames(vm, m, &c,
+				    all ? c.n - 1
+					: sure_depth(vm, m, t, loc->snapno, ent, nent, base_pt, &c),
+				    fr, max, base_pc);
 	/* The function the snapshot's PC is in: the innermost call it holds, when its frames
 	 * check out, sure or not (the location is approximate by nature); else the base frame's
 	 * function, else the trace's start. */
@@ -389,6 +387,43 @@ int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m
 	if (found && lp_lj_pc_line(vm, m, &p, loc->pc, &loc->line) != LP_LJ_OK)
 		loc->line = 0;
 	return LP_LJ_OK;
+}
+
+int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			       const struct lp_lj_trace *t, uint64_t ip, uint64_t base_pt,
+			       struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
+			       unsigned max, int *nfr, uint64_t *base_pc)
+{
+	uint32_t ent[MAX_SNAPENT];
+	uint64_t pc;
+	uint8_t nent = 0;
+	int rc;
+
+	memset(loc, 0, sizeof(*loc));
+	*nfr = -1;
+	if ((rc = snap_at(vm, m, t, ip, &loc->snapno, ent, &nent, &pc)) != LP_LJ_OK)
+		return rc;
+	return locate_snap(vm, m, t, ent, nent, pc, 0, base_pt, loc, fr, max, nfr, base_pc);
+}
+
+int lp_lj_trace_locate_exit(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_trace *t, uint32_t exitno, uint64_t base_pt,
+			    struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
+			    unsigned max, int *nfr, uint64_t *base_pc)
+{
+	uint32_t ent[MAX_SNAPENT];
+	uint64_t pc;
+	uint8_t nent = 0;
+	int rc;
+
+	memset(loc, 0, sizeof(*loc));
+	*nfr = -1;
+	if (t->snap == 0 || t->snapmap == 0)
+		return LP_LJ_ENONE;
+	if ((rc = snap_read(vm, m, t, exitno, ent, &nent, &pc, NULL)) != LP_LJ_OK)
+		return rc;
+	loc->snapno = exitno;
+	return locate_snap(vm, m, t, ent, nent, pc, 1, base_pt, loc, fr, max, nfr, base_pc);
 }
 
 int lp_lj_trace_exit_frames(const struct lp_lj_vm *vm, const struct lp_mem *m,

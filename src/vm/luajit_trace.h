@@ -117,4 +117,15 @@ int lp_lj_trace_locate_inlined(const struct lp_lj_vm *vm, const struct lp_mem *m
 			       struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
 			       unsigned max, int *nfr, uint64_t *base_pc);
 
+/*
+** As lp_lj_trace_locate_inlined, at the snapshot an exit numbered exitno restores (an exit's
+** number is its snapshot's, lj_trace_exit), not at a code address: code in the exit's stub,
+** past the guard that failed. All of its frames run, as for lp_lj_trace_exit_frames.
+** LP_LJ_ENONE when t has no such snapshot.
+*/
+int lp_lj_trace_locate_exit(const struct lp_lj_vm *vm, const struct lp_mem *m,
+			    const struct lp_lj_trace *t, uint32_t exitno, uint64_t base_pt,
+			    struct lp_lj_trace_loc *loc, struct lp_lj_trace_frame *fr,
+			    unsigned max, int *nfr, uint64_t *base_pc);
+
 #endif
