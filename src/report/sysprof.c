@@ -505,16 +505,23 @@ static int outer_cfunc_code(struct lp_sysprof *s, const struct lp_lua_frame *lua
 ** down to the frame calling C, then the C function; else 0 (a C function of the Lua
 ** stack called by lj_BC_FUNCC is no builtin, and keeps its frames: its Lua frame is not
 ** shown). k is the outermost frame inside the builtin's segment.
+** An assembler builtin's own code (lj_ff_tostring, calling lj_strfmt_num; a resuming one,
+** lj_ff_coroutine_resume, calling lj_vm_resume for the coroutine's frames) is the builtin
+** too: the VM frames down to it are hidden, and what it calls stays
+** (tostring;lj_strfmt_num, coroutine.resume;@co.lua:3). The first of those names met
+** going in decides: a coroutine's own lj_BC_FUNCC, further in, is its segment's.
 */
 static size_t builtin_frames(struct lp_sysprof *s, const uint64_t *host, size_t k)
 {
 	uint64_t ss;
-	for (size_t j = k + 1; j-- > 1;) {
+	for (size_t j = k + 1; j-- > 0;) {
 		if (classify(s, host[j], &ss) != ANCHOR_VM_BLOCK)
 			return 0;
 		const struct lp_sym_c *sym = lp_symtab_c(s->st, host[j]);
-		if (sym && (!strcmp(sym->name, "lj_BC_FUNCC") ||
-			    !strncmp(sym->name, "lj_fff_fallback", 15)))
+		if (sym && !strncmp(sym->name, "lj_ff_", 6))
+			return k - j + 1;
+		if (j > 0 && sym && (!strcmp(sym->name, "lj_BC_FUNCC") ||
+				     !strncmp(sym->name, "lj_fff_fallback", 15)))
 			return classify(s, host[j - 1], &ss) == ANCHOR_NONE ? k - j + 2 : 0;
 	}
 	return 0;

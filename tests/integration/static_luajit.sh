@@ -23,6 +23,19 @@ nm "$t/host" | grep -q ' lj_BC_FUNCC$' || skip "the static library has no lj_BC_
 mkdir -p "$t/m"
 echo 'local M = {} for i = 1, 50 do M["f" .. i] = function() return i end end return M' \
 	>"$t/m/reqmod.lua"
+# A coroutine's body, interpreted: tostring (an assembler builtin calling C), table.sort.
+cat >"$t/m/gen.lua" <<'EOF'
+local function gen(n)
+	local t = {}
+	for i = 1, n do
+		t[#t + 1] = tostring(i * 0.5)
+		if #t == 20 then table.sort(t) t = {} end
+		coroutine.yield(i)
+	end
+end
+jit.off(gen)
+return gen
+EOF
 cat >"$t/s.lua" <<'EOF'
 local dir, cpu, mem = ...
 package.cpath = "build/?.so;" .. package.cpath
@@ -35,9 +48,15 @@ local function work(n)
 	table.sort(t)
 	return t
 end
+-- The coroutine resumed by builtins: coroutine.resume, a wrap's function.
+local gen = require("gen")
+local function coro(n)
+	local co, w = coroutine.create(gen), coroutine.wrap(gen)
+	for _ = 1, n do coroutine.resume(co, n) w(n) end
+end
 assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
 local t0 = os.clock()
-while os.clock() - t0 < 1 do load() work(200) end
+while os.clock() - t0 < 1 do load() work(200) coro(200) end
 assert(luaprof.sysprof.stop())
 assert(luaprof.memprof.start(mem, { sample = 64 }))
 for _ = 1, 200 do load() end
@@ -100,6 +119,33 @@ $(grep -F 'require' "$t/cpu.folded" | sort -t' ' -k2 -nr | head -2)"
 	else
 		echo "ok cpu: $sorts samples in table.sort, none with the VM's frames; $req in require"
 	fi
+fi
+# An assembler builtin's own code (lj_ff_*) is the builtin too: its Lua frame, then what
+# it calls (tostring;lj_strfmt_num, not tostring;lj_ff_tostring;lj_strfmt_num). The
+# resuming ones' (lj_ff_coroutine_resume, lj_ff_coroutine_wrap_aux) went between the
+# builtin and the coroutine's frames: every sample of the coroutine has its frames right
+# after the builtin that resumed it.
+if [ -s "$t/cpu.folded" ]; then
+	read -r ff tostr co cobad < <(awk -v g="@$t/m/gen.lua:" '{
+		v = $NF
+		if ($0 ~ /;(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_ff_/) ff += v
+		if (index($0, ";tostring;lj_strfmt_num")) tostr += v
+		if (index($0, g)) {
+			co += v
+			if (!index($0, ";coroutine.resume;" g) && !index($0, ";coroutine.wrap_aux;" g))
+				cobad += v
+		}
+	} END { print ff + 0, tostr + 0, co + 0, cobad + 0 }' "$t/cpu.folded")
+	[ "$ff" -eq 0 ] && [ "$tostr" -gt 0 ] ||
+		fail "cpu: $ff samples show a builtin's lj_ff_* code after it, $tostr have tostring;lj_strfmt_num:
+$(grep -E ';(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_ff_' "$t/cpu.folded" |
+	sort -t' ' -k2 -nr | head -3)"
+	[ "$co" -gt 0 ] && [ "$cobad" -eq 0 ] ||
+		fail "cpu: $cobad of $co samples in the coroutine without its frames right after the resuming builtin:
+$(grep -F "@$t/m/gen.lua:" "$t/cpu.folded" | grep -vF -e ";coroutine.resume;@$t/m/gen.lua:" \
+	-e ";coroutine.wrap_aux;@$t/m/gen.lua:" | sort -t' ' -k2 -nr | head -3)"
+	[ "$fails" = 0 ] &&
+		echo "ok cpu: no lj_ff_* frame after its builtin, $tostr in tostring;lj_strfmt_num, $co in the coroutine"
 fi
 [ $fails = 0 ] || exit 1
 echo "ok"

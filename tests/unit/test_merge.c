@@ -398,6 +398,47 @@ static void test_vm_block_builtin(void)
 		  "__libc_start_main;main;lua_pcall;@app.lua:9;lj_BC_FUNCC;my_cfunc;auxsort 1\n");
 }
 
+/*
+** An assembler builtin's own code on an unstripped LuaJIT (lj_ff_tostring calling
+** lj_strfmt_num, lj_ff_coroutine_resume calling lj_vm_resume for the coroutine) is the
+** builtin too: not shown after its Lua frame (it was: "tostring;lj_ff_tostring;
+** lj_strfmt_num", "coroutine.resume;lj_ff_coroutine_resume;@app.lua:14"), what it calls is.
+*/
+static void ff_names_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "ffnames", "lua - pcall tostring coroutine.resume");
+	lp_write_ext_end(&wb);
+}
+
+static void test_vm_block_asm_builtin(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_BC_ISLT" },
+		{ 0x3000, "lj_vm_asm_begin" }, { 0x3100, "lj_BC_TNEW" },
+		{ 0x3400, "lj_ff_tostring" }, { 0x3500, "lj_ff_coroutine_resume" },
+		{ 0x4000, "lj_vm_ffi_call" }, { 0x7400, "lj_strfmt_num" },
+		{ 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	trailer = ff_names_trailer;
+	struct lp_lua_frame tos[] = { L(P_MAIN, 5), FF(3) };
+	uint64_t tosh[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3410, 0x7410 };
+	SAMPLE(LP_VMST_FFUNC, tos, tosh);
+	/* In a coroutine coroutine.resume runs: its interpreter, then tostring there. */
+	struct lp_lua_frame co[] = { L(P_MAIN, 6), FF(4), L(P_F, 14) };
+	uint64_t coh[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3510, 0x3110 };
+	SAMPLE(LP_VMST_LFUNC, co, coh);
+	struct lp_lua_frame cotos[] = { L(P_MAIN, 6), FF(4), L(P_F, 14), FF(3) };
+	uint64_t cotosh[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3510, 0x3410, 0x7410 };
+	SAMPLE(LP_VMST_FFUNC, cotos, cotosh);
+	CHECK_STR(collapse(0, 0),
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;tostring;lj_strfmt_num 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:6;coroutine.resume;@app.lua:14 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:6;coroutine.resume;@app.lua:14;"
+		  "tostring;lj_strfmt_num 1\n");
+}
+
 static void test_builtins(void)
 {
 	begin();
@@ -2180,6 +2221,7 @@ int main(void)
 	RUN(test_cfunc_called_by_cfunc);
 	RUN(test_vm_block_named);
 	RUN(test_vm_block_builtin);
+	RUN(test_vm_block_asm_builtin);
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_cut_before_extension);
