@@ -840,6 +840,8 @@ static int install_signal(int urg)
 	if (sp.sig_installed && signal_ours()) {
 		pid_t me = gettid_raw();
 		atomic_compare_exchange_strong(&sp.reblock_tid, &me, 0);
+		/* Read again: a re-block delivered before the withdrawal changed it. */
+		pthread_sigmask(SIG_BLOCK, NULL, &blocked);
 		sp.sig_unblocked = unblock(sp.signo, &blocked);
 		return sp.signo == SIGURG;
 	}
@@ -878,8 +880,12 @@ static void reblock_remote(void)
 	if (!sp.sig_installed || !signal_ours() || atomic_load(&sp.tid_exited) == sp.tid)
 		return;
 	atomic_store(&sp.reblock_tid, sp.tid);
-	if (syscall(SYS_tgkill, getpid(), sp.tid, sp.signo) != 0)
-		atomic_store(&sp.reblock_tid, 0);
+	pid_t tid = sp.tid;
+	/* A thread that exited meanwhile (sampled_exit marks it before withdrawing) takes
+	 * no signal: the re-block would stay pending for good, the handler kept in place. */
+	if (syscall(SYS_tgkill, getpid(), sp.tid, sp.signo) != 0 ||
+	    atomic_load(&sp.tid_exited) == tid)
+		atomic_compare_exchange_strong(&sp.reblock_tid, &tid, 0);
 }
 
 /*
@@ -1359,6 +1365,8 @@ static void sampled_exit(void *arg)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 	}
 	atomic_store(&sp.tid_exited, me);
+	/* A re-block on its way here is never delivered now (reblock_remote). */
+	atomic_compare_exchange_strong(&sp.reblock_tid, &me, 0);
 }
 
 static void register_once(void)
