@@ -126,6 +126,7 @@ static struct {
 /* agent_termstop_newfile's: set while a start's new file has no name on it. */
 static struct {
 	_Atomic int set;
+	pid_t pid;                       /* the process that made it: not a forked child */
 	dev_t dev;
 	ino_t ino;
 	char path[PATH_MAX];
@@ -138,17 +139,20 @@ void agent_termstop_newfile(const char *path)
 	if (!path || strlen(path) >= sizeof(newfile.path) || stat(path, &st) != 0)
 		return;
 	strcpy(newfile.path, path);
+	newfile.pid = getpid();
 	newfile.dev = st.st_dev;
 	newfile.ino = st.st_ino;
 	atomic_store(&newfile.set, 1);
 }
 
 /* Before the signal takes its course: a start's new file, still that file at its path,
- * is removed (async-signal-safe: stat, unlink). */
+ * is removed (async-signal-safe: stat, unlink), by the process that made it only (a child
+ * forked meanwhile inherits the record, and the file is the parent's profile). */
 static void drop_newfile(void)
 {
 	struct stat st;
-	if (atomic_exchange(&newfile.set, 0) && stat(newfile.path, &st) == 0 &&
+	if (atomic_exchange(&newfile.set, 0) && newfile.pid == getpid() &&
+	    stat(newfile.path, &st) == 0 &&
 	    st.st_dev == newfile.dev && st.st_ino == newfile.ino)
 		unlink(newfile.path);
 }
