@@ -1511,6 +1511,8 @@ static int exit_sample(struct agent_sample *s, const struct lp_lj_thread *t, int
 
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
+	/* Objects found late by an earlier sample are not trusted here (agent_in_object). */
+	agent_objects_late_reset();
 	s->nsyms = 0; /* nothing queued: a refused sample has no symbols to forget */
 	s->name_used = 0;
 	s->ncodes = 0;
