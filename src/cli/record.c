@@ -33,6 +33,7 @@
 
 #include "cli/cli.h"
 #include "cli/output.h"
+#include "cli/proctree.h"
 #include "report/load.h"
 #include "report/render.h"
 #include "stream/parse.h"
@@ -134,6 +135,13 @@ void lp_cmd_record_usage(FILE *out)
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
 	      "                      including time blocked in system calls\n"
 	      "Both:\n"
+	      "  -d, --duration SECS stop the program SECS seconds after it starts (30, 0.5;\n"
+	      "                      0.001 to 1000000) and render what it recorded: SIGTERM\n"
+	      "                      to it and the processes it started, which the profile\n"
+	      "                      survives whole, SIGKILL 11 s later to any left (the\n"
+	      "                      profile then cut short); record's status is then 0, and\n"
+	      "                      the summary says when it was stopped. A program that ends\n"
+	      "                      or is stopped first (Ctrl-C) is as without --duration\n"
 	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
@@ -149,11 +157,12 @@ void lp_cmd_record_usage(FILE *out)
 	      "keeps the POSIX timer. The summary gives the rate actually achieved.\n"
 	      "\n"
 	      "Exit status: the program's own status (128+N if killed by signal N, also when\n"
-	      "the stream it left is cut short; what was read is rendered) once the profile is\n"
-	      "written; 1 bad usage, a program that cannot be run, unwritable output, or no\n"
-	      "profile (the program never loaded the agent, or was killed before the profiler\n"
-	      "wrote anything, or recorded nothing: the earlier profile is kept); 2 the stream\n"
-	      "is malformed; 3 the stream is truncated although the program exited normally.\n"
+	      "the stream it left is cut short; what was read is rendered), or 0 when\n"
+	      "--duration stopped it, once the profile is written; 1 bad usage, a program\n"
+	      "that cannot be run, unwritable output, or no profile (the program never loaded\n"
+	      "the agent, or was killed before the profiler wrote anything, or recorded\n"
+	      "nothing: the earlier profile is kept); 2 the stream is malformed; 3 the stream\n"
+	      "is truncated although the program exited normally or --duration stopped it.\n"
 	      "A program that fails or is killed is named with its status on standard error.\n"
 	      "\n"
 	      "Stopping: Ctrl-C reaches the program, and the profile ends with it (luajit\n"
@@ -162,16 +171,18 @@ void lp_cmd_record_usage(FILE *out)
 	      "itself ignores SIGINT and SIGQUIT while the program runs (as time(1) does)\n"
 	      "and passes SIGTERM and SIGHUP on to it: from a script, signal the program or\n"
 	      "its process group (kill -INT -PGID), or send record SIGTERM (timeout 60 luaprof\n"
-	      "record ...). The profile is finished before the program dies of a signal that\n"
-	      "it leaves at its default action: SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE (its\n"
-	      "output piped to a reader that left, as head) or a crash's (SIGSEGV, SIGBUS,\n"
-	      "SIGFPE, SIGILL, SIGABRT). SIGKILL cuts it short: an exact memory profile then\n"
-	      "loses its events not yet written, 2 MiB at a time.\n"
+	      "record ...), or give record --duration. The profile is finished before the\n"
+	      "program dies of a signal that it leaves at its default action: SIGTERM,\n"
+	      "SIGHUP, SIGINT, SIGQUIT, SIGPIPE (its output piped to a reader that left, as\n"
+	      "head) or a crash's (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT). SIGKILL cuts it\n"
+	      "short: an exact memory profile then loses its events not yet written, 2 MiB at\n"
+	      "a time.\n"
 	      "\n"
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
 	      "  luaprof record --rate 1000 --clock wall -f collapsed -o app.folded -- luajit app.lua\n"
 	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n"
+	      "  luaprof record -d 60 -o cpu.svg -- luajit server.lua   (its first minute)\n"
 	      "  luaprof record --memory -- luajit app.lua         (allocations by line)\n"
 	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n"
 	      "  luaprof record --memory --sample 512K -o alloc.svg -- luajit app.lua\n"
@@ -196,6 +207,8 @@ struct opts {
 	int lines;             /* --lines: -f top ranks Lua lines, not functions */
 	const char *cpu_flag;  /* a CPU-profiler option given (--mode, --rate, --clock) */
 	unsigned long long sample;
+	uint64_t duration_ns;  /* -d: stop the program this long after it starts; 0: never */
+	const char *duration;  /* -d's value as given, for messages */
 	char **cmd;
 };
 
@@ -210,6 +223,42 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* -d's limit: about 11.5 days, well past any profile worth rendering, and far from
+ * uint64_t's nanoseconds. */
+#define DURATION_MAX_S 1000000
+
+/*
+** -d's SECONDS: a decimal number (30, 0.5, .25) from 0.001 to DURATION_MAX_S, as
+** nanoseconds in *ns. Digits and one point only: no sign, exponent, hexadecimal, inf or
+** nan (which strtod takes), nor a unit (timeout's 30s, 1m), refused rather than guessed.
+*/
+static int parse_duration(const char *s, uint64_t *ns)
+{
+	uint64_t whole = 0, frac = 0, scale = 1000000000ull;
+	int digits = 0, point = 0;
+	for (const char *c = s; *c; c++) {
+		if (*c == '.' && !point) {
+			point = 1;
+		} else if (*c >= '0' && *c <= '9') {
+			digits++;
+			if (!point) {
+				if (whole > DURATION_MAX_S)
+					return -1;
+				whole = whole * 10 + (uint64_t)(*c - '0');
+			} else if (scale > 1) { /* beyond nanoseconds: dropped */
+				scale /= 10;
+				frac += (uint64_t)(*c - '0') * scale;
+			}
+		} else {
+			return -1;
+		}
+	}
+	if (!digits || whole > DURATION_MAX_S || (whole == DURATION_MAX_S && frac))
+		return -1;
+	*ns = whole * 1000000000ull + frac;
+	return *ns < 1000000ull ? -1 : 0;
 }
 
 /* Where a rendering goes without -o: a file named for its format, text to standard
@@ -230,11 +279,6 @@ static const char *default_output(enum lp_fmt fmt)
 static int bad_option(const char *arg, const struct option *longopts)
 {
 	size_t n = strcspn(arg, "=");
-	if (!strcmp(arg, "-d") || (n > 3 && !strncmp(arg, "--duration", n)))
-		return fail("no %s option: record profiles until the program ends; for a time "
-			    "limit, run it under timeout (timeout 30 luaprof record ...): record "
-			    "passes the SIGTERM on and the profile is finished first",
-			    !strncmp(arg, "--", 2) ? "--duration" : "-d");
 	if (!strcmp(arg, "-p") || (n > 3 && !strncmp(arg, "--pid", n)))
 		return fail("no %s option: luaprof cannot attach to a running process yet; run "
 			    "the program under record, or start the profiler from inside it "
@@ -261,6 +305,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "human-readable", no_argument, NULL, O_HUMAN },
 		{ "lines", no_argument, NULL, O_LINES },
 		{ "top", required_argument, NULL, 'n' },
+		{ "duration", required_argument, NULL, 'd' },
 		{ "limit", required_argument, NULL, 'n' }, /* report's name for it */
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -277,7 +322,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	int c;
 	long v;
 	/* '+': stop at the first non-option, the program. */
-	while ((c = getopt_long(argc, argv, "+:o:f:n:r:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:o:f:n:r:d:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			if (!strcmp(optarg, "--"))
@@ -363,6 +408,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 					    "not '%s'", optarg);
 			o->top = (int)v;
 			o->top_given = 1;
+			break;
+		case 'd': /* py-spy's, rbspy's and async-profiler's letter */
+			if (parse_duration(optarg, &o->duration_ns))
+				return fail("-d (--duration) expects seconds, a decimal number from "
+					    "0.001 to %d (e.g. 30 or 0.5), not '%s'", DURATION_MAX_S,
+					    optarg);
+			o->duration = optarg;
 			break;
 		case 'q':
 			o->quiet = 1;
@@ -708,18 +760,25 @@ static void banner(const struct opts *o)
 				      " %s" : " '%s'", *a);
 	if (n >= sizeof(name))
 		memcpy(name + sizeof(name) - 4, "...", 4);
+	char until[96]; /* when the profile follows */
+	if (o->duration)
+		snprintf(until, sizeof(until), "after %.20s s (--duration), or when it exits or is "
+			 "stopped first (Ctrl-C)", o->duration);
+	else
+		snprintf(until, sizeof(until), "when it exits or is stopped (Ctrl-C)");
 	if (!o->memory) {
 		fprintf(stderr, "luaprof record: sampling %s at %u Hz (%s time, mode %c); the "
-			"profile follows when it exits or is stopped (Ctrl-C)\n", name, o->rate,
-			strcmp(o->clock, "wall") ? "CPU" : "wall-clock", o->mode);
+			"profile follows %s\n", name, o->rate,
+			strcmp(o->clock, "wall") ? "CPU" : "wall-clock", o->mode, until);
 	} else if (o->sample) {
 		char sz[32];
 		lp_size_format(sz, sizeof(sz), (int64_t)o->sample, LP_SIZE_TRIM);
 		fprintf(stderr, "luaprof record: sampling the allocations of %s, one per %s on "
-			"average; the profile follows when it exits or is stopped (Ctrl-C)\n", name, sz);
+			"average; the profile follows %s\n", name, sz, until);
 	} else {
 		fprintf(stderr, "luaprof record: recording every allocation, reallocation and "
-			"free of %s (exact mode); the report follows when it exits\n", name);
+			"free of %s (exact mode); the report follows %s\n", name,
+			o->duration ? until : "when it exits");
 	}
 }
 
@@ -875,6 +934,8 @@ struct rec_status {
 	int error;    /* it could not write its profile ('E') */
 	int skipped;  /* processes that loaded the agent and ran without it ('S') */
 	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
+	uint64_t stopped_ns; /* -d: when record stopped the program, after its start; 0 not */
+	int killed;   /* -d: it outlived STOP_GRACE_NS after SIGTERM and got SIGKILL */
 };
 
 /* Fills r's fields from the status file (the others, record's own, are left). */
@@ -903,6 +964,87 @@ static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 	nanosleep(&ts, NULL);
+}
+
+/*
+** How long a program stopped by -d has after SIGTERM before it gets SIGKILL: the agent
+** finishes the profile before the program dies of SIGTERM, and waits up to 5 s for that
+** (termstop.c's STOP_WAIT_NS), twice that if the signal is held for a start or a stop
+** under way. A program that ignores or handles SIGTERM and goes on would otherwise stay
+** behind; SIGKILL cuts its profile short.
+*/
+#define STOP_GRACE_NS 11000000000ull
+/* The processes the program started that -d stops with it (the first found). */
+#define STOP_MAX_PROCS 256
+
+/* -d: the program's stop when its time is up (struct stopper, stop_tick). */
+struct stopper {
+	uint64_t deadline;  /* now_ns() when it is stopped; 0 for never */
+	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
+	int killed;         /* SIGKILL sent */
+	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
+	size_t nprocs;
+	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent */
+};
+
+/*
+** Called while record waits for root (the program, not yet reaped, or the process that
+** profiles, while it holds its lock): at the deadline, SIGTERM to root and every process
+** descended from it (the shell and `sleep` of an os.execute, a wrapper's luajit), as
+** Ctrl-C at a terminal reaches its whole process group or timeout(1) signals its own, but
+** neither record's process group (record itself, the rest of a pipeline) nor processes
+** the program did not start; SIGKILL to those left STOP_GRACE_NS later. SIGTERM rather
+** than SIGINT: LuaJIT's SIGINT handler stops a program only in interpreted code (a loop
+** compiled, or blocked in a call, would need a second), and the agent finishes the profile
+** before the program dies of SIGTERM left at its default action.
+*/
+static void stop_tick(struct stopper *s, pid_t root)
+{
+	if (!s->deadline)
+		return;
+	uint64_t now = now_ns();
+	if (!s->sent && now >= s->deadline) {
+		s->nprocs = lp_proctree_descendants(root, s->procs, STOP_MAX_PROCS);
+		s->sent = now;
+		s->root = root;
+		kill(root, SIGTERM);
+		for (size_t i = 0; i < s->nprocs; i++)
+			kill(s->procs[i].pid, SIGTERM);
+	} else if (s->sent && root != s->root) {
+		/* The process that profiles, alone now, not found among the program's (it
+		 * started as SIGTERM was sent): it gets it too. */
+		int found = 0;
+		for (size_t i = 0; i < s->nprocs && !found; i++)
+			found = s->procs[i].pid == root;
+		s->root = root;
+		if (!found)
+			kill(root, SIGTERM);
+	} else if (s->sent && !s->killed && now - s->sent >= STOP_GRACE_NS) {
+		s->killed = 1;
+		kill(root, SIGKILL);
+		for (size_t i = 0; i < s->nprocs; i++)
+			if (lp_proctree_alive(&s->procs[i]))
+				kill(s->procs[i].pid, SIGKILL);
+	}
+}
+
+/* Once the program (and the process that profiles) ended: its descendants that SIGTERM
+ * has not ended yet are waited for until STOP_GRACE_NS after it, then killed. */
+static void stop_finish(struct stopper *s)
+{
+	for (int left = 1; s->sent && left;) {
+		left = 0;
+		for (size_t i = 0; i < s->nprocs && !left; i++)
+			left = lp_proctree_alive(&s->procs[i]);
+		if (left && now_ns() - s->sent >= STOP_GRACE_NS) {
+			for (size_t i = 0; i < s->nprocs; i++)
+				if (lp_proctree_alive(&s->procs[i]))
+					kill(s->procs[i].pid, SIGKILL);
+			return;
+		}
+		if (left)
+			sleep_ms(20);
+	}
 }
 
 /*
@@ -961,6 +1103,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	int profile_on_stdout = lp_output_fd(o->output) == STDOUT_FILENO; /* -, /dev/stdout */
 	banner(o);
 	uint64_t t0 = now_ns();
+	static struct stopper stop; /* large: not on the stack */
+	memset(&stop, 0, sizeof(stop));
+	stop.deadline = o->duration_ns ? t0 + o->duration_ns : 0;
 	pid_t pid = fork();
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, omask, NULL);
@@ -1009,6 +1154,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 			break;
 		if (!prof_pid && *told)
 			prof_pid = lock_holder(&rf);
+		stop_tick(&stop, pid);
 		sleep_ms(20);
 	}
 	child_pid = 0;
@@ -1028,7 +1174,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		 * it at once), the process that profiles is finishing its profile before it
 		 * dies of it too (tens of ms): no word of it still running unless it does a
 		 * second later. */
-		for (int i = 0; forwarded && i < 50 && lock_holder(&rf) == holder; i++)
+		for (int i = 0; (forwarded || stop.sent) && i < 50 && lock_holder(&rf) == holder;
+		     i++)
 			sleep_ms(20);
 		if (!o->quiet && lock_holder(&rf) == holder)
 			fprintf(stderr, "luaprof record: %s ended, but the process it profiles (pid "
@@ -1045,8 +1192,14 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 				st->abandoned = holder;
 				break;
 			}
+			stop_tick(&stop, holder);
 			sleep_ms(20);
 		}
+	}
+	stop_finish(&stop);
+	if (stop.sent) {
+		st->stopped_ns = stop.sent - t0;
+		st->killed = stop.killed;
 	}
 	if (*told)
 		rec_status_read(&rf, st);
@@ -1434,10 +1587,32 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
 	return sc.c;
 }
 
-/* Says how the program ended when that was not a success: its status is ours too. */
-static void tell_status(const struct opts *o, int status)
+/* Says how the program ended when that was not a success: its status is ours too. Or,
+ * stopped by -d (rs), when and how (unless -q: record's status is 0 then), or that it had
+ * to be killed. */
+static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
-	if (WIFSIGNALED(status))
+	if (rs->killed)
+		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
+				"SIGTERM (it ignores or handles it): killed with SIGKILL, its "
+				"profile cut short\n", o->duration, o->cmd[0],
+			(double)STOP_GRACE_NS / 1e9);
+	else if (rs->stopped_ns && o->quiet)
+		;
+	else if (rs->stopped_ns && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
+		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
+				"(SIGTERM); the profile ends there\n", o->duration, o->cmd[0],
+			(double)rs->stopped_ns / 1e9);
+	else if (rs->stopped_ns && WIFSIGNALED(status))
+		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
+				"(SIGTERM); it was killed by signal %d (%s)\n", o->duration,
+			o->cmd[0], (double)rs->stopped_ns / 1e9, WTERMSIG(status),
+			strsignal(WTERMSIG(status)));
+	else if (rs->stopped_ns)
+		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
+				"(SIGTERM); it exited with status %d\n", o->duration, o->cmd[0],
+			(double)rs->stopped_ns / 1e9, WIFEXITED(status) ? WEXITSTATUS(status) : 0);
+	else if (WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: %s was killed by signal %d (%s)\n", o->cmd[0],
 			WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
@@ -1557,7 +1732,9 @@ int lp_cmd_record(int argc, char **argv)
 			unlink(tmp);
 		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
 	}
-	int prog = WIFEXITED(status) ? WEXITSTATUS(status)
+	/* Stopped by -d as asked: a success, whatever the program's status then. */
+	int prog = rs.stopped_ns ? 0
+		 : WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	/* The agent was loaded and never started (refused: its message says why) and the raw
 	 * stream is written in place: what it holds is not this run's (another record's
@@ -1565,7 +1742,7 @@ int lp_cmd_record(int argc, char **argv)
 	 * rendered. (A file of this run's own, new or beside the earlier one, is judged by its
 	 * content below: a full disk may have kept the status from saying 'P'.) */
 	if (loaded == 1 && !renamed && !created) {
-		tell_status(&o, status);
+		tell_status(&o, status, &rs);
 		if (skipped)
 			fprintf(stderr, "luaprof record: %d more LuaJIT process%s under %s ran "
 					"without the profiler\n", skipped, skipped > 1 ? "es" : "",
@@ -1592,7 +1769,7 @@ int lp_cmd_record(int argc, char **argv)
 				   ? scan_stream(tmp, &ended_early, &stopped, &scanned)
 				   : SOMETHING;
 	if (empty && rs.abandoned) { /* left where the process writes it */
-		tell_status(&o, status);
+		tell_status(&o, status, &rs);
 		return fail("%s wrote no profile yet: the process it profiles (pid %ld) still runs "
 			    "(record stopped waiting for it): its profile goes on in %s", o.cmd[0],
 			    (long)upid, tmp);
@@ -1614,7 +1791,7 @@ int lp_cmd_record(int argc, char **argv)
 	    (now.st_ino != old.st_ino || now.st_dev != old.st_dev || now.st_size != old.st_size ||
 	     now.st_mtim.tv_sec != old.st_mtim.tv_sec ||
 	     now.st_mtim.tv_nsec != old.st_mtim.tv_nsec)) {
-		tell_status(&o, status);
+		tell_status(&o, status, &rs);
 		return fail("%s changed while %s ran (another luaprof record writing it?): it is "
 			    "left as it is, and this profile is in %s", raw, o.cmd[0], tmp);
 	}
@@ -1627,7 +1804,7 @@ int lp_cmd_record(int argc, char **argv)
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
-	tell_status(&o, status); /* -q or not: it explains the exit status */
+	tell_status(&o, status, &rs); /* -q or not: it explains the exit status */
 	if (skipped) /* -q or not: a profile of another process than the one expected */
 		fprintf(stderr, "luaprof record: %d more LuaJIT process%s under %s ran without the "
 			"profiler: record profiles the first one that starts (run the one to "

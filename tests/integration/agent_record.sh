@@ -705,9 +705,8 @@ else
 fi
 expect '--rate applies to the CPU profiler, not to --memory' --memory --rate 10 -- luajit app.lua
 expect '--rate applies to the CPU profiler, not to --memory' --memory -r 10 -- luajit app.lua
-# What py-spy and rbspy users type for a time limit or a running process: what to do instead.
-expect 'no -d option: record profiles until the program ends; for a time limit, run it under timeout' -d 30 -- luajit app.lua
-expect 'no --duration option: .*timeout 30 luaprof record' --duration=30 -- luajit app.lua
+# What py-spy and rbspy users type for a running process: what to do instead (their -d,
+# --duration: record_duration.sh).
 expect 'no -p option: luaprof cannot attach to a running process yet' -p 1234
 expect 'no --pid option: .*require "luaprof"' --pid 1234
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua

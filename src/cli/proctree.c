@@ -1,0 +1,96 @@
+/*
+** The processes a program started, from /proc's stat files (see proctree.h).
+*/
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/proctree.h"
+
+/* Reads /proc/PID/stat: the parent's id, the state letter and the start time. -1 when the
+ * process is gone or the file is not as expected. */
+static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name, in parentheses, may hold spaces and parentheses itself. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	long pp;
+	char st;
+	unsigned long long t;
+	/* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime stime
+	 * cutime cstime priority nice num_threads itrealvalue starttime */
+	if (sscanf(p + 1, " %c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+			  "%*d %*d %llu", &st, &pp, &t) != 3)
+		return -1;
+	*ppid = (pid_t)pp;
+	*state = st;
+	*start = t;
+	return 0;
+}
+
+size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	/* Every process's parent, then the tree from root by rounds over that list. */
+	size_t n = 0, cap = 0;
+	struct node { pid_t pid, ppid; unsigned long long start; int taken; } *all = NULL;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		struct node nd = { .pid = (pid_t)strtol(e->d_name, NULL, 10) };
+		char st;
+		if (read_stat(nd.pid, &nd.ppid, &st, &nd.start) != 0 || st == 'Z')
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 256;
+			struct node *na = realloc(all, ncap * sizeof(*na));
+			if (!na)
+				break;
+			all = na;
+			cap = ncap;
+		}
+		all[n++] = nd;
+	}
+	closedir(d);
+	size_t found = 0;
+	for (int more = 1; more && found < max;) {
+		more = 0;
+		for (size_t i = 0; i < n && found < max; i++) {
+			if (all[i].taken || all[i].pid == root)
+				continue;
+			int parent = all[i].ppid == root;
+			for (size_t j = 0; !parent && j < found; j++)
+				parent = all[i].ppid == out[j].pid;
+			if (parent) {
+				all[i].taken = more = 1;
+				out[found].pid = all[i].pid;
+				out[found].start = all[i].start;
+				found++;
+			}
+		}
+	}
+	free(all);
+	return found;
+}
+
+int lp_proctree_alive(const struct lp_proc *p)
+{
+	pid_t ppid;
+	char st;
+	unsigned long long start;
+	return read_stat(p->pid, &ppid, &st, &start) == 0 && st != 'Z' && start == p->start;
+}

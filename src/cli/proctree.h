@@ -1,0 +1,28 @@
+/*
+** The processes a program started, as /proc shows them: `luaprof record --duration` stops
+** them with the program, as Ctrl-C at a terminal (its whole process group) or timeout(1)
+** (its own) would.
+*/
+#ifndef LP_CLI_PROCTREE_H
+#define LP_CLI_PROCTREE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* A process as it was found: its id and its start time (clock ticks after boot), which
+ * tells it from a later process given the same id. */
+struct lp_proc {
+	pid_t pid;
+	unsigned long long start;
+};
+
+/* Fills out with up to max of the live descendants of root (children, theirs...), found by
+ * their parent ids; returns how many. Processes of other users and of other pid
+ * namespaces are seen as /proc shows them; a process that forks or is reparented while
+ * /proc is read may be missed. */
+size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max);
+
+/* Whether p is still the process that was found, and not a zombie. */
+int lp_proctree_alive(const struct lp_proc *p);
+
+#endif

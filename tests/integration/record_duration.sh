@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# `luaprof record -d/--duration SECONDS -- PROGRAM`: the program is stopped SECONDS after it
+# starts (SIGTERM to it and the processes it started; SIGKILL to those left 11 s later) and
+# the profile, finished by the agent as the program dies, is rendered: whole, with the
+# samples of where the program was, record's status 0 and nothing left running. A program
+# that ends first, or is stopped first (Ctrl-C, SIGTERM to record), is as without -d. Bad
+# values are refused before the program starts. Exit 0 pass, 1 fail, 2 skip.
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+
+need_x86_64
+need_build luaprof luaprof.so
+have luajit || skip "no luajit"
+lp=$PWD/build/luaprof
+
+# Each program writes its pid to the file arg[1] once it runs.
+cat >"$t/loop.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+local function g(n) local s = 0 for i = 1, n do s = s + math.sqrt(i) end return s end
+local x = 0
+while true do x = x + g(1e4) end -- line 4: compiled, forever
+LUA
+# Blocked in a C call (system's wait4) for its child, which writes its own pid.
+cat >"$t/block.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+os.execute("echo $$ >" .. arg[1] .. ".child; exec sleep 100") -- line 2
+LUA
+cat >"$t/churn.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+local keep = {}
+local function mk(i) return { i, tostring(i) } end
+while true do
+	for i = 1, 1000 do keep[i % 500 + 1] = mk(i) end -- line 5
+end
+LUA
+cat >"$t/short.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+local t, x = os.clock(), 0
+while os.clock() - t < 0.3 do x = x + math.sqrt(t) end
+os.exit(tonumber(arg[2]) or 0)
+LUA
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# gone PID: the process has ended (no such process, or a zombie not yet reaped by init).
+gone() { [ ! -e "/proc/$1/stat" ] || [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+# rec NAME RECORD-ARGS...: runs record in $t (timeout 60 as a safety net: a hang fails,
+# never blocks the suite) with its output through a pipe, which a process left behind
+# would hold open; sets rc and ms (elapsed); NAME.info is the raw stream's `report -f info`.
+rec() {
+	local v=$1 t0
+	shift
+	rm -f "$t/$v.pid" "$t/$v.pid.child"
+	t0=$(now_ms)
+	(cd "$t" && timeout -k 5 60 "$lp" record "$@" 2>&1; echo "rc=$?") | cat >"$t/$v.out"
+	rc=$(sed -n 's/^rc=//p' "$t/$v.out")
+	ms=$(($(now_ms) - t0))
+	if [ -s "$t/$v.bin" ]; then "$lp" report "$t/$v.bin" -f info >"$t/$v.info" 2>&1; else : >"$t/$v.info"; fi
+}
+# stopped NAME LOW HIGH [PROGRAM]: record stopped PROGRAM (luajit) by -d as asked: status 0,
+# within LOW..HIGH ms, the summary says so, the profile whole (stopped by the signal), the
+# program gone.
+stopped() {
+	local v=$1 prog=${4:-luajit}
+	[ "$rc" = 0 ] || fail "$v: record exited ${rc:-?}, not 0: $(head -3 "$t/$v.out")"
+	[ "$ms" -ge "$2" ] && [ "$ms" -le "$3" ] || fail "$v: took $ms ms (want $2..$3)"
+	grep -q "^luaprof record: --duration [0-9.]*: stopped $prog after [0-9.]* s (SIGTERM); the profile ends there$" "$t/$v.out" ||
+		fail "$v: no word of the stop: $(head -3 "$t/$v.out")"
+	grep -q 'killed by signal' "$t/$v.out" && fail "$v: told as killed: $(grep 'killed by' "$t/$v.out")"
+	grep -q '^complete: yes$' "$t/$v.info" || fail "$v: profile cut short: $(head -5 "$t/$v.info")"
+	grep -q '^meta.stopped_by: signal$' "$t/$v.info" || fail "$v: stopped_by: $(grep stopped_by "$t/$v.info")"
+	[ -s "$t/$v.pid" ] || fail "$v: the program never ran"
+	[ -s "$t/$v.pid" ] && { gone "$(cat "$t/$v.pid")" || fail "$v: the program (pid $(cat "$t/$v.pid")) still runs"; }
+}
+# samples NAME: the profile's sample count (CPU: samples; memory: events or samples).
+samples() { sed -n 's/^\(samples\|events\): \([0-9]*\)$/\2/p' "$t/$1.info" | head -1; }
+
+# -- An infinite compiled loop, CPU time.
+rec loop -d 1 -f collapsed -o loop.folded -- luajit loop.lua loop.pid
+stopped loop 900 5000
+n=$(samples loop)
+[ "${n:-0}" -ge 30 ] || fail "loop: ${n:-no} samples in a second of CPU"
+grep -q '@loop\.lua:4;@loop\.lua:2;TRACE \[' "$t/loop.folded" || fail "loop: the loop's line missing: $(head -2 "$t/loop.folded")"
+grep -q '^luaprof record: 1\.[0-9]* s profiled' "$t/loop.out" || fail "loop: summary: $(grep profiled "$t/loop.out")"
+
+# -- Blocked in os.execute("sleep 100"), wall clock, decimal seconds in the long form: the
+# shell's sleep is stopped too (it held the pipe, so record's output, for 100 s).
+rec block --duration=1.5 --clock wall -f collapsed -o block.folded -- luajit block.lua block.pid
+stopped block 1400 5000
+[ -s "$t/block.pid.child" ] || fail "block: the child never ran"
+[ -s "$t/block.pid.child" ] && { gone "$(cat "$t/block.pid.child")" || fail "block: the program's child (sleep, pid $(cat "$t/block.pid.child")) still runs"; }
+n=$(samples block)
+[ "${n:-0}" -ge 100 ] || fail "block: ${n:-no} samples in 1.5 s of wall clock at 100 Hz"
+grep -q '@block\.lua:2;os\.execute' "$t/block.folded" || fail "block: the blocked line missing: $(head -2 "$t/block.folded")"
+
+# -- A wrapper that runs luajit (not exec): both stopped, the profile whole.
+rec wrap -d 0.5 -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua wrap.pid; echo after'
+stopped wrap 400 5000 sh
+grep -q '^after$' "$t/wrap.out" && fail "wrap: the wrapper went on after luajit"
+grep -q 'still runs' "$t/wrap.out" && fail "wrap: $(grep 'still runs' "$t/wrap.out")"
+
+# -- -q: nothing said (status 0 needs no explaining), the profile written all the same.
+rec quiet -q -d 0.3 -f collapsed -o quiet.folded -- luajit loop.lua quiet.pid
+[ "$rc" = 0 ] || fail "-q: record exited ${rc:-?}, not 0: $(head -3 "$t/quiet.out")"
+[ "$(grep -cv '^rc=' "$t/quiet.out")" = 0 ] || fail "-q: said $(head -3 "$t/quiet.out")"
+grep -q '^complete: yes$' "$t/quiet.info" || fail "-q: profile cut short: $(head -5 "$t/quiet.info")"
+
+# -- Memory, exact and sampled.
+rec mem -d 1 --memory -o mem.txt -- luajit churn.lua mem.pid
+stopped mem 900 5000
+n=$(samples mem)
+[ "${n:-0}" -ge 1000 ] || fail "memory exact: ${n:-no} events"
+grep -q '@churn\.lua:[35]' "$t/mem.txt" || fail "memory exact: the churn's lines missing: $(head -8 "$t/mem.txt")"
+rec mems -d 1 --memory --sample 64K -o mems.txt -- luajit churn.lua mems.pid
+stopped mems 900 5000
+n=$(samples mems)
+[ "${n:-0}" -ge 100 ] || fail "memory sampled: ${n:-no} samples"
+grep -q '@churn\.lua:[35]' "$t/mems.txt" || fail "memory sampled: the churn's lines missing: $(head -8 "$t/mems.txt")"
+
+# -- A program that ends first: its own status, no word of the duration.
+rec short -d 30 -f collapsed -o short.folded -- luajit short.lua short.pid 5
+[ "$rc" = 5 ] || fail "short: record exited ${rc:-?}, not the program's 5: $(head -3 "$t/short.out")"
+[ "$ms" -lt 10000 ] || fail "short: took $ms ms: record waited for the duration"
+grep -q -- '--duration' "$t/short.out" && fail "short: $(grep -- --duration "$t/short.out")"
+grep -q '^meta.stopped_by: signal$' "$t/short.info" && fail "short: stopped by a signal"
+grep -q '^complete: yes$' "$t/short.info" || fail "short: profile cut short: $(head -5 "$t/short.info")"
+
+# -- A program that ignores SIGTERM (and its child): SIGKILL 11 s later, said so; the
+# profile is cut short (status 3, as a truncated stream of a program that succeeded).
+rec ign -d 0.5 --clock wall -f collapsed -o ign.folded -- sh -c "trap '' TERM; exec luajit block.lua ign.pid"
+[ "$rc" = 3 ] || fail "ignored SIGTERM: record exited ${rc:-?}, not 3: $(head -3 "$t/ign.out")"
+[ "$ms" -ge 11000 ] && [ "$ms" -le 20000 ] || fail "ignored SIGTERM: took $ms ms (want 11 s after 0.5 s)"
+grep -q '^luaprof record: --duration 0.5: sh did not end within 11 s of SIGTERM (it ignores or handles it): killed with SIGKILL' "$t/ign.out" ||
+	fail "ignored SIGTERM: no word of the kill: $(head -3 "$t/ign.out")"
+for f in ign.pid ign.pid.child; do
+	[ -s "$t/$f" ] && { gone "$(cat "$t/$f")" || fail "ignored SIGTERM: $f (pid $(cat "$t/$f")) still runs"; }
+done
+
+# -- Ctrl-C (twice: a compiled loop) during the duration: as without -d (status 130).
+if have setsid; then
+	rm -f "$t/int.pid"
+	(cd "$t" && exec setsid "$lp" record -d 30 -f collapsed -o int.folded -- luajit loop.lua int.pid) >"$t/int.out" 2>&1 &
+	r=$!
+	for _ in $(seq 100); do [ -s "$t/int.pid" ] && break; sleep 0.1; done
+	sleep 0.5
+	kill -INT -$r
+	sleep 0.5
+	kill -INT -$r
+	wait $r
+	rc=$?
+	[ "$rc" = 130 ] || fail "Ctrl-C: record exited $rc, not 130: $(head -3 "$t/int.out")"
+	grep -q -- '--duration' "$t/int.out" && fail "Ctrl-C: $(grep -- --duration "$t/int.out")"
+	grep -q 'killed by signal 2' "$t/int.out" || fail "Ctrl-C: no word of the signal: $(head -3 "$t/int.out")"
+fi
+
+# -- On a terminal, the line saying what is being recorded says until when.
+if have script; then
+	(cd "$t" && script -qec "$lp record -d 0.5 -f collapsed -o tty.folded -- luajit loop.lua tty.pid" /dev/null) >"$t/tty.out" 2>&1
+	grep -q 'the profile follows after 0.5 s (--duration), or when it exits or is stopped first (Ctrl-C)' "$t/tty.out" ||
+		fail "terminal: $(head -2 "$t/tty.out")"
+fi
+"$lp" record --help | grep -q -- '-d, --duration SECS' || fail "--help does not describe -d"
+
+# -- Bad values: refused before the program runs, the value named.
+bad() {
+	rm -f "$t/bad.pid"
+	(cd "$t" && "$lp" record "$@" -f collapsed -o bad.folded -- luajit short.lua bad.pid) >"$t/bad.out" 2>&1
+	local r=$?
+	[ $r = 1 ] || fail "$*: record exited $r, not 1"
+	[ -e "$t/bad.pid" ] && fail "$*: the program ran"
+}
+for v in 0 0.0 0.0009 -1 -0.5 abc 1e3 30s inf nan 0x10 1000001 99999999999999999999999 1.2.3 . '' ' 1'; do
+	bad -d "$v"
+	grep -qF "luaprof record: -d (--duration) expects seconds, a decimal number from 0.001 to 1000000 (e.g. 30 or 0.5), not '$v'" "$t/bad.out" ||
+		fail "-d '$v': $(cat "$t/bad.out")"
+done
+"$lp" record --duration >"$t/bad.out" 2>&1
+r=$?
+[ $r = 1 ] && grep -q "^luaprof record: option '--duration' needs a value" "$t/bad.out" ||
+	fail "--duration without a value: $r $(cat "$t/bad.out")"
+
+[ $fails = 0 ] || exit 1
+echo "PASS $name"
