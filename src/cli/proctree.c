@@ -87,6 +87,16 @@ size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
 	return found;
 }
 
+int lp_proctree_get(pid_t pid, struct lp_proc *p)
+{
+	pid_t ppid;
+	char st;
+	if (read_stat(pid, &ppid, &st, &p->start) != 0 || st == 'Z')
+		return -1;
+	p->pid = pid;
+	return 0;
+}
+
 int lp_proctree_alive(const struct lp_proc *p)
 {
 	pid_t ppid;

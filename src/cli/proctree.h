@@ -22,6 +22,9 @@ struct lp_proc {
  * /proc is read may be missed. */
 size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max);
 
+/* Fills *p with the process pid as it is now: -1 when there is none (or a zombie). */
+int lp_proctree_get(pid_t pid, struct lp_proc *p);
+
 /* Whether p is still the process that was found, and not a zombie. */
 int lp_proctree_alive(const struct lp_proc *p);
 

@@ -935,6 +935,7 @@ struct rec_status {
 	int skipped;  /* processes that loaded the agent and ran without it ('S') */
 	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
 	uint64_t stopped_ns; /* -d: when record stopped the program, after its start; 0 not */
+	pid_t stopped_other; /* -d: the process that profiles, stopped after the program ended */
 	int killed;   /* -d: it outlived STOP_GRACE_NS after SIGTERM and got SIGKILL */
 };
 
@@ -983,6 +984,7 @@ struct stopper {
 	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
 	int killed;         /* SIGKILL sent */
 	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
+	pid_t other;        /* root when it was not the program (which had ended) */
 	size_t nprocs;
 	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent */
 };
@@ -998,7 +1000,7 @@ struct stopper {
 ** compiled, or blocked in a call, would need a second), and the agent finishes the profile
 ** before the program dies of SIGTERM left at its default action.
 */
-static void stop_tick(struct stopper *s, pid_t root)
+static void stop_tick(struct stopper *s, pid_t root, int program)
 {
 	if (!s->deadline)
 		return;
@@ -1007,6 +1009,11 @@ static void stop_tick(struct stopper *s, pid_t root)
 		s->nprocs = lp_proctree_descendants(root, s->procs, STOP_MAX_PROCS);
 		s->sent = now;
 		s->root = root;
+		s->other = program ? 0 : root;
+		/* Waited for by stop_finish: it ends a little after its lock is let go. */
+		if (!program && s->nprocs < STOP_MAX_PROCS &&
+		    lp_proctree_get(root, &s->procs[s->nprocs]) == 0)
+			s->nprocs++;
 		kill(root, SIGTERM);
 		for (size_t i = 0; i < s->nprocs; i++)
 			kill(s->procs[i].pid, SIGTERM);
@@ -1017,6 +1024,9 @@ static void stop_tick(struct stopper *s, pid_t root)
 		for (size_t i = 0; i < s->nprocs && !found; i++)
 			found = s->procs[i].pid == root;
 		s->root = root;
+		if (!found && s->nprocs < STOP_MAX_PROCS &&
+		    lp_proctree_get(root, &s->procs[s->nprocs]) == 0)
+			s->nprocs++;
 		if (!found)
 			kill(root, SIGTERM);
 	} else if (s->sent && !s->killed && now - s->sent >= STOP_GRACE_NS) {
@@ -1154,7 +1164,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 			break;
 		if (!prof_pid && *told)
 			prof_pid = lock_holder(&rf);
-		stop_tick(&stop, pid);
+		stop_tick(&stop, pid, 1);
 		sleep_ms(20);
 	}
 	child_pid = 0;
@@ -1192,7 +1202,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 				st->abandoned = holder;
 				break;
 			}
-			stop_tick(&stop, holder);
+			stop_tick(&stop, holder, 0);
 			sleep_ms(20);
 		}
 	}
@@ -1200,6 +1210,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (stop.sent) {
 		st->stopped_ns = stop.sent - t0;
 		st->killed = stop.killed;
+		st->stopped_other = stop.other;
 	}
 	if (*told)
 		rec_status_read(&rf, st);
@@ -1592,23 +1603,32 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
  * to be killed. */
 static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
+	char other[64];
+	snprintf(other, sizeof(other), "the process it profiles (pid %ld)",
+		 (long)rs->stopped_other);
 	if (rs->killed)
 		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
 				"SIGTERM (it ignores or handles it): killed with SIGKILL, its "
-				"profile cut short\n", o->duration, o->cmd[0],
-			(double)STOP_GRACE_NS / 1e9);
-	else if (rs->stopped_ns && o->quiet)
+				"profile cut short\n", o->duration,
+			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9);
+	else if (rs->stopped_other && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
+				"(SIGTERM); the profile ends there\n", o->duration, other,
+			(double)rs->stopped_ns / 1e9);
+	/* The program itself stopped; one that ended before is told of as without -d. */
+	int stopped = rs->stopped_ns && !rs->stopped_other;
+	if (stopped && (rs->killed || o->quiet))
 		;
-	else if (rs->stopped_ns && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
+	else if (stopped && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); the profile ends there\n", o->duration, o->cmd[0],
 			(double)rs->stopped_ns / 1e9);
-	else if (rs->stopped_ns && WIFSIGNALED(status))
+	else if (stopped && WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it was killed by signal %d (%s)\n", o->duration,
 			o->cmd[0], (double)rs->stopped_ns / 1e9, WTERMSIG(status),
 			strsignal(WTERMSIG(status)));
-	else if (rs->stopped_ns)
+	else if (stopped)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it exited with status %d\n", o->duration, o->cmd[0],
 			(double)rs->stopped_ns / 1e9, WIFEXITED(status) ? WEXITSTATUS(status) : 0);
@@ -1732,8 +1752,9 @@ int lp_cmd_record(int argc, char **argv)
 			unlink(tmp);
 		return fail("cannot start %s: %s", o.cmd[0], strerror(errno));
 	}
-	/* Stopped by -d as asked: a success, whatever the program's status then. */
-	int prog = rs.stopped_ns ? 0
+	/* Stopped by -d as asked: a success, whatever the program's status then. (One that
+	 * ended before, leaving the process that profiles to be stopped, keeps its own.) */
+	int prog = rs.stopped_ns && !rs.stopped_other ? 0
 		 : WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	/* The agent was loaded and never started (refused: its message says why) and the raw

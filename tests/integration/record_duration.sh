@@ -98,6 +98,17 @@ stopped wrap 400 5000 sh
 grep -q '^after$' "$t/wrap.out" && fail "wrap: the wrapper went on after luajit"
 grep -q 'still runs' "$t/wrap.out" && fail "wrap: $(grep 'still runs' "$t/wrap.out")"
 
+# -- A wrapper that leaves luajit running in the background and ends first (status 4):
+# record waits for luajit, stops it at the deadline; the wrapper's status is record's.
+rec bg -d 1 -f collapsed -o bg.folded -- sh -c 'luajit loop.lua bg.pid & sleep 0.3; exit 4'
+[ "$rc" = 4 ] || fail "background: record exited ${rc:-?}, not the wrapper's 4: $(head -3 "$t/bg.out")"
+[ "$ms" -ge 900 ] && [ "$ms" -le 5000 ] || fail "background: took $ms ms"
+grep -q '^luaprof record: --duration 1: stopped the process it profiles (pid [0-9]*) after [0-9.]* s (SIGTERM); the profile ends there$' "$t/bg.out" ||
+	fail "background: no word of the stop: $(head -3 "$t/bg.out")"
+grep -q '^luaprof record: sh exited with status 4$' "$t/bg.out" || fail "background: the wrapper's status untold: $(head -3 "$t/bg.out")"
+grep -q '^complete: yes$' "$t/bg.info" || fail "background: profile cut short: $(head -5 "$t/bg.info")"
+[ -s "$t/bg.pid" ] && { gone "$(cat "$t/bg.pid")" || fail "background: luajit (pid $(cat "$t/bg.pid")) still runs"; }
+
 # -- -q: nothing said (status 0 needs no explaining), the profile written all the same.
 rec quiet -q -d 0.3 -f collapsed -o quiet.folded -- luajit loop.lua quiet.pid
 [ "$rc" = 0 ] || fail "-q: record exited ${rc:-?}, not 0: $(head -3 "$t/quiet.out")"
