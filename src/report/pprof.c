@@ -27,6 +27,8 @@
 **   - period: CPU profiles cpu/nanoseconds (the sampling interval; wall/nanoseconds with
 **     --clock wall), memory profiles
 **     space/bytes (the sampling interval, 1 for exact mode), as Go's profiles give them.
+**     A CPU profile without an interval (Tarantool's) has no period, and a comment says
+**     its values are sample counts.
 ** All strings are made valid UTF-8 (invalid sequences become U+FFFD): protobuf `string`
 ** fields must be, and readers built on generated code (protobuf-go, ...) reject the
 ** message otherwise; frame names come from the traced process and may be any bytes.
@@ -578,8 +580,20 @@ static int render(struct pp *w, unsigned value)
 	PbProfile tail = PERFTOOLS__PROFILES__PROFILE__INIT;
 	tail.time_nanos = m->start_unix_ns > INT64_MAX ? INT64_MAX : (int64_t)m->start_unix_ns;
 	tail.duration_nanos = m->duration_ns > INT64_MAX ? INT64_MAX : (int64_t)m->duration_ns;
-	int64_t comment = 0;
-	if (cpu) {
+	int64_t comments[2];
+	size_t ncomments = 0;
+	if (m->title && *m->title) {
+		if (intern(w, m->title, &comments[ncomments++]))
+			return nomem(w);
+	}
+	if (cpu && !m->period_ns) {
+		/* No interval (Tarantool's streams record none): no period to give, and a
+		 * period of 0 cpu nanoseconds would read as a measured one. The comment is
+		 * where pprof's readers show it (-raw, -comments). */
+		if (intern(w, "sampling interval unknown (the stream records none): values are "
+			      "sample counts, not time", &comments[ncomments++]))
+			return nomem(w);
+	} else if (cpu) {
 		if (intern(w, m->wall_clock ? "wall" : "cpu", &period_type.type) ||
 		    intern(w, "nanoseconds", &period_type.unit))
 			return nomem(w);
@@ -592,12 +606,8 @@ static int render(struct pp *w, unsigned value)
 		tail.period_type = &period_type;
 		tail.period = m->period_bytes > INT64_MAX ? INT64_MAX : (int64_t)m->period_bytes;
 	}
-	if (m->title && *m->title) {
-		if (intern(w, m->title, &comment))
-			return nomem(w);
-		tail.n_comment = 1;
-		tail.comment = &comment;
-	}
+	tail.n_comment = ncomments;
+	tail.comment = comments;
 	tail.default_sample_type = w->vtype[w->ntypes > nv ? nv : value][0];
 
 	int zr = deflateInit2(&w->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,

@@ -288,6 +288,22 @@ if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$t/mem.pb.gz"; th
 	EOF
 fi
 
+# -- A Tarantool CPU stream: no sampling interval --------------------------------
+
+# Counts alone, no period (it was "PeriodType: cpu nanoseconds", "Period: 0"), and a comment
+# saying why.
+sp=../shared/vectors/tarantool/sp_fib_L.bin
+[ -f $sp ] || sp=examples/fib-cpu.bin
+if [ -x build/luaprof ] && build/luaprof report -q $sp -o "$t/sp.pb.gz" 2>"$t/sp.err"; then
+	if pp sp_raw -raw "$t/sp.pb.gz"; then
+		expect_has sp_raw "Comment: sampling interval unknown (the stream records none): values are sample counts, not time"
+		expect_has sp_raw "samples/count[dflt]"
+		grep -q "nanoseconds" "$t/sp_raw.out" && fail "sp_raw: nanoseconds without an interval: $(grep nanoseconds "$t/sp_raw.out")"
+	fi
+else
+	fail "luaprof report $sp -o sp.pb.gz: $(cat "$t/sp.err")"
+fi
+
 # -- A recorded profile's clock -------------------------------------------------
 
 # raw_sums NAME: "count ns period" of $t/NAME.out (-raw): the two columns' totals and the

@@ -508,11 +508,18 @@ static void test_cpu_time_column(void)
 	}
 	lp_profile_free(p);
 
-	/* Tarantool's streams have no interval: counts alone, the default. */
+	/* Tarantool's streams have no interval: counts alone, the default; no period (a
+	 * "cpu nanoseconds" period of 0 read as one measured), and a comment saying so. */
 	pb = cpu_one(&p, 7, 0, 0, "cpu");
 	if (pb) {
 		check_common(pb, p, 1);
 		CHECK_STR(str(pb, pb->default_sample_type), "samples");
+		CHECK(pb->period_type == NULL);
+		CHECK_EQ(pb->period, 0);
+		CHECK_EQ(pb->n_comment, 1);
+		if (pb->n_comment == 1)
+			CHECK_STR(str(pb, pb->comment[0]), "sampling interval unknown (the stream "
+				  "records none): values are sample counts, not time");
 		perftools__profiles__profile__free_unpacked(pb, NULL);
 	}
 	lp_profile_free(p);
