@@ -490,8 +490,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* The raw stream's path: --raw, else the output with its extension replaced by .bin. */
-static int raw_path(const struct opts *o, char *buf, size_t len)
+/* The raw stream's path: --raw, else the output with its extension replaced by .bin; in
+ * buf absolute, for the program, and in shown as the user gave it (or as -o suggests it),
+ * for messages: the rendering's path is printed as given, and the two read alike. */
+static int raw_path(const struct opts *o, char *buf, size_t len, char *shown, size_t slen)
 {
 	const char *src = o->raw;
 	char tmp[PATH_MAX];
@@ -509,6 +511,8 @@ static int raw_path(const struct opts *o, char *buf, size_t len)
 			src = tmp;
 		}
 	}
+	if ((size_t)snprintf(shown, slen, "%s", src) >= slen)
+		return -1;
 	/* Absolute, since the program may change directory. */
 	if (src[0] == '/')
 		return (size_t)snprintf(buf, len, "%s", src) < len ? 0 : -1;
@@ -1646,8 +1650,10 @@ int lp_cmd_record(int argc, char **argv)
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc;
-	char raw[PATH_MAX], agent[PATH_MAX];
-	if (raw_path(&o, raw, sizeof(raw)))
+	/* rawabs is what the program is given; raw, as the user gave it, names the file
+	 * everywhere else (record's working directory does not change). */
+	char rawabs[PATH_MAX], raw[PATH_MAX], agent[PATH_MAX];
+	if (raw_path(&o, rawabs, sizeof(rawabs), raw, sizeof(raw)))
 		return fail("output path too long");
 	if (agent_path(agent, sizeof(agent)))
 		return fail("cannot find the agent %s (build it with make, or set LUAPROF_AGENT)",
@@ -1686,7 +1692,7 @@ int lp_cmd_record(int argc, char **argv)
 				    "replace it (give -o another name)", o.output, *a);
 	}
 	char dest[PATH_MAX], tmp[PATH_MAX + 16];
-	if (lp_output_target(raw, dest))
+	if (lp_output_target(rawabs, dest))
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
 	if (lp_output_same(o.output, dest)) /* dest: a link to nothing yet is seen too */
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
@@ -1814,7 +1820,9 @@ int lp_cmd_record(int argc, char **argv)
 	     now.st_mtim.tv_nsec != old.st_mtim.tv_nsec)) {
 		tell_status(&o, status, &rs);
 		return fail("%s changed while %s ran (another luaprof record writing it?): it is "
-			    "left as it is, and this profile is in %s", raw, o.cmd[0], tmp);
+			    "left as it is, and this profile is in %s%s",
+			    raw, o.cmd[0], strcmp(dest, rawabs) ? "" : raw,
+			    strcmp(dest, rawabs) ? tmp : tmp + strlen(dest));
 	}
 	if (empty && (renamed || created))
 		unlink(tmp);

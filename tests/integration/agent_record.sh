@@ -549,7 +549,7 @@ grep -q alpha "$t/inner.folded" || fail "record inside record: the inner profile
 (cd "$t" && "$lp" record -q -f collapsed -o same.folded -- luajit -e \
 	"os.execute('$lp record -q -f collapsed -o same.folded -- luajit $t/beta.lua >/dev/null 2>&1') dofile('$t/alpha.lua')") \
 	>/dev/null 2>"$t/err" && fail "record over a raw stream another record wrote meanwhile: exit 0"
-grep -q "^luaprof record: $t/same.bin changed while luajit ran (another luaprof record writing it?): it is left as it is, and this profile is in $t/same.bin\." "$t/err" ||
+grep -q "^luaprof record: same.bin changed while luajit ran (another luaprof record writing it?): it is left as it is, and this profile is in same.bin\." "$t/err" ||
 	fail "record over a raw stream another record wrote meanwhile: $(cat "$t/err")"
 "$lp" report -q -f collapsed "$t/same.bin" 2>/dev/null | grep -q beta || fail "record over a raw stream another record wrote meanwhile: the inner profile was replaced"
 rm -f "$t"/same.bin.*
@@ -1239,7 +1239,7 @@ EOF
 (cd "$t" && "$lp" record -f collapsed -o ck.folded -- luajit ckill.lua) >/dev/null 2>"$t/err"
 rc=$?
 [ $rc = 1 ] && grep -q 'luajit was killed by signal 9' "$t/err" &&
-	grep -q "^luaprof record: luajit recorded nothing before its stream ended: it was killed before the profiler wrote what it recorded (up to a quarter second of it is lost): the earlier profile $t/ck.bin is kept\$" "$t/err" ||
+	grep -q "^luaprof record: luajit recorded nothing before its stream ended: it was killed before the profiler wrote what it recorded (up to a quarter second of it is lost): the earlier profile ck.bin is kept\$" "$t/err" ||
 	fail "CPU, killed, an earlier profile: exit $rc: $(cat "$t/err")"
 grep -q 'message above' "$t/err" && fail "CPU, killed: points at a message that is not there: $(cat "$t/err")"
 

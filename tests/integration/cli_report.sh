@@ -347,6 +347,23 @@ d = d[:i] + b"\rlua_elsewhere" + bytes([n]) + b"0" * (n - 1) + b"1" + d[i + 15 +
 open(sys.argv[2], "wb").write(d)
 PY
 	$lp report "$t/one.bin" -o "$t/one.txt" 2>"$t/one.err" || fail "report of one.bin: $(cat "$t/one.err")"
+	# record names the raw stream as the user named the output, or as --raw gave it (it
+	# printed "wrote spin2.folded (collapsed) and /tmp/.../spin2.bin (raw stream)"), in its
+	# messages and in what it renders.
+	(cd "$t" && "$OLDPWD/$lp" record -o spin2.svg -- luajit spin.lua) 2>"$t/rec.err" ||
+		fail "record -o spin2.svg: $(cat "$t/rec.err")"
+	grep -qx "luaprof record: wrote spin2.svg (flamegraph) and spin2.bin (raw stream)" "$t/rec.err" ||
+		fail "record's paths: $(tail -1 "$t/rec.err")"
+	grep -q '>luaprof: spin2.bin (CPU)<' "$t/spin2.svg" || fail "record's title: $(grep -o '>luaprof: [^<]*<' "$t/spin2.svg")"
+	(cd "$t" && "$OLDPWD/$lp" record -f top -o - --raw "$t/abs.bin" -- luajit spin.lua) 2>"$t/rec.err" >"$t/rec.out" ||
+		fail "record --raw ABSOLUTE: $(cat "$t/rec.err")"
+	grep -qx "luaprof record: wrote standard output (top) and $t/abs.bin (raw stream)" "$t/rec.err" &&
+		grep -q "^Source: $t/abs.bin " "$t/rec.out" || fail "record --raw ABSOLUTE: $(tail -1 "$t/rec.err")"
+	echo 'local t = {} for i = 1, 1000 do t[i] = {} end' >"$t/alloc.lua"
+	(cd "$t" && "$OLDPWD/$lp" record --memory -o alloc.txt -- luajit alloc.lua) 2>"$t/rec.err" ||
+		fail "record --memory: $(cat "$t/rec.err")"
+	grep -Eqx "luaprof record: wrote alloc.txt \(memprof\) and alloc.bin \(raw stream, [0-9]+ bytes\)" "$t/rec.err" ||
+		fail "record --memory's paths: $(tail -1 "$t/rec.err")"
 	grep -q "note: 1 sample has its stack cut short (.*): its outermost frames are missing" "$t/one.err" ||
 		fail "one sample cut short: $(grep "cut short" "$t/one.err")"
 	grep -q "note: 1 sample ([0-9.]*%) found the Lua state running on another thread .*: it is that thread's C stack alone" "$t/one.err" ||
