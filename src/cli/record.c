@@ -36,6 +36,7 @@
 #include "cli/proctree.h"
 #include "report/load.h"
 #include "report/render.h"
+#include "report/text.h"
 #include "stream/parse.h"
 #include "util/size.h"
 #include "util/stubenv.h"
@@ -1305,8 +1306,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		for (unsigned i = 0; i < LP_VMST__MAX; i++) {
 			if (!vm[i])
 				continue;
-			fprintf(stderr, "%s%s %.1f%%", sep, lp_vmstate_name(i),
-				100.0 * (double)vm[i] / (double)n);
+			char pct[16];
+			lp_text_share(pct, sizeof(pct), vm[i], n);
+			fprintf(stderr, "%s%s %s", sep, lp_vmstate_name(i), pct);
 			sep = ", ";
 		}
 		fputc('\n', stderr);

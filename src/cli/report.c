@@ -25,6 +25,7 @@
 #include "report/info.h"
 #include "report/load.h"
 #include "report/render.h"
+#include "report/text.h"
 
 void lp_cmd_report_usage(FILE *out)
 {
@@ -312,23 +313,26 @@ static int check_kind(struct opts *o, enum lp_stream_kind kind, int sampled)
 void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples)
 {
 	int one = lost == 1;
-	fprintf(stderr, "%s: %" PRIu64 " sample%s (%.1f%%) in traces, the collector, the JIT "
+	char pct[16];
+	lp_text_share(pct, sizeof(pct), lost, samples);
+	fprintf(stderr, "%s: %" PRIu64 " sample%s (%s) in traces, the collector, the JIT "
 		"compiler or trace exits %s lost the frames below %s: the profiler's store "
 		"of their full stacks filled up (a long run at a high rate over code that keeps "
 		"changing); %s from the trace or the VM entry instead\n", prefix, lost,
-		one ? "" : "s", samples ? 100.0 * (double)lost / (double)samples : 0.0,
-		one ? "has" : "have", one ? "it" : "them", one ? "it hangs" : "they hang");
+		one ? "" : "s", pct, one ? "has" : "have", one ? "it" : "them",
+		one ? "it hangs" : "they hang");
 }
 
 void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples)
 {
 	int one = n == 1;
-	fprintf(stderr, "%s: %" PRIu64 " sample%s (%.1f%%) found the Lua state running on "
+	char pct[16];
+	lp_text_share(pct, sizeof(pct), n, samples);
+	fprintf(stderr, "%s: %" PRIu64 " sample%s (%s) found the Lua state running on "
 		"another thread than the one that started the profile, the one sampled: %s that "
 		"thread's C stack alone. Start the profile on the thread that runs the Lua code "
 		"(a host such as wrk runs a script's init on its main thread, the requests on "
-		"others)\n", prefix, n, one ? "" : "s",
-		samples ? 100.0 * (double)n / (double)samples : 0.0, one ? "it is" : "they are");
+		"others)\n", prefix, n, one ? "" : "s", pct, one ? "it is" : "they are");
 }
 
 int lp_cli_other_threads(const struct lp_record_facts *f)
@@ -384,8 +388,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		for (unsigned i = 0; i < LP_VMST__MAX && l->stats.events; i++) {
 			if (!vm[i])
 				continue;
-			fprintf(stderr, "%s%s %.1f%%", sep, lp_vmstate_name(i),
-				100.0 * (double)vm[i] / (double)l->stats.events);
+			char pct[16];
+			lp_text_share(pct, sizeof(pct), vm[i], l->stats.events);
+			fprintf(stderr, "%s%s %s", sep, lp_vmstate_name(i), pct);
 			sep = ", ";
 		}
 		fputs(*sep == ',' ? ")" : "", stderr);

@@ -2,6 +2,7 @@
 ** What a profile file holds, as "key: value" lines.
 */
 #include "report/info.h"
+#include "report/text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,8 +57,9 @@ int lp_info_report(const struct lp_loaded *l, const char *source, FILE *out)
 		for (unsigned i = 0; l->stats.events && lp_vmstate_name(i); i++) {
 			if (!vm[i])
 				continue;
-			fprintf(out, "%s%s %" PRIu64 " (%.1f%%)", sep, lp_vmstate_name(i), vm[i],
-				100.0 * (double)vm[i] / (double)l->stats.events);
+			char pct[16];
+			lp_text_share(pct, sizeof(pct), vm[i], l->stats.events);
+			fprintf(out, "%s%s %" PRIu64 " (%s)", sep, lp_vmstate_name(i), vm[i], pct);
 			sep = ", ";
 		}
 		if (*sep == ',')

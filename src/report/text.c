@@ -38,6 +38,16 @@ double lp_text_pct(int64_t part, int64_t whole)
 	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
+void lp_text_share(char *buf, size_t len, uint64_t part, uint64_t whole)
+{
+	/* A VM state with 1 sample in 3000 read "GC 0.0%", taken for one without any. */
+	snprintf(buf, len, "%.1f%%", whole ? 100.0 * (double)part / (double)whole : 0.0);
+	if (part && !strcmp(buf, "0.0%"))
+		snprintf(buf, len, "<0.1%%");
+	else if (part < whole && !strcmp(buf, "100.0%"))
+		snprintf(buf, len, ">99.9%%");
+}
+
 void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,
 		    int64_t grand)
 {
@@ -65,10 +75,13 @@ void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_
 	if (!sum)
 		return;
 	fputs("VM states:", out);
-	for (unsigned i = 0; i < LP_VMST__MAX; i++)
-		if (m->vmstate[i])
-			fprintf(out, " %s %.1f%%", names[i],
-				100.0 * (double)m->vmstate[i] / (double)sum);
+	for (unsigned i = 0; i < LP_VMST__MAX; i++) {
+		char pct[16];
+		if (!m->vmstate[i])
+			continue;
+		lp_text_share(pct, sizeof(pct), m->vmstate[i], sum);
+		fprintf(out, " %s %s", names[i], pct);
+	}
 	putc('\n', out);
 }
 

@@ -17,6 +17,10 @@ void lp_text_value(char *buf, size_t len, int64_t v, const char *unit);
 /* part as a percentage of whole; 0 when whole is not positive. */
 double lp_text_pct(int64_t part, int64_t whole);
 
+/* part's share of whole as "12.3%" in buf; a share with something in it never reads
+ * "0.0%" ("<0.1%"), nor one short of whole "100.0%" (">99.9%"). */
+void lp_text_share(char *buf, size_t len, uint64_t part, uint64_t whole);
+
 /* "Source: ...  Total <type>: ...  Samples|Events: N  Dropped: N", and for a CPU profile
  * its share of samples by VM state. */
 void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,

@@ -335,6 +335,32 @@ static void test_empty(void)
 	lp_profile_free(p);
 }
 
+/* A VM state with samples never reads 0.0% (taken for none), nor one short of all 100.0%:
+ * one GC sample in 3001 was "GC 0.0%" beside "INTERP 100.0%". */
+static void test_rare_vmstate(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "rare.bin";
+	m->event = "cpu";
+	m->samples = 3001;
+	m->vmstate[0] = 3000; /* INTERP */
+	m->vmstate[4] = 1;    /* GC */
+	uint32_t a = frame(p, LP_FK_LUA, "@a.lua", 4, 2);
+	add(p, &a, 1, 3001);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	const char *want = "Source: rare.bin  Total samples: 3001  Samples: 3001  Dropped: 0\n"
+			   "VM states: INTERP >99.9% GC <0.1%\n\n";
+	int ok = s && !strncmp(s, want, strlen(want));
+	if (!ok)
+		printf("    got: %s\n", s ? s : err);
+	CHECK(ok);
+	free(s);
+	lp_profile_free(p);
+}
+
 /* Memory profile: second value column in bytes, no VM state line, human-readable sizes. */
 static void test_bytes(void)
 {
@@ -379,5 +405,6 @@ int main(void)
 	RUN(test_default_limit);
 	RUN(test_empty);
 	RUN(test_bytes);
+	RUN(test_rare_vmstate);
 	return UNIT_RESULT();
 }
