@@ -1870,6 +1870,14 @@ int lp_cmd_record(int argc, char **argv)
 			return fail("%s recorded nothing (no CPU sample: the thread sampled hardly "
 				    "ran, see above): the earlier profile %s is kept", o.cmd[0], raw);
 		}
+		/* A program that failed at once (a misspelt script, an error as it starts): its
+		 * status is the reason, not the interval (which --rate or --clock would not
+		 * help), as a first run's summary says. */
+		if (kept && (!o.memory || o.sample) && WIFEXITED(status) && WEXITSTATUS(status))
+			return fail("%s recorded nothing (no %s: it exited with status %d before "
+				    "the first one): the earlier profile %s is kept", o.cmd[0],
+				    o.memory ? "sampled allocation" : "CPU sample",
+				    WEXITSTATUS(status), raw);
 		if (kept)
 			return fail("%s recorded nothing (%s): the earlier profile %s is kept",
 				    o.cmd[0],

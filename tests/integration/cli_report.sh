@@ -359,6 +359,12 @@ PY
 		fail "record --raw ABSOLUTE: $(cat "$t/rec.err")"
 	grep -qx "luaprof record: wrote standard output (top) and $t/abs.bin (raw stream)" "$t/rec.err" &&
 		grep -q "^Source: $t/abs.bin " "$t/rec.out" || fail "record --raw ABSOLUTE: $(tail -1 "$t/rec.err")"
+	# Over it, a program that fails at once: its status is the reason given, not the
+	# sampling interval (it advised --clock wall).
+	(cd "$t" && "$OLDPWD/$lp" record -o spin2.svg -- luajit -e 'error("boom")') 2>"$t/rec.err" &&
+		fail "record of a failing program over an earlier profile: exit 0"
+	grep -qx "luaprof record: luajit recorded nothing (no CPU sample: it exited with status 1 before the first one): the earlier profile spin2.bin is kept" "$t/rec.err" ||
+		fail "record of a failing program over an earlier profile: $(tail -1 "$t/rec.err")"
 	echo 'local t = {} for i = 1, 1000 do t[i] = {} end' >"$t/alloc.lua"
 	(cd "$t" && "$OLDPWD/$lp" record --memory -o alloc.txt -- luajit alloc.lua) 2>"$t/rec.err" ||
 		fail "record --memory: $(cat "$t/rec.err")"
