@@ -370,6 +370,10 @@ PY
 		fail "record --memory: $(cat "$t/rec.err")"
 	grep -Eqx "luaprof record: wrote alloc.txt \(memprof\) and alloc.bin \(raw stream, [0-9]+ bytes\)" "$t/rec.err" ||
 		fail "record --memory's paths: $(tail -1 "$t/rec.err")"
+	(cd "$t" && "$OLDPWD/$lp" record --memory --sample 1G -o alloc.txt -- luajit -e 'error("boom")') 2>"$t/rec.err" &&
+		fail "record --sample of a failing program over an earlier profile: exit 0"
+	grep -qx "luaprof record: luajit recorded nothing (no sampled allocation: it exited with status 1 before the first one): the earlier profile alloc.bin is kept" "$t/rec.err" ||
+		fail "record --sample of a failing program over an earlier profile: $(tail -1 "$t/rec.err")"
 	grep -q "note: 1 sample has its stack cut short (.*): its outermost frames are missing" "$t/one.err" ||
 		fail "one sample cut short: $(grep "cut short" "$t/one.err")"
 	grep -q "note: 1 sample ([0-9.]*%) found the Lua state running on another thread .*: it is that thread's C stack alone" "$t/one.err" ||
