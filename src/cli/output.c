@@ -66,6 +66,18 @@ int lp_fmt_of_path(const char *path, enum lp_fmt *fmt)
 	return -1;
 }
 
+const char *lp_fmt_extensions(void)
+{
+	static char list[128];
+	if (!list[0]) {
+		size_t n = 0;
+		for (size_t i = 0; i < sizeof(extensions) / sizeof(extensions[0]); i++)
+			n += (size_t)snprintf(list + n, n < sizeof(list) ? sizeof(list) - n : 0,
+					      "%s%s", i ? " " : "", extensions[i].ext);
+	}
+	return list;
+}
+
 int lp_output_is_html(const char *path)
 {
 	return path && (ends_with(path, ".html") || ends_with(path, ".htm"));

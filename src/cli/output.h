@@ -19,6 +19,8 @@ enum lp_fmt {
 enum lp_fmt lp_fmt_named(const char *name);
 /* The format a path's extension asks for; returns -1 when it says nothing. */
 int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);
+/* The extensions lp_fmt_of_path knows, space-separated (".svg .html ..."), for messages. */
+const char *lp_fmt_extensions(void);
 /* Whether path names a web page (.html, .htm): a flame graph there is one, holding the SVG. */
 int lp_output_is_html(const char *path);
 /* Warns (as "luaprof CMD: note: ...") when path's extension names another format than

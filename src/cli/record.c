@@ -468,10 +468,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && strcmp(o->output, "-") && !lp_output_is_special(o->output) &&
 	    lp_fmt_of_path(o->output, &o->fmt))
-		return fail("cannot tell the format from '%s'; use -f%s", o->output,
+		return fail("cannot tell the format from '%s'; use -f%s, or an extension that "
+			    "names one (%s)", o->output,
 			    strlen(o->output) > 4 &&
 					    !strcasecmp(o->output + strlen(o->output) - 4, ".bin")
-				    ? " (record writes the raw stream too: --raw names it)" : "");
+				    ? " (record writes the raw stream too: --raw names it)" : "",
+			    lp_fmt_extensions());
 	if (o->fmt == LP_FMT_NONE) /* standard output or .txt: the top list, or for memory
 				    * the memprof report */
 		o->fmt = o->memory && !o->sample ? LP_FMT_MEMPROF : LP_FMT_TOP;

@@ -223,7 +223,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */
 	if (o->fmt == LP_FMT_NONE && o->output && strcmp(o->output, "-") &&
 	    !lp_output_is_special(o->output) && lp_fmt_of_path(o->output, &o->fmt))
-		return fail("cannot tell the format from '%s'; use -f", o->output);
+		return fail("cannot tell the format from '%s'; use -f, or an extension that "
+			    "names one (%s)", o->output, lp_fmt_extensions());
 	if (o->functions && o->lines)
 		return fail("--functions and --lines contradict each other");
 	if (o->value && strcmp(o->value, "alloc_space") && strcmp(o->value, "alloc_objects") &&

@@ -94,7 +94,8 @@ expect 1 "-f info describes the file and takes no rendering option" -- $lp repor
 expect 1 "cannot open .*nope.bin: No such file" -- $lp report "$t/nope.bin"
 expect 1 "no input file" -- $lp report
 expect 1 "unknown format 'png'" -- $lp report -f png $sp
-expect 1 "cannot tell the format from '.*x.png'" -- $lp report -o "$t/x.png" $sp
+expect 1 "cannot tell the format from '.*x.png'; use -f, or an extension that names one \(\.svg \.html \.htm \.folded \.collapsed \.pb\.gz \.pprof \.pb \.speedscope\.json \.json \.txt\)$" -- $lp report -o "$t/x.png" $sp
+expect 1 "^luaprof record: cannot tell the format from 'x.png'; use -f, or an extension that names one \(\.svg .* \.txt\)$" -- $lp record -o x.png -- luajit x.lua
 expect 1 "memprof report needs a memory stream" -- $lp report -f memprof $sp
 expect 1 "split applies to CPU streams" -- $lp report --split $mp
 expect 1 "unknown --value 'bogus'" -- $lp report --value bogus -f collapsed $mp
