@@ -1700,7 +1700,7 @@ int lp_cmd_record(int argc, char **argv)
 		return fail("cannot write the raw stream %s: %s", raw, strerror(errno));
 	if (lp_output_same(o.output, dest)) /* dest: a link to nothing yet is seen too */
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
-			    "another name (or --raw)", dest);
+			    "another name (or --raw)", strcmp(dest, rawabs) ? dest : raw);
 	const char *why = raw_unsafe(raw);
 	if (why)
 		return fail("%s %s", raw, why);

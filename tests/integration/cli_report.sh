@@ -366,6 +366,10 @@ PY
 		fail "record of a failing program over an earlier profile: exit 0"
 	grep -qx "luaprof record: luajit recorded nothing (no CPU sample: it exited with status 1 before the first one): the earlier profile spin2.bin is kept" "$t/rec.err" ||
 		fail "record of a failing program over an earlier profile: $(tail -1 "$t/rec.err")"
+	(cd "$t" && "$OLDPWD/$lp" record -f collapsed -o same.bin -- luajit spin.lua) 2>"$t/rec.err" &&
+		fail "record -f collapsed -o same.bin: exit 0"
+	grep -qx "luaprof record: the rendered profile and the raw stream would both be same.bin: give -o another name (or --raw)" "$t/rec.err" ||
+		fail "record -f collapsed -o same.bin: $(cat "$t/rec.err")"
 	echo 'local t = {} for i = 1, 1000 do t[i] = {} end' >"$t/alloc.lua"
 	(cd "$t" && "$OLDPWD/$lp" record --memory -o alloc.txt -- luajit alloc.lua) 2>"$t/rec.err" ||
 		fail "record --memory: $(cat "$t/rec.err")"
