@@ -665,8 +665,9 @@ int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 	if (rc == LP_ERR_TRUNCATED && st->kind && in_profile)
 		snprintf(in->err, sizeof(in->err),
 			 "the file is truncated (no epilogue): the report covers the %llu "
-			 "events read before this byte",
-			 (unsigned long long)st->events);
+			 "%s%s read before this byte", (unsigned long long)st->events,
+			 st->kind == LP_STREAM_SYSPROF ? "sample" : "event",
+			 st->events == 1 ? "" : "s");
 	st->bytes = lp_input_offset(in);
 	free(sc.lua);
 	free(sc.host);

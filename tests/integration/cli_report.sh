@@ -249,6 +249,9 @@ head -c $((size - 1)) $mp >"$t/cut.bin"    # no epilogue
 echo "previous" >"$t/keep.txt"
 expect 3 "cut.bin: byte $((size - 1)): the file is truncated \(no epilogue\)" -- $lp report -q "$t/cut.bin" -o "$t/keep.txt"
 grep -q '^ALLOCATIONS' "$t/keep.txt" || fail "a truncated stream should still be reported"
+# A CPU stream's are samples (they were "events", as the summary does not call them).
+head -c $(($(stat -c %s $sp) - 100)) $sp >"$t/spcut.bin"
+expect 3 "spcut.bin: byte [0-9]+: the file is truncated \(no epilogue\): the report covers the 105 samples read before this byte$" -- $lp report -f collapsed "$t/spcut.bin"
 head -c $((size - 1000)) $mp >"$t/half.bin"
 expect 3 "half.bin: byte [0-9]+: the file is truncated" -- $lp report -q "$t/half.bin" -f collapsed
 head -c 5000 $mp >"$t/sym.bin"              # inside the symbol table
