@@ -14,7 +14,8 @@
 ** its leading directories one at a time (a profile made in a container's /app/src/x.lua
 ** finds src/x.lua in a checkout), passing over files too short for the lines profiled.
 ** Only regular files are read, so that a profile naming a device or a FIFO cannot stall
-** the report. Other chunks (code loaded from a string, standard input) list their lines
+** the report. A file modified after the profile started (when the profile says when) is
+** said to be: its lines may have moved. Other chunks (code loaded from a string, standard input) list their lines
 ** without text.
 */
 #include "report/render.h"
@@ -54,6 +55,7 @@ struct source {
 	char *text;
 	uint32_t *lines;
 	size_t nlines;
+	uint64_t mtime_ns; /* when the file was last modified (Unix time, ns) */
 };
 
 static const char *line_text(const struct source *s, size_t i)
@@ -286,6 +288,7 @@ static int source_read(const char *path, struct source *s)
 		return e;
 	}
 	s->text[len] = '\0';
+	s->mtime_ns = (uint64_t)fsb.st_mtim.tv_sec * 1000000000u + (uint64_t)fsb.st_mtim.tv_nsec;
 	size_t n = 1;
 	for (size_t i = 0; i < len; i++)
 		if (s->text[i] == '\n' || s->text[i] == '\r') {
@@ -422,7 +425,7 @@ static void row(FILE *out, const struct line *l, const struct lp_value_type *t, 
  * it, else alone (why: the note). */
 static void write_file(FILE *out, const struct file *f, const struct line *lines,
 		       const struct source *src, const char *note, const char *found,
-		       size_t ctx, const struct lp_value_type *t, int64_t grand)
+		       int changed, size_t ctx, const struct lp_value_type *t, int64_t grand)
 {
 	char *chunk = strdup(f->chunk), self[64], num[16];
 	if (chunk)
@@ -436,6 +439,12 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		fputs("(source: ", out);
 		put_source(out, found);
 		fputs(")\n", out);
+	}
+	if (changed) {
+		fputc('(', out);
+		put_source(out, found ? found : chunk ? chunk + 1 : "the file");
+		fputs(" was modified after the profile started: the lines shown may not be the "
+		      "ones profiled)\n", out);
 	}
 	fprintf(out, "%7s %10s %7s %10s %6s%s\n", "%self", "self", "%total", "total", "line",
 		src ? "   source" : "");
@@ -553,7 +562,10 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		}
 		if (!have)
 			lp_text_clean(note);
-		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found,
+		/* A file edited since: its lines silently shifted under the counts. */
+		uint64_t started = lp_profile_cmeta(p)->start_unix_ns;
+		int changed = have && started && src.mtime_ns > started;
+		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found, changed,
 			   o && o->context ? (size_t)(o->context - 1) : DEFAULT_CONTEXT, t, grand);
 		if (have)
 			source_free(&src);

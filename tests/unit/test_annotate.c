@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "report/render.h"
@@ -514,6 +515,40 @@ static void test_sizes_and_fifo(void)
 	lp_profile_free(p);
 }
 
+/* A source file modified after the profile started is said to be (its lines may have
+ * moved: they were shown without a word); one older than the profile, or a profile that
+ * does not say when it started (Tarantool's), gets no note. */
+static void test_changed_source(void)
+{
+	char *chunk = source("changed.lua", "local x = 1\nx = x + 1\n");
+	char path[256], want[512];
+	snprintf(path, sizeof(path), "%s/changed.lua", dir);
+	snprintf(want, sizeof(want), "(%s was modified after the profile started: the lines "
+		 "shown may not be the ones profiled)\n", path);
+	struct lp_profile *p = cpu_profile();
+	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 2) }, 1, 20);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	uint64_t written = (uint64_t)time(NULL) * 1000000000u;
+	int rc;
+	m->start_unix_ns = written - 3600 * 1000000000ull; /* an hour before the file */
+	char *s = render(p, NULL, &rc);
+	CHECK_EQ(rc, 0);
+	CHECK(s && strstr(s, want) != NULL);
+	if (s && !strstr(s, want))
+		printf("    got: %s\n", s);
+	free(s);
+	m->start_unix_ns = written + 3600 * 1000000000ull; /* an hour after */
+	s = render(p, NULL, &rc);
+	CHECK(s && !strstr(s, "was modified"));
+	free(s);
+	m->start_unix_ns = 0; /* not known */
+	s = render(p, NULL, &rc);
+	CHECK(s && !strstr(s, "was modified") && strstr(s, "x = x + 1"));
+	free(s);
+	lp_profile_free(p);
+	free(chunk);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -529,6 +564,7 @@ int main(void)
 	RUN(test_source_dir);
 	RUN(test_line_ends);
 	RUN(test_sizes_and_fifo);
+	RUN(test_changed_source);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
