@@ -48,6 +48,10 @@ void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples
 /* Says how many CPU samples found the Lua state running on another thread than the one
  * sampled (meta lua_elsewhere): host stacks alone. */
 void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples);
+/* Says, when a tenth of a CPU profile's samples or more end in code of one object that
+ * no symbol names (object+0xOFFSET), that its debug file would name it. */
+struct lp_profile;
+void lp_cli_nosym_note(const char *prefix, const struct lp_profile *p);
 /* Whether a CPU-clock profile's process spent its CPU time on other threads than the one
  * sampled (meta process_cpu_ns against thread_cpu_ns: four times as much, 0.1 s at least),
  * which that clock never samples; and the note that says so, and what to do. */

@@ -1368,6 +1368,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	}
 	if (f->trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
+	lp_cli_nosym_note("luaprof record", p);
 	if (f->lua_elsewhere)
 		lp_cli_elsewhere_note("luaprof record", f->lua_elsewhere, n);
 	if (f->paced)

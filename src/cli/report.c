@@ -336,6 +336,59 @@ void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples)
 		"others)\n", prefix, n, one ? "" : "s", pct, one ? "it is" : "they are");
 }
 
+/* Whether f is code of a known object that it has no name for but object+0xOFFSET: no
+ * symbol covers it, or the agent named a function it found in the unwind table so. */
+static int unnamed_code(const struct lp_frame *f)
+{
+	if (!f || f->kind != LP_FK_C || !f->file)
+		return 0;
+	const char *base = strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file;
+	size_t n = strlen(base);
+	return !strncmp(f->name, base, n) && !strncmp(f->name + n, "+0x", 3);
+}
+
+void lp_cli_nosym_note(const char *prefix, const struct lp_profile *p)
+{
+	/* Samples by object, for the first few objects met (a profile has a handful). */
+	struct objsum {
+		const char *file;
+		int64_t sum;
+	} obj[16];
+	size_t nobj = 0, ns = lp_profile_nstacks(p);
+	int64_t all = lp_profile_total(p, 0);
+	for (size_t i = 0; i < ns; i++) {
+		const uint32_t *fr;
+		const int64_t *v;
+		size_t depth, k;
+		lp_profile_stack(p, i, &fr, &depth, &v);
+		const struct lp_frame *leaf = depth ? lp_profile_frame(p, fr[depth - 1]) : NULL;
+		if (!unnamed_code(leaf))
+			continue;
+		for (k = 0; k < nobj && strcmp(obj[k].file, leaf->file); k++)
+			;
+		if (k == nobj && nobj < sizeof(obj) / sizeof(obj[0]))
+			obj[nobj++] = (struct objsum){ leaf->file, 0 };
+		if (k < nobj)
+			obj[k].sum = lp_sat_add(obj[k].sum, v[0]);
+	}
+	const char *worst = NULL;
+	int64_t most = 0;
+	for (size_t k = 0; k < nobj; k++)
+		if (obj[k].sum > most) {
+			most = obj[k].sum;
+			worst = obj[k].file;
+		}
+	/* A tenth of the profile or more: the addresses are what the user reads first. */
+	if (!worst || all <= 0 || most < all / 10)
+		return;
+	const char *base = strrchr(worst, '/') ? strrchr(worst, '/') + 1 : worst;
+	char pct[16];
+	lp_text_share(pct, sizeof(pct), (uint64_t)most, (uint64_t)all);
+	fprintf(stderr, "%s: note: %s of the samples end in code of %s that no symbol names "
+		"here (shown as %s+0xOFFSET): with its separate debug file installed (Debian: "
+		"its package's -dbgsym), a new profile names it\n", prefix, pct, worst, base);
+}
+
 int lp_cli_other_threads(const struct lp_record_facts *f)
 {
 	uint64_t other = f->process_cpu_ns > f->thread_cpu_ns

@@ -373,6 +373,20 @@ PY
 		fail "record -f collapsed -o same.bin: exit 0"
 	grep -qx "luaprof record: the rendered profile and the raw stream would both be same.bin: give -o another name (or --raw)" "$t/rec.err" ||
 		fail "record -f collapsed -o same.bin: $(cat "$t/rec.err")"
+	# Samples ending in code of an object no symbol names (a stripped luajit's table.sort,
+	# luajit+0x5c9f0): a tenth of them or more, and record says how to have it named.
+	(cd "$t" && "$OLDPWD/$lp" record -n 0 -o ns.svg -- luajit "$OLDPWD/examples/app.lua" 0.3) \
+		>/dev/null 2>"$t/rec.err" || fail "record app.lua: $(cat "$t/rec.err")"
+	$lp report -q "$t/ns.bin" -f collapsed >"$t/ns.folded"
+	share=$(awk '{ n = $NF; all += n; k = split($0, f, ";"); sub(/ [0-9]+$/, "", f[k]);
+		       if (f[k] ~ /^luajit\+0x[0-9a-f]+$/) u += n } END { print all ? int(100 * u / all) : 0 }' "$t/ns.folded")
+	if [ "$share" -ge 10 ]; then
+		grep -Eq "^luaprof record: note: [0-9.]+% of the samples end in code of .*/luajit[^ ]* that no symbol names here \(shown as luajit\+0xOFFSET\): with its separate debug file installed \(Debian: its package's -dbgsym\), a new profile names it$" "$t/rec.err" ||
+			fail "$share% of the samples in luajit+0x... and no note: $(cat "$t/rec.err")"
+	else
+		grep -q "no symbol names here" "$t/rec.err" && fail "a note for $share% of the samples: $(cat "$t/rec.err")"
+		echo "cli_report: note: luajit here is named (${share}% of the samples unnamed): the note's presence not checked" >&2
+	fi
 	echo 'local t = {} for i = 1, 1000 do t[i] = {} end' >"$t/alloc.lua"
 	(cd "$t" && "$OLDPWD/$lp" record --memory -o alloc.txt -- luajit alloc.lua) 2>"$t/rec.err" ||
 		fail "record --memory: $(cat "$t/rec.err")"
