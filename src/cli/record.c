@@ -330,13 +330,22 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				return fail("-o needs a file name before --");
 			if (!*optarg)
 				return fail("-o needs a file name ('-' for standard output)");
+			/* getopt keeps the '=' of "-o=out.svg": the file was "=out.svg". */
+			if (optarg[0] == '=' && optarg[1])
+				return fail("-o%s: -o takes no '=' (-o %s, or --output=%s); a file "
+					    "whose name starts with '=' is ./%s", optarg,
+					    optarg + 1, optarg + 1, optarg);
 			o->output = optarg;
 			break;
 		case 'f':
 			o->fmt = lp_fmt_named(optarg);
 			if (o->fmt == LP_FMT_NONE)
 				return fail("unknown format '%s' (flamegraph, collapsed, pprof, "
-					    "speedscope, top, annotate, memprof)", optarg);
+					    "speedscope, top, annotate, memprof)%s%s%s%s", optarg,
+					    optarg[0] == '=' ? "; -f takes no '=': -f " : "",
+					    optarg[0] == '=' ? optarg + 1 : "",
+					    optarg[0] == '=' ? ", or --format=" : "",
+					    optarg[0] == '=' ? optarg + 1 : "");
 			if (o->fmt == LP_FMT_INFO)
 				return fail("-f info describes a profile file: record keeps the raw "
 					    "stream (PATH.bin beside -o PATH); run luaprof report "

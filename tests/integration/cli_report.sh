@@ -94,6 +94,14 @@ expect 1 "-f info describes the file and takes no rendering option" -- $lp repor
 expect 1 "cannot open .*nope.bin: No such file" -- $lp report "$t/nope.bin"
 expect 1 "no input file" -- $lp report
 expect 1 "unknown format 'png'" -- $lp report -f png $sp
+# -o=FILE and -f=FMT (getopt keeps the '='): said so; -o=out.svg wrote a file "=out.svg".
+(cd "$t" && "$OLDPWD/$lp" report -o=eq.svg "$OLDPWD/$sp") 2>"$t/err"
+[ $? = 1 ] && [ ! -e "$t/=eq.svg" ] &&
+	grep -qx "luaprof report: -o=eq.svg: -o takes no '=' (-o eq.svg, or --output=eq.svg); a file whose name starts with '=' is ./=eq.svg" "$t/err" ||
+	fail "report -o=eq.svg: $(ls "$t" | grep eq.svg) $(cat "$t/err")"
+expect 1 "^luaprof report: unknown format '=top' \(flamegraph, .*\); -f takes no '=': -f top, or --format=top$" -- $lp report -f=top $sp
+expect 1 "^luaprof record: -o=x.svg: -o takes no '=' \(-o x.svg, or --output=x.svg\)" -- $lp record -o=x.svg -- luajit x.lua
+expect 1 "^luaprof record: unknown format '=top' .*; -f takes no '=': -f top, or --format=top$" -- $lp record -f=top -- luajit x.lua
 expect 1 "cannot tell the format from '.*x.png'; use -f, or an extension that names one \(\.svg \.html \.htm \.folded \.collapsed \.pb\.gz \.pprof \.pb \.speedscope\.json \.json \.txt\)$" -- $lp report -o "$t/x.png" $sp
 expect 1 "^luaprof record: cannot tell the format from 'x.png'; use -f, or an extension that names one \(\.svg .* \.txt\)$" -- $lp record -o x.png -- luajit x.lua
 expect 1 "memprof report needs a memory stream" -- $lp report -f memprof $sp
