@@ -102,7 +102,7 @@ static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t l
 			r->label);
 	}
 	if (nrows > shown)
-		fprintf(out, "... %zu more frame%s omitted\n", nrows - shown,
+		fprintf(out, "... %zu more frame%s omitted (-n to show more)\n", nrows - shown,
 			nrows - shown == 1 ? "" : "s");
 }
 

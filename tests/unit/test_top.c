@@ -277,11 +277,11 @@ static void test_limit(void)
 		  "  %self       self  %total      total  kind     frame (by function)\n"
 		  " 75.00%         15  90.00%         18  Lua      @fib.lua:1\n"
 		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
-		  "... 1 more frame omitted\n");
+		  "... 1 more frame omitted (-n to show more)\n");
 	free(s);
 	o.lines = 1;
 	s = render(p, &o, err, sizeof(err));
-	CHECK(s && strstr(s, "lj_str_new\n... 2 more frames omitted\n"));
+	CHECK(s && strstr(s, "lj_str_new\n... 2 more frames omitted (-n to show more)\n"));
 	CHECK(s && !strstr(s, "@main.lua"));
 	free(s);
 	lp_profile_free(p);
@@ -306,7 +306,7 @@ static void test_default_limit(void)
 		CHECK(f00 && f01 && f02 && f00 < f01 && f01 < f02);
 		CHECK(strstr(s, "f19\n") != NULL);
 		CHECK(strstr(s, "f20") == NULL);
-		CHECK(strstr(s, "\n... 5 more frames omitted\n") != NULL);
+		CHECK(strstr(s, "\n... 5 more frames omitted (-n to show more)\n") != NULL);
 		int rows = 0;
 		for (char *c = s; (c = strstr(c, "  C  ")); c++)
 			rows++;
