@@ -479,6 +479,14 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "sample" :
 			"sampled allocation", l->facts.truncated == 1 ? " has its stack" :
 			"s have stacks", l->facts.truncated == 1 ? "its" : "their");
+	/* pprof and speedscope give a CPU profile's samples as time: not without an interval
+	 * (Tarantool's streams record none), which a reader's "Type: samples" alone does not
+	 * say. */
+	if (l->kind == LP_STREAM_SYSPROF && !l->interval_ns &&
+	    (o->fmt == LP_FMT_PPROF || o->fmt == LP_FMT_SPEEDSCOPE))
+		fprintf(stderr, "luaprof: note: %s records no sampling interval (Tarantool's "
+			"sysprof streams do not): the %s profile has sample counts, not time\n",
+			o->input, fmtname);
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof: note", l->facts.trace_stacks_lost,
 					l->stats.events);

@@ -56,6 +56,14 @@ $lp report -q $sp -o "$t/cpu.html" || fail "report -o cpu.html"
 	[ "$(tail -n 1 "$t/cpu.html")" = '</body></html>' ] && ! grep -q '<?xml' "$t/cpu.html" ||
 	fail "report -o cpu.html is not the flame graph in a page: $(head -c 200 "$t/cpu.html")"
 gzip -t "$t/cpu.pb.gz" || fail "pprof output is not gzip"
+# A stream without a sampling interval (Tarantool's) gives counts, not time: said as it is
+# converted to the formats that otherwise give time.
+for f in pprof speedscope; do
+	$lp report $sp -f $f -o "$t/noiv.$f" 2>"$t/err" &&
+		grep -qx "luaprof: note: $sp records no sampling interval (Tarantool's sysprof streams do not): the $f profile has sample counts, not time" "$t/err" ||
+		fail "-f $f of a stream without an interval: $(cat "$t/err")"
+done
+$lp report $sp -f top -o "$t/noiv.txt" 2>"$t/err" && ! grep -q "sampling interval" "$t/err" || fail "-f top: $(cat "$t/err")"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["profiles"]' "$t/cpu.json" || fail "speedscope JSON"
 grep -q '%self' "$t/cpu.txt" || fail "txt for a CPU stream should be top"
 $lp report -q $mp -o "$t/mem.txt" && grep -q '^HEAP SUMMARY:' "$t/mem.txt" || fail "txt for a memory stream should be memprof"
