@@ -177,7 +177,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "SIGHUP, SIGINT, SIGQUIT, SIGPIPE (its output piped to a reader that left, as\n"
 	      "head) or a crash's (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT). SIGKILL cuts it\n"
 	      "short: an exact memory profile then loses its events not yet written, 2 MiB at\n"
-	      "a time.\n"
+	      "a time. To see what a program still holds (--leak-only), end it with SIGTERM\n"
+	      "(or --duration) rather than Ctrl-C: after the error Ctrl-C raises in Lua code,\n"
+	      "luajit collects all garbage first.\n"
 	      "\n"
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
@@ -1495,6 +1497,18 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			fprintf(stderr, "luaprof record: the program stopped the profile itself "
 					"(memprof.stop) after %.*f s: what it did after that is not in "
 					"it\n", secs < 0.1 ? 3 : 2, secs);
+		/* luajit.c runs a full collection after the script's error, before lua_close
+		 * stops the profile: the failed chunk's locals are freed in it. Status 1 with
+		 * the profile stopped by lua_close is that path (or os.exit(1, true), rarer). */
+		if (prog == 1 && !killed && f.stopped_by_close)
+			fprintf(stderr, "luaprof record: note: %s exited with status 1, which "
+					"luajit does after an error in the script (Ctrl-C's "
+					"\"interrupted!\" included) once it has collected all garbage: "
+					"what only the failed code referenced was freed before the "
+					"profile stopped, and shows as freed, not held (HEAP SUMMARY, "
+					"inuse views); to keep it, stop the program with SIGTERM "
+					"instead (kill PID, or timeout -s TERM ...): the profile then "
+					"stops at the signal\n", o->cmd[0]);
 		if (top)
 			fprintf(stderr, "\n%s\n", top);
 		fprintf(stderr, "luaprof record: wrote %s (%s) and %s (raw stream, %lld byte%s)\n",

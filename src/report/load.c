@@ -254,8 +254,10 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		*fact = strtoull(value, NULL, 10);
 	else if (!strcmp(key, "mode"))
 		c->l->facts.sampled = !strcmp(value, "sampled");
-	else if (!strcmp(key, "stopped_by"))
+	else if (!strcmp(key, "stopped_by")) {
 		c->l->facts.stopped_by_program = !strcmp(value, "program");
+		c->l->facts.stopped_by_close = !strcmp(value, "close");
+	}
 	else if (!strcmp(key, "clock"))
 		c->l->facts.wall_clock = !strcmp(value, "wall");
 	else if (!strcmp(key, "timer"))

@@ -30,6 +30,7 @@ struct lp_record_facts {
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
 	int stopped_by_program;   /* meta stopped_by = "program" (not exit or close) */
+	int stopped_by_close;     /* meta stopped_by = "close": lua_close stopped it */
 	int wall_clock;           /* meta clock = "wall": samples of elapsed time */
 	int perf_clock;           /* meta timer = "perf task-clock": overruns are intervals of
 				   * CPU time beyond 0.1 s that one signal stood for (the signal
