@@ -187,9 +187,9 @@ void lp_cmd_record_usage(FILE *out)
 	      "  luaprof record -o cpu.pb.gz -- luajit bench.lua && go tool pprof -top cpu.pb.gz\n"
 	      "  luaprof record -d 60 -o cpu.svg -- luajit server.lua   (its first minute)\n"
 	      "  luaprof record --memory -- luajit app.lua         (allocations by line)\n"
-	      "  luaprof record --memory -o heap.svg -- luajit app.lua\n"
 	      "  luaprof record --memory --sample 512K -o alloc.svg -- luajit app.lua\n"
-	      "  luaprof record --memory --leak-only -- luajit app.lua   (what is still held)\n",
+	      "  luaprof record --memory --leak-only -- luajit app.lua   (what is still held)\n"
+	      "  luaprof record --memory --leak-only -o heap.svg -- luajit app.lua  (as a graph)\n",
 	      out);
 }
 
