@@ -67,11 +67,15 @@ static int tell_apart(const struct lp_profile *q, struct row *rows, size_t nrows
 	return rc;
 }
 
+/* By self, then by total (as pprof -top): most frames of a sampled memory profile have no
+ * self, and among them the callers of the most bytes come first. */
 static int row_cmp(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
 	if (x->self != y->self)
 		return x->self > y->self ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
 	int c = strcmp(x->label, y->label);
 	if (c)
 		return c;

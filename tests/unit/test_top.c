@@ -392,6 +392,36 @@ static void test_bytes(void)
 	lp_profile_free(p);
 }
 
+/* A sampled memory profile allocates in C leaves: the Lua frames above them have no self.
+ * Rows of equal self are ranked by total, so the caller of most of the bytes (@z.lua, 90%)
+ * comes before a caller of few (@a.lua, 10%); they were in alphabetical order. */
+static void test_equal_self_by_total(void)
+{
+	static const struct lp_value_type types[] = { { "alloc_space", "bytes" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "mem.bin";
+	m->event = "memory";
+	m->samples = 2;
+	uint32_t z = frame(p, LP_FK_LUA, "@z.lua", 3, 1);
+	uint32_t a = frame(p, LP_FK_LUA, "@a.lua", 3, 1);
+	uint32_t ud = frame(p, LP_FK_C, "lua_newuserdata", 0, 0);
+	uint32_t ts = frame(p, LP_FK_C, "lj_tab_new", 0, 0);
+	add(p, (uint32_t[]){ z, ud }, 2, 900);
+	add(p, (uint32_t[]){ a, ts }, 2, 100);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, "Source: mem.bin  Total alloc_space: 1000 B  Events: 2  Dropped: 0\n"
+		     "\n"
+		     "  %self       self  %total      total  kind     frame (by function)\n"
+		     " 90.00%      900 B  90.00%      900 B  C        lua_newuserdata\n"
+		     " 10.00%      100 B  10.00%      100 B  C        lj_tab_new\n"
+		     "  0.00%        0 B  90.00%      900 B  Lua      @z.lua:1\n"
+		     "  0.00%        0 B  10.00%      100 B  Lua      @a.lua:1\n");
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_by_function);
@@ -406,5 +436,6 @@ int main(void)
 	RUN(test_empty);
 	RUN(test_bytes);
 	RUN(test_rare_vmstate);
+	RUN(test_equal_self_by_total);
 	return UNIT_RESULT();
 }
