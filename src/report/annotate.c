@@ -523,7 +523,10 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
 	int64_t grand = lp_profile_total(p, v);
 	lp_text_header(out, lp_profile_cmeta(p), t, grand);
-	if (!nfiles)
+	const char *held = grand ? NULL : lp_text_nothing_held(lp_profile_cmeta(p), t);
+	if (held)
+		fprintf(out, "\n%s\n", held);
+	else if (!nfiles)
 		fputs("\nNo Lua line in the profile.\n", out);
 	else
 		fputs("self: at the line itself, with the builtins and C code it calls; total: "

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/text.h"
 #include "util/iset.h"
 #include "util/size.h"
 #include "util/utf8.h"
@@ -842,10 +843,11 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 
 	if (g->total <= 0) {
 		put_header(g, 130, title, sub, m->truncated);
+		const char *held = lp_text_nothing_held(m, g->vt);
 		fprintf(g->out,
 			"<text class=\"title\" x=\"%d\" y=\"95\" text-anchor=\"middle\" "
-			"fill=\"#888\">no samples</text>\n</svg>\n",
-			FG_WIDTH / 2);
+			"fill=\"#888\">%s</text>\n</svg>\n",
+			FG_WIDTH / 2, held ? held : "no samples");
 		if (g->html)
 			fputs("</body></html>\n", g->out);
 	} else {

@@ -104,3 +104,14 @@ char *lp_text_label(const struct lp_frame *f)
 	lp_text_clean(s);
 	return s;
 }
+
+const char *lp_text_nothing_held(const struct lp_profile_meta *m, const struct lp_value_type *t)
+{
+	if (!m->samples || !t || !t->type || strncmp(t->type, "inuse_", 6))
+		return NULL;
+	return m->event && !strcmp(m->event, "memory (sampled)")
+		       ? "Nothing still held: every sampled allocation was freed before the "
+			 "profile stopped."
+		       : "Nothing still held: every block allocated in the profile was freed "
+			 "before it stopped.";
+}

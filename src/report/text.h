@@ -26,6 +26,11 @@ void lp_text_share(char *buf, size_t len, uint64_t part, uint64_t whole);
 void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,
 		    int64_t grand);
 
+/* What an empty in-use view (t inuse_*) of a memory profile with samples or events says
+ * instead of "no samples": that everything was freed before the profile stopped (one
+ * sentence, no final newline); NULL for any other empty view. */
+const char *lp_text_nothing_held(const struct lp_profile_meta *m, const struct lp_value_type *t);
+
 /* Replaces terminal control bytes (below 0x20, and 0x7f) in s by '?'. */
 void lp_text_clean(char *s);
 

@@ -86,9 +86,16 @@ static int row_cmp(const void *a, const void *b)
 
 /* -- Output ----------------------------------------------------------------- */
 
-static void write_rows(FILE *out, const struct row *rows, size_t nrows, size_t limit,
-		       const struct lp_value_type *t, int64_t grand, int lines)
+static void write_rows(FILE *out, const struct lp_profile_meta *m, const struct row *rows,
+		       size_t nrows, size_t limit, const struct lp_value_type *t, int64_t grand,
+		       int lines)
 {
+	/* "No samples" under "Samples: N" read as a profile that caught nothing. */
+	const char *held = nrows ? NULL : lp_text_nothing_held(m, t);
+	if (held) {
+		fprintf(out, "%s\n", held);
+		return;
+	}
 	if (nrows == 0) {
 		fputs("No samples.\n", out);
 		return;
@@ -255,7 +262,7 @@ int lp_render_top(const struct lp_profile *p, const struct lp_render_opts *o, FI
 	const struct lp_value_type *t = lp_profile_value_type(p, v);
 	int64_t grand = lp_profile_total(p, v);
 	lp_text_header(out, lp_profile_cmeta(p), t, grand);
-	write_rows(out, rows, nrows, limit, t, grand, o && o->lines);
+	write_rows(out, lp_profile_cmeta(p), rows, nrows, limit, t, grand, o && o->lines);
 	for (size_t i = 0; i < nrows; i++)
 		free(rows[i].label);
 	free(rows);

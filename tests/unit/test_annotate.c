@@ -547,6 +547,30 @@ static void test_changed_source(void)
 	free(s);
 	lp_profile_free(p);
 	free(chunk);
+/* An in-use view of a memory profile whose sampled allocations were all freed says so; it
+ * said "No Lua line in the profile." (a chunk's lines were in it, holding nothing). */
+static void test_nothing_held(void)
+{
+	static const struct lp_value_type types[] = {
+		{ "alloc_space", "bytes" }, { "inuse_space", "bytes" }
+	};
+	struct lp_profile *p = lp_profile_new(2, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "mem.bin";
+	m->event = "memory (sampled)";
+	m->samples = 2;
+	uint32_t a = frame(p, LP_FK_LUA, "=a", 3);
+	CHECK_EQ(lp_profile_add(p, &a, 1, (int64_t[]){ 4096, 0 }), 0);
+	struct lp_render_opts o = { .value = 1 };
+	int rc;
+	char *s = render(p, &o, &rc);
+	CHECK_EQ(rc, 0);
+	CHECK_STR(s, "Source: mem.bin  Total inuse_space: 0 B  Samples: 2  Dropped: 0\n"
+		     "\n"
+		     "Nothing still held: every sampled allocation was freed before the profile "
+		     "stopped.\n");
+	free(s);
+	lp_profile_free(p);
 }
 
 int main(void)
@@ -565,6 +589,7 @@ int main(void)
 	RUN(test_line_ends);
 	RUN(test_sizes_and_fifo);
 	RUN(test_changed_source);
+	RUN(test_nothing_held);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)

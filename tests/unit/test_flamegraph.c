@@ -663,6 +663,29 @@ static void test_write_error(void)
 	lp_profile_free(p);
 }
 
+/* An in-use graph of a memory profile whose sampled allocations were all freed says so
+ * where an empty graph says "no samples" (under "525 sampled allocations"). */
+static void test_nothing_held(void)
+{
+	static const struct lp_value_type types[] = {
+		{ "alloc_space", "bytes" }, { "inuse_space", "bytes" }
+	};
+	struct lp_profile *p = lp_profile_new(2, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "mem.bin";
+	m->event = "memory (sampled)";
+	m->samples = 2;
+	uint32_t a = frame(p, LP_FK_LUA, "@a.lua", 3);
+	CHECK(lp_profile_add(p, &a, 1, (int64_t[]){ 4096, 0 }) == 0);
+	struct lp_render_opts o = { .value = 1 };
+	char *doc = render(p, &o, NULL);
+	CHECK(doc && strstr(doc, ">Nothing still held: every sampled allocation was freed "
+				 "before the profile stopped.</text>"));
+	CHECK(doc && !strstr(doc, ">no samples</text>"));
+	free(doc);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_boxes_values_nesting);
@@ -677,5 +700,6 @@ int main(void)
 	RUN(test_singular);
 	RUN(test_wall_clock);
 	RUN(test_write_error);
+	RUN(test_nothing_held);
 	return UNIT_RESULT();
 }

@@ -422,6 +422,36 @@ static void test_equal_self_by_total(void)
 	lp_profile_free(p);
 }
 
+/* A memory profile whose sampled allocations were all freed before it stopped: in-use
+ * values are zero, which the list says; it said "No samples." under "Samples: 3". */
+static void test_nothing_held(void)
+{
+	static const struct lp_value_type types[] = {
+		{ "alloc_space", "bytes" }, { "inuse_space", "bytes" }
+	};
+	struct lp_profile *p = lp_profile_new(2, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "mem.bin";
+	m->event = "memory (sampled)";
+	m->samples = 3;
+	uint32_t a = frame(p, LP_FK_LUA, "@a.lua", 4, 2);
+	CHECK_EQ(lp_profile_add(p, &a, 1, (int64_t[]){ 3 << 20, 0 }), 0);
+	struct lp_render_opts o = { .value = 1 };
+	char err[128] = "";
+	char *s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, "Source: mem.bin  Total inuse_space: 0 B  Samples: 3  Dropped: 0\n"
+		     "Nothing still held: every sampled allocation was freed before the profile "
+		     "stopped.\n");
+	free(s);
+	m->event = "memory";
+	s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, "Source: mem.bin  Total inuse_space: 0 B  Events: 3  Dropped: 0\n"
+		     "Nothing still held: every block allocated in the profile was freed before "
+		     "it stopped.\n");
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_by_function);
@@ -437,5 +467,6 @@ int main(void)
 	RUN(test_bytes);
 	RUN(test_rare_vmstate);
 	RUN(test_equal_self_by_total);
+	RUN(test_nothing_held);
 	return UNIT_RESULT();
 }
