@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `luaprof record --memory` (exact mode) rendered as a graph (flame graph, collapsed, pprof,
+# speedscope): each allocation is at its site alone, with no caller, so the "flame graph"
+# is one level. record says so and that --sample records call stacks; not for the text
+# reports (memprof, top, annotate), nor in sampled mode, nor when the trace note already
+# sends the user to sampled mode. A user looking for who calls the leaking line had a flat
+# graph and no word why.
+# Exit 0 pass, 1 fail, 2 skip (reason on the last line).
+. "$(dirname "$0")/lib/common.sh" || exit 1
+test_init
+
+need_x86_64
+need_build luaprof.so luaprof
+have luajit || skip "no luajit"
+lp=$PWD/build/luaprof
+
+cat >"$t/calls.lua" <<'LUA'
+local keep = {}
+local function make(i) return { i } end
+local function store(i) keep[#keep + 1] = make(i) end
+for i = 1, 300 do store(i) end
+LUA
+note='exact mode records where each allocation is made, not who called it'
+rec() { (cd "$t" && "$lp" record --memory "$@" -- luajit -joff calls.lua) >/dev/null 2>"$t/err"; }
+
+for o in a.svg a.folded a.pb.gz a.json; do
+	rec -o "$o" || fail "record --memory -o $o: $(cat "$t/err")"
+	grep -q "$note" "$t/err" && grep -q -- '--sample 512K records call stacks' "$t/err" ||
+		fail "record --memory -o $o: no note on the one-frame stacks: $(cat "$t/err")"
+done
+# The stacks are one frame deep indeed (what the note says).
+grep -q ';' "$t/a.folded" && fail "exact mode's collapsed stacks have callers: $(head -3 "$t/a.folded")"
+for a in "-o a.txt" "-f top -o a.top" "--leak-only"; do
+	# shellcheck disable=SC2086
+	rec $a || fail "record --memory $a: $(cat "$t/err")"
+	grep -q "$note" "$t/err" && fail "record --memory $a: the note on graphs: $(grep note "$t/err")"
+done
+rec --sample 1K -o s.svg || fail "record --memory --sample 1K: $(cat "$t/err")"
+grep -q "$note" "$t/err" && fail "sampled mode: the note on exact mode: $(grep note "$t/err")"
+rec -q -o q.svg || fail "record -q --memory: $(cat "$t/err")"
+[ -s "$t/err" ] && fail "record -q --memory: $(cat "$t/err")"
+
+[ $fails = 0 ] || exit 1
+echo "ok"
+exit 0
