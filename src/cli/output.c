@@ -115,6 +115,12 @@ const char *lp_fmt_name(enum lp_fmt f)
 	return "?";
 }
 
+int lp_fmt_draws_stacks(enum lp_fmt f)
+{
+	return f == LP_FMT_FLAMEGRAPH || f == LP_FMT_COLLAPSED || f == LP_FMT_PPROF ||
+	       f == LP_FMT_SPEEDSCOPE;
+}
+
 lp_render_fn lp_fmt_renderer(enum lp_fmt f)
 {
 	switch (f) {

@@ -27,6 +27,9 @@ int lp_output_is_html(const char *path);
  * fmt, which -f chose: the file gets fmt all the same. */
 void lp_fmt_note_mismatch(const char *cmd, enum lp_fmt fmt, const char *path);
 const char *lp_fmt_name(enum lp_fmt f);
+/* Whether f draws the profile's stacks (flame graph, collapsed, pprof, speedscope), not a
+ * list or a text report. */
+int lp_fmt_draws_stacks(enum lp_fmt f);
 /* The extension of path's last component: a format's (".pb.gz", ".speedscope.json") when it
  * has one, else from its last dot (not a leading one); NULL when it has none. */
 const char *lp_path_ext(const char *path);

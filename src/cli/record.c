@@ -1488,13 +1488,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 					"recorded\n", f.events, f.events == 1 ? "" : "s",
 				f.events ? (double)f.section_bytes / (double)f.events : 0.0, sz);
 			lp_cli_trace_note("record", f.alloc_bytes, f.trace_alloc_bytes);
-			/* A graph of sites alone (the trace note, when given, says the same). */
-			int traced = f.alloc_bytes && f.trace_alloc_bytes >= f.alloc_bytes / 2;
-			if (!traced && (o->fmt == LP_FMT_FLAMEGRAPH || o->fmt == LP_FMT_COLLAPSED ||
-					o->fmt == LP_FMT_PPROF || o->fmt == LP_FMT_SPEEDSCOPE))
-				fprintf(stderr, "luaprof record: note: exact mode records where each "
-						"allocation is made, not who called it: its stacks are "
-						"one frame deep (--sample 512K records call stacks)\n");
+			lp_cli_sites_note("record", lp_fmt_draws_stacks(o->fmt), f.alloc_bytes,
+					  f.trace_alloc_bytes);
 			/* Exact mode's stream grows with every event: say what keeps it small. */
 			if (size >= (256ll << 20))
 				fprintf(stderr, "luaprof record: exact mode records every event; for "

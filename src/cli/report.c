@@ -439,6 +439,15 @@ void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_byt
 		100.0 * (double)trace_bytes / (double)alloc_bytes);
 }
 
+void lp_cli_sites_note(const char *cmd, int graph, uint64_t alloc_bytes, uint64_t trace_bytes)
+{
+	if (!graph || (alloc_bytes && trace_bytes >= alloc_bytes / 2))
+		return;
+	fprintf(stderr, "luaprof %s: note: exact mode records where each allocation is made, "
+		"not who called it: its stacks are one frame deep (--sample 512K records call "
+		"stacks)\n", cmd);
+}
+
 static void summary(const struct opts *o, const struct lp_loaded *l, const char *fmtname)
 {
 	if (o->quiet)
@@ -498,6 +507,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);
 		lp_cli_trace_note("report", all, traces);
+		lp_cli_sites_note("report", lp_fmt_draws_stacks(o->fmt), all, traces);
 	}
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `luaprof record --memory` (exact mode) rendered as a graph (flame graph, collapsed, pprof,
 # speedscope): each allocation is at its site alone, with no caller, so the "flame graph"
-# is one level. record says so and that --sample records call stacks; not for the text
-# reports (memprof, top, annotate), nor in sampled mode, nor when the trace note already
-# sends the user to sampled mode. A user looking for who calls the leaking line had a flat
+# is one level. record and report say so and that --sample records call stacks; not for
+# the text reports (memprof, top, annotate), nor in sampled mode, nor when the trace note
+# already sends the user to sampled mode. A user looking for who calls the leaking line had a flat
 # graph and no word why.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
@@ -25,9 +25,14 @@ rec() { (cd "$t" && "$lp" record --memory "$@" -- luajit -joff calls.lua) >/dev/
 
 for o in a.svg a.folded a.pb.gz a.json; do
 	rec -o "$o" || fail "record --memory -o $o: $(cat "$t/err")"
-	grep -q "$note" "$t/err" && grep -q -- '--sample 512K records call stacks' "$t/err" ||
-		fail "record --memory -o $o: no note on the one-frame stacks: $(cat "$t/err")"
+	[ "$(grep -c "$note" "$t/err")" = 1 ] && grep -q -- '--sample 512K records call stacks' "$t/err" ||
+		fail "record --memory -o $o: not one note on the one-frame stacks: $(cat "$t/err")"
 done
+# report says the same of a graph of the stream, not of its memprof report.
+"$lp" report "$t/a.bin" -o "$t/b.svg" 2>"$t/err" && grep -q "^luaprof report: note: $note" "$t/err" ||
+	fail "report -o b.svg: no note on the one-frame stacks: $(cat "$t/err")"
+"$lp" report "$t/a.bin" >/dev/null 2>"$t/err" && ! grep -q "$note" "$t/err" ||
+	fail "report (memprof): $(cat "$t/err")"
 # The stacks are one frame deep indeed (what the note says).
 grep -q ';' "$t/a.folded" && fail "exact mode's collapsed stacks have callers: $(head -3 "$t/a.folded")"
 for a in "-o a.txt" "-f top -o a.top" "--leak-only"; do
