@@ -110,6 +110,14 @@ static int push_open_fail(lua_State *L, const char *path, int e)
 		lua_pushinteger(L, e);
 		return 3;
 	}
+	struct stat st;
+	if (e == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: a FIFO that no process reads (open it for reading "
+				"first: the profile is written as it runs)", path);
+		lua_pushinteger(L, e);
+		return 3;
+	}
 	return e == ENOMEM ? push_fail(L, "not enough memory", ENOMEM) : push_ioerr(L, path, e);
 }
 

@@ -253,8 +253,19 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	 * removes it (termstop.c), on whichever thread the signal takes its course. */
 	if (*created)
 		agent_termstop_newfile(path);
-	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_WRONLY | O_CLOEXEC);
+	/* Without blocking: open(2) of a FIFO that no process reads waits for a reader, and
+	 * the start holds the terminating signals meanwhile (lua.c): only SIGKILL ended it.
+	 * Such a FIFO fails with ENXIO; the writes then block as usual. */
+	if (fd < 0 && errno == EEXIST) {
+		fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+		int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+		if (fd >= 0 && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			fd = -1;
+		}
+	}
 	if (fd < 0)
 		return NULL;
 	struct stat st;
