@@ -234,6 +234,13 @@ static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 }
 
 /* Unknown keys are facts for newer readers, not errors. */
+/* Meta stopped_by: program (an API call), exit, close (lua_close), signal. */
+static void stopped_by(struct lp_record_facts *f, const char *value)
+{
+	f->stopped_by_program = !strcmp(value, "program");
+	f->stopped_by_close = !strcmp(value, "close");
+}
+
 static int on_ext_meta(void *p, const char *key, const char *value)
 {
 	struct ctx *c = p;
@@ -254,10 +261,8 @@ static int on_ext_meta(void *p, const char *key, const char *value)
 		*fact = strtoull(value, NULL, 10);
 	else if (!strcmp(key, "mode"))
 		c->l->facts.sampled = !strcmp(value, "sampled");
-	else if (!strcmp(key, "stopped_by")) {
-		c->l->facts.stopped_by_program = !strcmp(value, "program");
-		c->l->facts.stopped_by_close = !strcmp(value, "close");
-	}
+	else if (!strcmp(key, "stopped_by"))
+		stopped_by(&c->l->facts, value);
 	else if (!strcmp(key, "clock"))
 		c->l->facts.wall_clock = !strcmp(value, "wall");
 	else if (!strcmp(key, "timer"))
