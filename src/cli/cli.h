@@ -41,6 +41,9 @@ int lp_cli_load(struct lp_input *in, const struct lp_sysprof_opts *so, int fd, c
 /* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
  * those are named by each trace's start, and where their lines are. */
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);
+/* The same for a sampled memory profile (estimated bytes): lines in traces are those of
+ * their snapshots, and luajit -joff places them exactly. */
+void lp_cli_sampled_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);
 /* Says, for an exact memory profile drawn as stacks (graph: a flame graph, collapsed,
  * pprof or speedscope), that each stack is one frame, the allocation's site, and that
  * sampled mode records callers; nothing when lp_cli_trace_note says so already. */

@@ -1469,6 +1469,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 			fprintf(stderr, "; taking them cost %.1f ms, %.2f%% of the run)\n",
 				(double)f.sample_ns / 1e6,
 				secs > 0 ? (double)f.sample_ns / 1e7 / secs : 0.0);
+			lp_cli_sampled_trace_note("record", f.alloc_bytes, f.trace_alloc_bytes);
 			/* A signal as the profile started (it waits for the start to finish,
 			 * then stops the profile): not too little allocated. */
 			if (!f.samples && killed)

@@ -441,6 +441,17 @@ void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_byt
 		100.0 * (double)trace_bytes / (double)alloc_bytes);
 }
 
+void lp_cli_sampled_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
+{
+	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
+		return;
+	fprintf(stderr, "luaprof %s: note: %.0f%% of the sampled bytes were allocated in JIT "
+		"traces, each at the line of the trace's snapshot, often an earlier one than "
+		"the allocating statement (the loop's), and without the functions the trace "
+		"inlined that may have returned: a run with luajit -joff places them exactly\n",
+		cmd, 100.0 * (double)trace_bytes / (double)alloc_bytes);
+}
+
 void lp_cli_sites_note(const char *cmd, int graph, uint64_t alloc_bytes, uint64_t trace_bytes)
 {
 	if (!graph || (alloc_bytes && trace_bytes >= alloc_bytes / 2))
@@ -511,6 +522,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		lp_cli_trace_note("report", all, traces);
 		lp_cli_sites_note("report", lp_fmt_draws_stacks(o->fmt), all, traces);
 	}
+	if (l->kind == LP_STREAM_MEMPROF && l->sampled)
+		lp_cli_sampled_trace_note("report", l->facts.alloc_bytes,
+					  l->facts.trace_alloc_bytes);
 }
 
 /* The top list of p's first top frames in value column ro->value, as text (malloc'd), or
@@ -533,6 +547,36 @@ static char *top_text_of(struct lp_profile *p, const struct lp_render_opts *ro, 
 
 /* Renders the report; with top > 0 and a rendering that is not a list itself, also the
  * top list of its profile into *top_text (malloc'd; NULL if none). */
+/* A sampled memory profile's estimated bytes allocated, and of them those allocated in
+ * JIT traces (the innermost Lua frame of the stack is a trace): for
+ * lp_cli_sampled_trace_note. */
+static void sampled_trace_bytes(const struct lp_profile *p, struct lp_record_facts *f)
+{
+	unsigned v;
+	for (v = 0; v < lp_profile_nvalues(p); v++)
+		if (!strcmp(lp_profile_value_type(p, v)->type, "alloc_space"))
+			break;
+	f->alloc_bytes = f->trace_alloc_bytes = 0;
+	if (v == lp_profile_nvalues(p))
+		return;
+	for (size_t i = 0; i < lp_profile_nstacks(p); i++) {
+		const uint32_t *fr;
+		size_t depth;
+		const int64_t *val;
+		lp_profile_stack(p, i, &fr, &depth, &val);
+		if (val[v] <= 0)
+			continue;
+		f->alloc_bytes += (uint64_t)val[v];
+		for (size_t d = depth; d-- > 0;) {
+			enum lp_frame_kind k = lp_profile_frame(p, fr[d])->kind;
+			if (k == LP_FK_TRACE)
+				f->trace_alloc_bytes += (uint64_t)val[v];
+			if (k == LP_FK_TRACE || k == LP_FK_LUA)
+				break;
+		}
+	}
+}
+
 static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, size_t errlen,
 		  unsigned top, char **top_text)
 {
@@ -579,6 +623,8 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		}
 		ro.value = i;
 	}
+	if (l->kind == LP_STREAM_MEMPROF && l->sampled)
+		sampled_trace_bytes(p, &l->facts);
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	if (!rc && top && top_text && (o->fmt != LP_FMT_TOP || lp_output_discarded(o->output)))
 		*top_text = top_text_of(p, &ro, top);

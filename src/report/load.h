@@ -35,7 +35,8 @@ struct lp_record_facts {
 	int perf_clock;           /* meta timer = "perf task-clock": overruns are intervals of
 				   * CPU time beyond 0.1 s that one signal stood for (the signal
 				   * blocked, a long system call), not a coarse kernel tick */
-	uint64_t alloc_bytes, trace_alloc_bytes; /* exact memory: allocated, and by traces */
+	uint64_t alloc_bytes, trace_alloc_bytes; /* memory: allocated, and by traces (sampled:
+						  * estimated, once a rendering ranked them) */
 };
 
 /* One pair of the extension's meta, as written (duplicates kept, in stream order). */
