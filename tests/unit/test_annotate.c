@@ -547,6 +547,8 @@ static void test_changed_source(void)
 	free(s);
 	lp_profile_free(p);
 	free(chunk);
+}
+
 /* An in-use view of a memory profile whose sampled allocations were all freed says so; it
  * said "No Lua line in the profile." (a chunk's lines were in it, holding nothing). */
 static void test_nothing_held(void)
