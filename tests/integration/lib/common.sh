@@ -12,7 +12,8 @@
 # test_init: turns on set -u, enters the repository root and sets name (the script's file
 # name without .sh), t (a new temporary directory "$TMPDIR/NAME.XXXXXX") and fails=0. $t is
 # removed at exit; HUP, INT and TERM end the script with status 1 once the running command
-# returns. A script with more to clean up sets its own EXIT trap after this, removing $t too.
+# returns, USR1 too after saying which tool failed (awk and grep below). A script with more
+# to clean up sets its own EXIT trap after this, removing $t too.
 test_init() {
 	set -u
 	cd "$(dirname "$0")/../.." || exit 1
@@ -20,8 +21,31 @@ test_init() {
 	t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
 	trap 'rm -rf "$t"' EXIT
 	trap 'exit 1' HUP INT TERM
+	trap 'sed "s/^/FAIL: /" "$t/.tool_failed"; exit 1' USR1
 	fails=0
 }
+
+# awk and grep, as every script runs them: their exit status 2 (awk: its program does not
+# parse, or an input file cannot be read; grep: a bad pattern or an unreadable file) ends
+# the script with status 1 and "FAIL: TOOL exited 2: ARGS". Most checks read a tool's
+# output or status, in a command substitution or a pipeline whose status nobody sees, and
+# took a broken tool's empty output for "nothing wrong found": an awk program broken by an
+# apostrophe in its comment printed errors and the script went on to print "ok". The tool
+# may run in a subshell, so the script is told by a signal (USR1, test_init's trap) and the
+# message is left in $t/.tool_failed. Other statuses (0, 1, a program's own exit N, 141
+# for a closed pipe) are returned as they were.
+checked_tool() {
+	command "$@"
+	_tool_rc=$?
+	if [ $_tool_rc = 2 ] && [ -n "${t:-}" ] && [ -d "$t" ]; then
+		printf '%s exited 2: %s\n' "$1" "$(printf '%s ' "$@" | tr '\n\t' '  ' | cut -c1-200)" \
+			>>"$t/.tool_failed"
+		kill -USR1 $$
+	fi
+	return $_tool_rc
+}
+awk() { checked_tool awk "$@"; }
+grep() { checked_tool grep "$@"; }
 
 # fail MESSAGE: prints "FAIL: MESSAGE" and counts it in $fails; the script goes on (it ends
 # with [ $fails = 0 ] || exit 1 or the like).
