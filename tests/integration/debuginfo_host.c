@@ -1,16 +1,16 @@
 /*
 ** A host of a Lua script (luaL_loadfile + lua_pcall, the script's arguments as its chunk's
-** varargs) with two C functions of its own, for debuginfo.sh, which strips it and puts its
-** symbols in a separate debug file: spin(n) burns CPU in C, alloc(n) makes n tables
-** through the VM. Static, so that only the symbol table (.symtab) names them; -DOTHER
-** names them otherwise (another build, whose debug file must not name this one's code).
-** -DMODULE builds the C module lpdbgmod instead, whose spin is lpdbg_mod_spin.
+** varargs: test_host.h) with two C functions of its own, for debuginfo.sh, which strips it
+** and puts its symbols in a separate debug file: spin(n) burns CPU in C, alloc(n) makes n
+** tables through the VM. Static, so that only the symbol table (.symtab) names them;
+** -DOTHER names them otherwise (another build, whose debug file must not name this one's
+** code). -DMODULE builds the C module lpdbgmod instead, whose spin is lpdbg_mod_spin
+** (without test_host.c).
 */
+#include "test_host.h"
+
 #include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #if defined(MODULE)
 #define SPIN lpdbg_mod_spin
@@ -60,25 +60,14 @@ int luaopen_lpdbgmod(lua_State *L)
 #else
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s script [arg...]\n", argv[0]);
-		return 2;
-	}
-	lua_State *L = luaL_newstate();
-	luaL_openlibs(L);
+	lua_State *L = test_host_open();
+	if (!L)
+		return 1;
 	lua_register(L, "spin", SPIN);
 	lua_register(L, "alloc", ALLOC);
-	if (luaL_loadfile(L, argv[1])) {
-		fprintf(stderr, "%s\n", lua_tostring(L, -1));
-		return 1;
-	}
-	for (int i = 2; i < argc; i++)
-		lua_pushstring(L, argv[i]);
-	if (lua_pcall(L, argc - 2, 0, 0)) {
-		fprintf(stderr, "%s\n", lua_tostring(L, -1));
-		return 1;
-	}
-	lua_close(L);
-	return 0;
+	int nargs = test_host_load(L, argc, argv);
+	if (nargs < 0)
+		return -nargs;
+	return test_host_end(L, lua_pcall(L, nargs, 0, 0), argv[0]);
 }
 #endif

@@ -9,10 +9,11 @@
 **   -DMODULE -DVARIANT  another build of it: other functions first (other_alloc where
 **                       alloc was, longer, then other_hidden), so that the loaded build's
 **                       addresses fall in them;
-**   (neither)           a host, the main program: replaced_host PATH CPATH OUT renames
-**                       PATH over its own executable, then runs a chunk that starts the
-**                       exact-mode memory profiler into OUT and calls host_alloc (static,
-**                       a 300-byte userdata) 10 times, then stops it;
+**   (neither)           a host, the main program (with test_host.c): replaced_host PATH
+**                       CPATH OUT renames PATH over its own executable, then runs a
+**                       chunk that starts the exact-mode memory profiler into OUT and
+**                       calls host_alloc (static, a 300-byte userdata) 10 times, then
+**                       stops it;
 **   -DVARIANT           another build of the host, with host_other where host_alloc was.
 **
 ** -fno-toplevel-reorder keeps the functions in source order: a variant's first function
@@ -24,7 +25,8 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
+
+#include "test_host.h"
 
 #ifdef MODULE
 
@@ -104,8 +106,9 @@ int main(int argc, char **argv)
 		perror("replaced_host: putting PATH over the executable");
 		return 1;
 	}
-	lua_State *L = luaL_newstate();
-	luaL_openlibs(L);
+	lua_State *L = test_host_open();
+	if (!L)
+		return 1;
 	lua_pushcfunction(L, host_alloc);
 	lua_setglobal(L, "host_alloc");
 #ifdef VARIANT
@@ -121,12 +124,7 @@ int main(int argc, char **argv)
 			    "assert(mp.start(OUT))\n"
 			    "for _ = 1, 10 do host_alloc() end\n"
 			    "assert(mp.stop())\n";
-	if (luaL_dostring(L, chunk)) {
-		fprintf(stderr, "replaced_host: %s\n", lua_tostring(L, -1));
-		return 1;
-	}
-	lua_close(L);
-	return 0;
+	return test_host_end(L, luaL_dostring(L, chunk), "replaced_host");
 }
 
 #endif

@@ -32,8 +32,9 @@ mkdir -p "$t/m"
 cc_test "$t/m/replaced_mod.so" $src $flags -fPIC -shared -DMODULE || exit 1
 cc_test "$t/mod-kept.so" $src $flags -fPIC -shared -DMODULE || exit 1
 cc_test "$t/mod-other.so" $src $flags -fPIC -shared -DMODULE -DVARIANT || exit 1
-cc_test "$t/host" $src $flags -lluajit-5.1 || exit 1
-cc_test "$t/host-other" $src $flags -lluajit-5.1 -DVARIANT || exit 1
+host=tests/integration/test_host.c # the embedding, after $src: the host's functions first
+cc_test "$t/host" $src $host $flags -lluajit-5.1 || exit 1
+cc_test "$t/host-other" $src $host $flags -lluajit-5.1 -DVARIANT || exit 1
 
 # The other build has its own functions where the loaded build's are (the first one at
 # the same address), and the loaded build's static function is at OFFSET in its file.

@@ -1,30 +1,17 @@
 /*
 ** A plain C host of a Lua script (luaL_loadfile + lua_pcall, the script's arguments as its
-** chunk's varargs), for static_luajit.sh, which links it with LuaJIT's static library.
+** chunk's varargs: test_host.h), for static_luajit.sh, which links it with LuaJIT's static
+** library.
 */
-#include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
-#include <stdio.h>
+#include "test_host.h"
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s script [arg...]\n", argv[0]);
-		return 2;
-	}
-	lua_State *L = luaL_newstate();
-	luaL_openlibs(L);
-	if (luaL_loadfile(L, argv[1])) {
-		fprintf(stderr, "%s\n", lua_tostring(L, -1));
+	lua_State *L = test_host_open();
+	if (!L)
 		return 1;
-	}
-	for (int i = 2; i < argc; i++)
-		lua_pushstring(L, argv[i]);
-	if (lua_pcall(L, argc - 2, 0, 0)) {
-		fprintf(stderr, "%s\n", lua_tostring(L, -1));
-		return 1;
-	}
-	lua_close(L);
-	return 0;
+	int nargs = test_host_load(L, argc, argv);
+	if (nargs < 0)
+		return -nargs;
+	return test_host_end(L, lua_pcall(L, nargs, 0, 0), argv[0]);
 }

@@ -16,7 +16,8 @@ luajit_dev "$t/apt.log" || skip "$why"
 lib=$(ls /usr/lib/*/libluajit-5.1.a 2>/dev/null | head -1)
 [ -n "$lib" ] || skip "no static libluajit-5.1.a (apt-get install libluajit-5.1-dev)"
 need_build luaprof luaprof.so
-cc_test "$t/host" tests/integration/static_host.c -O2 -I$inc "$lib" -lm -ldl -rdynamic ||
+cc_test "$t/host" tests/integration/static_host.c tests/integration/test_host.c -O2 -I$inc \
+	"$lib" -lm -ldl -rdynamic ||
 	exit 1
 nm "$t/host" | grep -q ' lj_BC_FUNCC$' || skip "the static library has no lj_BC_* symbols"
 
