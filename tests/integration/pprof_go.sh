@@ -113,24 +113,24 @@ TOP="-nodecount=1000 -nodefraction=0 -edgefraction=0"
 
 # -- CPU profile ----------------------------------------------------------------
 
-if pp cpu_raw -raw "$t/cpu.pb.gz"; then
-	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
-	expect_has cpu_raw "PeriodType: cpu nanoseconds"
-	if pp wall_raw -raw "$t/wall.pb.gz"; then
-		expect_has wall_raw "PeriodType: wall nanoseconds"
-		expect_has wall_raw "samples/count wall/nanoseconds[dflt]"
-	fi
-	expect_has cpu_raw "Period: 1000000"
-	# The driver's profile has counts alone, as a loaded one: the time is the renderer's,
-	# the default, as in Go's CPU profiles.
-	expect_has cpu_raw "samples/count cpu/nanoseconds[dflt]"
-	expect_rows cpu_raw raw <<-EOF
+# The CPU profile, and the same samples under the wall clock (wall.pb.gz): the clock names
+# the period type and the time column, the rest is the same. The driver's profile has
+# counts alone, as a loaded one: the time is the renderer's, the default, as in Go's CPU
+# profiles.
+for clock in cpu wall; do
+	pp ${clock}_raw -raw "$t/$clock.pb.gz" || continue
+	expect_has ${clock}_raw "PeriodType: $clock nanoseconds"
+	expect_has ${clock}_raw "samples/count $clock/nanoseconds[dflt]"
+	expect_has ${clock}_raw "Period: 1000000"
+	expect_rows ${clock}_raw raw <<-EOF
 		30 30000000
 		20 20000000
 		40 40000000
 		5 5000000
 		5 5000000
 	EOF
+	[ $clock = cpu ] || continue
+	expect_has cpu_raw "Comment: luajit app.lua (cpu)"
 	# Location lines without pprof's own id: address, mapping, function, file:line, start.
 	sed 's/^ *[0-9]*: //' "$t/cpu_raw.out" >"$t/cpu_locs.out"
 	expect_has cpu_locs "0x41000 M=1 lj_gc_step /usr/lib/libluajit-5.1.so.2:0 s=0"
@@ -143,13 +143,14 @@ if pp cpu_raw -raw "$t/cpu.pb.gz"; then
 	if grep -q "$(printf '\377')" "$t/cpu_raw.out"; then
 		fail "cpu_raw: invalid UTF-8 byte 0xff reached pprof"
 	fi
-fi
+done
 
 # By default, time: 100 samples of 1 ms.
-if pp cpu_time -top $TOP "$t/cpu.pb.gz"; then
-	expect_has cpu_time "Type: cpu"
-	expect_has cpu_time "Showing nodes accounting for 100ms, 100% of 100ms total"
-	expect_rows cpu_time top <<-EOF
+for clock in cpu wall; do
+	pp ${clock}_time -top $TOP "$t/$clock.pb.gz" || continue
+	expect_has ${clock}_time "Type: $clock"
+	expect_has ${clock}_time "Showing nodes accounting for 100ms, 100% of 100ms total"
+	expect_rows ${clock}_time top <<-EOF
 		TRACE [3] @app.lua:7|40ms|40ms
 		lj_gc_step|30ms|30ms
 		malloc|20ms|20ms
@@ -159,11 +160,7 @@ if pp cpu_time -top $TOP "$t/cpu.pb.gz"; then
 		@app.lua:10|0|50ms
 		pcall|0|5ms
 	EOF
-fi
-if pp wall_time -top $TOP "$t/wall.pb.gz"; then
-	expect_has wall_time "Type: wall"
-	expect_has wall_time "Showing nodes accounting for 100ms, 100% of 100ms total"
-fi
+done
 
 # Function view: both lines of @app.lua:10 merge into one function.
 if pp cpu_top -top -sample_index=samples $TOP "$t/cpu.pb.gz"; then
