@@ -16,11 +16,11 @@ test_init
 
 need_x86_64
 need_build luaprof luaprof.so
-have luajit || skip "no luajit"
-luajit2_fetch "$t/dl.log"
+both_builds "$t/dl.log"
 
-cat >"$t/exits.lua" <<'LUA'
-jit.opt.start("hotexit=1000") -- above a snapshot's exit counter (255): no side trace
+# The loop both workloads run, first in their chunks (lines 1-7): its guard on line 4's
+# branch fails every third iteration, each time through the exit's stub.
+cat >"$t/loop.lua" <<'LUA'
 local function f(n)
 	local s = 0
 	for i = 1, n do
@@ -28,6 +28,9 @@ local function f(n)
 	end
 	return s
 end
+jit.opt.start("hotexit=1000") -- above a snapshot's exit counter (255): no side trace
+LUA
+cat "$t/loop.lua" - >"$t/exits.lua" <<'LUA'
 local t = os.clock() while os.clock() - t < 4 do f(1000) end
 LUA
 check() { # NAME INTERPRETER [LIBDIR]
@@ -50,10 +53,7 @@ check() { # NAME INTERPRETER [LIBDIR]
 	[ "${cut:-1}" = 0 ] || fail "$v: ${cut:-?} of $all samples cut short (meta.truncated)"
 	[ "$fails" = "$f0" ] && echo "ok $v: $all samples, ${exits:-0} in trace exits, all rooted at _start"
 }
-check exits luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	check exits2 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds check exits
 
 # Where a stub's samples go: the exit's snapshot (exit number = snapshot number), which
 # the stub's pushes name, not where the trace starts. They were put at the loop's head
@@ -63,18 +63,10 @@ fi
 # (300 of them, the waits nearly all of the run's CPU time).
 if "${CC:-cc}" -std=c11 -O2 -g -fPIC -shared -Wall -Wextra -Werror -o "$t/libbp.so" \
 	tests/integration/exit_stub_bp.c 2>"$t/cc.log"; then
-	cat >"$t/guard.lua" <<'LUA'
-local function f(n)
-	local s = 0
-	for i = 1, n do
-		if i % 3 == 0 then s = s + 1 else s = s + 2 end
-	end
-	return s
-end
+	cat "$t/loop.lua" - >"$t/guard.lua" <<'LUA'
 local ffi = require("ffi")
 ffi.cdef("int exit_stub_bp_arm(uintptr_t stub, int n); int exit_stub_bp_hits(void);")
 local bp, want = ffi.load(arg[1]), tonumber(arg[2])
-jit.opt.start("hotexit=1000")
 -- The exit the loop takes most: its trace and number.
 local count, best, btr, bex = {}, 0, nil, nil
 jit.attach(function(tr, ex)
@@ -114,10 +106,7 @@ LUA
 		[ "$bare" = 0 ] || fail "$v: $bare samples not rooted at _start"
 		[ "$fails" = "$f0" ] && echo "ok $v: $guard trace samples at the guard's line, $head at the loop's head"
 	}
-	guard guard luajit
-	if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-		guard guard2 "$PWD/$lj2" "$PWD/$lj2lib"
-	fi
+	on_both_builds guard guard
 else
 	echo "note: cannot build exit_stub_bp.c: stub lines not checked ($(head -1 "$t/cc.log"))"
 fi

@@ -17,8 +17,7 @@ test_init
 
 need_x86_64
 need_build luaprof luaprof.so
-have luajit || skip "no luajit"
-luajit2_fetch "$t/dl.log"
+both_builds "$t/dl.log"
 
 cat >"$t/fib.lua" <<'LUA'
 local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
@@ -129,24 +128,14 @@ check() { # NAME SCRIPT LINE INTERPRETER [LIBDIR]
 			fail "$v: $off of $all samples with the loop's chunk elsewhere than under lua_pcall"
 	fi
 }
-check fib fib 2 luajit
-check iter iter 4 luajit
-check clos clos 3 luajit
-check sort sort 3 luajit
-check ret ret 8 luajit
-check pcall pcall 4 luajit
-check tonum tonum 2 luajit
-check hook hook 4 luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	check fib2 fib 2 "$PWD/$lj2" "$PWD/$lj2lib"
-	check iter2 iter 4 "$PWD/$lj2" "$PWD/$lj2lib"
-	check clos2 clos 3 "$PWD/$lj2" "$PWD/$lj2lib"
-	check sort2 sort 3 "$PWD/$lj2" "$PWD/$lj2lib"
-	check ret2 ret 8 "$PWD/$lj2" "$PWD/$lj2lib"
-	check pcall2 pcall 4 "$PWD/$lj2" "$PWD/$lj2lib"
-	check tonum2 tonum 2 "$PWD/$lj2" "$PWD/$lj2lib"
-	check hook2 hook 4 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds check fib fib 2
+on_both_builds check iter iter 4
+on_both_builds check clos clos 3
+on_both_builds check sort sort 3
+on_both_builds check ret ret 8
+on_both_builds check pcall pcall 4
+on_both_builds check tonum tonum 2
+on_both_builds check hook hook 4
 # Calling the __index metamethod (`obj.x`): until BASE moves to the metamethod's frame, PC
 # holds that frame's link, and the loop's chunk was shown at line 0 (10-22 of ~2,000
 # samples, both builds). 0-2 later, from two more windows of the call and the return to
@@ -184,10 +173,7 @@ meta_windows() { # NAME INTERPRETER [LIBDIR]
 	[ "$bare" = 0 ] || fail "$v: $bare of $all samples in the interpreter or C code without a Lua frame"
 	[ "$line0" = 0 ] || fail "$v: $line0 of $all samples with the loop's chunk at line 0"
 }
-meta_windows meta luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	meta_windows meta2 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds meta_windows meta
 
 # A sample in a dispatch's first instructions, before its `add PC, 4`, has PC at the
 # instruction being dispatched, not past the current one: the walk took the instruction
@@ -229,10 +215,7 @@ branch_targets() { # NAME INTERPRETER [LIBDIR]
 	[ "$never" = 0 ] || fail "$v: $never of $all samples on the else-line, which never runs"
 	[ "$above" = 0 ] || fail "$v: $above of $all samples on the line above the while loop, which never runs"
 }
-branch_targets branch luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	branch_targets branch2 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds branch_targets branch
 
 # FFI calls from the interpreter: lj_vm_ffi_call's unwind entry is wrong before its frame
 # is set up and at its ret, and 0.46 % of such a loop's samples at 10 kHz (138 of 29,893)
@@ -254,10 +237,7 @@ ffi_roots() { # NAME INTERPRETER [LIBDIR]
 	[ $((loose * 2000)) -le "$all" ] ||
 		fail "$v: $loose of $all samples not rooted at _start: $(grep -v '^_start;' "$t/$v.folded" | head -2)"
 }
-ffi_roots ffi luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	ffi_roots ffi2 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds ffi_roots ffi
 
 [ $fails = 0 ] || exit 1
 echo "ok"

@@ -15,8 +15,7 @@ test_init
 
 need_x86_64
 need_build luaprof luaprof.so
-have luajit || skip "no luajit"
-luajit2_fetch "$t/dl.log"
+both_builds "$t/dl.log"
 
 cat >"$t/mix.lua" <<'LUA'
 local mt = { __index = function(t, k) return k * 2 end, __add = function(a, b) return a.v + b.v end }
@@ -61,10 +60,7 @@ check() { # NAME INTERPRETER [LIBDIR]
 			print "  " $0 }' "$t/$v.folded" | head -5
 	}
 }
-check mix luajit
-if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
-	check mix2 "$PWD/$lj2" "$PWD/$lj2lib"
-fi
+on_both_builds check mix
 
 [ $fails = 0 ] || exit 1
 echo "ok"

@@ -29,6 +29,27 @@ luajit2_fetch() {
 	debs_extract $cache "$1" luajit2 libluajit2-5.1-2 && [ -x "$lj2" ]
 }
 
+# both_builds LOGFILE: the two builds a CPU script checks alike: Debian's luajit (the script
+# is skipped without it) and OpenResty's luajit2 when luajit2_fetch can have it (LOGFILE:
+# its download's output). on_both_builds runs a check on each.
+both_builds() {
+	have luajit || skip "no luajit"
+	luajit2_fetch "$1"
+}
+
+# on_both_builds FUNC NAME ARGS...: FUNC NAME ARGS... luajit, then, when both_builds got
+# luajit2, FUNC NAME2 ARGS... LJ2 LJ2LIB (absolute paths: FUNC may run it from another
+# directory with LD_LIBRARY_PATH=LJ2LIB). FUNC takes the interpreter and the directory of
+# its library last, NAME (its profiles' name) first.
+on_both_builds() {
+	local fn=$1 v=$2
+	shift 2
+	"$fn" "$v" "$@" luajit
+	if [ -n "${lj2:-}" ] && [ -x "$lj2" ]; then
+		"$fn" "${v}2" "$@" "$PWD/$lj2" "$PWD/$lj2lib"
+	fi
+}
+
 # nginx_fetch LOGFILE: Debian's nginx with its Lua module. The module's lua-resty-core needs
 # OpenResty's luajit2, which conflicts with Debian's luajit as a package: the .debs are
 # downloaded and extracted once into build/nginx-lua, like luajit2's (run the binary with
