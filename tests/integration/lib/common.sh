@@ -22,6 +22,10 @@ test_init() {
 	trap 'rm -rf "$t"' EXIT
 	trap 'exit 1' HUP INT TERM
 	trap 'sed "s/^/FAIL: /" "$t/.tool_failed"; exit 1' USR1
+	# SIGPIPE ignored by the parent (systemd services, some CI runners) stays ignored here.
+	_sigign=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null)
+	_tool_env=
+	[ $((0x${_sigign:-0} & 0x1000)) = 0 ] || _tool_env="env --default-signal=PIPE"
 	fails=0
 }
 
@@ -33,9 +37,11 @@ test_init() {
 # apostrophe in its comment printed errors and the script went on to print "ok". The tool
 # may run in a subshell, so the script is told by a signal (USR1, test_init's trap) and the
 # message is left in $t/.tool_failed. Other statuses (0, 1, a program's own exit N, 141
-# for a closed pipe) are returned as they were.
+# for a closed pipe) are returned as they were. A tool writing into a pipe its reader
+# closed (grep ... | head -1) dies of SIGPIPE, unless the script started with SIGPIPE
+# ignored: then it would exit 2 on EPIPE, so it runs with SIGPIPE's default restored.
 checked_tool() {
-	command "$@"
+	command ${_tool_env:-} "$@"
 	_tool_rc=$?
 	if [ $_tool_rc = 2 ] && [ -n "${t:-}" ] && [ -d "$t" ]; then
 		printf '%s exited 2: %s\n' "$1" "$(printf '%s ' "$@" | tr '\n\t' '  ' | cut -c1-200)" \
