@@ -925,17 +925,62 @@ static int is_ctstate(uint64_t p);
 static int ffi_callback_glue(struct agent_sample *s, int mode);
 static int runs_pc(uint64_t base, uint64_t pc, uint8_t *st);
 
-/* Thread t's frame at its L->base is a coroutine builtin that switches threads
- * (coroutine.resume, coroutine.wrap_aux, coroutine.yield): the switch stores L->base, and
- * the VM's code in between keeps no base in a register. */
-static int switching(const struct lp_lj_thread *t)
+/* Thread t's frame at base (0: its L->base) is a coroutine builtin that switches threads
+ * (coroutine.resume, coroutine.wrap_aux, coroutine.yield). */
+static int switcher_at(const struct lp_lj_thread *t, uint64_t base)
 {
 	unsigned flags;
-	if (lp_lj_walk(&vm, &mem, t, 0, 0, frames, 1, &flags) != 1 ||
+	if (lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) != 1 ||
 	    frames[0].kind != LP_FRAME_FFUNC)
 		return 0;
 	uint8_t id = frames[0].ffid;
 	return id && (id == vm.ffid_resume || id == vm.ffid_wrap_aux || id == vm.ffid_yield);
+}
+
+/*
+** Thread t runs a coroutine builtin that switches threads (coroutine.resume,
+** coroutine.wrap_aux, coroutine.yield) in VM code that keeps no PC in a register: its
+** frames start at the builtin's, whose base goes in *at (0: L->base).
+**   - from the builtin's first use of PC (rbx) for the coroutine's stack until it stores
+**     L->base, BASE (rdx) is the builtin's, and L->base whatever the resumer's last call
+**     of C left there: a frame below, or above and gone, even another resuming builtin's
+**     (their samples had no Lua frame, or that builtin's: about 1 in 1,000 of a loop of
+**     resumes from two depths; every one at those instructions under breakpoints,
+**     static_luajit.sh). So the frame at rdx first.
+**   - after the store, the VM's code until the resumer's frames are back in the registers
+**     (lj_vm_resume's entry and exit, the builtin after it) keeps no base in a register:
+**     the frame at L->base. rdx there is L->base, or no frame of t's (one slot above, the
+**     coroutine's).
+*/
+static int switching(const struct lp_lj_thread *t, uint64_t rdx, uint64_t *at)
+{
+	*at = rdx;
+	if (switcher_at(t, rdx))
+		return 1;
+	*at = 0;
+	return switcher_at(t, 0);
+}
+
+/*
+** coroutine.resume back from the coroutine with its results in place: it stores its first
+** result (true, or false on an error) over its frame's link and takes PC back from the
+** C frame's SAVE_PC, where it kept it, an instruction later. In between, the frame at
+** BASE (rdx), still the builtin's (its function slot is intact), links nowhere, and PC
+** (rbx) is a count: its samples had no Lua frame (all of them at that instruction under
+** breakpoints, static_luajit.sh). The link in *pc: the sample is its caller's, at the call,
+** as the instructions after it (returning).
+*/
+static int resume_results(const struct lp_lj_thread *t, uint64_t sp, uint64_t rdx,
+			  uint64_t *pc)
+{
+	uint64_t cf = t->cframe & LP_LJ_CFRAME_RAWMASK, fn, link;
+	uint8_t id;
+	return vm.ffid_resume && cf == sp && rdx >= t->stack + 16 && rdx < t->stack_end &&
+	       !(rdx & 7) && lp_mem_u64(&mem, cf + vm.lay->cf_pc, pc) == 0 &&
+	       lp_mem_u64(&mem, rdx - 8, &link) == 0 && link != *pc &&
+	       lp_mem_u64(&mem, rdx - 16, &fn) == 0 && (fn & LP_LJ_GCVMASK) &&
+	       lp_mem_u8(&mem, (fn & LP_LJ_GCVMASK) + vm.lay->fn_ffid, &id) == 0 &&
+	       id == vm.ffid_resume;
 }
 
 /*
@@ -1688,11 +1733,14 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 					 * 1 % of its samples to their Lua-less VM code). */
 					if (lua_stack_or_none(s, &t, t.base, rbx, mode))
 						s->vmstate = bst;
-				} else if (switching(&t)) {
+				} else if (resume_results(&t, sp, rdx, &to) &&
+					   returning(s, &t, rdx, to, mode)) {
+					; /* the resumer's frames, at its call */
+				} else if (switching(&t, rdx, &to)) {
 					/* A coroutine switch (lj_vm_resume's entry and exit, the
 					 * resuming builtin before and after it): cur_L's frames
-					 * start at its L->base, which the builtin stored. */
-					if (lua_stack_or_none(s, &t, 0, 0, mode))
+					 * start at the builtin's. */
+					if (lua_stack_or_none(s, &t, to, 0, mode))
 						s->vmstate = LP_VMST_FFUNC;
 				} else if ((kind = vm_link(&t, sp, rdx, rbx, 0, &to)) != LINK_NONE) {
 					/* pcall's, or the C code that entered the VM or that it

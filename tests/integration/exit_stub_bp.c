@@ -7,6 +7,8 @@
 ** jump), and the SIGTRAP handler waits, every signal blocked, until the profiler's tick is
 ** pending: it is delivered as the handler returns, at the stub's instruction. So each hit
 ** is one CPU sample there, and the waits take most of the run's CPU time.
+** static_luajit.sh stops the thread so at instructions of the VM's code it names
+** (exit_stub_bp_arm_at).
 */
 #define _GNU_SOURCE
 #include <linux/hw_breakpoint.h>
@@ -23,12 +25,14 @@
 #define TRAP_PERF 6
 #endif
 
-static int fds[3] = { -1, -1, -1 };
+#define MAX_BP 4 /* x86-64 has four debug address registers */
+
+static int fds[MAX_BP] = { -1, -1, -1, -1 };
 static volatile int hits, max_hits, waited_out;
 
 static void disarm(void)
 {
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < MAX_BP; i++)
 		if (fds[i] >= 0)
 			ioctl(fds[i], PERF_EVENT_IOC_DISABLE, 0);
 }
@@ -85,6 +89,26 @@ static int bp(uintptr_t addr)
 	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
+/* Breakpoints on the nat instructions at at[] for n hits in all: 0, or -1 (too many, or no
+ * breakpoint could be had). */
+int exit_stub_bp_arm_at(const uintptr_t *at, int nat, int n)
+{
+	if (nat < 1 || nat > MAX_BP)
+		return -1;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_trap;
+	sa.sa_flags = SA_SIGINFO;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(SIGTRAP, &sa, NULL) != 0)
+		return -1;
+	max_hits = n;
+	for (int i = 0; i < nat; i++)
+		if ((fds[i] = bp(at[i])) < 0)
+			return -1;
+	return 0;
+}
+
 /* Breakpoints on the exit stub at stub (jit.util.traceexitstub) for n hits: its push, the
  * instruction after it (the jump to its group's end, or for a group's last stub the push
  * of the high byte), and the group's final jump to the exit handler. 0, or -1 (the code is
@@ -103,19 +127,8 @@ int exit_stub_bp_arm(uintptr_t stub, int n)
 		return -1;
 	if (((const uint8_t *)end)[0] != 0x6a)
 		return -1;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_trap;
-	sa.sa_flags = SA_SIGINFO;
-	sigfillset(&sa.sa_mask);
-	if (sigaction(SIGTRAP, &sa, NULL) != 0)
-		return -1;
-	max_hits = n;
 	uintptr_t at[3] = { stub, stub + 2, end + 2 };
-	for (int i = 0; i < 3; i++)
-		if ((fds[i] = bp(at[i])) < 0)
-			return -1;
-	return 0;
+	return exit_stub_bp_arm_at(at, 3, n);
 }
 
 /* Hits so far, and the waits for a tick that gave up. */

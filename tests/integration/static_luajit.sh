@@ -148,5 +148,82 @@ $(grep -F "@$t/m/gen.lua:" "$t/cpu.folded" | grep -vF -e ";coroutine.resume;@$t/
 	[ "$fails" = 0 ] &&
 		echo "ok cpu: no lj_ff_* frame after its builtin, $tostr in tostring;lj_strfmt_num, $co in the coroutine"
 fi
+# The resuming builtins' own code where BASE, PC and L->base are not where the walker
+# looks, each about 1 in 1,000 samples of a loop of resumes: lj_ff_coroutine_resume and
+# lj_ff_coroutine_wrap_aux from the first use of PC for the coroutine's stack (right after
+# the last branch to lj_fff_fallback) until they store L->base, which holds the resumer's
+# last call of C (another depth: res below); and lj_ff_coroutine_resume's reload of PC
+# from SAVE_PC, its first result already over its frame's link. Those samples had no Lua
+# frame ("main;lua_pcall;lj_ff_coroutine_resume"). exit_stub_bp.c stops the thread at
+# those instructions until a tick is pending: every sample there is to have the resumer's
+# frames, at res's line (13) or at coro's (16) for wrap's.
+bp_addr() { # FUNCTION: the instruction after its last branch to lj_fff_fallback
+	objdump -d --no-show-raw-insn "$t/host" | awk -v f="<$1>:" '
+		$0 ~ f { on = 1; next } on && /^$/ { exit }
+		on { a = $1; sub(/:$/, "", a); if (after) { at = a; after = 0 }
+		     if (/<lj_fff_fallback>/) after = 1 }
+		END { print at }'
+}
+if [ -s "$t/cpu.folded" ] && command -v objdump >/dev/null &&
+	"${CC:-cc}" -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -o "$t/libbp.so" \
+		tests/integration/exit_stub_bp.c 2>"$t/cc.log"; then
+	res=$(bp_addr lj_ff_coroutine_resume) wrap=$(bp_addr lj_ff_coroutine_wrap_aux)
+	res2=$(objdump -d --no-show-raw-insn "$t/host" | awk -v r="$res:" '
+		go { sub(/:$/, "", $1); print $1; exit } $1 == r { go = 1 }')
+	# PC back from SAVE_PC (the C frame's slot 0x18) after the results.
+	reload=$(objdump -d --no-show-raw-insn "$t/host" | awk '
+		/<lj_ff_coroutine_resume>:/ { on = 1; next } on && /^$/ { exit }
+		on && /mov +0x18\(%rsp\),%rbx/ { sub(/:$/, "", $1); print $1; exit }')
+	pc_off=$(nm "$t/host" | awk '$3 == "lua_pcall" { print $1; exit }')
+	cat >"$t/bp.lua" <<'EOF'
+local cpu, lib, pc_off, addrs = ...
+package.cpath = "build/?.so;" .. package.cpath
+local luaprof = require("luaprof")
+local ffi = require("ffi")
+ffi.cdef[[int exit_stub_bp_arm_at(const uintptr_t *at, int nat, int n);
+int exit_stub_bp_hits(void);
+int lua_pcall(void *L, int nargs, int nresults, int errfunc);]]
+local bp = ffi.load(lib)
+local base = ffi.cast("uintptr_t", ffi.cast("void *", ffi.C.lua_pcall)) - tonumber(pc_off, 16)
+local at, n = ffi.new("uintptr_t[4]"), 0
+for a in addrs:gmatch("%x+") do at[n] = base + tonumber(a, 16) n = n + 1 end
+local function gen() while true do coroutine.yield(1) end end
+local function res(co) local ok = coroutine.resume(co) return ok end
+local function coro(n)
+	local co, w = coroutine.create(gen), coroutine.wrap(gen)
+	for _ = 1, n do res(co) w() end
+end
+jit.off()
+assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
+if bp.exit_stub_bp_arm_at(at, n, 160) ~= 0 then print("no breakpoint") os.exit(3) end
+local t0 = os.clock()
+while bp.exit_stub_bp_hits() < 160 and os.clock() - t0 < 20 do coro(10) end
+assert(luaprof.sysprof.stop())
+print("hits " .. bp.exit_stub_bp_hits())
+EOF
+	LUA_CPATH= "$t/host" "$t/bp.lua" "$t/bp.bin" "$t/libbp.so" "$pc_off" \
+		"$res $res2 $reload $wrap" >"$t/bp.log" 2>&1
+	rc=$?
+	if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/bp.log"; then
+		echo "note: no hardware breakpoint here (perf_event): the resuming builtins' windows not checked"
+	elif [ $rc != 0 ] || ! grep -q '^hits 160$' "$t/bp.log" || [ -z "$reload" ] ||
+		[ -z "$wrap" ]; then
+		fail "breakpoints at '$res $res2 $reload $wrap': $(head -3 "$t/bp.log")"
+	elif ! build/luaprof report -q "$t/bp.bin" -f collapsed -o "$t/bp.folded" 2>"$t/err"; then
+		fail "bp: $(cat "$t/err")"
+	else
+		read -r bad rl wl < <(awk -v b="@$t/bp.lua:" '{
+			v = $NF
+			if (!index($0, "main;lua_pcall;" b) || index($0, ";lj_ff_coroutine_")) bad += v
+			if (index($0, ";" b "13;coroutine.resume ") || index($0, ";" b "13 ")) rl += v
+			if (index($0, ";" b "16;coroutine.wrap_aux ")) wl += v
+		} END { print bad + 0, rl + 0, wl + 0 }' "$t/bp.folded")
+		[ "$bad" = 0 ] && [ "$rl" -ge 90 ] && [ "$wl" -ge 25 ] ||
+			fail "bp: of 160 samples at the resuming builtins' instructions, $bad without the resumer's frames, $rl at res's line (want 90), $wl at wrap's call (want 25):
+$(grep -vF "main;lua_pcall;@$t/bp.lua:" "$t/bp.folded" | sort -t' ' -k2 -nr | head -3)"
+		[ "$fails" = 0 ] &&
+			echo "ok bp: $rl samples at coroutine.resume's instructions by res's line, $wl by wrap's call"
+	fi
+fi
 [ $fails = 0 ] || exit 1
 echo "ok"
