@@ -152,31 +152,62 @@ fi
 # looks, each about 1 in 1,000 samples of a loop of resumes: lj_ff_coroutine_resume and
 # lj_ff_coroutine_wrap_aux from the first use of PC for the coroutine's stack (right after
 # the last branch to lj_fff_fallback) until they store L->base, which holds the resumer's
-# last call of C (another depth: res below); and lj_ff_coroutine_resume's reload of PC
-# from SAVE_PC, its first result already over its frame's link. Those samples had no Lua
-# frame ("main;lua_pcall;lj_ff_coroutine_resume"). exit_stub_bp.c stops the thread at
-# those instructions until a tick is pending: every sample there is to have the resumer's
+# last call of C (another depth: res below); lj_ff_coroutine_resume's reload of PC from
+# SAVE_PC, its first result already over its frame's link; a coroutine's start, which
+# lj_vm_resume runs in lj_vm_call's code (once cur_L is the coroutine, and at
+# lj_vm_call_dispatch) before the coroutine has a frame. Those samples had no Lua frame
+# ("main;lua_pcall;lj_ff_coroutine_resume"), the start's no root either
+# ("lj_ff_coroutine_resume;lj_vm_call"). exit_stub_bp.c stops the thread at those
+# instructions until a tick is pending: every sample there is to have the resumer's
 # frames, at res's line (13) or at coro's (16) for wrap's.
-bp_addr() { # FUNCTION: the instruction after its last branch to lj_fff_fallback
-	objdump -d --no-show-raw-insn "$t/host" | awk -v f="<$1>:" '
-		$0 ~ f { on = 1; next } on && /^$/ { exit }
-		on { a = $1; sub(/:$/, "", a); if (after) { at = a; after = 0 }
-		     if (/<lj_fff_fallback>/) after = 1 }
-		END { print at }'
+dis() { # FUNCTION: the host's disassembly of it
+	objdump -d --no-show-raw-insn "$t/host" |
+		awk -v f="<$1>:" '$0 ~ f { on = 1; next } on && /^$/ { exit } on { sub(/:$/, "", $1); print }'
+}
+bp_after_fallback() { # FUNCTION: the first two instructions after its last branch to lj_fff_fallback
+	dis "$1" | awk '{ if (after) { at[n++] = $1; if (n == 2) after = 0 }
+		if (/<lj_fff_fallback>/) { after = 1; n = 0 } } END { print at[0], at[1] }'
+}
+bp_run() { # NAME HITS MIN_RESUME MIN_WRAP ADDRESS...
+	local v=$1 hits=$2 minr=$3 minw=$4
+	shift 4
+	LUA_CPATH= "$t/host" "$t/bp.lua" "$t/$v.bin" "$t/libbp.so" "$pc_off" "$*" "$hits" \
+		>"$t/$v.log" 2>&1
+	local rc=$? bad rl wl
+	if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/$v.log"; then
+		echo "note $v: no hardware breakpoint here (perf_event): not checked"
+		return
+	fi
+	[ $rc = 0 ] && grep -q "^hits $hits\$" "$t/$v.log" ||
+		{ fail "$v: breakpoints at '$*': $(head -3 "$t/$v.log")"; return; }
+	build/luaprof report -q "$t/$v.bin" -f collapsed -o "$t/$v.folded" 2>"$t/err" ||
+		{ fail "$v: $(cat "$t/err")"; return; }
+	read -r bad rl wl < <(awk -v b="@$t/bp.lua:" '{
+		v = $NF
+		if (!index($0, "main;lua_pcall;" b) || index($0, ";lj_ff_coroutine_")) bad += v
+		if (index($0, ";" b "13;coroutine.resume ") || index($0, ";" b "13 ")) rl += v
+		if (index($0, ";" b "16;coroutine.wrap_aux ")) wl += v
+	} END { print bad + 0, rl + 0, wl + 0 }' "$t/$v.folded")
+	[ "$bad" = 0 ] && [ "$rl" -ge "$minr" ] && [ "$wl" -ge "$minw" ] ||
+		{ fail "$v: of $hits samples at the resuming builtins' instructions, $bad without the resumer's frames, $rl at res's line (want $minr), $wl at wrap's call (want $minw):
+$(grep -vF "main;lua_pcall;@$t/bp.lua:" "$t/$v.folded" | sort -t' ' -k2 -nr | head -3)"; return; }
+	echo "ok $v: $rl samples at coroutine.resume's instructions by res's line, $wl by wrap's call"
 }
 if [ -s "$t/cpu.folded" ] && command -v objdump >/dev/null &&
 	"${CC:-cc}" -std=c11 -O2 -fPIC -shared -Wall -Wextra -Werror -o "$t/libbp.so" \
 		tests/integration/exit_stub_bp.c 2>"$t/cc.log"; then
-	res=$(bp_addr lj_ff_coroutine_resume) wrap=$(bp_addr lj_ff_coroutine_wrap_aux)
-	res2=$(objdump -d --no-show-raw-insn "$t/host" | awk -v r="$res:" '
-		go { sub(/:$/, "", $1); print $1; exit } $1 == r { go = 1 }')
+	read -r res res2 < <(bp_after_fallback lj_ff_coroutine_resume)
+	read -r wrap _ < <(bp_after_fallback lj_ff_coroutine_wrap_aux)
 	# PC back from SAVE_PC (the C frame's slot 0x18) after the results.
-	reload=$(objdump -d --no-show-raw-insn "$t/host" | awk '
-		/<lj_ff_coroutine_resume>:/ { on = 1; next } on && /^$/ { exit }
-		on && /mov +0x18\(%rsp\),%rbx/ { sub(/:$/, "", $1); print $1; exit }')
+	reload=$(dis lj_ff_coroutine_resume | awk '/mov +0x18\(%rsp\),%rbx/ { print $1; exit }')
+	# The instruction after the target of lj_vm_resume's jump into lj_vm_call (the switch
+	# of cur_L to the coroutine).
+	start=$(dis lj_vm_resume | awk '/j[a-z]+ +[0-9a-f]+ <lj_vm_call\+/ { print $(NF - 1); exit }')
+	start=$(dis lj_vm_call | awk -v a="$start" 'go { print $1; exit } $1 == a { go = 1 }')
+	dispatch=$(nm "$t/host" | awk '$3 == "lj_vm_call_dispatch" { sub(/^0+/, "", $1); print $1; exit }')
 	pc_off=$(nm "$t/host" | awk '$3 == "lua_pcall" { print $1; exit }')
 	cat >"$t/bp.lua" <<'EOF'
-local cpu, lib, pc_off, addrs = ...
+local cpu, lib, pc_off, addrs, want = ...
 package.cpath = "build/?.so;" .. package.cpath
 local luaprof = require("luaprof")
 local ffi = require("ffi")
@@ -194,35 +225,20 @@ local function coro(n)
 	for _ = 1, n do res(co) w() end
 end
 jit.off()
+want = tonumber(want)
 assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
-if bp.exit_stub_bp_arm_at(at, n, 160) ~= 0 then print("no breakpoint") os.exit(3) end
+if bp.exit_stub_bp_arm_at(at, n, want) ~= 0 then print("no breakpoint") os.exit(3) end
 local t0 = os.clock()
-while bp.exit_stub_bp_hits() < 160 and os.clock() - t0 < 20 do coro(10) end
+while bp.exit_stub_bp_hits() < want and os.clock() - t0 < 20 do coro(10) end
 assert(luaprof.sysprof.stop())
 print("hits " .. bp.exit_stub_bp_hits())
 EOF
-	LUA_CPATH= "$t/host" "$t/bp.lua" "$t/bp.bin" "$t/libbp.so" "$pc_off" \
-		"$res $res2 $reload $wrap" >"$t/bp.log" 2>&1
-	rc=$?
-	if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/bp.log"; then
-		echo "note: no hardware breakpoint here (perf_event): the resuming builtins' windows not checked"
-	elif [ $rc != 0 ] || ! grep -q '^hits 160$' "$t/bp.log" || [ -z "$reload" ] ||
-		[ -z "$wrap" ]; then
-		fail "breakpoints at '$res $res2 $reload $wrap': $(head -3 "$t/bp.log")"
-	elif ! build/luaprof report -q "$t/bp.bin" -f collapsed -o "$t/bp.folded" 2>"$t/err"; then
-		fail "bp: $(cat "$t/err")"
+	if [ -z "$res2" ] || [ -z "$wrap" ] || [ -z "$reload" ] || [ -z "$start" ] ||
+		[ -z "$dispatch" ]; then
+		fail "the resuming builtins' instructions not found: '$res $res2 $wrap $reload $start $dispatch'"
 	else
-		read -r bad rl wl < <(awk -v b="@$t/bp.lua:" '{
-			v = $NF
-			if (!index($0, "main;lua_pcall;" b) || index($0, ";lj_ff_coroutine_")) bad += v
-			if (index($0, ";" b "13;coroutine.resume ") || index($0, ";" b "13 ")) rl += v
-			if (index($0, ";" b "16;coroutine.wrap_aux ")) wl += v
-		} END { print bad + 0, rl + 0, wl + 0 }' "$t/bp.folded")
-		[ "$bad" = 0 ] && [ "$rl" -ge 90 ] && [ "$wl" -ge 25 ] ||
-			fail "bp: of 160 samples at the resuming builtins' instructions, $bad without the resumer's frames, $rl at res's line (want 90), $wl at wrap's call (want 25):
-$(grep -vF "main;lua_pcall;@$t/bp.lua:" "$t/bp.folded" | sort -t' ' -k2 -nr | head -3)"
-		[ "$fails" = 0 ] &&
-			echo "ok bp: $rl samples at coroutine.resume's instructions by res's line, $wl by wrap's call"
+		bp_run switch 160 90 25 "$res" "$res2" "$reload" "$wrap"
+		bp_run start 80 25 25 "$start" "$dispatch"
 	fi
 fi
 [ $fails = 0 ] || exit 1
