@@ -508,8 +508,12 @@ static int outer_cfunc_code(struct lp_sysprof *s, const struct lp_lua_frame *lua
 ** An assembler builtin's own code (lj_ff_tostring, calling lj_strfmt_num; a resuming one,
 ** lj_ff_coroutine_resume, calling lj_vm_resume for the coroutine's frames) is the builtin
 ** too: the VM frames down to it are hidden, and what it calls stays
-** (tostring;lj_strfmt_num, coroutine.resume;@co.lua:3). The first of those names met
-** going in decides: a coroutine's own lj_BC_FUNCC, further in, is its segment's.
+** (tostring;lj_strfmt_num, coroutine.resume;@co.lua:3). So are the tails the assembler
+** builtins share (lj_fff_*: lj_fff_gcstep calling lj_gc_step for tostring or string.sub,
+** lj_fff_newstr calling lj_str_new, the lj_fff_res* that return their results): only a
+** builtin's code reaches them, its frame at BASE (tostring;lj_gc_step, not
+** tostring;lj_fff_gcstep;lj_gc_step). The first of those names met going in decides: a
+** coroutine's own lj_BC_FUNCC, further in, is its segment's.
 */
 static size_t builtin_frames(struct lp_sysprof *s, const uint64_t *host, size_t k)
 {
@@ -518,10 +522,11 @@ static size_t builtin_frames(struct lp_sysprof *s, const uint64_t *host, size_t 
 		if (classify(s, host[j], &ss) != ANCHOR_VM_BLOCK)
 			return 0;
 		const struct lp_sym_c *sym = lp_symtab_c(s->st, host[j]);
-		if (sym && !strncmp(sym->name, "lj_ff_", 6))
+		int fallback = sym && !strncmp(sym->name, "lj_fff_fallback", 15);
+		if (sym && (!strncmp(sym->name, "lj_ff_", 6) ||
+			    (!strncmp(sym->name, "lj_fff_", 7) && !fallback)))
 			return k - j + 1;
-		if (j > 0 && sym && (!strcmp(sym->name, "lj_BC_FUNCC") ||
-				     !strncmp(sym->name, "lj_fff_fallback", 15)))
+		if (j > 0 && sym && (!strcmp(sym->name, "lj_BC_FUNCC") || fallback))
 			return classify(s, host[j - 1], &ss) == ANCHOR_NONE ? k - j + 2 : 0;
 	}
 	return 0;

@@ -122,31 +122,34 @@ $(grep -F 'require' "$t/cpu.folded" | sort -t' ' -k2 -nr | head -2)"
 	fi
 fi
 # An assembler builtin's own code (lj_ff_*) is the builtin too: its Lua frame, then what
-# it calls (tostring;lj_strfmt_num, not tostring;lj_ff_tostring;lj_strfmt_num). The
+# it calls (tostring;lj_strfmt_num, not tostring;lj_ff_tostring;lj_strfmt_num). So are the
+# tails the builtins share (lj_fff_*): tostring's collector step, which its code calls
+# through lj_fff_gcstep, is tostring;lj_gc_step (not tostring;lj_fff_gcstep;lj_gc_step). The
 # resuming ones' (lj_ff_coroutine_resume, lj_ff_coroutine_wrap_aux) went between the
 # builtin and the coroutine's frames: every sample of the coroutine has its frames right
 # after the builtin that resumed it.
 if [ -s "$t/cpu.folded" ]; then
-	read -r ff tostr co cobad < <(awk -v g="@$t/m/gen.lua:" '{
+	read -r ff tostr gcs co cobad < <(awk -v g="@$t/m/gen.lua:" '{
 		v = $NF
-		if ($0 ~ /;(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_ff_/) ff += v
+		if ($0 ~ /;(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_fff?_/) ff += v
 		if (index($0, ";tostring;lj_strfmt_num")) tostr += v
+		if (index($0, ";tostring;lj_gc_step;")) gcs += v
 		if (index($0, g)) {
 			co += v
 			if (!index($0, ";coroutine.resume;" g) && !index($0, ";coroutine.wrap_aux;" g))
 				cobad += v
 		}
-	} END { print ff + 0, tostr + 0, co + 0, cobad + 0 }' "$t/cpu.folded")
-	[ "$ff" -eq 0 ] && [ "$tostr" -gt 0 ] ||
-		fail "cpu: $ff samples show a builtin's lj_ff_* code after it, $tostr have tostring;lj_strfmt_num:
-$(grep -E ';(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_ff_' "$t/cpu.folded" |
+	} END { print ff + 0, tostr + 0, gcs + 0, co + 0, cobad + 0 }' "$t/cpu.folded")
+	[ "$ff" -eq 0 ] && [ "$tostr" -gt 0 ] && [ "$gcs" -gt 0 ] ||
+		fail "cpu: $ff samples show a builtin's lj_ff_* or lj_fff_* code after it, $tostr have tostring;lj_strfmt_num, $gcs tostring;lj_gc_step:
+$(grep -E ';(tostring|coroutine\.resume|coroutine\.wrap_aux);lj_fff?_' "$t/cpu.folded" |
 	sort -t' ' -k2 -nr | head -3)"
 	[ "$co" -gt 0 ] && [ "$cobad" -eq 0 ] ||
 		fail "cpu: $cobad of $co samples in the coroutine without its frames right after the resuming builtin:
 $(grep -F "@$t/m/gen.lua:" "$t/cpu.folded" | grep -vF -e ";coroutine.resume;@$t/m/gen.lua:" \
 	-e ";coroutine.wrap_aux;@$t/m/gen.lua:" | sort -t' ' -k2 -nr | head -3)"
 	[ "$fails" = 0 ] &&
-		echo "ok cpu: no lj_ff_* frame after its builtin, $tostr in tostring;lj_strfmt_num, $co in the coroutine"
+		echo "ok cpu: no lj_ff_* or lj_fff_* frame after its builtin, $tostr in tostring;lj_strfmt_num, $gcs in tostring;lj_gc_step, $co in the coroutine"
 fi
 # The resuming builtins' own code where BASE, PC and L->base are not where the walker
 # looks, each about 1 in 1,000 samples of a loop of resumes: lj_ff_coroutine_resume and

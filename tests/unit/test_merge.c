@@ -439,6 +439,45 @@ static void test_vm_block_asm_builtin(void)
 		  "tostring;lj_strfmt_num 1\n");
 }
 
+/*
+** The tails the assembler builtins share on an unstripped LuaJIT (lj_fff_gcstep calling
+** lj_gc_step, lj_fff_newstr calling lj_str_new) are the builtin's code too: not shown after
+** its Lua frame (they were: "tostring;lj_fff_gcstep;lj_gc_step"); lj_fff_fallback is not
+** either, with the C half it calls, as before.
+*/
+static void ff_sub_names_trailer(void)
+{
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "ffnames", "lua - pcall tostring string.sub");
+	lp_write_ext_end(&wb);
+}
+
+static void test_vm_block_asm_tails(void)
+{
+	static const struct csym syms[] = {
+		{ A_MAIN, "main" }, { A_LUA_PCALL, "lua_pcall" }, { 0x3000, "lj_BC_ISLT" },
+		{ 0x3000, "lj_vm_asm_begin" }, { 0x3400, "lj_ff_tostring" },
+		{ 0x3500, "lj_ff_string_sub" }, { 0x3600, "lj_fff_gcstep" },
+		{ 0x3700, "lj_fff_newstr" }, { 0x3900, "lj_fff_fallback" }, { 0x4000, "lj_vm_ffi_call" },
+		{ 0x7400, "lj_gc_step" }, { 0x7500, "lj_str_new" }, { 0x7600, "lj_ffh_tostring" },
+		{ 0x20000, "__libc_start_main" },
+	};
+	begin_with(syms, NSYMS(syms));
+	trailer = ff_sub_names_trailer;
+	struct lp_lua_frame tos[] = { L(P_MAIN, 5), FF(3) };
+	uint64_t gc[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3610, 0x7410 };
+	SAMPLE(LP_VMST_FFUNC, tos, gc);
+	uint64_t half[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3910, 0x7610 };
+	SAMPLE(LP_VMST_FFUNC, tos, half);
+	struct lp_lua_frame sub[] = { L(P_MAIN, 6), FF(4) };
+	uint64_t str[] = { 0x20010, A_MAIN + 9, A_LUA_PCALL + 4, 0x3710, 0x7510 };
+	SAMPLE(LP_VMST_FFUNC, sub, str);
+	CHECK_STR(collapse(0, 0),
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;tostring 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:5;tostring;lj_gc_step 1\n"
+		  "__libc_start_main;main;lua_pcall;@app.lua:6;string.sub;lj_str_new 1\n");
+}
+
 static void test_builtins(void)
 {
 	begin();
@@ -2222,6 +2261,7 @@ int main(void)
 	RUN(test_vm_block_named);
 	RUN(test_vm_block_builtin);
 	RUN(test_vm_block_asm_builtin);
+	RUN(test_vm_block_asm_tails);
 	RUN(test_builtins);
 	RUN(test_cut_host);
 	RUN(test_cut_before_extension);
