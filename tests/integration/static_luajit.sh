@@ -243,6 +243,8 @@ EOF
 		bp_run switch 160 90 25 "$res" "$res2" "$reload" "$wrap"
 		bp_run start 80 25 25 "$start" "$dispatch"
 	fi
+elif [ -s "$t/cpu.folded" ]; then
+	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
 fi
 [ $fails = 0 ] || exit 1
 echo "ok"
