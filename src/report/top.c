@@ -3,7 +3,10 @@
 **
 ** self = value of the stacks whose leaf is the frame; total = value of the stacks that
 ** contain it, each stack counted once however often the frame recurs in it. Lua frames are
-** ranked by function (chunk:first line) unless o->lines asks for current lines.
+** ranked by function unless o->lines asks for current lines. A function's row is named as
+** Lua's tracebacks name one, "function <@app.lua:2>" (the line where it is defined), or
+** "main chunk <@app.lua>": "@app.lua:2" would read as a line, and an exact memory
+** profile's report names the allocating line so (the rows add up all of the function's).
 */
 #include "report/render.h"
 
@@ -162,6 +165,24 @@ out:
 	return rc;
 }
 
+/* f's label in a top list by function: a Lua function by where it is defined. NULL on
+ * ENOMEM. */
+static char *function_label(const struct lp_frame *f)
+{
+	if (f->kind != LP_FK_LUA)
+		return lp_text_label(f);
+	size_t n = strlen(f->name) + 32;
+	char *s = malloc(n);
+	if (!s)
+		return NULL;
+	if (f->line)
+		snprintf(s, n, "function <%s:%" PRIu32 ">", f->name, f->line);
+	else
+		snprintf(s, n, "main chunk <%s>", f->name);
+	lp_text_clean(s);
+	return s;
+}
+
 /* Fills *rows with the frames of q that carry any value in column v, sorted; by_line: Lua
  * frames of one chunk and line are one row (line_keys). */
 static int rank(const struct lp_profile *q, unsigned v, int by_line, struct row **rowsp,
@@ -210,7 +231,7 @@ static int rank(const struct lp_profile *q, unsigned v, int by_line, struct row 
 		r->self = self[id];
 		r->total = total[id];
 		r->kind = f->kind;
-		if (!(r->label = lp_text_label(f)))
+		if (!(r->label = by_line ? lp_text_label(f) : function_label(f)))
 			goto out;
 		nrows++;
 	}

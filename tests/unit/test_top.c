@@ -80,9 +80,9 @@ static void test_by_function(void)
 	char *s = render(p, NULL, err, sizeof(err));
 	CHECK_STR(s, RECURSIVE_HEADER
 		  "  %self       self  %total      total  kind     frame (by function)\n"
-		  " 75.00%         15  90.00%         18  Lua      @fib.lua:1\n"
+		  " 75.00%         15  90.00%         18  Lua      function <@fib.lua:1>\n"
 		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
-		  " 10.00%          2 100.00%         20  Lua      @main.lua:1\n");
+		  " 10.00%          2 100.00%         20  Lua      function <@main.lua:1>\n");
 	free(s);
 	lp_profile_free(p);
 }
@@ -211,7 +211,7 @@ static void test_same_name(void)
 	CHECK(s && strstr(s, " 81.82%          9  81.82%          9  C        clock_gettime ([vdso])\n") &&
 	      strstr(s, "C        lj_str_new\n") &&
 	      strstr(s, "  9.09%          1  90.91%         10  C        clock_gettime (libc.so.6)\n") &&
-	      strstr(s, "Lua      @m.lua:1\n"));
+	      strstr(s, "Lua      function <@m.lua:1>\n"));
 	free(s);
 	lp_profile_free(p);
 }
@@ -262,7 +262,7 @@ static void test_by_line_merged(void)
 	free(s);
 	/* By function they stay two. */
 	s = render(p, NULL, err, sizeof(err));
-	CHECK(strstr(s, "@s.lua:1\n") && strstr(s, "@s.lua:7\n"));
+	CHECK(strstr(s, "function <@s.lua:1>\n") && strstr(s, "function <@s.lua:7>\n"));
 	free(s);
 	lp_profile_free(p);
 }
@@ -275,7 +275,7 @@ static void test_limit(void)
 	char *s = render(p, &o, err, sizeof(err));
 	CHECK_STR(s, RECURSIVE_HEADER
 		  "  %self       self  %total      total  kind     frame (by function)\n"
-		  " 75.00%         15  90.00%         18  Lua      @fib.lua:1\n"
+		  " 75.00%         15  90.00%         18  Lua      function <@fib.lua:1>\n"
 		  " 15.00%          3  15.00%          3  C        lj_str_new\n"
 		  "... 1 more frame omitted (-n to show more)\n");
 	free(s);
@@ -384,7 +384,7 @@ static void test_bytes(void)
 		     "\n"
 		     "  %self       self  %total      total  kind     frame (by function)\n"
 		     " 99.95%    3.0 MiB  99.95%    3.0 MiB  internal INTERNAL\n"
-		     "  0.05%    1.5 KiB 100.00%    3.0 MiB  Lua      @a.lua:2\n");
+		     "  0.05%    1.5 KiB 100.00%    3.0 MiB  Lua      function <@a.lua:2>\n");
 	free(s);
 	o.value = 2;
 	CHECK(render(p, &o, err, sizeof(err)) == NULL);
@@ -416,8 +416,8 @@ static void test_equal_self_by_total(void)
 		     "  %self       self  %total      total  kind     frame (by function)\n"
 		     " 90.00%      900 B  90.00%      900 B  C        lua_newuserdata\n"
 		     " 10.00%      100 B  10.00%      100 B  C        lj_tab_new\n"
-		     "  0.00%        0 B  90.00%      900 B  Lua      @z.lua:1\n"
-		     "  0.00%        0 B  10.00%      100 B  Lua      @a.lua:1\n");
+		     "  0.00%        0 B  90.00%      900 B  Lua      function <@z.lua:1>\n"
+		     "  0.00%        0 B  10.00%      100 B  Lua      function <@a.lua:1>\n");
 	free(s);
 	lp_profile_free(p);
 }
@@ -452,6 +452,44 @@ static void test_nothing_held(void)
 	lp_profile_free(p);
 }
 
+/* An exact memory profile: each event is one frame, the allocating line of its function.
+ * By function, leak (defined at line 2, allocating at line 3) is one row named as a
+ * function: "@leak.lua:2" read as the line allocating, which the memprof report names
+ * @leak.lua:3. By line, the rows are the allocating lines. */
+static void test_memory_function_names(void)
+{
+	static const struct lp_value_type types[] = { { "alloc_space", "bytes" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	struct lp_profile_meta *m = lp_profile_meta(p);
+	m->source = "leak.bin";
+	m->event = "memory";
+	m->samples = 3;
+	uint32_t l3 = frame(p, LP_FK_LUA, "@leak.lua", 3, 2);
+	uint32_t l4 = frame(p, LP_FK_LUA, "@leak.lua", 4, 2);
+	uint32_t main1 = frame(p, LP_FK_LUA, "@leak.lua", 1, 0);
+	add(p, &l3, 1, 700);
+	add(p, &l4, 1, 200);
+	add(p, &main1, 1, 100);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, "Source: leak.bin  Total alloc_space: 1000 B  Events: 3  Dropped: 0\n"
+		     "\n"
+		     "  %self       self  %total      total  kind     frame (by function)\n"
+		     " 90.00%      900 B  90.00%      900 B  Lua      function <@leak.lua:2>\n"
+		     " 10.00%      100 B  10.00%      100 B  Lua      main chunk <@leak.lua>\n");
+	free(s);
+	struct lp_render_opts o = { .lines = 1 };
+	s = render(p, &o, err, sizeof(err));
+	CHECK_STR(s, "Source: leak.bin  Total alloc_space: 1000 B  Events: 3  Dropped: 0\n"
+		     "\n"
+		     "  %self       self  %total      total  kind     frame (by line)\n"
+		     " 70.00%      700 B  70.00%      700 B  Lua      @leak.lua:3\n"
+		     " 20.00%      200 B  20.00%      200 B  Lua      @leak.lua:4\n"
+		     " 10.00%      100 B  10.00%      100 B  Lua      @leak.lua:1\n");
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_by_function);
@@ -468,5 +506,6 @@ int main(void)
 	RUN(test_rare_vmstate);
 	RUN(test_equal_self_by_total);
 	RUN(test_nothing_held);
+	RUN(test_memory_function_names);
 	return UNIT_RESULT();
 }
