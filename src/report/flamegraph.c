@@ -732,6 +732,16 @@ static void put_box(struct fg *g, uint32_t u, double scale)
 	fputs("</text></g>\n", out);
 }
 
+/* ", N dropped" at buf + *o, unless the stream keeps no count of drops (Tarantool's). */
+static void drops(const struct lp_profile_meta *m, char *buf, size_t len, size_t *o)
+{
+	if (m->drops_unrecorded && !m->dropped)
+		return;
+	*o += (size_t)snprintf(buf + *o, *o < len ? len - *o : 0, ", %" PRIu64 " dropped",
+			       m->dropped);
+	*o = *o < len ? *o : len;
+}
+
 /* Builds the subtitle: total, what was read and dropped, what was left out. */
 static void make_subtitle(struct fg *g, char *buf, size_t len)
 {
@@ -753,8 +763,8 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 					 unit[0] && unit[strlen(unit) - 1] == 's'),
 		    unit);
 	if (m->event && strcmp(m->event, "cpu") == 0) {
-		ADD(" | %" PRIu64 " sample%s, %" PRIu64 " dropped", m->samples,
-		    m->samples == 1 ? "" : "s", m->dropped);
+		ADD(" | %" PRIu64 " sample%s", m->samples, m->samples == 1 ? "" : "s");
+		drops(m, buf, len, &o);
 		if (m->period_ns) {
 			struct lp_value_type ns = { "", "nanoseconds" };
 			fmt_value(val, sizeof(val), (int64_t)m->period_ns, &ns);
@@ -766,15 +776,15 @@ static void make_subtitle(struct fg *g, char *buf, size_t len)
 			}
 		}
 	} else if (m->event && strcmp(m->event, "memory (sampled)") == 0) {
-		ADD(" | %" PRIu64 " sampled allocation%s, %" PRIu64 " dropped", m->samples,
-		    m->samples == 1 ? "" : "s", m->dropped);
+		ADD(" | %" PRIu64 " sampled allocation%s", m->samples, m->samples == 1 ? "" : "s");
+		drops(m, buf, len, &o);
 		if (m->period_bytes > 1) {
 			lp_size_format(val, sizeof(val), (int64_t)m->period_bytes, LP_SIZE_TRIM);
 			ADD(", one per %s allocated", val);
 		}
 	} else if (m->samples || m->dropped) {
-		ADD(" | %" PRIu64 " event%s, %" PRIu64 " dropped", m->samples,
-		    m->samples == 1 ? "" : "s", m->dropped);
+		ADD(" | %" PRIu64 " event%s", m->samples, m->samples == 1 ? "" : "s");
+		drops(m, buf, len, &o);
 	}
 	if (m->cut)
 		ADD(" | %" PRIu64 " with stacks cut short (outermost frames missing)", m->cut);

@@ -400,5 +400,8 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	if (l->mem)
 		m->period_bytes = l->sampled ? l->facts.sample_bytes : 1;
 	m->dropped += l->dropped;
+	/* luaprof's agent counts what it drops in its extension; Tarantool's profilers write
+	 * none, and a stream cut before it has lost the count. */
+	m->drops_unrecorded = !l->stats.extension && !m->dropped;
 	return p;
 }

@@ -61,6 +61,9 @@ struct lp_profile_meta {
 	uint64_t vmstate[10];     /* sysprof samples per VM state */
 	uint64_t samples;         /* samples or events read */
 	uint64_t dropped;         /* samples the producer or the merge could not use */
+	int drops_unrecorded;     /* the stream keeps no count of what its producer dropped
+				   * (Tarantool's): a dropped of 0 says nothing, and is not
+				   * shown */
 	uint64_t start_unix_ns;   /* when the profile started (Unix time, ns), 0 if unknown */
 	uint64_t duration_ns;     /* how long it ran, 0 if unknown */
 	int truncated;            /* the stream ended without its epilogue */

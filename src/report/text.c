@@ -56,10 +56,13 @@ void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_
 	int cpu = m->event && strcmp(m->event, "cpu") == 0;
 	/* A --clock wall profile's samples are elapsed time (sleeps, waits): said so, as the
 	 * default CPU clock's are not. */
-	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64 "  Dropped: %" PRIu64 "%s%s\n",
-		m->source ? m->source : "-", t->type, tot,
+	fprintf(out, "Source: %s  Total %s: %s  %s: %" PRIu64, m->source ? m->source : "-",
+		t->type, tot,
 		cpu || (m->event && strstr(m->event, "sampled")) ? "Samples" : "Events",
-		m->samples, m->dropped, cpu && m->wall_clock ? "  Clock: wall" : "",
+		m->samples);
+	if (!m->drops_unrecorded || m->dropped)
+		fprintf(out, "  Dropped: %" PRIu64, m->dropped);
+	fprintf(out, "%s%s\n", cpu && m->wall_clock ? "  Clock: wall" : "",
 		m->truncated ? "  (truncated)" : "");
 	if (m->cut)
 		fprintf(out, "Stacks cut short: %" PRIu64 " (their outermost frames are missing)\n",

@@ -21,8 +21,8 @@ double lp_text_pct(int64_t part, int64_t whole);
  * "0.0%" ("<0.1%"), nor one short of whole "100.0%" (">99.9%"). */
 void lp_text_share(char *buf, size_t len, uint64_t part, uint64_t whole);
 
-/* "Source: ...  Total <type>: ...  Samples|Events: N  Dropped: N", and for a CPU profile
- * its share of samples by VM state. */
+/* "Source: ...  Total <type>: ...  Samples|Events: N  Dropped: N" (no Dropped when the
+ * stream keeps no count of it), and for a CPU profile its share of samples by VM state. */
 void lp_text_header(FILE *out, const struct lp_profile_meta *m, const struct lp_value_type *t,
 		    int64_t grand);
 

@@ -44,6 +44,13 @@ done
 grep -q '^LFUNC;pmain;@sp_fib.lua:0;@sp_fib.lua:3;@sp_fib.lua:2;@sp_fib.lua:2' "$t/split.txt" \
 	|| fail "merged Lua stack missing: $(head -3 "$t/split.txt")"
 
+# Tarantool's streams record no count of dropped samples: nothing is said of drops ("Dropped:
+# 0" claimed none), in the text reports and the flame graph's subtitle.
+$lp report -q $sp -f flamegraph -o "$t/fg.svg" || fail "sysprof flamegraph"
+$lp report -q $mp -f top >"$t/mtop.txt" || fail "memprof top"
+! grep -qi 'dropped' "$t/top.txt" "$t/mtop.txt" "$t/fg.svg" ||
+	fail "Tarantool's streams record no drops: $(grep -hi -m1 'dropped' "$t/top.txt" "$t/mtop.txt" "$t/fg.svg" | cut -c1-160)"
+
 # -- Every format, inferred from the extension.
 for out in cpu.svg cpu.folded cpu.pb.gz cpu.json cpu.txt; do
 	$lp report -q $sp -o "$t/$out" || fail "report -o $out"
@@ -378,7 +385,7 @@ PY
 	(cd "$t" && "$OLDPWD/$lp" record -f top -o - --raw "$t/abs.bin" -- luajit spin.lua) 2>"$t/rec.err" >"$t/rec.out" ||
 		fail "record --raw ABSOLUTE: $(cat "$t/rec.err")"
 	grep -qx "luaprof record: wrote standard output (top) and $t/abs.bin (raw stream)" "$t/rec.err" &&
-		grep -q "^Source: $t/abs.bin " "$t/rec.out" || fail "record --raw ABSOLUTE: $(tail -1 "$t/rec.err")"
+		grep -q "^Source: $t/abs.bin .*  Dropped: 0" "$t/rec.out" || fail "record --raw ABSOLUTE: $(tail -1 "$t/rec.err") $(head -1 "$t/rec.out")"
 	# Over it, a program that fails at once: its status is the reason given, not the
 	# sampling interval (it advised --clock wall).
 	(cd "$t" && "$OLDPWD/$lp" record -o spin2.svg -- luajit -e 'error("boom")') 2>"$t/rec.err" &&
