@@ -779,12 +779,18 @@ static void banner(const struct opts *o)
 				      " %s" : " '%s'", *a);
 	if (n >= sizeof(name))
 		memcpy(name + sizeof(name) - 4, "...", 4);
-	char until[96]; /* when the profile follows */
+	/* How to stop it: Ctrl-C, but not for --leak-only, whose heap Ctrl-C's error empties
+	 * (see Stopping in --help). */
+	const char *stop = o->leak_only
+		? " with SIGTERM (not Ctrl-C: after its error luajit collects all garbage, so "
+		  "nothing would show as held)"
+		: " (Ctrl-C)";
+	char until[224]; /* when the profile follows */
 	if (o->duration)
 		snprintf(until, sizeof(until), "after %.20s s (--duration), or when it exits or is "
-			 "stopped first (Ctrl-C)", o->duration);
+			 "stopped first%s", o->duration, stop);
 	else
-		snprintf(until, sizeof(until), "when it exits or is stopped (Ctrl-C)");
+		snprintf(until, sizeof(until), "when it exits or is stopped%s", stop);
 	if (!o->memory) {
 		fprintf(stderr, "luaprof record: sampling %s at %u Hz (%s time, mode %c); the "
 			"profile follows %s\n", name, o->rate,
@@ -797,7 +803,7 @@ static void banner(const struct opts *o)
 	} else {
 		fprintf(stderr, "luaprof record: recording every allocation, reallocation and "
 			"free of %s (exact mode); the report follows %s\n", name,
-			o->duration ? until : "when it exits");
+			o->duration || o->leak_only ? until : "when it exits");
 	}
 }
 
