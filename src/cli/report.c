@@ -467,8 +467,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		return;
 	if (l->kind == LP_STREAM_SYSPROF) {
 		const uint64_t *vm = lp_sysprof_vmstates(l->sys);
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " CPU sample%s", o->input, l->stats.events,
-			l->stats.events == 1 ? "" : "s");
+		fprintf(stderr, "luaprof report: %s: %" PRIu64 " CPU sample%s", o->input,
+			l->stats.events, l->stats.events == 1 ? "" : "s");
 		const char *sep = " (";
 		for (unsigned i = 0; i < LP_VMST__MAX && l->stats.events; i++) {
 			if (!vm[i])
@@ -480,13 +480,13 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		}
 		fputs(*sep == ',' ? ")" : "", stderr);
 	} else if (!l->kind) {
-		fprintf(stderr, "luaprof: %s: no profile section", o->input);
+		fprintf(stderr, "luaprof report: %s: no profile section", o->input);
 	} else if (l->sampled) {
 		uint64_t n = lp_sysprof_nasamples(l->msamp);
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " sampled allocation%s", o->input, n,
-			n == 1 ? "" : "s");
+		fprintf(stderr, "luaprof report: %s: %" PRIu64 " sampled allocation%s",
+			o->input, n, n == 1 ? "" : "s");
 	} else {
-		fprintf(stderr, "luaprof: %s: %" PRIu64 " memory event%s", o->input,
+		fprintf(stderr, "luaprof report: %s: %" PRIu64 " memory event%s", o->input,
 			l->stats.events, l->stats.events == 1 ? "" : "s");
 	}
 	fprintf(stderr, ", %" PRIu64 " symbol%s", l->stats.symbols,
@@ -495,8 +495,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 		fprintf(stderr, "; wrote %s to %s", fmtname, o->output);
 	fputc('\n', stderr);
 	if (l->facts.truncated)
-		fprintf(stderr, "luaprof: note: %" PRIu64 " %s%s cut short (deeper than the "
-			"profiler keeps, or through code it has no unwind table for): %s "
+		fprintf(stderr, "luaprof report: note: %" PRIu64 " %s%s cut short (deeper than "
+			"the profiler keeps, or through code it has no unwind table for): %s "
 			"outermost frames are missing, the rest hangs from where the cut is\n",
 			l->facts.truncated, l->kind == LP_STREAM_SYSPROF ? "sample" :
 			"sampled allocation", l->facts.truncated == 1 ? " has its stack" :
@@ -506,16 +506,17 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	 * say. */
 	if (l->kind == LP_STREAM_SYSPROF && !l->interval_ns &&
 	    (o->fmt == LP_FMT_PPROF || o->fmt == LP_FMT_SPEEDSCOPE))
-		fprintf(stderr, "luaprof: note: %s records no sampling interval (Tarantool's "
-			"sysprof streams do not): the %s profile has sample counts, not time\n",
+		fprintf(stderr, "luaprof report: note: %s records no sampling interval "
+			"(Tarantool's sysprof streams do not): the %s profile has sample counts, not time\n",
 			o->input, fmtname);
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.trace_stacks_lost)
-		lp_cli_stacks_lost_note("luaprof: note", l->facts.trace_stacks_lost,
+		lp_cli_stacks_lost_note("luaprof report: note", l->facts.trace_stacks_lost,
 					l->stats.events);
 	if (l->kind == LP_STREAM_SYSPROF && l->facts.lua_elsewhere)
-		lp_cli_elsewhere_note("luaprof: note", l->facts.lua_elsewhere, l->stats.events);
+		lp_cli_elsewhere_note("luaprof report: note", l->facts.lua_elsewhere,
+				      l->stats.events);
 	if (l->kind == LP_STREAM_SYSPROF && lp_cli_other_threads(&l->facts))
-		lp_cli_other_threads_note("luaprof: note", &l->facts, l->stats.events);
+		lp_cli_other_threads_note("luaprof report: note", &l->facts, l->stats.events);
 	if (l->kind == LP_STREAM_MEMPROF && !l->sampled && l->mem) {
 		uint64_t all, traces;
 		lp_memprof_alloc_bytes(l->mem, &all, &traces);

@@ -636,7 +636,7 @@ EOF
 ncut=$("$lp" report -q -f info "$t/deep.bin" | sed -n 's/^meta.truncated: //p')
 if [ "${ncut:-0}" -gt 0 ]; then
 	"$lp" report "$t/deep.bin" -f top -o "$t/deep.top" 2>"$t/err"
-	grep -Eq "^luaprof: note: $ncut (samples have stacks|sample has its stack) cut short" "$t/err" ||
+	grep -Eq "^luaprof report: note: $ncut (samples have stacks|sample has its stack) cut short" "$t/err" ||
 		fail "report: no note on $ncut cut stacks: $(cat "$t/err")"
 	grep -q "^Stacks cut short: $ncut " "$t/deep.top" ||
 		fail "top list: no line on $ncut cut stacks: $(head -3 "$t/deep.top")"

@@ -35,7 +35,8 @@ $lp report -q $mp -f memprof --human-readable | grep -q '^@mp_leak.lua:5 holds 2
 
 # -- The sysprof vector parses completely, with the VM-state split Tarantool recorded.
 $lp report $sp -f top >"$t/top.txt" 2>"$t/err" || fail "sysprof top failed: $(cat "$t/err")"
-grep -q '106 CPU samples (INTERP 44.3%, LFUNC 54.7%, FFUNC 0.9%)' "$t/err" || fail "sysprof summary: $(cat "$t/err")"
+# Its summary starts as report's notes and errors do ("luaprof report:"; it was "luaprof:").
+grep -qx "luaprof report: $sp: 106 CPU samples (INTERP 44.3%, LFUNC 54.7%, FFUNC 0.9%), 5719 symbols" "$t/err" || fail "sysprof summary: $(cat "$t/err")"
 $lp report -q $sp --split -f collapsed >"$t/split.txt" || fail "split"
 [ "$(awk '{s += $NF} END {print s}' "$t/split.txt")" = 106 ] || fail "split counts do not add up to 106"
 for st in INTERP LFUNC FFUNC; do
@@ -67,7 +68,7 @@ gzip -t "$t/cpu.pb.gz" || fail "pprof output is not gzip"
 # converted to the formats that otherwise give time.
 for f in pprof speedscope; do
 	$lp report $sp -f $f -o "$t/noiv.$f" 2>"$t/err" &&
-		grep -qx "luaprof: note: $sp records no sampling interval (Tarantool's sysprof streams do not): the $f profile has sample counts, not time" "$t/err" ||
+		grep -qx "luaprof report: note: $sp records no sampling interval (Tarantool's sysprof streams do not): the $f profile has sample counts, not time" "$t/err" ||
 		fail "-f $f of a stream without an interval: $(cat "$t/err")"
 done
 $lp report $sp -f top -o "$t/noiv.txt" 2>"$t/err" && ! grep -q "sampling interval" "$t/err" || fail "-f top: $(cat "$t/err")"

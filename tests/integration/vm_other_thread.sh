@@ -75,7 +75,7 @@ build/luaprof report -f collapsed -o "$t/cpuclock.folded" "$t/cpuclock.bin" 2>"$
 	fail "report of the CPU-clock profile: $(cat "$t/report.err")"
 pcpu=$(build/luaprof report -q -f info "$t/cpuclock.bin" | awk -F': ' '$1 == "meta.process_cpu_ns" { print $2 + 0 }')
 [ "${pcpu:-0}" -ge 300000000 ] || fail "meta process_cpu_ns ${pcpu:-none}, want 0.3 s at least (the worker's 0.4 s)"
-grep -Eq '^luaprof: note: the thread sampled, the one that started the profile, ran 0\.0[0-9]+ s on the CPU, the process.s other threads 0\.[3-9][0-9] s: --clock cpu samples that thread alone, while it runs \(no sample here\)\. If the Lua code runs on another thread .*start the profile on that thread, or use --clock wall \(clock = "wall" in sysprof\.start\)' "$t/report.err" ||
+grep -Eq '^luaprof report: note: the thread sampled, the one that started the profile, ran 0\.0[0-9]+ s on the CPU, the process.s other threads 0\.[3-9][0-9] s: --clock cpu samples that thread alone, while it runs \(no sample here\)\. If the Lua code runs on another thread .*start the profile on that thread, or use --clock wall \(clock = "wall" in sysprof\.start\)' "$t/report.err" ||
 	fail "report of a CPU-clock profile whose Lua code ran on another thread does not say so: $(cat "$t/report.err")"
 [ $fails -eq 0 ] && echo "ok CPU clock: the other threads' $pcpu ns said"
 
