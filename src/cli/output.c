@@ -470,6 +470,16 @@ int lp_output_fd(const char *path)
 	return classify(path, dest, &fd, &kind) == 0 && kind == DEST_FD ? fd : -1;
 }
 
+const char *lp_fmt_tty_refusal(enum lp_fmt f)
+{
+	if (f == LP_FMT_PPROF)
+		return "pprof output is binary; give a file with -o";
+	if (f == LP_FMT_FLAMEGRAPH)
+		return "the flame graph is SVG for a browser, not text; give a file with -o "
+		       "(-o out.svg, or -o out.html for a web page)";
+	return NULL;
+}
+
 int lp_output_tty(const char *path)
 {
 	if (!path || !strcmp(path, "-"))

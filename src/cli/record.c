@@ -1718,8 +1718,8 @@ int lp_cmd_record(int argc, char **argv)
 	if (lp_output_check(o.output) != 0)
 		return fail("cannot write %s: %s", strcmp(o.output, "-") ? o.output : "standard output",
 			    strerror(errno));
-	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output))
-		return fail("pprof output is binary; give a file with -o");
+	if (lp_fmt_tty_refusal(o.fmt) && lp_output_tty(o.output))
+		return fail("%s", lp_fmt_tty_refusal(o.fmt));
 	/* The script being profiled (or any file the program is given) named as -o by
 	 * mistake (`-f top -o app.lua -- luajit app.lua`) would be replaced by the rendering
 	 * once the program ends, as the raw stream is kept from doing (raw_unsafe). */

@@ -940,8 +940,8 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		exit_code = rc;
 		goto out;
 	}
-	if (o.fmt == LP_FMT_PPROF && lp_output_tty(o.output)) {
-		exit_code = fail("pprof output is binary; give a file with -o");
+	if (lp_fmt_tty_refusal(o.fmt) && lp_output_tty(o.output)) {
+		exit_code = fail("%s", lp_fmt_tty_refusal(o.fmt));
 		goto out;
 	}
 

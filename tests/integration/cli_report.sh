@@ -355,6 +355,16 @@ if command -v script >/dev/null 2>&1; then
 	script -qec "$lp report -q $sp -f pprof -o /dev/stdout" /dev/null >"$t/tty.out" 2>&1
 	grep -q "pprof output is binary; give a file with -o" "$t/tty.out" ||
 		fail "pprof to a terminal through /dev/stdout: $(head -c 200 "$t/tty.out" | od -c | head -2)"
+	# A flame graph is markup for a browser: refused there too, as pprof is (it dumped its
+	# SVG), by report and record alike, with record's before the program runs.
+	script -qec "$lp report -q $sp -f flamegraph; echo status \$?" /dev/null >"$t/tty.out" 2>&1
+	grep -q "luaprof report: the flame graph is SVG for a browser, not text; give a file with -o (-o out.svg, or -o out.html for a web page)" "$t/tty.out" &&
+		grep -q "status 1" "$t/tty.out" && ! grep -q '<svg' "$t/tty.out" ||
+		fail "flamegraph to a terminal: $(head -c 300 "$t/tty.out")"
+	script -qec "$lp record -f flamegraph -o - -- sh -c 'echo ran'; echo status \$?" /dev/null >"$t/tty.out" 2>&1
+	grep -q "luaprof record: the flame graph is SVG for a browser, not text; give a file with -o" "$t/tty.out" &&
+		grep -q "status 1" "$t/tty.out" && ! grep -q '^ran' "$t/tty.out" ||
+		fail "record -f flamegraph to a terminal: $(head -c 300 "$t/tty.out")"
 fi
 
 # -- Notes about one sample say "1 sample", not "1 samples" (a minetest profile started on
