@@ -45,7 +45,7 @@ static const struct {
 enum lp_fmt lp_fmt_named(const char *name)
 {
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcmp(name, names[i].name))
+		if (!strcasecmp(name, names[i].name)) /* any case, as the extensions */
 			return names[i].fmt;
 	return LP_FMT_NONE;
 }

@@ -15,7 +15,7 @@ enum lp_fmt {
 	LP_FMT_MEMPROF, LP_FMT_INFO, LP_FMT_ANNOTATE
 };
 
-/* The format called `name` (aliases: svg, folded), or LP_FMT_NONE. */
+/* The format called `name` in any case (aliases: svg, folded), or LP_FMT_NONE. */
 enum lp_fmt lp_fmt_named(const char *name);
 /* The format a path's extension asks for; returns -1 when it says nothing. */
 int lp_fmt_of_path(const char *path, enum lp_fmt *fmt);

@@ -110,6 +110,11 @@ expect 1 "-f info describes the file and takes no rendering option" -- $lp repor
 expect 1 "cannot open .*nope.bin: No such file" -- $lp report "$t/nope.bin"
 expect 1 "no input file" -- $lp report
 expect 1 "unknown format 'png'" -- $lp report -f png $sp
+# Format names in any case, as the extensions are (-f TOP was refused, -o X.SVG taken).
+$lp report -q -f TOP $sp >"$t/TOP.txt" 2>"$t/err" && cmp -s "$t/TOP.txt" "$t/top.txt" ||
+	fail "-f TOP: $(cat "$t/err")"
+$lp report -q -f Speedscope $sp -o "$t/case.out" 2>"$t/err" && head -c 1 "$t/case.out" | grep -q '{' ||
+	fail "-f Speedscope: $(cat "$t/err")"
 # -o=FILE and -f=FMT (getopt keeps the '='): said so; -o=out.svg wrote a file "=out.svg".
 (cd "$t" && "$OLDPWD/$lp" report -o=eq.svg "$OLDPWD/$sp") 2>"$t/err"
 [ $? = 1 ] && [ ! -e "$t/=eq.svg" ] &&
