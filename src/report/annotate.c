@@ -398,14 +398,16 @@ static void row(FILE *out, const struct line *l, const struct lp_value_type *t, 
 		const char *lineno, const char *text)
 {
 	if (l) {
-		char self[64], total[64];
+		char self[64], total[64], pself[16], ptotal[16];
 		lp_text_value(self, sizeof(self), l->self, t->unit);
 		lp_text_value(total, sizeof(total), l->total, t->unit);
+		lp_text_pct(pself, sizeof(pself), l->self, grand);
+		lp_text_pct(ptotal, sizeof(ptotal), l->total, grand);
 		if (l->self)
-			fprintf(out, "%6.2f%% %10s", lp_text_pct(l->self, grand), self);
+			fprintf(out, "%7s %10s", pself, self);
 		else /* a caller's line: its total alone */
 			fprintf(out, "%7s %10s", "", "");
-		fprintf(out, " %6.2f%% %10s", lp_text_pct(l->total, grand), total);
+		fprintf(out, " %7s %10s", ptotal, total);
 	} else {
 		fprintf(out, "%7s %10s %7s %10s", "", "", "", "");
 	}
@@ -427,12 +429,12 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		       const struct source *src, const char *note, const char *found,
 		       int changed, size_t ctx, const struct lp_value_type *t, int64_t grand)
 {
-	char *chunk = strdup(f->chunk), self[64], num[16];
+	char *chunk = strdup(f->chunk), self[64], num[16], pct[16];
 	if (chunk)
 		lp_text_clean(chunk);
 	lp_text_value(self, sizeof(self), f->self, t->unit);
-	fprintf(out, "\n== %s: self %.2f%% (%s)\n", chunk ? chunk : "?",
-		lp_text_pct(f->self, grand), self);
+	lp_text_pct(pct, sizeof(pct), f->self, grand);
+	fprintf(out, "\n== %s: self %s (%s)\n", chunk ? chunk : "?", pct, self);
 	if (note)
 		fprintf(out, "(%s)\n", note);
 	if (found) {
@@ -583,10 +585,11 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 			     "under DIR\n", missing, missing == 1 ? "" : "s",
 			missing == 1 ? "it" : "them");
 	if (!rc && outside) {
-		char ov[64];
+		char ov[64], pct[16];
 		lp_text_value(ov, sizeof(ov), outside, t->unit);
-		fprintf(out, "\n%.2f%% (%s) at no Lua line: C code or the VM with no Lua caller\n",
-			lp_text_pct(outside, grand), ov);
+		lp_text_pct(pct, sizeof(pct), outside, grand);
+		fprintf(out, "\n%s (%s) at no Lua line: C code or the VM with no Lua caller\n",
+			pct, ov);
 	}
 	free(files);
 	free(lines);

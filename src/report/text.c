@@ -33,9 +33,13 @@ void lp_text_value(char *buf, size_t len, int64_t v, const char *unit)
 	}
 }
 
-double lp_text_pct(int64_t part, int64_t whole)
+void lp_text_pct(char *buf, size_t len, int64_t part, int64_t whole)
 {
-	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+	snprintf(buf, len, "%.2f%%", whole > 0 ? 100.0 * (double)part / (double)whole : 0.0);
+	if (whole > 0 && part > 0 && !strcmp(buf, "0.00%"))
+		snprintf(buf, len, "<0.01%%");
+	else if (whole > 0 && part > 0 && part < whole && !strcmp(buf, "100.00%"))
+		snprintf(buf, len, ">99.99%%");
 }
 
 void lp_text_share(char *buf, size_t len, uint64_t part, uint64_t whole)

@@ -14,8 +14,11 @@
 /* v for reading: bytes as KiB, MiB..., nanoseconds as us, ms, s; other units as integers. */
 void lp_text_value(char *buf, size_t len, int64_t v, const char *unit);
 
-/* part as a percentage of whole; 0 when whole is not positive. */
-double lp_text_pct(int64_t part, int64_t whole);
+/* part as a percentage of whole with two decimals, "12.34%" in buf ("0.00%" when whole is
+ * not positive); as lp_text_share, a share with something in it never reads "0.00%"
+ * ("<0.01%"), nor one short of whole "100.00%" (">99.99%"). At most 7 characters for a
+ * part between 0 and whole. */
+void lp_text_pct(char *buf, size_t len, int64_t part, int64_t whole);
 
 /* part's share of whole as "12.3%" in buf; a share with something in it never reads
  * "0.0%" ("<0.1%"), nor one short of whole "100.0%" (">99.9%"). */

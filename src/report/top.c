@@ -108,12 +108,13 @@ static void write_rows(FILE *out, const struct lp_profile_meta *m, const struct 
 	size_t shown = nrows < limit ? nrows : limit;
 	for (size_t i = 0; i < shown; i++) {
 		const struct row *r = &rows[i];
-		char self[64], total[64];
+		char self[64], total[64], pself[16], ptotal[16];
 		lp_text_value(self, sizeof(self), r->self, t->unit);
 		lp_text_value(total, sizeof(total), r->total, t->unit);
-		fprintf(out, "%6.2f%% %10s %6.2f%% %10s  %-8s %s\n", lp_text_pct(r->self, grand),
-			self, lp_text_pct(r->total, grand), total, lp_frame_kind_name(r->kind),
-			r->label);
+		lp_text_pct(pself, sizeof(pself), r->self, grand);
+		lp_text_pct(ptotal, sizeof(ptotal), r->total, grand);
+		fprintf(out, "%7s %10s %7s %10s  %-8s %s\n", pself, self, ptotal, total,
+			lp_frame_kind_name(r->kind), r->label);
 	}
 	if (nrows > shown)
 		fprintf(out, "... %zu more frame%s omitted (-n to show more)\n", nrows - shown,

@@ -490,6 +490,28 @@ static void test_memory_function_names(void)
 	lp_profile_free(p);
 }
 
+/* One sample in 100,000: its row read "0.00%", taken for a frame without any; the other
+ * frame's "100.00%" of self, for all of them. The VM-state line's rule, at two decimals. */
+static void test_rare_share(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	lp_profile_meta(p)->source = "r.bin";
+	uint32_t hot = frame(p, LP_FK_C, "hot", 0, 0);
+	uint32_t rare = frame(p, LP_FK_C, "rare", 0, 0);
+	add(p, &hot, 1, 99999);
+	add(p, &rare, 1, 1);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK_STR(s, "Source: r.bin  Total samples: 100000  Events: 0  Dropped: 0\n"
+		     "\n"
+		     "  %self       self  %total      total  kind     frame (by function)\n"
+		     ">99.99%      99999 >99.99%      99999  C        hot\n"
+		     " <0.01%          1  <0.01%          1  C        rare\n");
+	free(s);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
 	RUN(test_by_function);
@@ -507,5 +529,6 @@ int main(void)
 	RUN(test_equal_self_by_total);
 	RUN(test_nothing_held);
 	RUN(test_memory_function_names);
+	RUN(test_rare_share);
 	return UNIT_RESULT();
 }
