@@ -702,7 +702,7 @@ static void put_box(struct fg *g, uint32_t u, double scale)
 	const struct node *n = &g->t.nodes[u];
 	const struct lp_frame *f = n->frame == NONE ? NULL : lp_profile_frame(g->p, n->frame);
 	const char *label = f ? g->l.s[n->frame] : "all";
-	char val[64];
+	char val[64], pct[16];
 	uint8_t rgb[3];
 	double x = FG_PAD + (double)n->x * scale, w = (double)n->value * scale;
 	int y = FG_TOP + (int)(g->maxdepth - n->depth) * FG_FH;
@@ -710,7 +710,8 @@ static void put_box(struct fg *g, uint32_t u, double scale)
 	fmt_value(val, sizeof(val), n->value, g->vt);
 	fprintf(out, "<g data-x=\"%" PRId64 "\" data-v=\"%" PRId64 "\"><title>", n->x, n->value);
 	xml_puts(out, label);
-	fprintf(out, " (%s, %.2f%%)", val, 100.0 * (double)n->value / (double)g->total);
+	lp_text_pct(pct, sizeof(pct), n->value, g->total); /* never 0.00% or 100.00% for a part */
+	fprintf(out, " (%s, %s)", val, pct);
 	if (f) {
 		fprintf(out, "\n%s", palettes[(unsigned)f->kind < LP_FK__MAX ? f->kind
 									 : LP_FK_INTERNAL].legend);

@@ -686,8 +686,24 @@ static void test_nothing_held(void)
 	lp_profile_free(p);
 }
 
+/* A frame with all samples but one in 100,000: its tooltip read 100.00%, taken for all of
+ * them (the text reports' rule: >99.99%); the whole ("all") stays 100.00%. */
+static void test_near_whole_share(void)
+{
+	struct lp_profile *p = lp_profile_new(1, &samples_t);
+	uint32_t hot = frame(p, LP_FK_C, "hot", 0), rare = frame(p, LP_FK_C, "rare", 0);
+	add1(p, &hot, 1, 99999);
+	add1(p, &rare, 1, 1);
+	char *doc = render(p, NULL, NULL);
+	CHECK(doc && strstr(doc, "<title>hot (99999 samples, >99.99%)") &&
+	      strstr(doc, "<title>all (100000 samples, 100.00%)"));
+	free(doc);
+	lp_profile_free(p);
+}
+
 int main(void)
 {
+	RUN(test_near_whole_share);
 	RUN(test_boxes_values_nesting);
 	RUN(test_deterministic);
 	RUN(test_escaping);
