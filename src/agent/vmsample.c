@@ -1240,6 +1240,68 @@ static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint6
 }
 
 /*
+** A metamethod's frame at BASE (rdx) at either end of the call, where the walk from BASE
+** finds no caller: the caller's base (BASE - the link's delta) in *cbase and its PC, which
+** the meta handler stored in the continuation's slot -3, in *cpc. *callee is set when
+** the sample goes to the metamethod too (a Lua function, at its first line), whose frame
+** is left in frames[0].
+**   - the VM's store of the new frame's link (ins_call's `mov [BASE-8], PC`, at ip: in
+**     vm_call_dispatch_f, where the meta handlers of `obj.x`, `obj.x = v` and the
+**     arithmetic ones jump, and in vmeta_call's copy, for a callable object as
+**     metamethod): BASE is the new frame, PC its link (delta | FRAME_CONT) not yet
+**     stored (the slot may hold the same link, left by the last such call). A Lua metamethod goes on top of the caller, as a call's callee does before
+**     its link is stored (unlinked_call).
+**   - a C function's or builtin's return to its continuation (vm_returnc, vm_return,
+**     vm_returnp, and cont_dispatch until it moves BASE to the caller, where
+**     cont_caller_pc takes over): BASE is still the metamethod's, its link intact, PC
+**     that link, FRAME_C toggled in it (vm_return's xor), then its type cleared. No
+**     code of the metamethod's runs there: the caller's sample, at the calling line, as
+**     for a C function's return to Lua (c_call_edge). A Lua metamethod keeps its frame
+**     there (vm_top: the function returning).
+** Both are told by the registers and the stack: a continuation that is the VM's code (not
+** an FFI callback's mark, 1, nor a C function's tail call's, 0, lj_meta_tailcall) and a
+** caller that runs the saved PC. The link's store by the bytes at ip, as dispatching()
+** tells the dispatch. Those samples had no Lua frame: under breakpoints
+** (static_luajit.sh), all 41 at lj_vm_returnp's and lj_cont_dispatch's first two
+** instructions after a C __index function, and 10 of 20 at vm_call_dispatch_f's store in
+** a loop reading a cdata's field (the FFI's __index builtin) in a Lua __call; a loop
+** calling `clib.f()` (an FFI library namespace's __index) passes both.
+*/
+static int cont_edge(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx,
+		     uint64_t *cbase, uint64_t *cpc, int *callee)
+{
+	static const uint8_t store[4] = { 0x48, 0x89, 0x5a, 0xf8 }; /* mov [rdx-8], rbx */
+	uint64_t link, cont, delta;
+	uint8_t b[4];
+	unsigned flags;
+	if (rdx < t->stack + 32 || rdx >= t->stack_end || (rdx & 7) ||
+	    lp_mem_u64(&mem, rdx - 8, &link) != 0)
+		return 0;
+	*callee = 0;
+	if ((rbx & 7) == LP_LJ_FRAME_CONT && lp_lj_in_vm(&vm, ip) && lp_lj_in_vm(&vm, ip + 3) &&
+	    lp_mem_read(&mem, ip, b, sizeof(b)) == 0 && memcmp(b, store, sizeof(b)) == 0) {
+		link = rbx; /* the slot's older value may be the same link: a loop's last call */
+		*callee = 1;
+	} else if ((link & 7) != LP_LJ_FRAME_CONT ||
+		   (rbx != link && rbx != (link ^ LP_LJ_FRAME_C) && rbx != (link & ~(uint64_t)7))) {
+		return 0;
+	}
+	delta = link & ~(uint64_t)7;
+	if (!delta || delta > rdx - t->stack - 16 || lp_mem_u64(&mem, rdx - 32, &cont) != 0 ||
+	    !lp_lj_in_vm(&vm, cont) || lp_mem_u64(&mem, rdx - 24, cpc) != 0 ||
+	    !frame_runs(t, rdx - delta, *cpc, 0))
+		return 0;
+	*cbase = rdx - delta;
+	if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
+		return 0;
+	if (!*callee) /* a builtin with PC its link is its own sample still (vm_top) */
+		return frames[0].kind != LP_FRAME_LFUNC &&
+		       !(frames[0].kind == LP_FRAME_FFUNC && rbx == link);
+	*callee = frames[0].kind == LP_FRAME_LFUNC;
+	return 1;
+}
+
+/*
 ** The sample is of the code vm_link led to, at base: its frames from there, under the
 ** callee being entered when given (a Lua function, at its first line), the sample's state
 ** the top frame's (an assembler or C builtin: FFUNC; a C function: CFUNC). C code's
@@ -1714,6 +1776,21 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			if (mode != LUAPROF_SYSPROF_DEFAULT)
 				(void)over_lua_sample(s, &t, sp, t.base, mode);
 			return 0;
+		}
+		/* A metamethod's call or return where the walk from BASE finds no caller:
+		 * the caller's frames, at the call (under a Lua metamethod's, being called). */
+		uint64_t cbase, cpc;
+		int callee;
+		if (!stale && cont_edge(&t, ip, rdx, rbx, &cbase, &cpc, &callee)) {
+			struct lp_lj_frame f = frames[0];
+			if (mode == LUAPROF_SYSPROF_DEFAULT ||
+			    ((!callee || put_frames(s, &f, 1) == 0) &&
+			     lua_stack(s, &t, cbase, cpc, mode) == 0)) {
+				s->vmstate = LP_VMST_LFUNC;
+				return 0;
+			}
+			s->nlua = 0; /* not read whole: as if not recognised */
+			s->lua_truncated = 0;
 		}
 		s->vmstate = vm_top(&t, ip, rdx, rbx);
 		if (s->vmstate == LP_VMST_INTERP) {

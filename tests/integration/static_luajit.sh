@@ -243,6 +243,93 @@ EOF
 		bp_run switch 160 90 25 "$res" "$res2" "$reload" "$wrap"
 		bp_run start 80 25 25 "$start" "$dispatch"
 	fi
+	# A metamethod at either end of its call where BASE is its frame and the walk from there
+	# finds no caller: a C __index function's return to its continuation (lj_vm_returnp's
+	# first two instructions, PC the link with FRAME_C toggled; lj_cont_dispatch's first
+	# two, before BASE is the caller's), and the store of a metamethod's frame link
+	# (lj_vm_call_dispatch_f's `mov [BASE-8], PC`, here a cdata's field read by the FFI's
+	# __index builtin, inside a Lua __call of a cdata). Every sample there had no Lua
+	# frame ("main;lua_pcall;lj_vm_returnp", "...;lj_vm_call_dispatch_f"); they are the
+	# caller's, at the line of `t.x` (get) or `q.v` (the __call function). With a Lua
+	# __index function the store's samples were dropped (2 samples of 20 hits, none of
+	# them its): it goes on top of get, at its first line, as a called function does
+	# before its link is stored.
+	cat >"$t/bpm.lua" <<'EOF'
+local cpu, lib, pc_off, addrs, want, what = ...
+package.cpath = "build/?.so;" .. package.cpath
+local luaprof = require("luaprof")
+local ffi = require("ffi")
+ffi.cdef[[int exit_stub_bp_arm_at(const uintptr_t *at, int nat, int n);
+int exit_stub_bp_hits(void);
+int lua_pcall(void *L, int nargs, int nresults, int errfunc);
+typedef struct { int v; } pt;]]
+local bp = ffi.load(lib)
+local arm, hits = bp.exit_stub_bp_arm_at, bp.exit_stub_bp_hits
+local base = ffi.cast("uintptr_t", ffi.cast("void *", ffi.C.lua_pcall)) - tonumber(pc_off, 16)
+local at, n = ffi.new("uintptr_t[4]"), 0
+for a in addrs:gmatch("%x+") do at[n] = base + tonumber(a, 16) n = n + 1 end
+local o = setmetatable({}, { __index = luaprof.sysprof.stats })
+local lo = setmetatable({}, { __index = function(_, k) -- LINDEX
+	return k
+end })
+local P = ffi.metatype("pt", { __call = function(q, x)
+	return q.v + x -- CALL
+end })
+local p = P(1)
+local function get(t)
+	local v = t.x -- GET
+	return v
+end
+local function call(q) local r = q(2) return r end
+local function work()
+	for _ = 1, 10 do
+		if what == "index" then get(o) elseif what == "lindex" then get(lo) else call(p) end
+	end
+end
+jit.off()
+want = tonumber(want)
+assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
+if arm(at, n, want) ~= 0 then print("no breakpoint") os.exit(3) end
+local t0 = os.clock()
+while hits() < want and os.clock() - t0 < 20 do work() end
+assert(luaprof.sysprof.stop())
+print("hits " .. hits())
+EOF
+	bp_meta_run() { # NAME HITS WORKLOAD MARK MIN ADDRESS...: MIN samples at MARK's line
+		local v=$1 hits=$2 what=$3 mark=$4 min=$5 line bad at
+		shift 5
+		line=$(grep -n -- "-- $mark\$" "$t/bpm.lua" | cut -d: -f1)
+		LUA_CPATH= "$t/host" "$t/bpm.lua" "$t/$v.bin" "$t/libbp.so" "$pc_off" "$*" "$hits" \
+			"$what" >"$t/$v.log" 2>&1
+		local rc=$?
+		if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/$v.log"; then
+			echo "note $v: no hardware breakpoint here (perf_event): not checked"
+			return
+		fi
+		[ $rc = 0 ] && grep -q "^hits $hits\$" "$t/$v.log" ||
+			{ fail "$v: breakpoints at '$*': $(head -3 "$t/$v.log")"; return; }
+		build/luaprof report -q "$t/$v.bin" -f collapsed -o "$t/$v.folded" 2>"$t/err" ||
+			{ fail "$v: $(cat "$t/err")"; return; }
+		read -r bad at < <(awk -v b="@$t/bpm.lua:" -v l="$line" '{
+			v = $NF
+			if (!index($0, "main;lua_pcall;" b)) bad += v
+			if (index($0, ";" b l " ")) at += v
+		} END { print bad + 0, at + 0 }' "$t/$v.folded")
+		[ "$bad" = 0 ] && [ "$at" -ge "$min" ] ||
+			{ fail "$v: of $hits samples at the metamethod's call or return ('$*'), $bad without Lua frames, $at at line $line, $mark (want $min):
+$(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
+		echo "ok $v: $at samples at the metamethod's call or return, at line $line ($mark)"
+	}
+	returnp=$(dis lj_vm_returnp | awk 'NR <= 2 { print $1 }')
+	contd=$(dis lj_cont_dispatch | awk 'NR <= 2 { print $1 }')
+	linkst=$(dis lj_vm_call_dispatch_f | awk '/mov +%rbx,-0x8\(%rdx\)/ { print $1; exit }')
+	if [ -z "$returnp" ] || [ -z "$contd" ] || [ -z "$linkst" ]; then
+		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst'"
+	else
+		bp_meta_run metaret 40 index GET 30 $returnp $contd
+		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
+		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
+	fi
 elif [ -s "$t/cpu.folded" ]; then
 	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
 fi
