@@ -1387,13 +1387,17 @@ static int in_handler(uint64_t ip, unsigned op)
 ** stored (the meta handlers' `obj.x` through __index, `a + b` with __add: RB = L comes
 ** from CARG1, rdi, right before the call; BC_TNEW's sizes for lj_tab_new), the call, and
 ** what follows it up to the reload (string.upper's second call, lj_buf_tostr, and its jump
-** to fff_resstr; BC_TNEW's jump back from lj_gc_step_fixtop). No such run reaches the
+** to fff_resstr; BC_TNEW's jump back from lj_gc_step_fixtop), where RB = L may come from
+** SAVE_L, read from the C frame at the stack pointer sp (vmeta_call, a callable object's
+** call, cdata's included, after lj_meta_call: about half of the samples at its call's
+** last steps and return had no Lua frame, under breakpoints). No such run reaches the
 ** reload from before the store of L->base, a store to memory. 0.05-0.06 % of the samples
 ** of cpu_trace_entry.sh's loop (JIT on, both builds), 1 % of a loop of `("x"):upper()` on
 ** luajit2 (0.04 % on Debian's luajit) and 0.45 % of a loop making tables (both, JIT off)
 ** were there with no Lua frame.
 */
-static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp, uint64_t rdi)
+static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp, uint64_t rdi,
+			uint64_t sp)
 {
 	uint8_t b[8];
 	int rdi_known = 1;
@@ -1408,6 +1412,12 @@ static int reloads_base(const struct lp_lj_thread *t, uint64_t ip, uint64_t rbp,
 		if (b[0] == 0x48 && b[1] == 0x89 && b[2] == 0x5c && b[3] == 0x24 &&
 		    b[4] == vm.lay->cf_pc && vm.lay->cf_pc < 0x80) { /* mov SAVE_PC, PC */
 			len = 5;
+		} else if (b[0] == 0x48 && b[1] == 0x8b && b[2] == 0x6c && b[3] == 0x24 &&
+			   b[4] == vm.lay->cf_L && vm.lay->cf_L < 0x80) { /* mov L:RB, SAVE_L */
+			if (lp_mem_u64(&mem, sp + vm.lay->cf_L, &rbp) != 0)
+				return 0;
+			ip += 5;
+			continue;
 		} else if (b[0] == 0xe8) { /* call rel32: rbp is callee-saved, rdi is not */
 			len = 5;
 			rdi_known = 0;
@@ -1767,7 +1777,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 			add_cframes(t.cframe);
 		if (dispatching(ip))
 			rbx += 4;
-		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI]))
+		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI], sp))
 			rdx = t.base;
 		/* C code on top of a Lua frame entering the VM: its frames, as if sampled in
 		 * it (that Lua frame at the line the interpreter saved before calling it). */

@@ -262,7 +262,8 @@ local ffi = require("ffi")
 ffi.cdef[[int exit_stub_bp_arm_at(const uintptr_t *at, int nat, int n);
 int exit_stub_bp_hits(void);
 int lua_pcall(void *L, int nargs, int nresults, int errfunc);
-typedef struct { int v; } pt;]]
+typedef struct { int v; } pt;
+int abs(int);]]
 local bp = ffi.load(lib)
 local arm, hits = bp.exit_stub_bp_arm_at, bp.exit_stub_bp_hits
 local base = ffi.cast("uintptr_t", ffi.cast("void *", ffi.C.lua_pcall)) - tonumber(pc_off, 16)
@@ -281,9 +282,15 @@ local function get(t)
 	return v
 end
 local function call(q) local r = q(2) return r end
+local abs = ffi.C.abs
+local function ccall(k)
+	local r = abs(k) -- CCALL
+	return r
+end
 local function work()
 	for _ = 1, 10 do
-		if what == "index" then get(o) elseif what == "lindex" then get(lo) else call(p) end
+		if what == "index" then get(o) elseif what == "lindex" then get(lo)
+		elseif what == "ccall" then ccall(-3) else call(p) end
 	end
 end
 jit.off()
@@ -329,6 +336,17 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		bp_meta_run metaret 40 index GET 30 $returnp $contd
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
 		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
+	fi
+	# A call of a C function's cdata, resolved by lj_meta_call: from its last steps (the
+	# store of SAVE_PC, CARG3 in rdx) until the handler takes BASE back from L->base, with
+	# L:RB from SAVE_L, rdx is no base. About half of the samples there had no Lua frame
+	# ("main;lua_pcall;lj_vmeta_call"); they are ccall's, at the line of the call.
+	metacall=$(dis lj_vmeta_call | awk '{ at[NR] = $1 } / call / { c = NR }
+		END { if (c > 1) print at[c - 1], at[c], at[c + 1], at[c + 2] }')
+	if [ -z "$metacall" ]; then
+		fail "lj_vmeta_call's call not found"
+	else
+		bp_meta_run vmetacall 40 ccall CCALL 30 $metacall
 	fi
 elif [ -s "$t/cpu.folded" ]; then
 	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
