@@ -569,8 +569,11 @@ read -r in_g whole bad < <(awk '/inl\.lua:5;TRACE \[[0-9]+\] @[^;]*:[0-9]+ [0-9]
 	(/;@[^;]*inl\.lua:5;/ && !/inl\.lua:9;@[^;]*inl\.lua:5;/) { b += $NF }
 	END { print g + 0, w + 0, b + 0 }' "$t/inl.folded")
 # Code running after an inlined call returned, before the next guard, is still under the
-# callee's snapshot: such samples keep only the frames sure to be running (5-20 %).
-[ "$in_g" -ge 50 ] && [ $((whole * 2)) -ge "$in_g" ] && [ "$bad" -eq 0 ] ||
+# callee's snapshot: such samples keep only the frames sure to be running (a side trace
+# starting in g shows 19;15;TRACE at g's line). The whole path was on 49-61 % of these
+# samples over ten runs, with today's agent and daa34e0's alike (55 of 113 failed a 50 %
+# bound in one CI run): at least 40 % is asked.
+[ "$in_g" -ge 50 ] && [ $((whole * 5)) -ge $((in_g * 2)) ] && [ "$bad" -eq 0 ] ||
 	fail "inlined functions: $whole of $in_g TRACE samples at g's line have the path 19;15;9;5, $bad have f or g off it:
 $(grep 'inl\.lua:5 [0-9]*$' "$t/inl.folded" | grep -v 'inl\.lua:15;[^;]*inl\.lua:9;' | sort -t' ' -k2 -nr | head -3 | cut -c1-300)"
 
