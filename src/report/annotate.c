@@ -14,9 +14,10 @@
 ** its leading directories one at a time (a profile made in a container's /app/src/x.lua
 ** finds src/x.lua in a checkout), passing over files too short for the lines profiled.
 ** Only regular files are read, so that a profile naming a device or a FIFO cannot stall
-** the report. A file modified after the profile started (when the profile says when) is
-** said to be: its lines may have moved. Other chunks (code loaded from a string, standard input) list their lines
-** without text.
+** the report. A source that no longer matches the profile is said not to (see
+** source_check), one newer than the profile whose match cannot be checked is said to be:
+** its lines may have moved. Other chunks (code loaded from a string, standard input) list
+** their lines without text.
 */
 #include "report/render.h"
 
@@ -374,6 +375,68 @@ static int source_find(const char *path, const char *dir, uint32_t lines, struct
 	return e;
 }
 
+/* -- Whether a source is the one profiled ----------------------------------- */
+
+static int name_char(char c)
+{
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9');
+}
+
+/* Whether text holds the word "function" (not inside a longer name). */
+static int has_function(const char *text)
+{
+	for (const char *c = text; (c = strstr(c, "function")); c += 8)
+		if (!(c > text && name_char(c[-1])) && !name_char(c[8]))
+			return 1;
+	return 0;
+}
+
+/* Whether a chunk's name is a Lua source's (.lua): one compiled from another language
+ * under its own name (Fennel's .fnl, MoonScript's .moon) starts its functions with words
+ * of its own. */
+static int lua_named(const char *chunk)
+{
+	size_t n = strlen(chunk);
+	return n > 4 && !strcmp(chunk + n - 4, ".lua");
+}
+
+enum { SOURCE_SAME, SOURCE_NEWER, SOURCE_PAST, SOURCE_NOT_FUNCTION };
+
+/*
+** What can be told of src being the source that chunk's profile was taken from. The
+** profile keeps the first line of each Lua function it names (linedefined: the line of
+** `function`, or of the parameters' "(" after it): when the text at one of them (or on
+** the line before) has no word `function`, or the file is shorter, the file is not the
+** one profiled (SOURCE_NOT_FUNCTION, SOURCE_PAST; *at: that line). When every one checked
+** holds it, the lines are taken to be the profiled ones, whatever the file's time (a fresh
+** checkout gives every file a new one; a line added or removed above a profiled function
+** moves its start). Only a file with no function start to check (only a main chunk's
+** lines, a profile without first lines, a source not named .lua) is judged by its time:
+** SOURCE_NEWER when it was last written after the profile started (when the profile
+** says when), else SOURCE_SAME.
+*/
+static int source_check(const struct lp_profile *p, const char *chunk, const struct source *src,
+			uint32_t *at)
+{
+	int checked = 0;
+	for (size_t id = 0, n = lp_profile_nframes(p); id < n && lua_named(chunk); id++) {
+		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)id);
+		if ((f->kind != LP_FK_LUA && f->kind != LP_FK_TRACE) || !f->fline ||
+		    strcmp(f->name, chunk))
+			continue;
+		*at = f->fline;
+		if (f->fline > src->nlines)
+			return SOURCE_PAST;
+		if (!has_function(line_text(src, f->fline - 1)) &&
+		    !(f->fline > 1 && has_function(line_text(src, f->fline - 2))))
+			return SOURCE_NOT_FUNCTION;
+		checked = 1;
+	}
+	uint64_t started = lp_profile_cmeta(p)->start_unix_ns;
+	return !checked && started && src->mtime_ns > started ? SOURCE_NEWER : SOURCE_SAME;
+}
+
 /* -- Output ----------------------------------------------------------------- */
 
 /* A source line for a terminal: tabs to the next multiple of 8 columns, other control
@@ -427,7 +490,8 @@ static void row(FILE *out, const struct line *l, const struct lp_value_type *t, 
  * it, else alone (why: the note). */
 static void write_file(FILE *out, const struct file *f, const struct line *lines,
 		       const struct source *src, const char *note, const char *found,
-		       int changed, size_t ctx, const struct lp_value_type *t, int64_t grand)
+		       int check, uint32_t at, size_t ctx, const struct lp_value_type *t,
+		       int64_t grand)
 {
 	char *chunk = strdup(f->chunk), self[64], num[16], pct[16];
 	if (chunk)
@@ -442,11 +506,17 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 		put_source(out, found);
 		fputs(")\n", out);
 	}
-	if (changed) {
+	if (check != SOURCE_SAME) {
 		fputc('(', out);
 		put_source(out, found ? found : chunk ? chunk + 1 : "the file");
-		fputs(" was modified after the profile started: the lines shown may not be the "
-		      "ones profiled)\n", out);
+		if (check == SOURCE_NEWER)
+			fputs(" is newer than the profile: if it changed since, the lines shown "
+			      "may not be the ones profiled)\n", out);
+		else
+			fprintf(out, " does not match the profile: a function profiled starts at "
+				"line %" PRIu32 ", %s: the lines shown are not the ones "
+				"profiled)\n", at, check == SOURCE_PAST ? "past its end"
+				: "which has no 'function'");
 	}
 	fprintf(out, "%7s %10s %7s %10s %6s%s\n", "%self", "self", "%total", "total", "line",
 		src ? "   source" : "");
@@ -568,10 +638,11 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		if (!have)
 			lp_text_clean(note);
 		/* A file edited since: its lines silently shifted under the counts. */
-		uint64_t started = lp_profile_cmeta(p)->start_unix_ns;
-		int changed = have && started && src.mtime_ns > started;
-		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found, changed,
-			   o && o->context ? (size_t)(o->context - 1) : DEFAULT_CONTEXT, t, grand);
+		uint32_t at = 0;
+		int check = have ? source_check(p, f->chunk, &src, &at) : SOURCE_SAME;
+		write_file(out, f, lines, have ? &src : NULL, have ? NULL : note, found, check,
+			   at, o && o->context ? (size_t)(o->context - 1) : DEFAULT_CONTEXT, t,
+			   grand);
 		if (have)
 			source_free(&src);
 		free(found);

@@ -27,10 +27,12 @@ static char *render(const struct lp_profile *p, const struct lp_render_opts *o, 
 	return buf;
 }
 
+/* A frame of a main chunk (its first line 0, as LuaJIT's linedefined has it): the sources
+ * written here hold no function. */
 static uint32_t frame(struct lp_profile *p, enum lp_frame_kind kind, const char *name,
 		      uint32_t line)
 {
-	struct lp_frame f = { .kind = kind, .name = name, .line = line, .fline = 1 };
+	struct lp_frame f = { .kind = kind, .name = name, .line = line };
 	uint32_t id = UINT32_MAX;
 	CHECK_EQ(lp_profile_frame_id(p, &f, &id), 0);
 	return id;
@@ -515,16 +517,17 @@ static void test_sizes_and_fifo(void)
 	lp_profile_free(p);
 }
 
-/* A source file modified after the profile started is said to be (its lines may have
- * moved: they were shown without a word); one older than the profile, or a profile that
- * does not say when it started (Tarantool's), gets no note. */
+/* A source file written after the profile started, with no function start to check, is
+ * said to be newer (its lines may have moved: they were shown without a word); one older
+ * than the profile, or a profile that does not say when it started (Tarantool's), gets no
+ * note. */
 static void test_changed_source(void)
 {
 	char *chunk = source("changed.lua", "local x = 1\nx = x + 1\n");
 	char path[256], want[512];
 	snprintf(path, sizeof(path), "%s/changed.lua", dir);
-	snprintf(want, sizeof(want), "(%s was modified after the profile started: the lines "
-		 "shown may not be the ones profiled)\n", path);
+	snprintf(want, sizeof(want), "(%s is newer than the profile: if it changed since, the "
+		 "lines shown may not be the ones profiled)\n", path);
 	struct lp_profile *p = cpu_profile();
 	add(p, (uint32_t[]){ frame(p, LP_FK_LUA, chunk, 2) }, 1, 20);
 	struct lp_profile_meta *m = lp_profile_meta(p);
@@ -539,14 +542,73 @@ static void test_changed_source(void)
 	free(s);
 	m->start_unix_ns = written + 3600 * 1000000000ull; /* an hour after */
 	s = render(p, NULL, &rc);
-	CHECK(s && !strstr(s, "was modified"));
+	CHECK(s && !strstr(s, "newer than"));
 	free(s);
 	m->start_unix_ns = 0; /* not known */
 	s = render(p, NULL, &rc);
-	CHECK(s && !strstr(s, "was modified") && strstr(s, "x = x + 1"));
+	CHECK(s && !strstr(s, "newer than") && strstr(s, "x = x + 1"));
 	free(s);
 	lp_profile_free(p);
 	free(chunk);
+}
+
+/* Renders a profile of one sample in function f of chunk (first line fline, at line),
+ * started an hour before now; whether the output holds want (NULL: no note at all). */
+static int note_of(const char *chunk, uint32_t fline, uint32_t line, uint64_t start_ns,
+		   const char *want)
+{
+	struct lp_profile *p = cpu_profile();
+	struct lp_frame fr = { .kind = LP_FK_LUA, .name = chunk, .line = line, .fline = fline };
+	uint32_t id = 0;
+	CHECK_EQ(lp_profile_frame_id(p, &fr, &id), 0);
+	add(p, &id, 1, 20);
+	lp_profile_meta(p)->start_unix_ns = start_ns;
+	int rc;
+	char *s = render(p, NULL, &rc);
+	CHECK_EQ(rc, 0);
+	int ok = s && (want ? strstr(s, want) != NULL : !strstr(s, "the lines shown"));
+	if (!ok)
+		printf("    got: %s\n", s ? s : "(null)");
+	free(s);
+	lp_profile_free(p);
+	return ok;
+}
+
+/* What the profile keeps of a source, its functions' first lines, tells whether a file is
+ * the one profiled: a file newer than the profile whose profiled function still starts
+ * where the profile says (a fresh checkout) gets no note (it was said to be modified); one
+ * where the line holds no `function`, or that is shorter, is said not to match, whenever
+ * it was written and whether or not the profile says when it started (it got no note, or
+ * a maybe). A `function` on the line before (the parameters' "(" on a line of their own)
+ * matches; a word containing it does not. A chunk not named .lua (Fennel's, MoonScript's)
+ * is judged by its time alone. */
+static void test_source_matches(void)
+{
+	char *chunk = source("fn.lua", "local x = 1\nlocal function f(a)\n  return a + 1\n"
+					"end\nlocal g = function\n(b)\n  return b\nend\n"
+					"local myfunction = 3\n");
+	char *other = source("fn.fnl", "(local x 1)\n(fn f [a]\n  (+ a 1))\n");
+	char path[256], want[512];
+	snprintf(path, sizeof(path), "%s/fn.lua", dir);
+	uint64_t before = ((uint64_t)time(NULL) - 3600) * 1000000000u;
+	CHECK(note_of(chunk, 2, 3, before, NULL));
+	CHECK(note_of(chunk, 6, 7, before, NULL));
+	snprintf(want, sizeof(want), "(%s does not match the profile: a function profiled "
+		 "starts at line 4, which has no 'function': the lines shown are not the ones "
+		 "profiled)\n", path);
+	CHECK(note_of(chunk, 4, 4, before, want));
+	CHECK(note_of(chunk, 4, 4, 0, want));
+	snprintf(want, sizeof(want), "(%s does not match the profile: a function profiled "
+		 "starts at line 9, which has no 'function'", path);
+	CHECK(note_of(chunk, 9, 9, 0, want));
+	snprintf(want, sizeof(want), "(%s does not match the profile: a function profiled "
+		 "starts at line 12, past its end: the lines shown are not the ones profiled)\n",
+		 path);
+	CHECK(note_of(chunk, 12, 12, 0, want));
+	CHECK(note_of(other, 2, 3, 0, NULL));
+	CHECK(note_of(other, 2, 3, before, "is newer than the profile"));
+	free(chunk);
+	free(other);
 }
 
 /* An in-use view of a memory profile whose sampled allocations were all freed says so; it
@@ -591,6 +653,7 @@ int main(void)
 	RUN(test_line_ends);
 	RUN(test_sizes_and_fifo);
 	RUN(test_changed_source);
+	RUN(test_source_matches);
 	RUN(test_nothing_held);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
