@@ -985,7 +985,8 @@ static int starting(const struct lp_lj_thread *t, struct lp_lj_thread *r)
 ** BASE (rdx), still the builtin's (its function slot is intact), links nowhere, and PC
 ** (rbx) is a count: its samples had no Lua frame (all of them at that instruction under
 ** breakpoints, static_luajit.sh). The link in *pc: the sample is its caller's, at the call,
-** as the instructions after it (returning).
+** as the instructions after it (returning). The slot must hold a function (its type
+** checked, as the walker does): another value's pointer bits are no builtin's.
 */
 static int resume_results(const struct lp_lj_thread *t, uint64_t sp, uint64_t rdx,
 			  uint64_t *pc)
@@ -995,7 +996,8 @@ static int resume_results(const struct lp_lj_thread *t, uint64_t sp, uint64_t rd
 	return vm.ffid_resume && cf == sp && rdx >= t->stack + 16 && rdx < t->stack_end &&
 	       !(rdx & 7) && lp_mem_u64(&mem, cf + vm.lay->cf_pc, pc) == 0 &&
 	       lp_mem_u64(&mem, rdx - 8, &link) == 0 && link != *pc &&
-	       lp_mem_u64(&mem, rdx - 16, &fn) == 0 && (fn & LP_LJ_GCVMASK) &&
+	       lp_mem_u64(&mem, rdx - 16, &fn) == 0 && (fn >> 47) == LP_LJ_ITYPE_FUNC &&
+	       (fn & LP_LJ_GCVMASK) &&
 	       lp_mem_u8(&mem, (fn & LP_LJ_GCVMASK) + vm.lay->fn_ffid, &id) == 0 &&
 	       id == vm.ffid_resume;
 }
