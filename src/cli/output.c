@@ -477,6 +477,9 @@ const char *lp_fmt_tty_refusal(enum lp_fmt f)
 	if (f == LP_FMT_FLAMEGRAPH)
 		return "the flame graph is SVG for a browser, not text; give a file with -o "
 		       "(-o out.svg, or -o out.html for a web page)";
+	if (f == LP_FMT_SPEEDSCOPE)
+		return "speedscope output is JSON for speedscope.app, not text; give a file "
+		       "with -o (-o out.speedscope.json)";
 	return NULL;
 }
 

@@ -74,7 +74,7 @@ int lp_output_target(const char *path, char *dest);
 int lp_output_fd(const char *path);
 /* Whether path ("-": standard output) is a terminal, where binary output is refused. */
 int lp_output_tty(const char *path);
-/* Why format f is not written to a terminal (binary, or markup for a browser), as a
+/* Why format f is not written to a terminal (binary, or markup or JSON for a viewer), as a
  * message naming -o; NULL for the formats meant to be read there or piped. */
 const char *lp_fmt_tty_refusal(enum lp_fmt f);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */

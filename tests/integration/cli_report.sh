@@ -370,6 +370,20 @@ if command -v script >/dev/null 2>&1; then
 	grep -q "luaprof record: the flame graph is SVG for a browser, not text; give a file with -o" "$t/tty.out" &&
 		grep -q "status 1" "$t/tty.out" && ! grep -q '^ran' "$t/tty.out" ||
 		fail "record -f flamegraph to a terminal: $(head -c 300 "$t/tty.out")"
+	# speedscope's JSON is a document for speedscope.app: refused there as the flame graph
+	# is (it dumped the JSON on the screen), to standard output or a path to it.
+	for to in "" "-o /dev/stdout"; do
+		script -qec "$lp report -q $sp -f speedscope $to; echo status \$?" /dev/null >"$t/tty.out" 2>&1
+		grep -q "luaprof report: speedscope output is JSON for speedscope.app, not text; give a file with -o (-o out.speedscope.json)" "$t/tty.out" &&
+			grep -q "status 1" "$t/tty.out" && ! grep -q 'schema' "$t/tty.out" ||
+			fail "speedscope to a terminal ($to): $(head -c 300 "$t/tty.out")"
+	done
+	script -qec "$lp record -f speedscope -o - -- sh -c 'echo ran'; echo status \$?" /dev/null >"$t/tty.out" 2>&1
+	grep -q "luaprof record: speedscope output is JSON for speedscope.app, not text; give a file with -o" "$t/tty.out" &&
+		grep -q "status 1" "$t/tty.out" && ! grep -q '^ran' "$t/tty.out" ||
+		fail "record -f speedscope to a terminal: $(head -c 300 "$t/tty.out")"
+	# Not on a terminal: written (a pipe to jq).
+	$lp report -q $sp -f speedscope | grep -q '"\$schema"' || fail "speedscope to a pipe"
 fi
 
 # -- Notes about one sample say "1 sample", not "1 samples" (a minetest profile started on
