@@ -143,7 +143,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      survives whole, SIGKILL 11 s later to any left (the\n"
 	      "                      profile then cut short); record's status is then 0, and\n"
 	      "                      the summary says when it was stopped. A program that ends\n"
-	      "                      or is stopped first (Ctrl-C) is as without --duration\n"
+	      "                      or is stopped first (Ctrl-C, SIGTERM to record) is as\n"
+	      "                      without --duration, given the time it takes to end\n"
 	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
@@ -170,17 +171,17 @@ void lp_cmd_record_usage(FILE *out)
 	      "Stopping: Ctrl-C reaches the program, and the profile ends with it (luajit\n"
 	      "stops at its first Ctrl-C only where it interprets Lua code; a script blocked\n"
 	      "in a call, as a server in accept, or in a compiled loop needs a second). record\n"
-	      "itself ignores SIGINT and SIGQUIT while the program runs (as time(1) does)\n"
-	      "and passes SIGTERM and SIGHUP on to it: from a script, signal the program or\n"
-	      "its process group (kill -INT -PGID), or send record SIGTERM (timeout 60 luaprof\n"
-	      "record ...), or give record --duration. The profile is finished before the\n"
-	      "program dies of a signal that it leaves at its default action: SIGTERM,\n"
-	      "SIGHUP, SIGINT, SIGQUIT, SIGPIPE (its output piped to a reader that left, as\n"
-	      "head) or a crash's (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT). SIGKILL cuts it\n"
-	      "short: an exact memory profile then loses its events not yet written, 2 MiB at\n"
-	      "a time. To see what a program still holds (--leak-only), end it with SIGTERM\n"
-	      "(or --duration) rather than Ctrl-C: after the error Ctrl-C raises in Lua code,\n"
-	      "luajit collects all garbage first.\n"
+	      "itself outlives SIGINT and SIGQUIT while the program runs (as time(1) does) and\n"
+	      "passes SIGTERM and SIGHUP on to it; any of them cancels --duration. From a\n"
+	      "script, signal the program or its process group (kill -INT -PGID), or send\n"
+	      "record SIGTERM (timeout 60 luaprof record ...), or give record --duration. The\n"
+	      "profile is finished before the program dies of a signal that it leaves at its\n"
+	      "default action: SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE (its output piped to\n"
+	      "a reader that left, as head) or a crash's (SIGSEGV, SIGBUS, SIGFPE, SIGILL,\n"
+	      "SIGABRT). SIGKILL cuts it short: an exact memory profile then loses its events\n"
+	      "not yet written, 2 MiB at a time. To see what a program still holds\n"
+	      "(--leak-only), end it with SIGTERM (or --duration) rather than Ctrl-C: after\n"
+	      "the error Ctrl-C raises in Lua code, luajit collects all garbage first.\n"
 	      "\n"
 	      "Examples:\n"
 	      "  luaprof record -o cpu.svg -- luajit app.lua --port 8080\n"
@@ -631,10 +632,12 @@ static uint64_t now_ns(void)
 static volatile pid_t child_pid, prof_pid; /* the program; the process that profiles */
 static volatile sig_atomic_t stop_waiting;   /* SIGINT while waiting for prof_pid */
 static volatile sig_atomic_t forwarded;      /* a SIGTERM or SIGHUP was passed on */
+static volatile sig_atomic_t interrupted;    /* a SIGINT or SIGQUIT since the program started */
 
 static void forward(int sig)
 {
-	if (sig == SIGINT) {
+	if (sig == SIGINT || sig == SIGQUIT) {
+		interrupted = 1;
 		stop_waiting = 1;
 		return;
 	}
@@ -1027,6 +1030,13 @@ struct stopper {
 */
 static void stop_tick(struct stopper *s, pid_t root, int program)
 {
+	/* Stopped first by the user (a SIGTERM or SIGHUP passed on, Ctrl-C or Ctrl-\ at the
+	 * terminal, which reach the program too): that stop is theirs, not -d's, and is let
+	 * take its course (a program's own cleanup after Ctrl-C is not cut by SIGTERM), its
+	 * status record's. A SIGINT sent to record alone (kill PID, not its group) is taken
+	 * for Ctrl-C too: record cannot tell it from the terminal's. */
+	if (!s->sent && (forwarded || interrupted))
+		s->deadline = 0;
 	if (!s->deadline)
 		return;
 	uint64_t now = now_ns();
@@ -1122,11 +1132,10 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (orig && strstr(orig, "luaopen_luaprof") && strstr(orig, "LUAPROF_LUA_INIT"))
 		orig = getenv("LUAPROF_LUA_INIT");
 
-	struct sigaction ign, fwd, oint, oquit, oterm, ohup;
-	memset(&ign, 0, sizeof(ign));
-	ign.sa_handler = SIG_IGN;
+	struct sigaction fwd, oint, oquit, oterm, ohup;
 	memset(&fwd, 0, sizeof(fwd));
 	fwd.sa_handler = forward;
+	fwd.sa_flags = SA_RESTART; /* a message to a full pipe is not cut by Ctrl-C */
 	/* SIGTERM and SIGHUP wait, blocked since before the stream's file was made, until the
 	 * forwarder is in place (a pending one is then passed on); the program gets the mask
 	 * it would have had (omask). */
@@ -1172,11 +1181,18 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		fprintf(stderr, "luaprof record: cannot run %s: %s\n", o->cmd[0], strerror(errno));
 		_exit(127);
 	}
-	/* The terminal's ^C goes to the program; we stay to render what it recorded. */
+	/* The terminal's ^C goes to the program; we stay to render what it recorded, and
+	 * note it (stop_tick: -d is the user's stop no more). One ignored when record started
+	 * is ignored by the program too: no stop, and -d stays. */
 	child_pid = pid;
 	st->child = pid;
-	sigaction(SIGINT, &ign, &oint);
-	sigaction(SIGQUIT, &ign, &oquit);
+	interrupted = 0;
+	sigaction(SIGINT, NULL, &oint);
+	sigaction(SIGQUIT, NULL, &oquit);
+	if (oint.sa_handler != SIG_IGN)
+		sigaction(SIGINT, &fwd, NULL);
+	if (oquit.sa_handler != SIG_IGN)
+		sigaction(SIGQUIT, &fwd, NULL);
 	sigaction(SIGTERM, &fwd, &oterm);
 	sigaction(SIGHUP, &fwd, &ohup);
 	sigprocmask(SIG_SETMASK, omask, NULL);
@@ -1200,11 +1216,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	pid_t holder = *told ? lock_holder(&rf) : 0;
 	if (holder > 0 && holder != pid) {
 		prof_pid = holder;
-		stop_waiting = 0;
-		struct sigaction fint;
-		memset(&fint, 0, sizeof(fint));
-		fint.sa_handler = forward;
-		sigaction(SIGINT, &fint, NULL);
+		stop_waiting = 0; /* a Ctrl-C before was the program's */
+		sigaction(SIGINT, &fwd, NULL); /* stops the wait, even where it was ignored */
 		/* Passed a SIGTERM or SIGHUP with the program (a wrapper script that died of
 		 * it at once), the process that profiles is finishing its profile before it
 		 * dies of it too (tens of ms): no word of it still running unless it does a

@@ -33,6 +33,15 @@ while true do
 	for i = 1, 1000 do keep[i % 500 + 1] = mk(i) end -- line 5
 end
 LUA
+# Ctrl-C's error caught (interpreted: stopped at the first), then a cleanup of 2-3 s, status 3.
+cat >"$t/cleanup.lua" <<'LUA'
+jit.off()
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+pcall(function() local x = 0 while true do x = x + math.sqrt(x + 1) end end)
+local t, x = os.time(), 0
+while os.time() - t < 3 do x = x + math.sqrt(x + 1) end
+os.exit(3)
+LUA
 cat >"$t/short.lua" <<'LUA'
 local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
 local t, x = os.clock(), 0
@@ -163,6 +172,42 @@ if have setsid; then
 	grep -q -- '--duration' "$t/int.out" && fail "Ctrl-C: $(grep -- --duration "$t/int.out")"
 	grep -q 'killed by signal 2' "$t/int.out" || fail "Ctrl-C: no word of the signal: $(head -3 "$t/int.out")"
 fi
+
+# -- Stopped first by the user, the program still ending when the duration is up: that
+# stop is left to take its course, told as without -d, its status record's. Before, -d's
+# SIGTERM cut the program's cleanup after Ctrl-C short, or came on top of the SIGTERM
+# passed on, and record said "--duration 1.5: stopped ..." with status 0.
+# userstop NAME RC WANT: record exited RC, said WANT and nothing of the duration.
+userstop() {
+	[ "$rc" = "$2" ] || fail "$1: record exited ${rc:-?}, not $2: $(head -3 "$t/$1.out")"
+	grep -q -- '--duration' "$t/$1.out" && fail "$1: $(grep -- --duration "$t/$1.out")"
+	grep -q "^luaprof record: $3\$" "$t/$1.out" || fail "$1: no word of '$3': $(head -3 "$t/$1.out")"
+}
+# userkill NAME SIG: sends SIG to record (its process group for INT) 0.2 s after the program
+# runs, waits for record; sets rc.
+userkill() {
+	local v=$1 sig=$2 r
+	for _ in $(seq 100); do [ -s "$t/$v.pid" ] && break; sleep 0.1; done
+	sleep 0.2
+	r=$(cat "$t/$v.rec")
+	if [ "$sig" = INT ]; then kill -INT -- "-$r"; else kill -"$sig" "$r"; fi
+	wait "$r"
+	rc=$?
+}
+if have setsid; then
+	rm -f "$t/cint.pid"
+	(cd "$t" && exec setsid "$lp" record -d 1.5 -f collapsed -o cint.folded -- luajit cleanup.lua cint.pid) >"$t/cint.out" 2>&1 &
+	echo $! >"$t/cint.rec"
+	userkill cint INT
+	userstop cint 3 'luajit exited with status 3'
+fi
+# A wrapper handling SIGTERM: the SIGTERM to record is passed on to it and luajit; luajit
+# dies of it at once, the wrapper's trap takes 2 s.
+rm -f "$t/cterm.pid"
+(cd "$t" && exec "$lp" record -d 1.5 -f collapsed -o cterm.folded -- sh -c "trap 'sleep 2; exit 3' TERM; luajit loop.lua cterm.pid") >"$t/cterm.out" 2>&1 &
+echo $! >"$t/cterm.rec"
+userkill cterm TERM
+userstop cterm 3 'sh exited with status 3'
 
 # -- On a terminal, the line saying what is being recorded says until when.
 if have script; then
