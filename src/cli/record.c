@@ -965,6 +965,7 @@ struct rec_status {
 	uint64_t stopped_ns; /* -d: when record stopped the program, after its start; 0 not */
 	pid_t stopped_other; /* -d: the process that profiles, stopped after the program ended */
 	int killed;   /* -d: it outlived STOP_GRACE_NS after SIGTERM and got SIGKILL */
+	int killed_procs; /* -d: processes it started that got SIGKILL so */
 };
 
 /* Fills r's fields from the status file (the others, record's own, are left). */
@@ -1010,12 +1011,23 @@ static void sleep_ms(long ms)
 struct stopper {
 	uint64_t deadline;  /* now_ns() when it is stopped; 0 for never */
 	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
-	int killed;         /* SIGKILL sent */
+	int escalated;      /* SIGKILL's time came: sent to those left, if any */
+	int killed;         /* SIGKILL sent to root */
+	size_t killed_procs; /* and to so many of procs */
 	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
 	pid_t other;        /* root when it was not the program (which had ended) */
 	size_t nprocs;
 	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent */
 };
+
+/* SIGKILL to those of s->procs still running but skip, counted in s->killed_procs. */
+static void kill_left(struct stopper *s, pid_t skip)
+{
+	for (size_t i = 0; i < s->nprocs; i++)
+		if (s->procs[i].pid != skip && lp_proctree_alive(&s->procs[i]) &&
+		    kill(s->procs[i].pid, SIGKILL) == 0)
+			s->killed_procs++;
+}
 
 /*
 ** Called while record waits for root (the program, not yet reaped, or the process that
@@ -1064,27 +1076,29 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 			s->nprocs++;
 		if (!found)
 			kill(root, SIGTERM);
-	} else if (s->sent && !s->killed && now - s->sent >= STOP_GRACE_NS) {
-		s->killed = 1;
-		kill(root, SIGKILL);
-		for (size_t i = 0; i < s->nprocs; i++)
-			if (lp_proctree_alive(&s->procs[i]))
-				kill(s->procs[i].pid, SIGKILL);
+	} else if (s->sent && !s->escalated && now - s->sent >= STOP_GRACE_NS) {
+		/* Only one still running is said to be killed: the program may be a zombie
+		 * not yet reaped, the process that profiles between its lock and its end. */
+		struct lp_proc r;
+		s->escalated = 1;
+		if (lp_proctree_get(root, &r) == 0 && kill(root, SIGKILL) == 0)
+			s->killed = 1;
+		kill_left(s, root);
 	}
 }
 
 /* Once the program (and the process that profiles) ended: its descendants that SIGTERM
- * has not ended yet are waited for until STOP_GRACE_NS after it, then killed. */
+ * has not ended yet are waited for until STOP_GRACE_NS after it, then killed. Not after
+ * stop_tick's SIGKILL: those it killed are ending. */
 static void stop_finish(struct stopper *s)
 {
-	for (int left = 1; s->sent && left;) {
+	for (int left = 1; s->sent && !s->escalated && left;) {
 		left = 0;
 		for (size_t i = 0; i < s->nprocs && !left; i++)
 			left = lp_proctree_alive(&s->procs[i]);
 		if (left && now_ns() - s->sent >= STOP_GRACE_NS) {
-			for (size_t i = 0; i < s->nprocs; i++)
-				if (lp_proctree_alive(&s->procs[i]))
-					kill(s->procs[i].pid, SIGKILL);
+			s->escalated = 1;
+			kill_left(s, 0);
 			return;
 		}
 		if (left)
@@ -1214,6 +1228,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	 * a reused id: not the one it wrote). Ctrl-C stops the wait; SIGTERM and SIGHUP are
 	 * passed on to it. */
 	pid_t holder = *told ? lock_holder(&rf) : 0;
+	int gave_up = 0; /* Ctrl-C while waiting for it */
 	if (holder > 0 && holder != pid) {
 		prof_pid = holder;
 		stop_waiting = 0; /* a Ctrl-C before was the program's */
@@ -1230,7 +1245,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 					"%ld) still runs: waiting for it, whose profile is written "
 					"when it ends (Ctrl-C stops waiting; SIGTERM to record is "
 					"passed on to it)\n", o->cmd[0], (long)holder);
-		/* After Ctrl-C, a second for it to end (the terminal's ^C reaches it too). */
+		/* After Ctrl-C, a second for it to end (the terminal's ^C reaches it too), and
+		 * nothing more from -d: the user asked to stop waiting, neither to wait out
+		 * -d's grace for the processes it stopped nor to have them killed. */
 		uint64_t t_stop = 0;
 		while ((holder = lock_holder(&rf)) > 0) {
 			prof_pid = holder;
@@ -1240,14 +1257,18 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 				st->abandoned = holder;
 				break;
 			}
-			stop_tick(&stop, holder, 0);
+			if (!t_stop)
+				stop_tick(&stop, holder, 0);
 			sleep_ms(20);
 		}
+		gave_up = t_stop != 0;
 	}
-	stop_finish(&stop);
+	if (!gave_up)
+		stop_finish(&stop);
 	if (stop.sent) {
 		st->stopped_ns = stop.sent - t0;
 		st->killed = stop.killed;
+		st->killed_procs = (int)stop.killed_procs;
 		st->stopped_other = stop.other;
 	}
 	if (*told)
@@ -1655,17 +1676,26 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
 
 /* Says how the program ended when that was not a success: its status is ours too. Or,
  * stopped by -d (rs), when and how (unless -q: record's status is 0 then), or that it had
- * to be killed. */
+ * to be killed. What -d did is told as it was: SIGTERM to a process record stopped
+ * waiting for (Ctrl-C) did not end its profile; SIGKILL to the processes the program
+ * started is said too. */
 static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
-	char other[64];
+	char other[64], also[64] = "";
 	snprintf(other, sizeof(other), "the process it profiles (pid %ld)",
 		 (long)rs->stopped_other);
+	if (rs->killed && rs->killed_procs)
+		snprintf(also, sizeof(also), " (with %d process%s it started)", rs->killed_procs,
+			 rs->killed_procs > 1 ? "es" : "");
 	if (rs->killed)
 		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
-				"SIGTERM (it ignores or handles it): killed with SIGKILL, its "
+				"SIGTERM (it ignores or handles it): killed with SIGKILL%s, its "
 				"profile cut short\n", o->duration,
-			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9);
+			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9, also);
+	else if (rs->stopped_other && rs->abandoned && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: sent %s SIGTERM after %.2f s; "
+				"record stopped waiting for it before it ended\n", o->duration,
+			other, (double)rs->stopped_ns / 1e9);
 	else if (rs->stopped_other && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); the profile ends there\n", o->duration, other,
@@ -1676,8 +1706,11 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 		;
 	else if (stopped && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
-				"(SIGTERM); the profile ends there\n", o->duration, o->cmd[0],
-			(double)rs->stopped_ns / 1e9);
+				"(SIGTERM); %s\n", o->duration, o->cmd[0],
+			(double)rs->stopped_ns / 1e9,
+			rs->abandoned ? "the process it profiles still ran when record stopped "
+					"waiting for it"
+				      : "the profile ends there");
 	else if (stopped && WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it was killed by signal %d (%s)\n", o->duration,
@@ -1693,6 +1726,12 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		fprintf(stderr, "luaprof record: %s exited with status %d\n", o->cmd[0],
 			WEXITSTATUS(status));
+	if (!rs->killed && rs->killed_procs && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started did "
+				"not end within %.0f s of SIGTERM (ignoring or handling it): killed "
+				"with SIGKILL\n", o->duration, rs->killed_procs,
+			rs->killed_procs > 1 ? "es" : "", rs->stopped_other ? other : o->cmd[0],
+			(double)STOP_GRACE_NS / 1e9);
 }
 
 int lp_cmd_record(int argc, char **argv)

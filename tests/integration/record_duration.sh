@@ -33,6 +33,11 @@ while true do
 	for i = 1, 1000 do keep[i % 500 + 1] = mk(i) end -- line 5
 end
 LUA
+# As block.lua, the shell and its sleep ignoring SIGTERM.
+cat >"$t/stay.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+os.execute("trap '' TERM; echo $$ >" .. arg[1] .. ".child; exec sleep 100")
+LUA
 # Ctrl-C's error caught (interpreted: stopped at the first), then a cleanup of 2-3 s, status 3.
 cat >"$t/cleanup.lua" <<'LUA'
 jit.off()
@@ -155,6 +160,44 @@ grep -q '^luaprof record: --duration 0.5: sh did not end within 11 s of SIGTERM 
 for f in ign.pid ign.pid.child; do
 	[ -s "$t/$f" ] && { gone "$(cat "$t/$f")" || fail "ignored SIGTERM: $f (pid $(cat "$t/$f")) still runs"; }
 done
+
+# -- A process the program started ignores SIGTERM (the program itself ends): SIGKILL 11 s
+# later, said so; the program's stop and profile are as asked. Before, it was killed
+# without a word.
+rec stay -d 1 --clock wall -f collapsed -o stay.folded -- luajit stay.lua stay.pid
+stopped stay 11000 20000
+grep -q '^luaprof record: --duration 1: 1 process that luajit started did not end within 11 s of SIGTERM (ignoring or handling it): killed with SIGKILL$' "$t/stay.out" ||
+	fail "stay: no word of the kill: $(head -3 "$t/stay.out")"
+[ -s "$t/stay.pid.child" ] && { gone "$(cat "$t/stay.pid.child")" || fail "stay: the program's child (pid $(cat "$t/stay.pid.child")) still runs"; }
+
+# -- Ctrl-C while record waits for the process it profiles, left running by a wrapper (its
+# SIGINT ignored, as a background job's) and ignoring -d's SIGTERM: record stops waiting a
+# second later, neither waiting out the rest of the 11 s nor killing it, and says so.
+# Before, it went on for 10 s, killed it with SIGKILL and said it stopped it by SIGTERM,
+# "the profile ends there".
+if have setsid; then
+	rm -f "$t/gave.pid"
+	(cd "$t" && exec setsid "$lp" record -d 0.5 -f collapsed -o gave.folded -- sh -c "trap '' TERM; luajit loop.lua gave.pid & while [ ! -s gave.pid ]; do sleep 0.05; done; exit 4") >"$t/gave.out" 2>&1 &
+	r=$!
+	for _ in $(seq 100); do grep -q 'still runs: waiting for it' "$t/gave.out" && break; sleep 0.1; done
+	sleep 1 # -d's SIGTERM sent
+	t0=$(now_ms)
+	kill -INT -- "-$r"
+	wait $r
+	rc=$?
+	ms=$(($(now_ms) - t0))
+	[ "$rc" = 4 ] || fail "Ctrl-C, waiting: record exited $rc, not the wrapper's 4: $(head -3 "$t/gave.out")"
+	[ "$ms" -le 5000 ] || fail "Ctrl-C, waiting: record took $ms ms to stop waiting"
+	grep -q '^luaprof record: --duration 0.5: sent the process it profiles (pid [0-9]*) SIGTERM after [0-9.]* s; record stopped waiting for it before it ended$' "$t/gave.out" ||
+		fail "Ctrl-C, waiting: $(grep -- --duration "$t/gave.out")"
+	grep -q 'SIGKILL\|the profile ends there' "$t/gave.out" && fail "Ctrl-C, waiting: $(grep 'SIGKILL\|ends there' "$t/gave.out")"
+	if [ -s "$t/gave.pid" ]; then
+		gone "$(cat "$t/gave.pid")" && fail "Ctrl-C, waiting: luajit was killed"
+		kill -KILL "$(cat "$t/gave.pid")" 2>/dev/null
+	else
+		fail "Ctrl-C, waiting: luajit never ran: $(head -3 "$t/gave.out")"
+	fi
+fi
 
 # -- Ctrl-C (twice: a compiled loop) during the duration: as without -d (status 130).
 if have setsid; then
