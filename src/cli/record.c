@@ -966,6 +966,7 @@ struct rec_status {
 	pid_t stopped_other; /* -d: the process that profiles, stopped after the program ended */
 	int killed;   /* -d: it outlived STOP_GRACE_NS after SIGTERM and got SIGKILL */
 	int killed_procs; /* -d: processes it started that got SIGKILL so */
+	int stop_missed; /* -d: it started more than SIGTERM went to (STOP_MAX_PROCS) */
 };
 
 /* Fills r's fields from the status file (the others, record's own, are left). */
@@ -1018,6 +1019,7 @@ struct stopper {
 	pid_t other;        /* root when it was not the program (which had ended) */
 	size_t nprocs;
 	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent */
+	int full;           /* procs was filled: others may have been missed */
 };
 
 /* SIGKILL to those of s->procs still running but skip, counted in s->killed_procs. */
@@ -1054,6 +1056,7 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 	uint64_t now = now_ns();
 	if (!s->sent && now >= s->deadline) {
 		s->nprocs = lp_proctree_descendants(root, s->procs, STOP_MAX_PROCS);
+		s->full = s->nprocs == STOP_MAX_PROCS;
 		s->sent = now;
 		s->root = root;
 		s->other = program ? 0 : root;
@@ -1061,9 +1064,16 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 		if (!program && s->nprocs < STOP_MAX_PROCS &&
 		    lp_proctree_get(root, &s->procs[s->nprocs]) == 0)
 			s->nprocs++;
+		/* Each checked to be the process found (its start time) just before the
+		 * kill: an id freed and given to another process since /proc was read is not
+		 * signalled. (The check and the kill are two steps: an id reused in the
+		 * microseconds between them would still be; a pidfd would close that gap.)
+		 * root needs none: the program is not yet reaped, the process that
+		 * profiles holds its lock. */
 		kill(root, SIGTERM);
 		for (size_t i = 0; i < s->nprocs; i++)
-			kill(s->procs[i].pid, SIGTERM);
+			if (lp_proctree_alive(&s->procs[i]))
+				kill(s->procs[i].pid, SIGTERM);
 	} else if (s->sent && root != s->root) {
 		/* The process that profiles, alone now, not found among the program's (it
 		 * started as SIGTERM was sent): it gets it too. */
@@ -1269,6 +1279,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		st->stopped_ns = stop.sent - t0;
 		st->killed = stop.killed;
 		st->killed_procs = (int)stop.killed_procs;
+		st->stop_missed = stop.full;
 		st->stopped_other = stop.other;
 	}
 	if (*told)
@@ -1726,6 +1737,11 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		fprintf(stderr, "luaprof record: %s exited with status %d\n", o->cmd[0],
 			WEXITSTATUS(status));
+	if (rs->stop_missed && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or "
+				"more: SIGTERM went to the first %d found, and some of the others "
+				"may still run\n", o->duration, rs->stopped_other ? other : o->cmd[0],
+			STOP_MAX_PROCS, STOP_MAX_PROCS);
 	if (!rs->killed && rs->killed_procs && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started did "
 				"not end within %.0f s of SIGTERM (ignoring or handling it): killed "

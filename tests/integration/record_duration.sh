@@ -161,6 +161,19 @@ for f in ign.pid ign.pid.child; do
 	[ -s "$t/$f" ] && { gone "$(cat "$t/$f")" || fail "ignored SIGTERM: $f (pid $(cat "$t/$f")) still runs"; }
 done
 
+# -- A program that started more processes than record keeps track of (256): SIGTERM to
+# the first 256 found, said so (the others may still run). Before, nothing was said.
+rm -f "$t/many.kids"
+rec many -d 3 --clock wall -f collapsed -o many.folded -- sh -c 'for i in $(seq 260); do sleep 100 >/dev/null 2>&1 & echo $! >>many.kids; done; exec luajit loop.lua many.pid'
+stopped many 2900 10000 sh
+grep -q '^luaprof record: --duration 3: sh had started 256 processes or more: SIGTERM went to the first 256 found, and some of the others may still run$' "$t/many.out" ||
+	fail "many: no word of the processes left: $(head -3 "$t/many.out")"
+left=0
+for p in $(cat "$t/many.kids" 2>/dev/null); do
+	gone "$p" || [ "$(cat "/proc/$p/comm" 2>/dev/null)" != sleep ] || { left=$((left + 1)); kill -KILL "$p"; }
+done
+[ "$left" -le 10 ] || fail "many: $left of the program's 260 processes were left running (256 stopped)"
+
 # -- A process the program started ignores SIGTERM (the program itself ends): SIGKILL 11 s
 # later, said so; the program's stop and profile are as asked. Before, it was killed
 # without a word.
