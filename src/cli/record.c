@@ -964,7 +964,8 @@ struct rec_status {
 	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
 	uint64_t stopped_ns; /* -d: when record stopped the program, after its start; 0 not */
 	pid_t stopped_other; /* -d: the process that profiles, stopped after the program ended */
-	int killed;   /* -d: it outlived STOP_GRACE_NS after SIGTERM and got SIGKILL */
+	pid_t killed; /* -d: the one (the program, or the process that profiles) that outlived
+		       * STOP_GRACE_NS after SIGTERM and got SIGKILL; 0 for none */
 	int killed_procs; /* -d: processes it started that got SIGKILL so */
 	int stop_missed; /* -d: it started more than SIGTERM went to (STOP_MAX_PROCS) */
 };
@@ -1013,7 +1014,7 @@ struct stopper {
 	uint64_t deadline;  /* now_ns() when it is stopped; 0 for never */
 	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
 	int escalated;      /* SIGKILL's time came: sent to those left, if any */
-	int killed;         /* SIGKILL sent to root */
+	pid_t killed;       /* root, when SIGKILL was sent to it */
 	size_t killed_procs; /* and to so many of procs */
 	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
 	pid_t other;        /* root when it was not the program (which had ended) */
@@ -1092,7 +1093,7 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 		struct lp_proc r;
 		s->escalated = 1;
 		if (lp_proctree_get(root, &r) == 0 && kill(root, SIGKILL) == 0)
-			s->killed = 1;
+			s->killed = root;
 		kill_left(s, root);
 	}
 }
@@ -1692,17 +1693,27 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
  * started is said too. */
 static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
-	char other[64], also[64] = "";
+	char other[64], killed[64], also[64] = "";
 	snprintf(other, sizeof(other), "the process it profiles (pid %ld)",
 		 (long)rs->stopped_other);
+	/* The one killed: the program, or the process that profiles, which outlived the
+	 * program (a wrapper that died of SIGTERM at once). */
+	snprintf(killed, sizeof(killed), "the process it profiles (pid %ld)", (long)rs->killed);
+	if (rs->killed == rs->child)
+		snprintf(killed, sizeof(killed), "%s", o->cmd[0]);
 	if (rs->killed && rs->killed_procs)
 		snprintf(also, sizeof(also), " (with %d process%s it started)", rs->killed_procs,
 			 rs->killed_procs > 1 ? "es" : "");
-	if (rs->killed)
+	/* A wrapper killed is not the profile cut short (if the profile is, because what
+	 * it ran was killed with it, the stream says so). */
+	const char *cut = rs->killed != rs->child || rs->prof == rs->child
+				  ? ", its profile cut short" : "";
+	/* The program itself stopped; one that ended before is told of as without -d. */
+	int stopped = rs->stopped_ns && !rs->stopped_other;
+	if (rs->killed && !stopped)
 		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
-				"SIGTERM (it ignores or handles it): killed with SIGKILL%s, its "
-				"profile cut short\n", o->duration,
-			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9, also);
+				"SIGTERM (it ignores or handles it): killed with SIGKILL%s%s\n",
+			o->duration, killed, (double)STOP_GRACE_NS / 1e9, also, cut);
 	else if (rs->stopped_other && rs->abandoned && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: sent %s SIGTERM after %.2f s; "
 				"record stopped waiting for it before it ended\n", o->duration,
@@ -1711,17 +1722,16 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); the profile ends there\n", o->duration, other,
 			(double)rs->stopped_ns / 1e9);
-	/* The program itself stopped; one that ended before is told of as without -d. */
-	int stopped = rs->stopped_ns && !rs->stopped_other;
-	if (stopped && (rs->killed || o->quiet))
+	if (stopped && ((rs->killed && rs->killed == rs->child) || o->quiet))
 		;
 	else if (stopped && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
-				"(SIGTERM); %s\n", o->duration, o->cmd[0],
+				"(SIGTERM)%s\n", o->duration, o->cmd[0],
 			(double)rs->stopped_ns / 1e9,
-			rs->abandoned ? "the process it profiles still ran when record stopped "
+			rs->abandoned ? "; the process it profiles still ran when record stopped "
 					"waiting for it"
-				      : "the profile ends there");
+			: rs->killed  ? ""
+				      : "; the profile ends there");
 	else if (stopped && WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it was killed by signal %d (%s)\n", o->duration,
@@ -1737,6 +1747,10 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		fprintf(stderr, "luaprof record: %s exited with status %d\n", o->cmd[0],
 			WEXITSTATUS(status));
+	if (rs->killed && stopped)
+		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
+				"SIGTERM (it ignores or handles it): killed with SIGKILL%s%s\n",
+			o->duration, killed, (double)STOP_GRACE_NS / 1e9, also, cut);
 	if (rs->stop_missed && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or "
 				"more: SIGTERM went to the first %d found, and some of the others "

@@ -174,6 +174,28 @@ for p in $(cat "$t/many.kids" 2>/dev/null); do
 done
 [ "$left" -le 10 ] || fail "many: $left of the program's 260 processes were left running (256 stopped)"
 
+# -- A wrapper that dies of -d's SIGTERM at once, the luajit it runs ignoring it: SIGKILL to
+# luajit 11 s later, said of luajit, not of the wrapper (status 3, the profile cut short).
+# Before: "sh did not end within 11 s of SIGTERM ... killed with SIGKILL", no word of sh's
+# stop.
+rec hold -d 0.5 -f collapsed -o hold.folded -- sh -c "(trap '' TERM; exec luajit loop.lua hold.pid); echo after"
+[ "$rc" = 3 ] || fail "hold: record exited ${rc:-?}, not 3: $(head -3 "$t/hold.out")"
+[ "$ms" -ge 11000 ] && [ "$ms" -le 20000 ] || fail "hold: took $ms ms (want 11 s after 0.5 s)"
+grep -q '^luaprof record: --duration 0.5: stopped sh after [0-9.]* s (SIGTERM)$' "$t/hold.out" ||
+	fail "hold: no word of the wrapper's stop: $(grep -- --duration "$t/hold.out")"
+grep -q '^luaprof record: --duration 0.5: the process it profiles (pid [0-9]*) did not end within 11 s of SIGTERM (it ignores or handles it): killed with SIGKILL, its profile cut short$' "$t/hold.out" ||
+	fail "hold: no word of luajit's kill: $(grep -- --duration "$t/hold.out")"
+[ -s "$t/hold.pid" ] && { gone "$(cat "$t/hold.pid")" || fail "hold: luajit (pid $(cat "$t/hold.pid")) still runs"; }
+
+# -- The other way round: the wrapper ignores SIGTERM, the luajit it runs dies of it, its
+# profile whole; the wrapper (and its sleep) get SIGKILL 11 s later, not said to cut the
+# profile short (before: "sh did not end ...: killed with SIGKILL, its profile cut short").
+rec wkill -d 0.5 -f collapsed -o wkill.folded -- sh -c "trap '' TERM; sleep 100 & (trap - TERM; exec luajit loop.lua wkill.pid); wait"
+[ "$ms" -ge 11000 ] && [ "$ms" -le 20000 ] || fail "wkill: took $ms ms (want 11 s after 0.5 s)"
+grep -q '^luaprof record: --duration 0.5: sh did not end within 11 s of SIGTERM (it ignores or handles it): killed with SIGKILL (with 1 process it started)$' "$t/wkill.out" ||
+	fail "wkill: $(grep -- --duration "$t/wkill.out")"
+grep -q '^complete: yes$' "$t/wkill.info" || fail "wkill: profile cut short: $(head -5 "$t/wkill.info")"
+
 # -- A process the program started ignores SIGTERM (the program itself ends): SIGKILL 11 s
 # later, said so; the program's stop and profile are as asked. Before, it was killed
 # without a word.
