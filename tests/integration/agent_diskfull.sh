@@ -18,7 +18,7 @@
 test_init
 mnt="$t/mnt"
 mkdir -p "$mnt"
-cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$t"; }
+cleanup() { test_end; umount "$mnt" 2>/dev/null; rm -rf "$t"; }
 trap cleanup EXIT
 
 have luajit || skip "luajit is not installed (apt-get install luajit)"

@@ -37,6 +37,7 @@ fi
 
 WORK=$t
 cleanup() {
+	test_end
 	[ "${FG_KEEP:-0}" = 1 ] && { echo "flamegraph_browser: kept $WORK" >&2; return; }
 	rm -rf "$WORK"
 }

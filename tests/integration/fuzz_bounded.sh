@@ -71,6 +71,7 @@ ntargets=$(echo $targets | wc -w)
 # -- Corpus and time budget ---------------------------------------------------------
 work=$t
 cleanup() {
+	test_end
 	if [ "${FUZZ_KEEP:-0}" = 1 ]; then
 		echo "fuzz_bounded: kept $work" >&2
 	else

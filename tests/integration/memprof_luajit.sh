@@ -148,7 +148,7 @@
 test_init
 . tests/integration/lib/luajit.sh
 mnt="$t/mnt"
-cleanup() { umount "$mnt" 2>/dev/null; rm -rf "$t"; }
+cleanup() { test_end; umount "$mnt" 2>/dev/null; rm -rf "$t"; }
 trap cleanup EXIT
 src=tests/integration/memprof_luajit.lua
 

@@ -21,6 +21,7 @@ test_init
 root=$PWD
 master=
 cleanup() {
+	test_end
 	[ -n "$master" ] && kill "$master" 2>/dev/null
 	rm -rf "$t"
 }

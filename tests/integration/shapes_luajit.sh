@@ -33,7 +33,7 @@
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
 . tests/integration/lib/luajit.sh
-[ -z "${SHAPES_KEEP:-}" ] || trap - EXIT # SHAPES_KEEP=1 keeps $t
+[ -z "${SHAPES_KEEP:-}" ] || trap test_end EXIT # SHAPES_KEEP=1 keeps $t
 secs=${SHAPES_SECS:-0.2}  # per shape; SHAPES_VERBOSE=1 prints every dominant stack
 src=tests/integration/shapes_luajit.lua
 

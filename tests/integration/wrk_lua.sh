@@ -45,7 +45,7 @@ os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 s.serve_forever()
 PY
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$t"' EXIT
+trap 'test_end; kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$t"' EXIT
 for _ in $(seq 50); do [ -s "$t/port" ] && break; sleep 0.1; done
 [ -s "$t/port" ] || { echo "FAIL: the HTTP server did not start: $(cat "$t/server.log")"; exit 1; }
 url=http://127.0.0.1:$(cat "$t/port")/

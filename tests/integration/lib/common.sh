@@ -13,13 +13,15 @@
 # name without .sh), t (a new temporary directory "$TMPDIR/NAME.XXXXXX") and fails=0. $t is
 # removed at exit; HUP, INT and TERM end the script with status 1 once the running command
 # returns, USR1 too after saying which tool failed (awk and grep below). A script with more
-# to clean up sets its own EXIT trap after this, removing $t too.
+# to clean up sets its own EXIT trap after this, which calls test_end first and removes $t
+# too (or keeps it, when asked to).
 test_init() {
 	set -u
 	cd "$(dirname "$0")/../.." || exit 1
 	name=$(basename "$0" .sh)
 	t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
-	trap 'rm -rf "$t"' EXIT
+	: >"$t/.live" || exit 1
+	trap 'test_end; rm -rf "$t"' EXIT
 	trap 'exit 1' HUP INT TERM
 	trap 'sed "s/^/FAIL: /" "$t/.tool_failed"; exit 1' USR1
 	# SIGPIPE ignored by the parent (systemd services, some CI runners) stays ignored here.
@@ -29,6 +31,19 @@ test_init() {
 	fails=0
 }
 
+# test_end: what an EXIT trap does first. From there on a tool's failure is not reported: a
+# wrapped tool still running in the background (a poller, a subshell nobody waits for) fails
+# when its file goes with $t, and its report came while the trap ran (USR1's trap made a
+# passing script's status 1), recreated .tool_failed in $t as rm -rf emptied it (so $t was
+# left behind), or came after the script had gone (a signal to a pid that may be another
+# process's by then). So USR1 is ignored and $t/.live, which the wrapper asks for before
+# it reports, removed. The compromise: a tool really failing as the script exits is not
+# reported, and a script's last checks run in the foreground or are waited for.
+test_end() {
+	trap '' USR1
+	rm -f "$t/.live"
+}
+
 # awk and grep, as every script runs them: their exit status 2 (awk: its program does not
 # parse, or an input file cannot be read; grep: a bad pattern or an unreadable file) ends
 # the script with status 1 and "FAIL: TOOL exited 2: ARGS". Most checks read a tool's
@@ -36,14 +51,14 @@ test_init() {
 # took a broken tool's empty output for "nothing wrong found": an awk program broken by an
 # apostrophe in its comment printed errors and the script went on to print "ok". The tool
 # may run in a subshell, so the script is told by a signal (USR1, test_init's trap) and the
-# message is left in $t/.tool_failed. Other statuses (0, 1, a program's own exit N, 141
+# message is left in $t/.tool_failed; only while $t/.live is there (test_end). Other statuses (0, 1, a program's own exit N, 141
 # for a closed pipe) are returned as they were. A tool writing into a pipe its reader
 # closed (grep ... | head -1) dies of SIGPIPE, unless the script started with SIGPIPE
 # ignored: then it would exit 2 on EPIPE, so it runs with SIGPIPE's default restored.
 checked_tool() {
 	command ${_tool_env:-} "$@"
 	_tool_rc=$?
-	if [ $_tool_rc = 2 ] && [ -n "${t:-}" ] && [ -d "$t" ]; then
+	if [ $_tool_rc = 2 ] && [ -n "${t:-}" ] && [ -f "$t/.live" ]; then
 		printf '%s exited 2: %s\n' "$1" "$(printf '%s ' "$@" | tr '\n\t' '  ' | cut -c1-200)" \
 			>>"$t/.tool_failed"
 		kill -USR1 $$
