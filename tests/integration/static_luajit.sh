@@ -171,20 +171,30 @@ bp_after_fallback() { # FUNCTION: the first two instructions after its last bran
 	dis "$1" | awk '{ if (after) { at[n++] = $1; if (n == 2) after = 0 }
 		if (/<lj_fff_fallback>/) { after = 1; n = 0 } } END { print at[0], at[1] }'
 }
-bp_run() { # NAME HITS MIN_RESUME MIN_WRAP ADDRESS...
-	local v=$1 hits=$2 minr=$3 minw=$4
+# bp_profile NAME HITS SCRIPT WHAT ADDRESS...: SCRIPT (bp.lua, bpm.lua) profiled by the host
+# with exit_stub_bp.c's breakpoints at the ADDRESSes (the host's offsets) until HITS samples
+# stopped there, WHAT its last argument; the profile rendered as $t/NAME.folded. Status 0
+# when it is; 1 when not (after fail); 2 after a note when the machine has no hardware
+# breakpoint for it (perf_event): nothing to check.
+bp_profile() {
+	local v=$1 hits=$2 lua=$3 what=$4
 	shift 4
-	LUA_CPATH= "$t/host" "$t/bp.lua" "$t/$v.bin" "$t/libbp.so" "$pc_off" "$*" "$hits" \
+	LUA_CPATH= "$t/host" "$lua" "$t/$v.bin" "$t/libbp.so" "$pc_off" "$*" "$hits" "$what" \
 		>"$t/$v.log" 2>&1
-	local rc=$? bad rl wl
+	local rc=$?
 	if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/$v.log"; then
 		echo "note $v: no hardware breakpoint here (perf_event): not checked"
-		return
+		return 2
 	fi
 	[ $rc = 0 ] && grep -q "^hits $hits\$" "$t/$v.log" ||
-		{ fail "$v: breakpoints at '$*': $(head -3 "$t/$v.log")"; return; }
+		{ fail "$v: breakpoints at '$*': $(head -3 "$t/$v.log")"; return 1; }
 	build/luaprof report -q "$t/$v.bin" -f collapsed -o "$t/$v.folded" 2>"$t/err" ||
-		{ fail "$v: $(cat "$t/err")"; return; }
+		{ fail "$v: $(cat "$t/err")"; return 1; }
+}
+bp_run() { # NAME HITS MIN_RESUME MIN_WRAP ADDRESS...
+	local v=$1 hits=$2 minr=$3 minw=$4 bad rl wl
+	shift 4
+	bp_profile "$v" "$hits" "$t/bp.lua" "" "$@" || return
 	read -r bad rl wl < <(awk -v b="@$t/bp.lua:" '{
 		v = $NF
 		if (!index($0, "main;lua_pcall;" b) || index($0, ";lj_ff_coroutine_")) bad += v
@@ -306,17 +316,7 @@ EOF
 		local v=$1 hits=$2 what=$3 mark=$4 min=$5 line bad at
 		shift 5
 		line=$(grep -n -- "-- $mark\$" "$t/bpm.lua" | cut -d: -f1)
-		LUA_CPATH= "$t/host" "$t/bpm.lua" "$t/$v.bin" "$t/libbp.so" "$pc_off" "$*" "$hits" \
-			"$what" >"$t/$v.log" 2>&1
-		local rc=$?
-		if [ $rc = 3 ] || grep -q '^no breakpoint' "$t/$v.log"; then
-			echo "note $v: no hardware breakpoint here (perf_event): not checked"
-			return
-		fi
-		[ $rc = 0 ] && grep -q "^hits $hits\$" "$t/$v.log" ||
-			{ fail "$v: breakpoints at '$*': $(head -3 "$t/$v.log")"; return; }
-		build/luaprof report -q "$t/$v.bin" -f collapsed -o "$t/$v.folded" 2>"$t/err" ||
-			{ fail "$v: $(cat "$t/err")"; return; }
+		bp_profile "$v" "$hits" "$t/bpm.lua" "$what" "$@" || return
 		read -r bad at < <(awk -v b="@$t/bpm.lua:" -v l="$line" '{
 			v = $NF
 			if (!index($0, "main;lua_pcall;" b)) bad += v
