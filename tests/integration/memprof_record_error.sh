@@ -9,11 +9,8 @@
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
-
-need_x86_64
-need_build luaprof.so luaprof
-have luajit || skip "no luajit"
-lp=$PWD/build/luaprof
+. tests/integration/lib/record.sh
+record_setup
 
 # 300 tables of 32 bytes ({i}) kept by a local of the main chunk, then the script's end.
 for c in ok error exit; do

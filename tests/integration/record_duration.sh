@@ -7,11 +7,8 @@
 # values are refused before the program starts. Exit 0 pass, 1 fail, 2 skip.
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
-
-need_x86_64
-need_build luaprof luaprof.so
-have luajit || skip "no luajit"
-lp=$PWD/build/luaprof
+. tests/integration/lib/record.sh
+record_setup
 
 # Each program writes its pid to the file arg[1] once it runs.
 cat >"$t/loop.lua" <<'LUA'

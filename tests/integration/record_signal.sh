@@ -8,11 +8,8 @@
 # signal keeps running. Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
-
-need_x86_64
-need_build luaprof luaprof.so
-have luajit || skip "no luajit"
-lp=$PWD/build/luaprof
+. tests/integration/lib/record.sh
+record_setup
 
 # A compiled loop that runs until killed; it says when it runs (its output file, which
 # holds the signals it ignores: /proc's SigIgn mask).
