@@ -51,7 +51,6 @@ while os.clock() - t < 0.3 do x = x + math.sqrt(t) end
 os.exit(tonumber(arg[2]) or 0)
 LUA
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # gone PID: the process has ended (no such process, or a zombie not yet reaped by init).
 gone() { [ ! -e "/proc/$1/stat" ] || [ "$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 # rec NAME RECORD-ARGS...: runs record in $t (timeout 60 as a safety net: a hang fails,
@@ -77,8 +76,7 @@ stopped() {
 	grep -q "^luaprof record: --duration [0-9.]*: stopped $prog after [0-9.]* s (SIGTERM); the profile ends there$" "$t/$v.out" ||
 		fail "$v: no word of the stop: $(head -3 "$t/$v.out")"
 	grep -q 'killed by signal' "$t/$v.out" && fail "$v: told as killed: $(grep 'killed by' "$t/$v.out")"
-	grep -q '^complete: yes$' "$t/$v.info" || fail "$v: profile cut short: $(head -5 "$t/$v.info")"
-	grep -q '^meta.stopped_by: signal$' "$t/$v.info" || fail "$v: stopped_by: $(grep stopped_by "$t/$v.info")"
+	stopped_whole "$v"
 	[ -s "$t/$v.pid" ] || fail "$v: the program never ran"
 	[ -s "$t/$v.pid" ] && { gone "$(cat "$t/$v.pid")" || fail "$v: the program (pid $(cat "$t/$v.pid")) still runs"; }
 }

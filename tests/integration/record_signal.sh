@@ -20,7 +20,6 @@ local t = os.clock() while os.clock() - t < 60 do f(1e5) end
 LUA
 # started FILE: waits up to 10 s for it.
 started() { for _ in $(seq 100); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # stop NAME SIG PAUSE RECORD-ARGS...: runs record (in $t, its profile NAME.*) until the
 # program says it runs ("up"), PAUSE s more, then sends record SIG and waits for it. Sets
@@ -46,8 +45,7 @@ finished() {
 	local v=$1 num
 	num=$(kill -l "$2")
 	[ $rc = $((128 + num)) ] || fail "$v: record exited $rc, not $((128 + num)): $(head -3 "$t/$v.out")"
-	grep -q '^complete: yes$' "$t/$v.info" || fail "$v: profile cut short: $(head -5 "$t/$v.info")"
-	grep -q '^meta.stopped_by: signal$' "$t/$v.info" || fail "$v: stopped_by: $(grep stopped_by "$t/$v.info")"
+	stopped_whole "$v"
 }
 
 # Whether SIGHUP is ignored in mask MASK (hexadecimal, as /proc's SigIgn): 1 or 0.
