@@ -575,6 +575,13 @@ static void write_file(FILE *out, const struct file *f, const struct line *lines
 	free(chunk);
 }
 
+/* An exact memory profile (luaprof's exact mode, Tarantool's memprof): each event's stack
+ * is its site alone, so a line's total is its self. */
+static int exact_memory(const struct lp_profile_meta *m)
+{
+	return m && m->event && !strcmp(m->event, "memory");
+}
+
 int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *o, FILE *out,
 		       char *err, size_t errlen)
 {
@@ -600,6 +607,10 @@ int lp_render_annotate(const struct lp_profile *p, const struct lp_render_opts *
 		fprintf(out, "\n%s\n", held);
 	else if (!nfiles)
 		fputs("\nNo Lua line in the profile.\n", out);
+	else if (exact_memory(lp_profile_cmeta(p)))
+		fputs("self: at the line itself, with the builtins and C code it calls; total: "
+		      "the same, as an exact memory profile keeps each allocation's line and "
+		      "not its callers (--sample records call stacks)\n", out);
 	else
 		fputs("self: at the line itself, with the builtins and C code it calls; total: "
 		      "with the Lua functions it calls too\n", out);

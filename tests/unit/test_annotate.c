@@ -192,8 +192,9 @@ static void test_trace_events(void)
 	CHECK_EQ(rc, 0);
 	snprintf(want, sizeof(want),
 		 "Source: mem.bin  Total alloc_space: 4.0 MiB  Events: 3  Dropped: 0\n"
-		 "self: at the line itself, with the builtins and C code it calls; total: with "
-		 "the Lua functions it calls too\n"
+		 "self: at the line itself, with the builtins and C code it calls; total: the "
+		 "same, as an exact memory profile keeps each allocation's line and not its "
+		 "callers (--sample records call stacks)\n"
 		 "T: JIT traces that start at the line, charged there wherever they ran (luajit "
 		 "-joff, or a sampled profile's stacks, place their lines)\n"
 		 "\n"
