@@ -135,7 +135,10 @@ void lp_cmd_record_usage(FILE *out)
 	      "      --mode M        C: full host and Lua stacks (default); L: innermost frames\n"
 	      "  -r, --rate HZ       samples per second, 1 to 10000 (default 100)\n"
 	      "      --clock CLK     cpu: CPU time of the VM thread (default); wall: elapsed time,\n"
-	      "                      including time blocked in system calls\n"
+	      "                      including time blocked in system calls, whose ticks (a\n"
+	      "                      signal) interrupt those calls: sleeps end early, and\n"
+	      "                      calls not restarted after a signal (nanosleep, poll,\n"
+	      "                      epoll_wait) return EINTR to a program that may not retry\n"
 	      "Both:\n"
 	      "  -d, --duration SECS stop the program SECS seconds after it starts (30, 0.5;\n"
 	      "                      0.001 to 1000000) and render what it recorded: SIGTERM\n"
@@ -1425,7 +1428,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 					 "that other processes held", delay);
 			fprintf(stderr, "luaprof record: --clock cpu samples only while the program "
 					"runs on the CPU: %s%.2f s of the %.2f s (the rest it slept or "
-					"waited%s; --clock wall samples that too)\n",
+					"waited%s; --clock wall samples that too, but its ticks end "
+					"sleeps early: see --help)\n",
 				f->thread_cpu_ns ? "" : "about ", f->thread_cpu_ns ? due : ticked, secs,
 				busy);
 		}

@@ -96,6 +96,10 @@ grep -q '@app.lua:1' "$t/l.out" || fail "collapsed stacks on standard output: $(
 grep -q '%self' "$t/t.out" || fail "record -o - without -f is not the top list: $(head -c 200 "$t/t.out" | od -c | head -3)"
 n=$(grep -v '^result\|^nested' "$t/l.out" | awk '{s += $NF} END {print s + 0}')
 [ "$n" -ge 60 ] || fail "--rate 500 --clock wall over 0.3 s gave $n samples"
+# The wall clock's ticks, a signal, end a program's sleeps early (nanosleep is not
+# restarted after a handler): --help says so (it spoke only of "elapsed time").
+"$lp" record --help | tr -s ' \n' '  ' | grep -q 'sleeps end early, and calls not restarted after a signal (nanosleep, poll, epoll_wait) return EINTR' ||
+	fail "record --help does not say that --clock wall's ticks end sleeps early"
 # -r is --rate, py-spy's and rbspy's letter for it.
 (cd "$t" && "$lp" record -q -r 250 --clock wall -f collapsed -o r250.folded -- luajit app.lua 0.1) \
 	>/dev/null 2>"$t/r250.err" || fail "record -r 250: $(cat "$t/r250.err")"
@@ -811,7 +815,7 @@ if have taskset; then
 		>/dev/null 2>"$t/err-sl" || fail "record sleepy.lua beside a spinner: $(cat "$t/err-sl")"
 	kill "$spin" 2>/dev/null
 	wait "$spin" 2>/dev/null
-	grep -Eq '^luaprof record: --clock cpu samples only while the program runs on the CPU: 0\.[2-4][0-9] s of the [0-9.]+ s \(the rest it slept or waited, but for [0-9.]+ s waiting for a CPU that other processes held; --clock wall samples that too\)' \
+	grep -Eq '^luaprof record: --clock cpu samples only while the program runs on the CPU: 0\.[2-4][0-9] s of the [0-9.]+ s \(the rest it slept or waited, but for [0-9.]+ s waiting for a CPU that other processes held; --clock wall samples that too, but its ticks end sleeps early: see --help\)' \
 		"$t/err-sl" || fail "a program that sleeps and waits for a CPU: $(cat "$t/err-sl")"
 	grep -Eq '^luaprof record: the program ran 0\.[3-5][0-9] s of the [0-9.]+ s on the CPU: it waited [0-9.]+ s for one while other processes ran \(a busy machine\)' \
 		"$t/err" && ! grep -q 'slept or waited' "$t/err" ||
