@@ -39,13 +39,14 @@ static int read_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *st
 	return 0;
 }
 
-size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
+size_t lp_proctree_grow(pid_t root, struct lp_proc *out, size_t n, size_t max)
 {
 	DIR *d = opendir("/proc");
 	if (!d)
-		return 0;
-	/* Every process's parent, then the tree from root by rounds over that list. */
-	size_t n = 0, cap = 0;
+		return n;
+	/* Every process's parent, then the tree from root and out's by rounds over that
+	 * list. */
+	size_t nall = 0, cap = 0;
 	struct node { pid_t pid, ppid; unsigned long long start; int taken; } *all = NULL;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
@@ -55,7 +56,7 @@ size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
 		char st;
 		if (read_stat(nd.pid, &nd.ppid, &st, &nd.start) != 0 || st == 'Z')
 			continue;
-		if (n == cap) {
+		if (nall == cap) {
 			size_t ncap = cap ? cap * 2 : 256;
 			struct node *na = realloc(all, ncap * sizeof(*na));
 			if (!na)
@@ -63,28 +64,51 @@ size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
 			all = na;
 			cap = ncap;
 		}
-		all[n++] = nd;
+		all[nall++] = nd;
 	}
 	closedir(d);
-	size_t found = 0;
+	/* The parents looked for: root, out's processes that still run (an id given to
+	 * another process since is not one of them), which are not found again, and those
+	 * found. */
+	pid_t *par = malloc((n + max + 1) * sizeof(*par));
+	size_t npar = 0, found = n;
+	if (!par)
+		max = 0;
+	else if (root > 0)
+		par[npar++] = root;
+	for (size_t i = 0; i < nall && par; i++) {
+		all[i].taken = root > 0 && all[i].pid == root;
+		for (size_t j = 0; j < n && !all[i].taken; j++)
+			if (all[i].pid == out[j].pid && all[i].start == out[j].start) {
+				all[i].taken = 1;
+				par[npar++] = all[i].pid;
+			}
+	}
 	for (int more = 1; more && found < max;) {
 		more = 0;
-		for (size_t i = 0; i < n && found < max; i++) {
-			if (all[i].taken || all[i].pid == root)
+		for (size_t i = 0; i < nall && found < max; i++) {
+			if (all[i].taken)
 				continue;
-			int parent = all[i].ppid == root;
-			for (size_t j = 0; !parent && j < found; j++)
-				parent = all[i].ppid == out[j].pid;
+			int parent = 0;
+			for (size_t j = 0; !parent && j < npar; j++)
+				parent = all[i].ppid == par[j];
 			if (parent) {
 				all[i].taken = more = 1;
+				par[npar++] = all[i].pid;
 				out[found].pid = all[i].pid;
 				out[found].start = all[i].start;
 				found++;
 			}
 		}
 	}
+	free(par);
 	free(all);
 	return found;
+}
+
+size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
+{
+	return lp_proctree_grow(root, out, 0, max);
 }
 
 int lp_proctree_get(pid_t pid, struct lp_proc *p)

@@ -22,6 +22,13 @@ struct lp_proc {
  * /proc is read may be missed. */
 size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max);
 
+/* As lp_proctree_descendants, on top of the n processes already in out (left as they are):
+ * adds after them, up to max in all, the live descendants of root and of those of out[0..n)
+ * that still run (the same process: its start time), that are not in out yet; returns the
+ * count in out. root <= 0 for none (out's alone: their parent has ended). For processes
+ * started after out was filled. */
+size_t lp_proctree_grow(pid_t root, struct lp_proc *out, size_t n, size_t max);
+
 /* Fills *p with the process pid as it is now: -1 when there is none (or a zombie). */
 int lp_proctree_get(pid_t pid, struct lp_proc *p);
 

@@ -970,7 +970,9 @@ struct rec_status {
 	pid_t killed; /* -d: the one (the program, or the process that profiles) that outlived
 		       * STOP_GRACE_NS after SIGTERM and got SIGKILL; 0 for none */
 	int killed_procs; /* -d: processes it started that got SIGKILL so */
+	int killed_late; /* -d: and those started after SIGTERM (not sent it), killed so */
 	int stop_missed; /* -d: it started more than SIGTERM went to (STOP_MAX_PROCS) */
+	int kill_missed; /* -d: more than SIGKILL went to, counting those started since */
 };
 
 /* Fills r's fields from the status file (the others, record's own, are left). */
@@ -1018,21 +1020,53 @@ struct stopper {
 	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
 	int escalated;      /* SIGKILL's time came: sent to those left, if any */
 	pid_t killed;       /* root, when SIGKILL was sent to it */
-	size_t killed_procs; /* and to so many of procs */
+	size_t killed_procs; /* and to so many of procs that SIGTERM went to */
+	size_t killed_late; /* and to so many started after SIGTERM */
 	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
 	pid_t other;        /* root when it was not the program (which had ended) */
 	size_t nprocs;
-	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent */
-	int full;           /* procs was filled: others may have been missed */
+	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent,
+					       * then those found at SIGKILL's time */
+	int full;           /* procs was filled at SIGTERM: others may have been missed */
+	int kill_full;      /* procs was filled at SIGKILL (and not at SIGTERM) */
 };
 
-/* SIGKILL to those of s->procs still running but skip, counted in s->killed_procs. */
-static void kill_left(struct stopper *s, pid_t skip)
+/*
+** SIGKILL's time: to root (the program, not yet reaped, or the process that profiles; 0
+** once they ended) and to those of s->procs left, and to the processes started since
+** SIGTERM, which it did not reach: descendants of root or of those left (a program that
+** handles SIGTERM and then runs os.execute("sleep 100") would otherwise leave the sleep
+** running, holding record's output open). Each is stopped (SIGSTOP) before the next look,
+** so that none starts another unseen between the last look and the kill. Those started
+** since are counted apart (killed_late): SIGTERM did not go to them. Only a root still
+** running is said to be killed: the program may be a zombie not yet reaped, the process
+** that profiles between its lock and its end.
+*/
+static void stop_kill(struct stopper *s, pid_t root)
 {
+	struct lp_proc r;
+	size_t termed = s->nprocs, stopped = 0;
+	s->escalated = 1;
+	if (root > 0 && lp_proctree_get(root, &r) != 0)
+		root = 0;
+	if (root > 0)
+		kill(root, SIGSTOP);
+	for (;;) {
+		for (; stopped < s->nprocs; stopped++)
+			if (s->procs[stopped].pid != root && lp_proctree_alive(&s->procs[stopped]))
+				kill(s->procs[stopped].pid, SIGSTOP);
+		size_t n = lp_proctree_grow(root, s->procs, s->nprocs, STOP_MAX_PROCS);
+		if (n == s->nprocs)
+			break;
+		s->nprocs = n;
+	}
+	s->kill_full = !s->full && s->nprocs == STOP_MAX_PROCS;
+	if (root > 0 && kill(root, SIGKILL) == 0)
+		s->killed = root;
 	for (size_t i = 0; i < s->nprocs; i++)
-		if (s->procs[i].pid != skip && lp_proctree_alive(&s->procs[i]) &&
+		if (s->procs[i].pid != root && lp_proctree_alive(&s->procs[i]) &&
 		    kill(s->procs[i].pid, SIGKILL) == 0)
-			s->killed_procs++;
+			++*(i < termed ? &s->killed_procs : &s->killed_late);
 }
 
 /*
@@ -1091,19 +1125,15 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 		if (!found)
 			kill(root, SIGTERM);
 	} else if (s->sent && !s->escalated && now - s->sent >= STOP_GRACE_NS) {
-		/* Only one still running is said to be killed: the program may be a zombie
-		 * not yet reaped, the process that profiles between its lock and its end. */
-		struct lp_proc r;
-		s->escalated = 1;
-		if (lp_proctree_get(root, &r) == 0 && kill(root, SIGKILL) == 0)
-			s->killed = root;
-		kill_left(s, root);
+		stop_kill(s, root);
 	}
 }
 
 /* Once the program (and the process that profiles) ended: its descendants that SIGTERM
- * has not ended yet are waited for until STOP_GRACE_NS after it, then killed. Not after
- * stop_tick's SIGKILL: those it killed are ending. */
+ * has not ended yet are waited for until STOP_GRACE_NS after it, then killed with those
+ * they started since (stop_kill). Not after stop_tick's SIGKILL: those it killed are
+ * ending. (A process started after SIGTERM by one that then ended is not found: its
+ * parent is init, or a subreaper, by then.) */
 static void stop_finish(struct stopper *s)
 {
 	for (int left = 1; s->sent && !s->escalated && left;) {
@@ -1111,8 +1141,7 @@ static void stop_finish(struct stopper *s)
 		for (size_t i = 0; i < s->nprocs && !left; i++)
 			left = lp_proctree_alive(&s->procs[i]);
 		if (left && now_ns() - s->sent >= STOP_GRACE_NS) {
-			s->escalated = 1;
-			kill_left(s, 0);
+			stop_kill(s, 0);
 			return;
 		}
 		if (left)
@@ -1283,7 +1312,9 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 		st->stopped_ns = stop.sent - t0;
 		st->killed = stop.killed;
 		st->killed_procs = (int)stop.killed_procs;
+		st->killed_late = (int)stop.killed_late;
 		st->stop_missed = stop.full;
+		st->kill_missed = stop.kill_full;
 		st->stopped_other = stop.other;
 	}
 	if (*told)
@@ -1697,7 +1728,7 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
  * started is said too. */
 static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
-	char other[64], killed[64], also[64] = "";
+	char other[64], killed[64], also[96] = "";
 	snprintf(other, sizeof(other), "the process it profiles (pid %ld)",
 		 (long)rs->stopped_other);
 	/* The one killed: the program, or the process that profiles, which outlived the
@@ -1705,9 +1736,14 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 	snprintf(killed, sizeof(killed), "the process it profiles (pid %ld)", (long)rs->killed);
 	if (rs->killed == rs->child)
 		snprintf(killed, sizeof(killed), "%s", o->cmd[0]);
-	if (rs->killed && rs->killed_procs)
-		snprintf(also, sizeof(also), " (with %d process%s it started)", rs->killed_procs,
-			 rs->killed_procs > 1 ? "es" : "");
+	/* Those started after SIGTERM are said apart: it did not go to them. */
+	int nkilled = rs->killed_procs + rs->killed_late;
+	if (rs->killed && nkilled && rs->killed_late && rs->killed_procs)
+		snprintf(also, sizeof(also), " (with %d processes it started, %d of them after "
+					     "SIGTERM)", nkilled, rs->killed_late);
+	else if (rs->killed && nkilled)
+		snprintf(also, sizeof(also), " (with %d process%s it started%s)", nkilled,
+			 nkilled > 1 ? "es" : "", rs->killed_late ? " after SIGTERM" : "");
 	/* A wrapper killed is not the profile cut short (if the profile is, because what
 	 * it ran was killed with it, the stream says so). */
 	const char *cut = rs->killed != rs->child || rs->prof == rs->child
@@ -1760,12 +1796,26 @@ static void tell_status(const struct opts *o, int status, const struct rec_statu
 				"more: SIGTERM went to the first %d found, and some of the others "
 				"may still run\n", o->duration, rs->stopped_other ? other : o->cmd[0],
 			STOP_MAX_PROCS, STOP_MAX_PROCS);
+	if (rs->kill_missed && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or "
+				"more by SIGKILL's time: it went to the first %d found, and some of "
+				"the others may still run\n", o->duration,
+			rs->stopped_other ? other : o->cmd[0], STOP_MAX_PROCS, STOP_MAX_PROCS);
+	char late[96] = "";
+	if (rs->killed_procs && rs->killed_late)
+		snprintf(late, sizeof(late), ", and %d more started after it still ran",
+			 rs->killed_late);
 	if (!rs->killed && rs->killed_procs && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started did "
-				"not end within %.0f s of SIGTERM (ignoring or handling it): killed "
-				"with SIGKILL\n", o->duration, rs->killed_procs,
+				"not end within %.0f s of SIGTERM (ignoring or handling it)%s: "
+				"killed with SIGKILL\n", o->duration, rs->killed_procs,
 			rs->killed_procs > 1 ? "es" : "", rs->stopped_other ? other : o->cmd[0],
-			(double)STOP_GRACE_NS / 1e9);
+			(double)STOP_GRACE_NS / 1e9, late);
+	else if (!rs->killed && rs->killed_late && !o->quiet)
+		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started after "
+				"SIGTERM still ran %.0f s later: killed with SIGKILL\n", o->duration,
+			rs->killed_late, rs->killed_late > 1 ? "es" : "",
+			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9);
 }
 
 int lp_cmd_record(int argc, char **argv)

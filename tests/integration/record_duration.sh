@@ -191,6 +191,17 @@ grep -q '^luaprof record: --duration 0.5: sh did not end within 11 s of SIGTERM 
 	fail "wkill: $(grep -- --duration "$t/wkill.out")"
 grep -q '^complete: yes$' "$t/wkill.info" || fail "wkill: profile cut short: $(head -5 "$t/wkill.info")"
 
+# -- A program that handles SIGTERM and then starts a long child (after SIGTERM, so not
+# among those it went to): SIGKILL 11 s later reaches that child too, and is said to. Before,
+# it was neither killed nor waited for: it held record's output open for its 30 s.
+rec late -d 0.5 -f collapsed -o late.folded -- sh -c "trap 'sleep 30 & echo \$! >late.pid.child; wait' TERM; luajit loop.lua late.pid"
+[ "$ms" -ge 11000 ] && [ "$ms" -le 16000 ] || fail "late: took $ms ms (want 11 s after 0.5 s)"
+grep -q '^luaprof record: --duration 0.5: sh did not end within 11 s of SIGTERM (it ignores or handles it): killed with SIGKILL (with 1 process it started after SIGTERM)$' "$t/late.out" ||
+	fail "late: $(grep -- --duration "$t/late.out")"
+stopped_whole late
+[ -s "$t/late.pid.child" ] || fail "late: the child started after SIGTERM never ran"
+[ -s "$t/late.pid.child" ] && { gone "$(cat "$t/late.pid.child")" || { fail "late: the child started after SIGTERM (pid $(cat "$t/late.pid.child")) still runs"; kill -KILL "$(cat "$t/late.pid.child")"; }; }
+
 # -- A process the program started ignores SIGTERM (the program itself ends): SIGKILL 11 s
 # later, said so; the program's stop and profile are as asked. Before, it was killed
 # without a word.
