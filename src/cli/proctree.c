@@ -106,6 +106,39 @@ size_t lp_proctree_grow(pid_t root, struct lp_proc *out, size_t n, size_t max)
 	return found;
 }
 
+size_t lp_proctree_children(pid_t parent, pid_t skip, unsigned long long since,
+			    struct lp_proc *out, size_t n, size_t max)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return n;
+	struct dirent *e;
+	while (n < max && (e = readdir(d)) != NULL) {
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		struct lp_proc p = { .pid = (pid_t)strtol(e->d_name, NULL, 10) };
+		pid_t ppid;
+		char st;
+		if (p.pid == skip || read_stat(p.pid, &ppid, &st, &p.start) != 0 || st == 'Z' ||
+		    ppid != parent || p.start < since)
+			continue;
+		int known = 0;
+		for (size_t i = 0; i < n && !known; i++)
+			known = out[i].pid == p.pid && out[i].start == p.start;
+		if (!known)
+			out[n++] = p;
+	}
+	closedir(d);
+	return n;
+}
+
+int lp_proctree_start(pid_t pid, unsigned long long *start)
+{
+	pid_t ppid;
+	char st;
+	return read_stat(pid, &ppid, &st, start);
+}
+
 size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)
 {
 	return lp_proctree_grow(root, out, 0, max);

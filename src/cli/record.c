@@ -26,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1029,7 +1030,33 @@ struct stopper {
 					       * then those found at SIGKILL's time */
 	int full;           /* procs was filled at SIGTERM: others may have been missed */
 	int kill_full;      /* procs was filled at SIGKILL (and not at SIGTERM) */
+	int adopting;       /* record is a child subreaper (run): a process the program left
+			     * when its parent ended is record's child, found by stop_scan */
+	unsigned long long since; /* the program's start time: record's children since are
+				   * processes it left */
 };
+
+/*
+** Adds to s->procs, after its s->nprocs, the processes the program started: descendants
+** of root and of those of s->procs still running and, adopting, record's own children
+** other than root started since the program, with theirs (a process whose parent ended,
+** as `cmd &` in an os.execute leaves it, is no longer below root). Returns the count.
+*/
+static size_t stop_scan(struct stopper *s, pid_t root)
+{
+	size_t n = s->nprocs;
+	if (s->adopting)
+		n = lp_proctree_children(getpid(), root, s->since, s->procs, n, STOP_MAX_PROCS);
+	return lp_proctree_grow(root, s->procs, n, STOP_MAX_PROCS);
+}
+
+/* Reaps record's children that ended, adopted as a child subreaper: called once the
+ * program is reaped (waitpid(-1) would take its status otherwise). */
+static void reap_adopted(const struct stopper *s)
+{
+	while (s->adopting && waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
 
 /*
 ** SIGKILL's time: to root (the program, not yet reaped, or the process that profiles; 0
@@ -1055,7 +1082,7 @@ static void stop_kill(struct stopper *s, pid_t root)
 		for (; stopped < s->nprocs; stopped++)
 			if (s->procs[stopped].pid != root && lp_proctree_alive(&s->procs[stopped]))
 				kill(s->procs[stopped].pid, SIGSTOP);
-		size_t n = lp_proctree_grow(root, s->procs, s->nprocs, STOP_MAX_PROCS);
+		size_t n = stop_scan(s, root);
 		if (n == s->nprocs)
 			break;
 		s->nprocs = n;
@@ -1093,7 +1120,8 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 		return;
 	uint64_t now = now_ns();
 	if (!s->sent && now >= s->deadline) {
-		s->nprocs = lp_proctree_descendants(root, s->procs, STOP_MAX_PROCS);
+		s->nprocs = 0;
+		s->nprocs = stop_scan(s, root);
 		s->full = s->nprocs == STOP_MAX_PROCS;
 		s->sent = now;
 		s->root = root;
@@ -1132,8 +1160,8 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 /* Once the program (and the process that profiles) ended: its descendants that SIGTERM
  * has not ended yet are waited for until STOP_GRACE_NS after it, then killed with those
  * they started since (stop_kill). Not after stop_tick's SIGKILL: those it killed are
- * ending. (A process started after SIGTERM by one that then ended is not found: its
- * parent is init, or a subreaper, by then.) */
+ * ending. (A process started after SIGTERM by one that then ended is found as record's
+ * child, record being a subreaper: stop_scan; it is not where that failed.) */
 static void stop_finish(struct stopper *s)
 {
 	for (int left = 1; s->sent && !s->escalated && left;) {
@@ -1146,6 +1174,7 @@ static void stop_finish(struct stopper *s)
 		}
 		if (left)
 			sleep_ms(20);
+		reap_adopted(s);
 	}
 }
 
@@ -1207,8 +1236,23 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	static struct stopper stop; /* large: not on the stack */
 	memset(&stop, 0, sizeof(stop));
 	stop.deadline = o->duration_ns ? t0 + o->duration_ns : 0;
+	/* With -d, record is a child subreaper while the program runs: a process it started
+	 * whose parent ended (`cmd &` in an os.execute, a daemon's double fork) is given to
+	 * record rather than init, so that -d's stop finds it (stop_scan). Without -d nothing
+	 * changes. Processes still running when the program ends are left running, as
+	 * without it (they go to init when record ends), unless -d's stop is under way, which
+	 * waits for them and kills those left (stop_finish); those that end while record
+	 * runs are reaped (reap_adopted). Not inherited by the program (fork clears it). One
+	 * record already was (set before an exec) is kept. */
+	int was_subreaper = 0;
+	if (stop.deadline && prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper) != 0)
+		was_subreaper = 1; /* unknown: left as it is */
+	if (stop.deadline && !was_subreaper)
+		stop.adopting = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
 	pid_t pid = fork();
 	if (pid < 0) {
+		if (stop.adopting)
+			prctl(PR_SET_CHILD_SUBREAPER, 0);
 		sigprocmask(SIG_SETMASK, omask, NULL);
 		sigaction(SIGCHLD, &ochld, NULL);
 		rec_files_remove(&rf);
@@ -1243,6 +1287,8 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	 * is ignored by the program too: no stop, and -d stays. */
 	child_pid = pid;
 	st->child = pid;
+	if (lp_proctree_start(pid, &stop.since) != 0)
+		stop.since = 0; /* (not reaped: it is there, a zombie at worst) */
 	interrupted = 0;
 	sigaction(SIGINT, NULL, &oint);
 	sigaction(SIGQUIT, NULL, &oquit);
@@ -1257,7 +1303,13 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	/* Polled, so that SIGTERM and SIGHUP reach the process that profiles as soon as it is
 	 * known, as well as the program (a wrapper does not always pass them on). */
 	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
+		/* Adopting, waitpid(-1): the program's status, or an adopted process reaped. */
+		int ws;
+		pid_t w = waitpid(stop.adopting ? -1 : pid, &ws, WNOHANG);
+		if (w > 0 && w != pid)
+			continue;
+		if (w == pid)
+			status = ws;
 		if (w == pid || (w < 0 && errno != EINTR))
 			break;
 		if (!prof_pid && *told)
@@ -1303,11 +1355,17 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 			if (!t_stop)
 				stop_tick(&stop, holder, 0);
 			sleep_ms(20);
+			reap_adopted(&stop);
 		}
 		gave_up = t_stop != 0;
 	}
 	if (!gave_up)
 		stop_finish(&stop);
+	/* Orphans from here on go to init again; those still running stay record's children
+	 * until it ends, those ended are reaped. */
+	if (stop.adopting)
+		prctl(PR_SET_CHILD_SUBREAPER, 0);
+	reap_adopted(&stop);
 	if (stop.sent) {
 		st->stopped_ns = stop.sent - t0;
 		st->killed = stop.killed;

@@ -102,6 +102,30 @@ n=$(samples block)
 [ "${n:-0}" -ge 100 ] || fail "block: ${n:-no} samples in 1.5 s of wall clock at 100 Hz"
 grep -q '@block\.lua:2;os\.execute' "$t/block.folded" || fail "block: the blocked line missing: $(head -2 "$t/block.folded")"
 
+# -- A process the program left behind, its parent ended (`sleep 20 &` in os.execute): it is
+# record's (a child subreaper with -d) and stopped too. Before, its parent was init, no
+# scan found it: it ran on, holding record's output open for its 20 s.
+cat >"$t/orphan.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+os.execute("sleep 20 & echo $! >" .. arg[1] .. ".child")
+local x = 0
+while true do x = x + math.sqrt(x + 1) end
+LUA
+rec orphan -d 1 -f collapsed -o orphan.folded -- luajit orphan.lua orphan.pid
+stopped orphan 900 5000
+[ -s "$t/orphan.pid.child" ] || fail "orphan: the process left never ran"
+[ -s "$t/orphan.pid.child" ] && { gone "$(cat "$t/orphan.pid.child")" || { fail "orphan: the process left (pid $(cat "$t/orphan.pid.child")) still runs"; kill -KILL "$(cat "$t/orphan.pid.child")"; }; }
+# Without -d, or ended before the deadline: left running, as it was (record does not wait).
+cat >"$t/leave.lua" <<'LUA'
+os.execute("sleep 3 >/dev/null 2>&1 & echo $! >" .. arg[1] .. ".child")
+LUA
+for d in "" "-d 5"; do
+	rec leave $d -f collapsed -o leave.folded -- luajit leave.lua leave.pid
+	[ "$ms" -le 2500 ] || fail "leave ${d:-without -d}: took $ms ms"
+	[ -s "$t/leave.pid.child" ] && ! gone "$(cat "$t/leave.pid.child")" || fail "leave ${d:-without -d}: the process left was stopped"
+	[ -s "$t/leave.pid.child" ] && kill -KILL "$(cat "$t/leave.pid.child")" 2>/dev/null
+done
+
 # -- A wrapper that runs luajit (not exec): both stopped, the profile whole.
 rec wrap -d 0.5 -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua wrap.pid; echo after'
 stopped wrap 400 5000 sh
