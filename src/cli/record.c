@@ -1096,6 +1096,16 @@ static void stop_kill(struct stopper *s, pid_t root)
 			++*(i < termed ? &s->killed_procs : &s->killed_late);
 }
 
+/* Whether pid, a child of record not yet reaped, has ended (a zombie): its status is left
+ * for waitpid. */
+static int ended(pid_t pid)
+{
+	siginfo_t si;
+	si.si_pid = 0;
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	       si.si_pid == pid;
+}
+
 /*
 ** Called while record waits for root (the program, not yet reaped, or the process that
 ** profiles, while it holds its lock): at the deadline, SIGTERM to root and every process
@@ -1122,6 +1132,15 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 	if (!s->sent && now >= s->deadline) {
 		s->nprocs = 0;
 		s->nprocs = stop_scan(s, root);
+		/* A program that ended on its own at the deadline (after record's last
+		 * waitpid, or during the scan) is not stopped: its end is its own, told as
+		 * without -d once reaped, rather than a SIGTERM to a zombie taken for -d's
+		 * stop. (One that ends between this look and the kill still is: microseconds
+		 * where the scan took milliseconds.) */
+		if (program && ended(root)) {
+			s->nprocs = 0;
+			return;
+		}
 		s->full = s->nprocs == STOP_MAX_PROCS;
 		s->sent = now;
 		s->root = root;
