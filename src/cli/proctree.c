@@ -3,9 +3,13 @@
 */
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "cli/proctree.h"
 
@@ -160,4 +164,31 @@ int lp_proctree_alive(const struct lp_proc *p)
 	char st;
 	unsigned long long start;
 	return read_stat(p->pid, &ppid, &st, &start) == 0 && st != 'Z' && start == p->start;
+}
+
+int lp_proctree_signal(const struct lp_proc *p, int sig)
+{
+	int fd = -1;
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+	fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	/* Gone; else a pidfd refused otherwise (ENOSYS, EPERM from a seccomp filter,
+	 * EMFILE) leaves the check then kill(). */
+	if (fd < 0 && errno == ESRCH)
+		return -1;
+#endif
+	/* The pidfd holds the process that had the id when it was opened: if the check
+	 * finds that one is still ours, no later process can be the one signalled. */
+	if (!lp_proctree_alive(p)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (fd < 0)
+		return kill(p->pid, sig) == 0 ? 0 : -1;
+	int rc = -1;
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+	rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+#endif
+	close(fd);
+	return rc == 0 ? 0 : -1;
 }

@@ -48,4 +48,10 @@ int lp_proctree_get(pid_t pid, struct lp_proc *p);
 /* Whether p is still the process that was found, and not a zombie. */
 int lp_proctree_alive(const struct lp_proc *p);
 
+/* Sends sig to p if it is still the process that was found (lp_proctree_alive): through a
+ * pidfd, opened before the check, so that an id freed and given to another process
+ * meanwhile is never signalled; where the kernel has no pidfd (before Linux 5.3), the
+ * check then kill(), which leaves the microseconds between them. 0 when sent. */
+int lp_proctree_signal(const struct lp_proc *p, int sig);
+
 #endif

@@ -1080,8 +1080,8 @@ static void stop_kill(struct stopper *s, pid_t root)
 		kill(root, SIGSTOP);
 	for (;;) {
 		for (; stopped < s->nprocs; stopped++)
-			if (s->procs[stopped].pid != root && lp_proctree_alive(&s->procs[stopped]))
-				kill(s->procs[stopped].pid, SIGSTOP);
+			if (s->procs[stopped].pid != root)
+				lp_proctree_signal(&s->procs[stopped], SIGSTOP);
 		size_t n = stop_scan(s, root);
 		if (n == s->nprocs)
 			break;
@@ -1091,8 +1091,7 @@ static void stop_kill(struct stopper *s, pid_t root)
 	if (root > 0 && kill(root, SIGKILL) == 0)
 		s->killed = root;
 	for (size_t i = 0; i < s->nprocs; i++)
-		if (s->procs[i].pid != root && lp_proctree_alive(&s->procs[i]) &&
-		    kill(s->procs[i].pid, SIGKILL) == 0)
+		if (s->procs[i].pid != root && lp_proctree_signal(&s->procs[i], SIGKILL) == 0)
 			++*(i < termed ? &s->killed_procs : &s->killed_late);
 }
 
@@ -1149,16 +1148,13 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 		if (!program && s->nprocs < STOP_MAX_PROCS &&
 		    lp_proctree_get(root, &s->procs[s->nprocs]) == 0)
 			s->nprocs++;
-		/* Each checked to be the process found (its start time) just before the
-		 * kill: an id freed and given to another process since /proc was read is not
-		 * signalled. (The check and the kill are two steps: an id reused in the
-		 * microseconds between them would still be; a pidfd would close that gap.)
-		 * root needs none: the program is not yet reaped, the process that
-		 * profiles holds its lock. */
+		/* Each only if still the process found (its start time), through a pidfd
+		 * (lp_proctree_signal): an id freed and given to another process since /proc
+		 * was read is not signalled. root needs none: the program is not yet reaped,
+		 * the process that profiles holds its lock. */
 		kill(root, SIGTERM);
 		for (size_t i = 0; i < s->nprocs; i++)
-			if (lp_proctree_alive(&s->procs[i]))
-				kill(s->procs[i].pid, SIGTERM);
+			lp_proctree_signal(&s->procs[i], SIGTERM);
 	} else if (s->sent && root != s->root) {
 		/* The process that profiles, alone now, not found among the program's (it
 		 * started as SIGTERM was sent): it gets it too. */
