@@ -958,6 +958,21 @@ static pid_t lock_holder(const struct rec_files *f)
 	return p;
 }
 
+/* What -d did: filled by its stopper (struct stopper), told by tell_status. All 0 when
+ * it did nothing (no -d, the program ended first, the user stopped it first). */
+struct stop_done {
+	uint64_t stopped_ns; /* when SIGTERM was sent, after the program's start; 0 not */
+	pid_t other;    /* the process that profiles, stopped after the program ended; 0 when
+			 * it was the program */
+	pid_t killed;   /* the one (the program, or the process that profiles) that outlived
+			 * STOP_GRACE_NS after SIGTERM and got SIGKILL; 0 for none */
+	int killed_procs; /* processes it started that SIGTERM went to, killed so */
+	int killed_late;  /* and those started after SIGTERM (not sent it), killed so */
+	int missed;       /* it started more than SIGTERM went to (STOP_MAX_PROCS) */
+	int kill_missed;  /* more than SIGKILL went to, counting those started since (and
+			   * not already missed at SIGTERM) */
+};
+
 /* What the status file says so far. */
 struct rec_status {
 	int loaded;   /* an agent was loaded */
@@ -966,14 +981,7 @@ struct rec_status {
 	int error;    /* it could not write its profile ('E') */
 	int skipped;  /* processes that loaded the agent and ran without it ('S') */
 	pid_t abandoned; /* record stopped waiting for it, still running (Ctrl-C) */
-	uint64_t stopped_ns; /* -d: when record stopped the program, after its start; 0 not */
-	pid_t stopped_other; /* -d: the process that profiles, stopped after the program ended */
-	pid_t killed; /* -d: the one (the program, or the process that profiles) that outlived
-		       * STOP_GRACE_NS after SIGTERM and got SIGKILL; 0 for none */
-	int killed_procs; /* -d: processes it started that got SIGKILL so */
-	int killed_late; /* -d: and those started after SIGTERM (not sent it), killed so */
-	int stop_missed; /* -d: it started more than SIGTERM went to (STOP_MAX_PROCS) */
-	int kill_missed; /* -d: more than SIGKILL went to, counting those started since */
+	struct stop_done did; /* -d, record's own */
 };
 
 /* Fills r's fields from the status file (the others, record's own, are left). */
@@ -1017,19 +1025,16 @@ static void sleep_ms(long ms)
 
 /* -d: the program's stop when its time is up (struct stopper, stop_tick). */
 struct stopper {
+	uint64_t t0;        /* now_ns() when the program started */
 	uint64_t deadline;  /* now_ns() when it is stopped; 0 for never */
 	uint64_t sent;      /* now_ns() when SIGTERM was sent; 0 not yet */
 	int escalated;      /* SIGKILL's time came: sent to those left, if any */
-	pid_t killed;       /* root, when SIGKILL was sent to it */
-	size_t killed_procs; /* and to so many of procs that SIGTERM went to */
-	size_t killed_late; /* and to so many started after SIGTERM */
+	struct stop_done did; /* what it did (did.other: root when it was not the program,
+			       * which had ended; did.missed: procs was filled at SIGTERM) */
 	pid_t root;         /* the one SIGTERM was sent to, and its descendants: */
-	pid_t other;        /* root when it was not the program (which had ended) */
 	size_t nprocs;
 	struct lp_proc procs[STOP_MAX_PROCS]; /* root's descendants when SIGTERM was sent,
 					       * then those found at SIGKILL's time */
-	int full;           /* procs was filled at SIGTERM: others may have been missed */
-	int kill_full;      /* procs was filled at SIGKILL (and not at SIGTERM) */
 	int adopting;       /* record is a child subreaper (run): a process the program left
 			     * when its parent ended is record's child, found by stop_scan */
 	unsigned long long since; /* the program's start time: record's children since are
@@ -1065,7 +1070,7 @@ static void reap_adopted(const struct stopper *s)
 ** handles SIGTERM and then runs os.execute("sleep 100") would otherwise leave the sleep
 ** running, holding record's output open). Each is stopped (SIGSTOP) before the next look,
 ** so that none starts another unseen between the last look and the kill. Those started
-** since are counted apart (killed_late): SIGTERM did not go to them. Only a root still
+** since are counted apart (did.killed_late): SIGTERM did not go to them. Only a root still
 ** running is said to be killed: the program may be a zombie not yet reaped, the process
 ** that profiles between its lock and its end.
 */
@@ -1087,12 +1092,12 @@ static void stop_kill(struct stopper *s, pid_t root)
 			break;
 		s->nprocs = n;
 	}
-	s->kill_full = !s->full && s->nprocs == STOP_MAX_PROCS;
+	s->did.kill_missed = !s->did.missed && s->nprocs == STOP_MAX_PROCS;
 	if (root > 0 && kill(root, SIGKILL) == 0)
-		s->killed = root;
+		s->did.killed = root;
 	for (size_t i = 0; i < s->nprocs; i++)
 		if (s->procs[i].pid != root && lp_proctree_signal(&s->procs[i], SIGKILL) == 0)
-			++*(i < termed ? &s->killed_procs : &s->killed_late);
+			++*(i < termed ? &s->did.killed_procs : &s->did.killed_late);
 }
 
 /* Whether pid, a child of record not yet reaped, has ended (a zombie): its status is left
@@ -1140,10 +1145,11 @@ static void stop_tick(struct stopper *s, pid_t root, int program)
 			s->nprocs = 0;
 			return;
 		}
-		s->full = s->nprocs == STOP_MAX_PROCS;
+		s->did.missed = s->nprocs == STOP_MAX_PROCS;
 		s->sent = now;
+		s->did.stopped_ns = now - s->t0;
 		s->root = root;
-		s->other = program ? 0 : root;
+		s->did.other = program ? 0 : root;
 		/* Waited for by stop_finish: it ends a little after its lock is let go. */
 		if (!program && s->nprocs < STOP_MAX_PROCS &&
 		    lp_proctree_get(root, &s->procs[s->nprocs]) == 0)
@@ -1250,6 +1256,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	uint64_t t0 = now_ns();
 	static struct stopper stop; /* large: not on the stack */
 	memset(&stop, 0, sizeof(stop));
+	stop.t0 = t0;
 	stop.deadline = o->duration_ns ? t0 + o->duration_ns : 0;
 	/* With -d, record is a child subreaper while the program runs: a process it started
 	 * whose parent ended (`cmd &` in an os.execute, a daemon's double fork) is given to
@@ -1381,15 +1388,7 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	if (stop.adopting)
 		prctl(PR_SET_CHILD_SUBREAPER, 0);
 	reap_adopted(&stop);
-	if (stop.sent) {
-		st->stopped_ns = stop.sent - t0;
-		st->killed = stop.killed;
-		st->killed_procs = (int)stop.killed_procs;
-		st->killed_late = (int)stop.killed_late;
-		st->stop_missed = stop.full;
-		st->kill_missed = stop.kill_full;
-		st->stopped_other = stop.other;
-	}
+	st->did = stop.did;
 	if (*told)
 		rec_status_read(&rf, st);
 	prof_pid = 0;
@@ -1794,6 +1793,18 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
 	return sc.c;
 }
 
+/* That -d's step (SIGTERM, or SIGKILL, a later one, said with its time) went to the first
+ * STOP_MAX_PROCS processes who had started, so others may have been missed. */
+static void tell_missed(const struct opts *o, const char *who, const char *step, int later)
+{
+	char when[48] = "";
+	if (later)
+		snprintf(when, sizeof(when), " by %s's time", step);
+	fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or more%s: "
+			"%s went to the first %d found, and some of the others may still run\n",
+		o->duration, who, STOP_MAX_PROCS, when, later ? "it" : step, STOP_MAX_PROCS);
+}
+
 /* Says how the program ended when that was not a success: its status is ours too. Or,
  * stopped by -d (rs), when and how (unless -q: record's status is 0 then), or that it had
  * to be killed. What -d did is told as it was: SIGTERM to a process record stopped
@@ -1801,94 +1812,89 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
  * started is said too. */
 static void tell_status(const struct opts *o, int status, const struct rec_status *rs)
 {
+	const struct stop_done *d = &rs->did;
 	char other[64], killed[64], also[96] = "";
 	snprintf(other, sizeof(other), "the process it profiles (pid %ld)",
-		 (long)rs->stopped_other);
+		 (long)d->other);
 	/* The one killed: the program, or the process that profiles, which outlived the
 	 * program (a wrapper that died of SIGTERM at once). */
-	snprintf(killed, sizeof(killed), "the process it profiles (pid %ld)", (long)rs->killed);
-	if (rs->killed == rs->child)
+	snprintf(killed, sizeof(killed), "the process it profiles (pid %ld)", (long)d->killed);
+	if (d->killed == rs->child)
 		snprintf(killed, sizeof(killed), "%s", o->cmd[0]);
 	/* Those started after SIGTERM are said apart: it did not go to them. */
-	int nkilled = rs->killed_procs + rs->killed_late;
-	if (rs->killed && nkilled && rs->killed_late && rs->killed_procs)
+	int nkilled = d->killed_procs + d->killed_late;
+	if (d->killed && nkilled && d->killed_late && d->killed_procs)
 		snprintf(also, sizeof(also), " (with %d processes it started, %d of them after "
-					     "SIGTERM)", nkilled, rs->killed_late);
-	else if (rs->killed && nkilled)
+					     "SIGTERM)", nkilled, d->killed_late);
+	else if (d->killed && nkilled)
 		snprintf(also, sizeof(also), " (with %d process%s it started%s)", nkilled,
-			 nkilled > 1 ? "es" : "", rs->killed_late ? " after SIGTERM" : "");
+			 nkilled > 1 ? "es" : "", d->killed_late ? " after SIGTERM" : "");
 	/* A wrapper killed is not the profile cut short (if the profile is, because what
 	 * it ran was killed with it, the stream says so). */
-	const char *cut = rs->killed != rs->child || rs->prof == rs->child
+	const char *cut = d->killed != rs->child || rs->prof == rs->child
 				  ? ", its profile cut short" : "";
 	/* The program itself stopped; one that ended before is told of as without -d. */
-	int stopped = rs->stopped_ns && !rs->stopped_other;
-	if (rs->killed && !stopped)
+	int stopped = d->stopped_ns && !d->other;
+	if (d->killed && !stopped)
 		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
 				"SIGTERM (it ignores or handles it): killed with SIGKILL%s%s\n",
 			o->duration, killed, (double)STOP_GRACE_NS / 1e9, also, cut);
-	else if (rs->stopped_other && rs->abandoned && !o->quiet)
+	else if (d->other && rs->abandoned && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: sent %s SIGTERM after %.2f s; "
 				"record stopped waiting for it before it ended\n", o->duration,
-			other, (double)rs->stopped_ns / 1e9);
-	else if (rs->stopped_other && !o->quiet)
+			other, (double)d->stopped_ns / 1e9);
+	else if (d->other && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); the profile ends there\n", o->duration, other,
-			(double)rs->stopped_ns / 1e9);
-	if (stopped && ((rs->killed && rs->killed == rs->child) || o->quiet))
+			(double)d->stopped_ns / 1e9);
+	if (stopped && ((d->killed && d->killed == rs->child) || o->quiet))
 		;
 	else if (stopped && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM)%s\n", o->duration, o->cmd[0],
-			(double)rs->stopped_ns / 1e9,
+			(double)d->stopped_ns / 1e9,
 			rs->abandoned ? "; the process it profiles still ran when record stopped "
 					"waiting for it"
-			: rs->killed  ? ""
+			: d->killed   ? ""
 				      : "; the profile ends there");
 	else if (stopped && WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it was killed by signal %d (%s)\n", o->duration,
-			o->cmd[0], (double)rs->stopped_ns / 1e9, WTERMSIG(status),
+			o->cmd[0], (double)d->stopped_ns / 1e9, WTERMSIG(status),
 			strsignal(WTERMSIG(status)));
 	else if (stopped)
 		fprintf(stderr, "luaprof record: --duration %s: stopped %s after %.2f s "
 				"(SIGTERM); it exited with status %d\n", o->duration, o->cmd[0],
-			(double)rs->stopped_ns / 1e9, WIFEXITED(status) ? WEXITSTATUS(status) : 0);
+			(double)d->stopped_ns / 1e9, WIFEXITED(status) ? WEXITSTATUS(status) : 0);
 	else if (WIFSIGNALED(status))
 		fprintf(stderr, "luaprof record: %s was killed by signal %d (%s)\n", o->cmd[0],
 			WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		fprintf(stderr, "luaprof record: %s exited with status %d\n", o->cmd[0],
 			WEXITSTATUS(status));
-	if (rs->killed && stopped)
+	if (d->killed && stopped)
 		fprintf(stderr, "luaprof record: --duration %s: %s did not end within %.0f s of "
 				"SIGTERM (it ignores or handles it): killed with SIGKILL%s%s\n",
 			o->duration, killed, (double)STOP_GRACE_NS / 1e9, also, cut);
-	if (rs->stop_missed && !o->quiet)
-		fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or "
-				"more: SIGTERM went to the first %d found, and some of the others "
-				"may still run\n", o->duration, rs->stopped_other ? other : o->cmd[0],
-			STOP_MAX_PROCS, STOP_MAX_PROCS);
-	if (rs->kill_missed && !o->quiet)
-		fprintf(stderr, "luaprof record: --duration %s: %s had started %d processes or "
-				"more by SIGKILL's time: it went to the first %d found, and some of "
-				"the others may still run\n", o->duration,
-			rs->stopped_other ? other : o->cmd[0], STOP_MAX_PROCS, STOP_MAX_PROCS);
+	if (d->missed && !o->quiet)
+		tell_missed(o, d->other ? other : o->cmd[0], "SIGTERM", 0);
+	if (d->kill_missed && !o->quiet)
+		tell_missed(o, d->other ? other : o->cmd[0], "SIGKILL", 1);
 	char late[96] = "";
-	if (rs->killed_procs && rs->killed_late)
+	if (d->killed_procs && d->killed_late)
 		snprintf(late, sizeof(late), ", and %d more started after it still ran",
-			 rs->killed_late);
-	if (!rs->killed && rs->killed_procs && !o->quiet)
+			 d->killed_late);
+	if (!d->killed && d->killed_procs && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started did "
 				"not end within %.0f s of SIGTERM (ignoring or handling it)%s: "
-				"killed with SIGKILL\n", o->duration, rs->killed_procs,
-			rs->killed_procs > 1 ? "es" : "", rs->stopped_other ? other : o->cmd[0],
+				"killed with SIGKILL\n", o->duration, d->killed_procs,
+			d->killed_procs > 1 ? "es" : "", d->other ? other : o->cmd[0],
 			(double)STOP_GRACE_NS / 1e9, late);
-	else if (!rs->killed && rs->killed_late && !o->quiet)
+	else if (!d->killed && d->killed_late && !o->quiet)
 		fprintf(stderr, "luaprof record: --duration %s: %d process%s that %s started after "
 				"SIGTERM still ran %.0f s later: killed with SIGKILL\n", o->duration,
-			rs->killed_late, rs->killed_late > 1 ? "es" : "",
-			rs->stopped_other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9);
+			d->killed_late, d->killed_late > 1 ? "es" : "",
+			d->other ? other : o->cmd[0], (double)STOP_GRACE_NS / 1e9);
 }
 
 int lp_cmd_record(int argc, char **argv)
@@ -2007,7 +2013,7 @@ int lp_cmd_record(int argc, char **argv)
 	}
 	/* Stopped by -d as asked: a success, whatever the program's status then. (One that
 	 * ended before, leaving the process that profiles to be stopped, keeps its own.) */
-	int prog = rs.stopped_ns && !rs.stopped_other ? 0
+	int prog = rs.did.stopped_ns && !rs.did.other ? 0
 		 : WIFEXITED(status) ? WEXITSTATUS(status)
 		 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 	/* The agent was loaded and never started (refused: its message says why) and the raw
