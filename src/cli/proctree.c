@@ -110,8 +110,8 @@ size_t lp_proctree_grow(pid_t root, struct lp_proc *out, size_t n, size_t max)
 	return found;
 }
 
-size_t lp_proctree_children(pid_t parent, pid_t skip, unsigned long long since,
-			    struct lp_proc *out, size_t n, size_t max)
+size_t lp_proctree_children(pid_t parent, pid_t skip, struct lp_proc *out, size_t n,
+			    size_t max)
 {
 	DIR *d = opendir("/proc");
 	if (!d)
@@ -124,7 +124,7 @@ size_t lp_proctree_children(pid_t parent, pid_t skip, unsigned long long since,
 		pid_t ppid;
 		char st;
 		if (p.pid == skip || read_stat(p.pid, &ppid, &st, &p.start) != 0 || st == 'Z' ||
-		    ppid != parent || p.start < since)
+		    ppid != parent)
 			continue;
 		int known = 0;
 		for (size_t i = 0; i < n && !known; i++)
@@ -134,13 +134,6 @@ size_t lp_proctree_children(pid_t parent, pid_t skip, unsigned long long since,
 	}
 	closedir(d);
 	return n;
-}
-
-int lp_proctree_start(pid_t pid, unsigned long long *start)
-{
-	pid_t ppid;
-	char st;
-	return read_stat(pid, &ppid, &st, start);
 }
 
 size_t lp_proctree_descendants(pid_t root, struct lp_proc *out, size_t max)

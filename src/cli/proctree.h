@@ -31,16 +31,10 @@ size_t lp_proctree_grow(pid_t root, struct lp_proc *out, size_t n, size_t max);
 
 /* As lp_proctree_grow, for a parent that is a child subreaper (prctl
  * PR_SET_CHILD_SUBREAPER), which processes whose parent ended are given to: adds after
- * out's n, up to max in all, parent's live children started at or after since (clock
- * ticks after boot, as lp_proctree_start), other than skip, that are not in out yet;
- * returns the count in out. since tells the processes a program left (started after it)
- * from children parent had before (a process that ran record with exec may have some):
- * one started in the program's clock tick is taken too. */
-size_t lp_proctree_children(pid_t parent, pid_t skip, unsigned long long since,
-			    struct lp_proc *out, size_t n, size_t max);
-
-/* *start: the start time of pid, a zombie too; -1 when there is no such process. */
-int lp_proctree_start(pid_t pid, unsigned long long *start);
+ * out's n, up to max in all, parent's live children other than skip that are not in out
+ * yet; returns the count in out. */
+size_t lp_proctree_children(pid_t parent, pid_t skip, struct lp_proc *out, size_t n,
+			    size_t max);
 
 /* Fills *p with the process pid as it is now: -1 when there is none (or a zombie). */
 int lp_proctree_get(pid_t pid, struct lp_proc *p);

@@ -1037,21 +1037,19 @@ struct stopper {
 					       * then those found at SIGKILL's time */
 	int adopting;       /* record is a child subreaper (run): a process the program left
 			     * when its parent ended is record's child, found by stop_scan */
-	unsigned long long since; /* the program's start time: record's children since are
-				   * processes it left */
 };
 
 /*
 ** Adds to s->procs, after its s->nprocs, the processes the program started: descendants
 ** of root and of those of s->procs still running and, adopting, record's own children
-** other than root started since the program, with theirs (a process whose parent ended,
-** as `cmd &` in an os.execute leaves it, is no longer below root). Returns the count.
+** other than root, with theirs (a process whose parent ended, as `cmd &` in an os.execute
+** leaves it, is no longer below root; record had no other child: run). Returns the count.
 */
 static size_t stop_scan(struct stopper *s, pid_t root)
 {
 	size_t n = s->nprocs;
 	if (s->adopting)
-		n = lp_proctree_children(getpid(), root, s->since, s->procs, n, STOP_MAX_PROCS);
+		n = lp_proctree_children(getpid(), root, s->procs, n, STOP_MAX_PROCS);
 	return lp_proctree_grow(root, s->procs, n, STOP_MAX_PROCS);
 }
 
@@ -1264,12 +1262,17 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	 * changes. Processes still running when the program ends are left running, as
 	 * without it (they go to init when record ends), unless -d's stop is under way, which
 	 * waits for them and kills those left (stop_finish); those that end while record
-	 * runs are reaped (reap_adopted). Not inherited by the program (fork clears it). One
-	 * record already was (set before an exec) is kept. */
+	 * runs are reaped (reap_adopted). Not inherited by the program (fork clears it). Only
+	 * when record has no child yet: one exec'd by a shell that had left some (`sleep 5 &
+	 * exec luaprof record ...`) could not tell them, or orphans of theirs, from the
+	 * program's (a start time after the program's does not: /proc's clock ticks are
+	 * 10 ms); it does as before. One record already was (set before an exec) is kept. */
 	int was_subreaper = 0;
+	siginfo_t si;
 	if (stop.deadline && prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper) != 0)
 		was_subreaper = 1; /* unknown: left as it is */
-	if (stop.deadline && !was_subreaper)
+	if (stop.deadline && !was_subreaper &&
+	    waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD)
 		stop.adopting = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -1309,8 +1312,6 @@ static int run(const struct opts *o, const char *agent, const char *raw, uint64_
 	 * is ignored by the program too: no stop, and -d stays. */
 	child_pid = pid;
 	st->child = pid;
-	if (lp_proctree_start(pid, &stop.since) != 0)
-		stop.since = 0; /* (not reaped: it is there, a zombie at worst) */
 	interrupted = 0;
 	sigaction(SIGINT, NULL, &oint);
 	sigaction(SIGQUIT, NULL, &oquit);

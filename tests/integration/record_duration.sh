@@ -125,6 +125,14 @@ for d in "" "-d 5"; do
 	[ -s "$t/leave.pid.child" ] && ! gone "$(cat "$t/leave.pid.child")" || fail "leave ${d:-without -d}: the process left was stopped"
 	[ -s "$t/leave.pid.child" ] && kill -KILL "$(cat "$t/leave.pid.child")" 2>/dev/null
 done
+# A child record had before it ran the program (exec'd by a shell that left it): not the
+# program's, not stopped (record adopts nothing then). Before, taken for one the program
+# left when started in the same clock tick.
+rm -f "$t/pre.pid"
+(cd "$t" && timeout -k 5 60 sh -c 'sleep 5 & echo $! >pre.pid; exec "$0" record -d 1 -f collapsed -o pre.folded -- luajit loop.lua pre.lpid' "$lp") >"$t/pre.out" 2>&1 ||
+	fail "pre: record exited $?: $(head -3 "$t/pre.out")"
+[ -s "$t/pre.pid" ] && ! gone "$(cat "$t/pre.pid")" || fail "pre: record's own earlier child was stopped"
+[ -s "$t/pre.pid" ] && kill -KILL "$(cat "$t/pre.pid")" 2>/dev/null
 
 # -- A wrapper that runs luajit (not exec): both stopped, the profile whole.
 rec wrap -d 0.5 -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua wrap.pid; echo after'
