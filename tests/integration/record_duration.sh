@@ -115,6 +115,18 @@ rec orphan -d 1 -f collapsed -o orphan.folded -- luajit orphan.lua orphan.pid
 stopped orphan 900 5000
 [ -s "$t/orphan.pid.child" ] || fail "orphan: the process left never ran"
 [ -s "$t/orphan.pid.child" ] && { gone "$(cat "$t/orphan.pid.child")" || { fail "orphan: the process left (pid $(cat "$t/orphan.pid.child")) still runs"; kill -KILL "$(cat "$t/orphan.pid.child")"; }; }
+# The same, ignoring SIGTERM (and its sleep): waited for, killed 11 s later, said so.
+cat >"$t/ostay.lua" <<'LUA'
+local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+os.execute("sh -c \"trap '' TERM; echo \\$\\$ >" .. arg[1] .. ".child; sleep 30\" &")
+local x = 0
+while true do x = x + math.sqrt(x + 1) end
+LUA
+rec ostay -d 1 -f collapsed -o ostay.folded -- luajit ostay.lua ostay.pid
+stopped ostay 11000 20000
+grep -q '^luaprof record: --duration 1: 2 processes that luajit started did not end within 11 s of SIGTERM (ignoring or handling it): killed with SIGKILL$' "$t/ostay.out" ||
+	fail "ostay: no word of the kill: $(grep -- --duration "$t/ostay.out")"
+[ -s "$t/ostay.pid.child" ] && { gone "$(cat "$t/ostay.pid.child")" || { fail "ostay: the process left (pid $(cat "$t/ostay.pid.child")) still runs"; kill -KILL "$(cat "$t/ostay.pid.child")"; }; }
 # Without -d, or ended before the deadline: left running, as it was (record does not wait).
 cat >"$t/leave.lua" <<'LUA'
 os.execute("sleep 3 >/dev/null 2>&1 & echo $! >" .. arg[1] .. ".child")
