@@ -400,6 +400,11 @@ struct lp_profile *lp_loaded_profile(struct lp_loaded *l, const char *source)
 	if (l->mem)
 		m->period_bytes = l->sampled ? l->facts.sample_bytes : 1;
 	m->dropped += l->dropped;
+	/* A sampled memory profile's lost samples (allocations sampled but not kept: no
+	 * memory, or the stack walk refused) are its drops; the agent writes them as
+	 * samples_lost, not in "dropped", so they are not counted twice. */
+	if (l->mem && l->sampled)
+		m->dropped += l->facts.samples_lost;
 	/* luaprof's agent counts what it drops in its extension; Tarantool's profilers write
 	 * none, and a stream cut before it has lost the count. */
 	m->drops_unrecorded = !l->stats.extension && !m->dropped;

@@ -8,6 +8,7 @@
 
 #include "report/load.h"
 #include "report/render.h"
+#include "report/text.h"
 #include "stream/writer.h"
 #include "unit.h"
 
@@ -584,6 +585,41 @@ static void test_churn_sites(void)
 	free(text);
 }
 
+/* A sampled memory stream's samples_lost (the agent's meta: sampled allocations it could
+ * not keep) are drops: the profile's dropped, and the header's "Dropped:", count them. */
+static void test_sampled_lost_are_dropped(void)
+{
+	begin();
+	lp_write_memprof_epilogue(&wb);
+	lp_write_ext_prologue(&wb);
+	lp_write_ext_meta(&wb, "mode", "sampled");
+	lp_write_ext_meta(&wb, "sample_bytes", "4096");
+	lp_write_ext_meta(&wb, "samples", "0");
+	lp_write_ext_meta(&wb, "samples_lost", "7");
+	lp_write_ext_end(&wb);
+	lp_wbuf_flush(&wb);
+	struct lp_input in;
+	lp_input_open_mem(&in, stream.data, stream.len, "t");
+	struct lp_loaded l;
+	CHECK_EQ(lp_load(&in, NULL, &l), LP_OK);
+	CHECK_EQ(l.facts.samples_lost, 7);
+	struct lp_profile *p = lp_loaded_profile(&l, "t");
+	CHECK(p != NULL);
+	if (p) {
+		const struct lp_profile_meta *m = lp_profile_cmeta(p);
+		CHECK_STR(m->event, "memory (sampled)");
+		CHECK_EQ(m->dropped, 7);
+		char text[512];
+		FILE *f = fmemopen(text, sizeof(text), "w");
+		lp_text_header(f, m, lp_profile_value_type(p, 0), 0);
+		fclose(f);
+		CHECK(strstr(text, "  Dropped: 7") != NULL);
+		lp_profile_free(p);
+	}
+	lp_loaded_free(&l);
+	lp_input_close(&in);
+}
+
 int main(void)
 {
 	RUN(test_sections_and_overrides);
@@ -601,6 +637,7 @@ int main(void)
 	RUN(test_proto_address_reused);
 	RUN(test_trace_reused_in_another_function);
 	RUN(test_churn_sites);
+	RUN(test_sampled_lost_are_dropped);
 	free(stream.data);
 	return UNIT_RESULT();
 }
