@@ -474,6 +474,15 @@ int agent_lua_memprof_anchor(struct lua_State *L, uint64_t run_id);
 /* -- Core (sysprof.c), used by the Lua binding ---------------------------------------- */
 
 /*
+** The agent's own work on the sampled thread begins (on = 1) or ends (0): the CPU
+** profiler's handler counts its ticks (meta agent_ticks) instead of sampling them, as
+** they are not the program's time (agent_cnames_scan's walk of package.loaded at
+** lua_close, say). Marks the calling thread: on another than the one sampled it changes
+** nothing. Not nested.
+*/
+void agent_sysprof_own_work(int on);
+
+/*
 ** Starts with explicit callbacks (the Lua API passes its file writer; the C API the
 ** configured ones). Same contract as luaprof_sysprof_start.
 */

@@ -125,9 +125,9 @@ static const char *str_at(lua_State *L, int idx, size_t *len)
 	return lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, len) : NULL;
 }
 
-void agent_cnames_scan(lua_State *L)
+/* The scan proper: agent_cnames_scan's, between its marks of the agent's own work. */
+static void scan(lua_State *L)
 {
-	agent_cnames_clear();
 	int ffid_off = agent_vm_ffid_offset();
 	if (ffid_off < 0)
 		ffid_off = agent_memprof_ffid_offset();
@@ -181,6 +181,16 @@ void agent_cnames_scan(lua_State *L)
 	}
 	lua_settop(L, top);
 	pend.ready = 1;
+}
+
+void agent_cnames_scan(lua_State *L)
+{
+	agent_cnames_clear();
+	/* Called while the CPU profiler samples this thread (before its stop, which writes
+	 * the names): a long package.loaded made the scan a visible share of the profile. */
+	agent_sysprof_own_work(1);
+	scan(L);
+	agent_sysprof_own_work(0);
 }
 
 /* The scan of the VM's memory: the registry's _LOADED, each module's table in it. */

@@ -130,6 +130,10 @@ static struct {
 	_Atomic uint64_t samples;
 	_Atomic uint64_t dropped, overruns, truncated, bytes, paced;
 	_Atomic uint64_t elsewhere;      /* samples while the state ran on another thread */
+	_Atomic pid_t own_work;          /* the thread running the agent's own work
+					  * (agent_sysprof_own_work), or 0: on the sampled
+					  * thread, its ticks are not samples */
+	_Atomic uint64_t own_ticks;      /* ticks during it (meta agent_ticks) */
 	_Atomic uint64_t handler_ns;     /* time spent in the handler (CLOCK_MONOTONIC) */
 	uint64_t started_ns, stopped_ns;
 	uint64_t started_unix_ns;       /* the Unix time at start (meta start_unix_ns) */
@@ -745,7 +749,13 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		}
 		if (over > 0)
 			atomic_fetch_add_explicit(&sp.overruns, over, memory_order_relaxed);
-		if (t0 < hs_resume_ns) {
+		if (atomic_load_explicit(&sp.own_work, memory_order_relaxed) == sp.tid) {
+			/* The agent's time, not the program's: counted apart, and not in the
+			 * period's extra ticks (load.c), which would spread it over the
+			 * program's samples. Overruns stay overruns: the expirations one
+			 * signal stood for may predate the agent's work. */
+			atomic_fetch_add_explicit(&sp.own_ticks, ticks, memory_order_relaxed);
+		} else if (t0 < hs_resume_ns) {
 			atomic_fetch_add_explicit(&sp.paced, ticks, memory_order_relaxed);
 		} else {
 			take_sample((const ucontext_t *)ucv, ticks, t0);
@@ -1007,7 +1017,7 @@ static void finish_stream(const char *cause)
 
 	char cmdline[4096], interval[32], dropped[32], duration[32], overruns[32], truncated[32];
 	char paced[32], cpu[32], taken[32], signo[16];
-	char handler[32], tlost[32];
+	char handler[32], tlost[32], own[32];
 	static char ffnames[8192];
 	agent_cmdline(cmdline, sizeof(cmdline));
 	agent_vm_ffnames(ffnames, sizeof(ffnames));
@@ -1018,6 +1028,7 @@ static void finish_stream(const char *cause)
 	snprintf(truncated, sizeof(truncated), "%llu",
 		 (unsigned long long)atomic_load(&sp.truncated));
 	snprintf(handler, sizeof(handler), "%llu", (unsigned long long)atomic_load(&sp.handler_ns));
+	snprintf(own, sizeof(own), "%llu", (unsigned long long)atomic_load(&sp.own_ticks));
 	agent_tstacks_drain();
 	snprintf(tlost, sizeof(tlost), "%llu", (unsigned long long)agent_tstacks_lost());
 	snprintf(duration, sizeof(duration), "%llu",
@@ -1047,6 +1058,7 @@ static void finish_stream(const char *cause)
 		"paced", paced,
 		"truncated", truncated,
 		"handler_ns", handler,
+		"agent_ticks", own,
 		"trace_stacks_lost", tlost,
 		"stopped_by", cause,
 		"signal", signo,
@@ -1473,6 +1485,7 @@ static int start_setup(struct lua_State *L, const struct luaprof_sysprof_options
 	atomic_store(&sp.dropped, 0);
 	atomic_store(&sp.overruns, 0);
 	atomic_store(&sp.paced, 0);
+	atomic_store(&sp.own_ticks, 0);
 	atomic_fetch_add_explicit(&sp.cnt_seq, 1, memory_order_acq_rel);
 	hs_resume_ns = 0;
 	atomic_store(&sp.truncated, 0);
@@ -1730,4 +1743,9 @@ LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *s)
 LUAPROF_API const char *luaprof_sysprof_error(void)
 {
 	return sp.err;
+}
+
+void agent_sysprof_own_work(int on)
+{
+	atomic_store(&sp.own_work, on ? gettid_raw() : 0);
 }

@@ -49,8 +49,8 @@ n=$(grep -c 'd/d/tail\.lua:1 ' "$t/path.folded")
 # name shown cut (4 KiB), the others too. Samples elsewhere are real and may have fewer
 # (5 runs in 120 failed on one, 100 Hz): in the loop's line 10 itself (its bytecodes,
 # os.clock and its system call), in the outer three's `return f() + 1` after the call
-# returned (PC in their own bytecode, BASE their frame), and in lua_close (the agent's
-# scan of C functions' names before it stops).
+# returned (PC in their own bytecode, BASE their frame), and in lua_close. (The agent's
+# scan of C functions' names before it stops is no longer sampled: cpu_cnames_scan.sh.)
 n=$(awk '{ k = $NF; sub(/ [0-9]+$/, ""); m = split($0, f, ";") }
 	f[m] !~ /^@p\/.*:[23]$/ { next }
 	{ c = gsub(/;@(p\/)+/, "&"); h = gsub(/;@hhhh+/, "&"); if (c == 3 && h == 1) n += k; all += k }
