@@ -247,7 +247,11 @@ static void unclaim(const struct agent_pfile *f)
 
 struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *created)
 {
-	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	/* O_NOCTTY: a path naming a terminal (a profile written to a tty) must not become
+	 * the controlling terminal of a session leader that has none (its signals, /dev/tty).
+	 * A recent Linux (6.18 checked) gives a write-only open none anyway; older kernels
+	 * and other systems may. */
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOCTTY, 0644);
 	*created = fd >= 0;
 	/* Named at once: a terminating signal before the start that opens it names its thread
 	 * removes it (termstop.c), on whichever thread the signal takes its course. */
@@ -257,7 +261,7 @@ struct agent_pfile *agent_pfile_open(const char *path, int threaded, int *create
 	 * the start holds the terminating signals meanwhile (lua.c): only SIGKILL ended it.
 	 * Such a FIFO fails with ENXIO; the writes then block as usual. */
 	if (fd < 0 && errno == EEXIST) {
-		fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+		fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 		int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
 		if (fd >= 0 && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
 			int e = errno;
