@@ -6,12 +6,14 @@
 # page, and reads them back with --dump-dom. Also takes screenshots for a human to look at.
 #
 # Exit: 0 pass, 1 fail, 2 skip (no browser). Env: FG_KEEP=1 keeps the work dir,
-# FG_SHOT=path sets the screenshot path (default /tmp/fg.png; the zoomed one gets -zoom).
+# FG_SHOT=path sets the screenshot path (the zoomed one gets -zoom); by default they are
+# fg.png and fg-zoom.png in the work dir, removed with it (they were left in /tmp).
 . "$(dirname "$0")/lib/common.sh" || exit 1
-SHOT=${FG_SHOT:-/tmp/fg.png}
-case $SHOT in /*) ;; *) SHOT=$PWD/$SHOT ;; esac # relative to where the script was run
-SHOT_ZOOM=${SHOT%.png}-zoom.png
+SHOT=${FG_SHOT:-}
+case $SHOT in /* | '') ;; *) SHOT=$PWD/$SHOT ;; esac # relative to where the script was run
 test_init
+SHOT=${SHOT:-$t/fg.png}
+SHOT_ZOOM=${SHOT%.png}-zoom.png
 ROOT=$PWD
 CC=${CC:-cc}
 
@@ -258,5 +260,9 @@ timeout 120 "$BROWSER" $FLAGS --user-data-dir="$PROFILE_DIR" --hide-scrollbars \
 	--screenshot="$SHOT_ZOOM" --window-size=1200,800 "file://$WORK/demo.svg?z=2&s=fib" \
 	>/dev/null 2>&1 || fail "zoomed screenshot failed"
 [ -s "$SHOT" ] && [ -s "$SHOT_ZOOM" ] || fail "screenshots are empty"
-echo "PASS flamegraph_browser: all browser checks passed (screenshots: $SHOT $SHOT_ZOOM)"
+if [ -n "${FG_SHOT:-}" ] || [ "${FG_KEEP:-0}" = 1 ]; then
+	echo "PASS flamegraph_browser: all browser checks passed (screenshots: $SHOT $SHOT_ZOOM)"
+else
+	echo "PASS flamegraph_browser: all browser checks passed (screenshots: FG_KEEP=1 or FG_SHOT=path keeps them)"
+fi
 exit 0

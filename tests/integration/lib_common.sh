@@ -15,10 +15,10 @@ lib=$PWD/tests/integration/lib/common.sh
 mkdir -p "$t/tests/integration" "$t/tmp"
 
 # run_case NAME BODY: runs BODY after the preamble as the script NAME; its status in $rc,
-# its output in $t/NAME.out and $t/NAME.err.
+# its output in $t/NAME.out and $t/NAME.err. TMPDIR is $case_tmpdir if set.
 run_case() {
 	printf '. "%s" || exit 1\ntest_init\n%s\n' "$lib" "$2" >"$t/tests/integration/$1.sh"
-	TMPDIR=$t/tmp bash "$t/tests/integration/$1.sh" >"$t/$1.out" 2>"$t/$1.err"
+	TMPDIR=${case_tmpdir:-$t/tmp} bash "$t/tests/integration/$1.sh" >"$t/$1.out" 2>"$t/$1.err"
 	rc=$?
 }
 
@@ -34,6 +34,13 @@ run_case subst 'x=$(awk "BEGIN {" </dev/null); echo after'
 expect_tool_fail subst awk
 run_case background '(grep -q x "$t/missing") & wait $!; echo after'
 expect_tool_fail background grep
+# A relative TMPDIR (tmp, from the repository's root where test_init goes: here $t) and a
+# tool failing after cd "$t": the marker $t/.live was looked for relative to the new
+# directory, not found, and the failure went unreported.
+case_tmpdir=tmp run_case relative '(cd "$t" && grep -q "a\{" /dev/null); echo after'
+expect_tool_fail relative grep
+left=$(ls -A "$t/tmp")
+[ -z "$left" ] || fail "relative: the script's temporary directory was left: $left"
 
 # A poller greps four of 3000 files in $t until one is gone, then says so; the script exits
 # meanwhile and its EXIT trap removes $t, which takes long enough for the poller to see its

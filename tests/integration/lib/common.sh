@@ -20,6 +20,9 @@ test_init() {
 	cd "$(dirname "$0")/../.." || exit 1
 	name=$(basename "$0" .sh)
 	t=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || exit 1
+	# Absolute: with a relative TMPDIR a script's cd "$t" made every later "$t/..." name
+	# another place (the tool wrappers' $t/.live among them: failures went unreported).
+	case $t in /*) ;; *) t=$PWD/$t ;; esac
 	: >"$t/.live" || exit 1
 	trap 'test_end; rm -rf "$t"' EXIT
 	trap 'exit 1' HUP INT TERM
