@@ -1499,7 +1499,8 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	 * system call lasted that long. Counted as sampled, a second blocked at 10 kHz was
 	 * blamed on a slow kernel tick, with advice to allow the perf events in use. */
 	uint64_t merged = f->perf_clock ? 0 : f->overruns;
-	double ticked = (double)(n + l->dropped + f->paced + merged) / o->rate;
+	/* The agent's own ticks (agent_ticks) were the thread's CPU time too, ticked. */
+	double ticked = (double)(n + l->dropped + f->paced + merged + f->agent_ticks) / o->rate;
 	int wall = strcmp(o->clock, "cpu") != 0;
 	/* A stream cut short (the program killed) lost its last samples: no note on them. */
 	int whole = l->stats.complete;

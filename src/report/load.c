@@ -226,6 +226,7 @@ static uint64_t *fact_of(struct lp_record_facts *f, const char *key)
 		{ "signal", offsetof(struct lp_record_facts, signal) },
 		{ "trace_stacks_lost", offsetof(struct lp_record_facts, trace_stacks_lost) },
 		{ "lua_elsewhere", offsetof(struct lp_record_facts, lua_elsewhere) },
+		{ "agent_ticks", offsetof(struct lp_record_facts, agent_ticks) },
 	};
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!strcmp(key, keys[i].key))

@@ -26,6 +26,8 @@ struct lp_record_facts {
 				   * stacks the agent could not keep (meta trace_stacks_lost) */
 	uint64_t lua_elsewhere;   /* CPU: samples taken while the Lua state ran on another
 				   * thread than the one sampled (meta lua_elsewhere) */
+	uint64_t agent_ticks;     /* CPU: ticks in the agent's own work, not sampled (meta
+				   * agent_ticks) */
 	int sampled;                                      /* memory: meta mode = "sampled" */
 	uint64_t events, samples, samples_lost, sample_bytes, sample_ns;
 	uint64_t section_bytes;   /* the profile section's size (events, no symbol table) */
