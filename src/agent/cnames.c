@@ -185,10 +185,12 @@ static void scan(lua_State *L)
 
 void agent_cnames_scan(lua_State *L)
 {
-	agent_cnames_clear();
 	/* Called while the CPU profiler samples this thread (before its stop, which writes
-	 * the names): a long package.loaded made the scan a visible share of the profile. */
+	 * the names): a long package.loaded made the scan a visible share of the profile.
+	 * The names of an earlier scan are freed inside the mark too (a sample there was
+	 * seen in CI). */
 	agent_sysprof_own_work(1);
+	agent_cnames_clear();
 	scan(L);
 	agent_sysprof_own_work(0);
 }
