@@ -146,6 +146,41 @@ rm -f "$t/pre.pid"
 [ -s "$t/pre.pid" ] && ! gone "$(cat "$t/pre.pid")" || fail "pre: record's own earlier child was stopped"
 [ -s "$t/pre.pid" ] && kill -KILL "$(cat "$t/pre.pid")" 2>/dev/null
 
+# -- The processes the program started are signalled through a pidfd, opened before their
+# start time is checked, so that an id reused after the check is never signalled (record
+# alone traced: the program, record's child, is sent kill() as before). Before: kill()
+# after the check, no pidfd.
+if have strace; then
+	rm -f "$t/pidfd.pid" "$t/pidfd.pid.child"
+	(cd "$t" && timeout -k 5 60 strace -o pidfd.trace -e trace=kill,pidfd_open,pidfd_send_signal \
+		"$lp" record -d 1 --clock wall -f collapsed -o pidfd.folded -- luajit block.lua pidfd.pid) >"$t/pidfd.out" 2>&1
+	c=$(cat "$t/pidfd.pid.child" 2>/dev/null)
+	[ -n "$c" ] || fail "pidfd: the child never ran"
+	[ -n "$c" ] && { grep -q "^pidfd_open($c, 0) *= [0-9]" "$t/pidfd.trace" &&
+		grep -q '^pidfd_send_signal([0-9]*, SIGTERM, NULL, 0) *= 0' "$t/pidfd.trace" ||
+		fail "pidfd: the child (pid $c) not signalled through a pidfd: $(cat "$t/pidfd.trace")"; }
+	grep -q "^kill($c," "$t/pidfd.trace" && fail "pidfd: the child sent kill(): $(cat "$t/pidfd.trace")"
+	[ -n "$c" ] && { gone "$c" || fail "pidfd: the program's child (pid $c) still runs"; }
+fi
+
+# -- A program that exits on its own right at the deadline, while record reads /proc for
+# the processes to stop (record held there by gdb at lp_proctree_grow's first call, which is
+# the deadline's, until the program is a zombie): its own exit, status 5, told as without
+# -d. Before: "--duration 1: stopped luajit after 1.01 s (SIGTERM); it exited with status
+# 5" and record's status 0, the SIGTERM sent to a zombie.
+if have gdb && nm "$lp" 2>/dev/null | grep -q ' T lp_proctree_grow$'; then
+	rm -f "$t/zgo"
+	(cd "$t" && timeout -k 5 60 gdb -q -batch -ex 'break lp_proctree_grow' -ex run \
+		-ex 'shell touch zgo; sleep 1' -ex delete -ex continue --args \
+		"$lp" record -d 1 -f collapsed -o zexit.folded -- \
+		luajit -e "while not io.open('zgo') do end os.exit(5)") >"$t/zexit.out" 2>&1
+	grep -q '^\[Inferior 1 (process [0-9]*) exited with code 05\]$' "$t/zexit.out" ||
+		fail "zexit: record's status not 5: $(grep -E 'Inferior|Breakpoint 1,' "$t/zexit.out")"
+	grep -q '^luaprof record: luajit exited with status 5$' "$t/zexit.out" ||
+		fail "zexit: no word of the exit: $(grep '^luaprof record:' "$t/zexit.out" | head -3)"
+	grep -q -- '--duration' "$t/zexit.out" && fail "zexit: told as -d's: $(grep -- --duration "$t/zexit.out")"
+fi
+
 # -- A wrapper that runs luajit (not exec): both stopped, the profile whole.
 rec wrap -d 0.5 -f collapsed -o wrap.folded -- sh -c 'luajit loop.lua wrap.pid; echo after'
 stopped wrap 400 5000 sh
