@@ -105,28 +105,36 @@ grep -q '@block\.lua:2;os\.execute' "$t/block.folded" || fail "block: the blocke
 # -- A process the program left behind, its parent ended (`sleep 20 &` in os.execute): it is
 # record's (a child subreaper with -d) and stopped too. Before, its parent was init, no
 # scan found it: it ran on, holding record's output open for its 20 s.
-cat >"$t/orphan.lua" <<'LUA'
-local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+# leaver NAME <<LUA: NAME.lua writes its pid to arg[1], runs the Lua read from standard input
+# (an os.execute that leaves a process behind, its pid in arg[1].child), then loops.
+leaver() {
+	{ echo 'local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()'
+	  cat
+	  echo 'local x = 0'
+	  echo 'while true do x = x + math.sqrt(x + 1) end'; } >"$t/$1.lua"
+}
+# left_gone NAME: the process NAME's program left behind has ended (killed if not).
+left_gone() {
+	local c; c=$(cat "$t/$1.pid.child" 2>/dev/null)
+	[ -n "$c" ] || return 0
+	gone "$c" || { fail "$1: the process left (pid $c) still runs"; kill -KILL "$c"; }
+}
+leaver orphan <<'LUA'
 os.execute("sleep 20 & echo $! >" .. arg[1] .. ".child")
-local x = 0
-while true do x = x + math.sqrt(x + 1) end
 LUA
 rec orphan -d 1 -f collapsed -o orphan.folded -- luajit orphan.lua orphan.pid
 stopped orphan 900 5000
 [ -s "$t/orphan.pid.child" ] || fail "orphan: the process left never ran"
-[ -s "$t/orphan.pid.child" ] && { gone "$(cat "$t/orphan.pid.child")" || { fail "orphan: the process left (pid $(cat "$t/orphan.pid.child")) still runs"; kill -KILL "$(cat "$t/orphan.pid.child")"; }; }
+left_gone orphan
 # The same, ignoring SIGTERM (and its sleep): waited for, killed 11 s later, said so.
-cat >"$t/ostay.lua" <<'LUA'
-local f = io.open(arg[1], "w") f:write(io.open("/proc/self/stat"):read("*n")) f:close()
+leaver ostay <<'LUA'
 os.execute("sh -c \"trap '' TERM; echo \\$\\$ >" .. arg[1] .. ".child; sleep 30\" &")
-local x = 0
-while true do x = x + math.sqrt(x + 1) end
 LUA
 rec ostay -d 1 -f collapsed -o ostay.folded -- luajit ostay.lua ostay.pid
 stopped ostay 11000 20000
 grep -q '^luaprof record: --duration 1: 2 processes that luajit started did not end within 11 s of SIGTERM (ignoring or handling it): killed with SIGKILL$' "$t/ostay.out" ||
 	fail "ostay: no word of the kill: $(grep -- --duration "$t/ostay.out")"
-[ -s "$t/ostay.pid.child" ] && { gone "$(cat "$t/ostay.pid.child")" || { fail "ostay: the process left (pid $(cat "$t/ostay.pid.child")) still runs"; kill -KILL "$(cat "$t/ostay.pid.child")"; }; }
+left_gone ostay
 # Without -d, or ended before the deadline: left running, as it was (record does not wait).
 cat >"$t/leave.lua" <<'LUA'
 os.execute("sleep 3 >/dev/null 2>&1 & echo $! >" .. arg[1] .. ".child")
