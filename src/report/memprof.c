@@ -566,28 +566,36 @@ static void fmt_bytes(char *buf, size_t len, uint64_t bytes, int human)
 /* Sorting needs the aggregator; qsort has no context argument, so sort index arrays
  * through a file-level pointer set just before each qsort (reports are single-threaded). */
 static const struct lp_memprof *sort_m;
-static const struct section *sort_s;
 
-static int entry_cmp(const void *a, const void *b)
+/* A printed line of a section: the entries of the sites that print the same (two functions
+ * defined on one line of a chunk, a chunk loaded twice), summed, as the HEAP SUMMARY merges
+ * them; two lines named alike told the user nothing. */
+struct row {
+	uint32_t label;
+	uint64_t num, alloc, free;
+	uint64_t first;       /* sequence number of its first event */
+};
+
+/* One line of a row's Overrides: the label of a site whose blocks it reallocated or
+ * freed. */
+struct override {
+	uint32_t row, label;
+};
+
+static int row_cmp(const void *a, const void *b)
 {
-	const struct entry *x = &sort_s->entries[*(const uint32_t *)a];
-	const struct entry *y = &sort_s->entries[*(const uint32_t *)b];
+	const struct row *x = a, *y = b;
 	if (x->num != y->num)
 		return x->num > y->num ? -1 : 1;
 	return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static int prim_cmp(const void *a, const void *b)
+static int override_cmp(const void *a, const void *b)
 {
-	const struct primary *x = &sort_s->prim.v[*(const uint32_t *)a];
-	const struct primary *y = &sort_s->prim.v[*(const uint32_t *)b];
-	if (x->entry != y->entry)
-		return x->entry < y->entry ? -1 : 1;
-	int c = strcmp(sort_m->labels[sort_m->locs[x->origin].label].text,
-		       sort_m->labels[sort_m->locs[y->origin].label].text);
-	if (c)
-		return c;
-	return x->origin < y->origin ? -1 : x->origin > y->origin;
+	const struct override *x = a, *y = b;
+	if (x->row != y->row)
+		return x->row < y->row ? -1 : 1;
+	return strcmp(sort_m->labels[x->label].text, sort_m->labels[y->label].text);
 }
 
 static int leak_cmp(const void *a, const void *b)
@@ -602,50 +610,63 @@ static int leak_cmp(const void *a, const void *b)
 static int render_section(struct lp_memprof *m, const char *title, const struct section *s,
 			  const struct lp_memprof_opts *o, FILE *out)
 {
-	uint32_t *order = malloc((s->n + 1) * sizeof(*order));
-	uint32_t *porder = malloc((s->prim.n + 1) * sizeof(*porder));
-	size_t *pstart = malloc((s->n + 1) * sizeof(*pstart));
-	if (!order || !porder || !pstart) {
-		free(order);
-		free(porder);
-		free(pstart);
+	struct row *rows = malloc((s->n + 1) * sizeof(*rows));
+	uint32_t *rowof = malloc((m->nlabels + 1) * sizeof(*rowof));
+	struct override *ov = malloc((s->prim.n + 1) * sizeof(*ov));
+	if (!rows || !rowof || !ov) {
+		free(rows);
+		free(rowof);
+		free(ov);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < s->n; i++)
-		order[i] = (uint32_t)i;
-	for (size_t i = 0; i < s->prim.n; i++)
-		porder[i] = (uint32_t)i;
-	sort_m = m;
-	sort_s = s;
-	qsort(order, s->n, sizeof(*order), entry_cmp);
-	qsort(porder, s->prim.n, sizeof(*porder), prim_cmp);
-	/* porder is grouped by entry: find where each entry's group starts. */
-	for (size_t i = 0, j = 0; i <= s->n; i++) {
-		while (j < s->prim.n && s->prim.v[porder[j]].entry < i)
-			j++;
-		pstart[i] = j;
-	}
-	fprintf(out, "%s\n", title);
+	for (size_t i = 0; i < m->nlabels; i++)
+		rowof[i] = UINT32_MAX;
+	size_t nrows = 0;
 	for (size_t i = 0; i < s->n; i++) {
-		const struct entry *e = &s->entries[order[i]];
+		const struct entry *e = &s->entries[i];
+		uint32_t lb = m->locs[e->loc].label;
+		if (rowof[lb] == UINT32_MAX) {
+			rowof[lb] = (uint32_t)nrows;
+			rows[nrows++] = (struct row){ lb, 0, 0, 0, e->first };
+		}
+		struct row *r = &rows[rowof[lb]];
+		r->num += e->num;
+		r->alloc += e->alloc;
+		r->free += e->free;
+		if (e->first < r->first)
+			r->first = e->first;
+	}
+	qsort(rows, nrows, sizeof(*rows), row_cmp);
+	for (size_t i = 0; i < nrows; i++)
+		rowof[rows[i].label] = (uint32_t)i;
+	size_t nov = 0;
+	for (size_t i = 0; i < s->prim.n; i++) {
+		const struct primary *p = &s->prim.v[i];
+		ov[nov++] = (struct override){ rowof[m->locs[s->entries[p->entry].loc].label],
+					       m->locs[p->origin].label };
+	}
+	sort_m = m;
+	qsort(ov, nov, sizeof(*ov), override_cmp);
+	fprintf(out, "%s\n", title);
+	for (size_t i = 0, j = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
 		char a[48], f[48];
-		fmt_bytes(a, sizeof(a), e->alloc, o->human_readable);
-		fmt_bytes(f, sizeof(f), e->free, o->human_readable);
-		fprintf(out, "%s: %" PRIu64 " events\t+%s\t-%s\n",
-			m->labels[m->locs[e->loc].label].text, e->num, a, f);
-		size_t from = pstart[order[i]], to = pstart[order[i] + 1];
-		if (from < to) {
+		fmt_bytes(a, sizeof(a), r->alloc, o->human_readable);
+		fmt_bytes(f, sizeof(f), r->free, o->human_readable);
+		fprintf(out, "%s: %" PRIu64 " events\t+%s\t-%s\n", m->labels[r->label].text,
+			r->num, a, f);
+		if (j < nov && ov[j].row == i) {
 			fprintf(out, "\tOverrides:\n");
-			for (size_t j = from; j < to; j++)
-				fprintf(out, "\t\t%s\n",
-					m->labels[m->locs[s->prim.v[porder[j]].origin].label].text);
+			for (uint32_t last = UINT32_MAX; j < nov && ov[j].row == i; last = ov[j++].label)
+				if (ov[j].label != last)
+					fprintf(out, "\t\t%s\n", m->labels[ov[j].label].text);
 			fprintf(out, "\n");
 		}
 	}
 	fprintf(out, "\n");
-	free(order);
-	free(porder);
-	free(pstart);
+	free(rows);
+	free(rowof);
+	free(ov);
 	return 0;
 }
 

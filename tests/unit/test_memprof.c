@@ -620,6 +620,54 @@ static void test_sampled_lost_are_dropped(void)
 	lp_input_close(&in);
 }
 
+/*
+** Two functions of one chunk allocating on one line (the main chunk making a closure, the
+** closure's body): sites that print alike are one line in each section, summed, and one
+** line of an Overrides list, as the HEAP SUMMARY has them; two rows both named @m.lua:5
+** told the user nothing.
+*/
+static void test_same_label_one_row(void)
+{
+	begin();
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_MAIN, 5, 0, 0, 0x1000, 40);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x2000, 24);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0, 0, 0x3000, 24);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 6, 0, 0, 0x4000, 8);
+	ev(LP_AEVENT_ALLOC, LP_ASOURCE_LFUNC, P_F, 6, 0, 0, 0x5000, 8);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_MAIN, 5, 0x1000, 40, 0x6000, 80);
+	ev(LP_AEVENT_REALLOC, LP_ASOURCE_LFUNC, P_F, 5, 0x2000, 24, 0x7000, 48);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x6000, 80, 0, 0);
+	ev(LP_AEVENT_FREE, LP_ASOURCE_INT, 0, 0, 0x3000, 24, 0, 0);
+	struct lp_profile *p = NULL;
+	CHECK_STR(report(0, 0, &p),
+		  "ALLOCATIONS\n"
+		  "@m.lua:5: 3 events\t+88B\t-0B\n"
+		  "@m.lua:6: 2 events\t+16B\t-0B\n"
+		  "\n"
+		  "REALLOCATIONS\n"
+		  "@m.lua:5: 2 events\t+128B\t-64B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:5\n"
+		  "\n"
+		  "\n"
+		  "DEALLOCATIONS\n"
+		  "INTERNAL: 2 events\t+0B\t-104B\n"
+		  "\tOverrides:\n"
+		  "\t\t@m.lua:5\n"
+		  "\n"
+		  "\n"
+		  "HEAP SUMMARY:\n"
+		  "@m.lua:5 holds 48B: 5 allocs, 4 frees\n"
+		  "@m.lua:6 holds 16B: 2 allocs, 0 frees\n"
+		  "\n");
+	CHECK(p != NULL);
+	if (p) {
+		CHECK_EQ(lp_profile_total(p, 1), 7);
+		CHECK_EQ(lp_profile_total(p, 2), 48 + 16);
+		lp_profile_free(p);
+	}
+}
+
 int main(void)
 {
 	RUN(test_sections_and_overrides);
@@ -638,6 +686,7 @@ int main(void)
 	RUN(test_trace_reused_in_another_function);
 	RUN(test_churn_sites);
 	RUN(test_sampled_lost_are_dropped);
+	RUN(test_same_label_one_row);
 	free(stream.data);
 	return UNIT_RESULT();
 }
