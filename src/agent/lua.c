@@ -58,8 +58,11 @@
 #define MSG_BADPATH  "profiler path should be a string"
 #define MSG_BADCLOCK "profiler clock must be 'cpu' or 'wall'"
 
-/* The path of the running (or last) Lua-API profile, for I/O messages. */
+/* The path of the running (or last) Lua-API profile, for I/O messages, and the run it
+ * belongs to: a profile started since through the C API (its own writer, no path) must
+ * not be named after it. */
 static char cur_path[4096];
+static uint64_t cur_run;
 
 /* -- sysprof.start / stop / report ------------------------------------------------------ */
 
@@ -279,8 +282,10 @@ static int start_with(lua_State *L, struct start_args *a)
 	agent_termstop_newfile(NULL);
 	/* The path of the profile that runs: a start refused in another thread's state
 	 * meanwhile must not rename it in stop's messages. */
-	if (rc == LUAPROF_PROFILE_SUCCESS)
+	if (rc == LUAPROF_PROFILE_SUCCESS) {
 		snprintf(cur_path, sizeof(cur_path), "%s", fc ? a->path : "");
+		cur_run = agent_run_id();
+	}
 	/* Started in another state since the check above: say so, as the check would have. */
 	if (rc == LUAPROF_PROFILE_ERRRUN)
 		return push_fail(L, agent_vm_attached_to(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
@@ -305,11 +310,13 @@ static int l_stop(lua_State *L)
 	 * this call, on its thread. */
 	if (agent_running() && agent_vm_attached_to(L))
 		agent_cnames_scan(L);
+	/* A profile the C API started writes through its host's writer: no path to name. */
+	const char *path = agent_run_id() == cur_run ? cur_path : "";
 	int rc = luaprof_sysprof_stop(L);
 	int e = errno;
 	agent_cnames_clear();
 	errno = e;
-	return push_stop_rc(L, rc, errno, cur_path, luaprof_sysprof_error());
+	return push_stop_rc(L, rc, errno, path, luaprof_sysprof_error());
 }
 
 static void setnum(lua_State *L, const char *k, uint64_t v)
@@ -365,6 +372,7 @@ static int l_stats(lua_State *L)
 /* -- memprof.start / stop / report -------------------------------------------------------- */
 
 static char mem_path[4096];
+static uint64_t mem_run; /* as cur_run */
 
 /* A sampling interval at idx: a whole number of bytes, or a string of one with K, M, G or T
  * (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
@@ -438,6 +446,7 @@ static int l_mem_start(lua_State *L)
 	if (rc == LUAPROF_PROFILE_SUCCESS) {
 		agent_pfile_started(fc);
 		snprintf(mem_path, sizeof(mem_path), "%s", path);
+		mem_run = agent_memprof_run_id();
 	}
 	if (rc == LUAPROF_PROFILE_ERRRUN)
 		return push_fail(L, agent_memprof_busy_in(L) ? MSG_RUNNING : MSG_RUNNING_OTHER,
@@ -450,11 +459,13 @@ static int l_mem_stop(lua_State *L)
 {
 	if (agent_memprof_runs_in(L))
 		agent_cnames_scan(L);
+	/* A profile the C API started writes through its host's writer: no path to name. */
+	const char *path = agent_memprof_run_id() == mem_run ? mem_path : "";
 	int rc = luaprof_memprof_stop(L);
 	int e = errno;
 	agent_cnames_clear();
 	errno = e;
-	return push_stop_rc(L, rc, errno, mem_path, luaprof_memprof_error());
+	return push_stop_rc(L, rc, errno, path, luaprof_memprof_error());
 }
 
 /* memprof.report() -> {events, samples, allocs, frees, reallocs, alloc_bytes, free_bytes}
