@@ -251,11 +251,14 @@ struct luaprof_memprof_counters {
 };
 
 /*
-** LUAPROF_PROFILE_ERRUSE: missing writer, on_stop or buffer, an unsupported LuaJIT build,
-** a Lua state that is closing, or (sampled mode) LUAPROF_ALLOCSTUB set to neither 0 nor 1
-** (errno EINVAL for the last two); LUAPROF_PROFILE_ERRRUN: already running;
+** LUAPROF_PROFILE_ERRUSE: opt NULL (on_stop is not called), missing writer, on_stop or
+** buffer, a buffer shorter than LUAPROF_MEMPROF_BUF_MIN, an L that is not a state of a
+** supported LuaJIT build (or cannot be read), a Lua state that is closing, sample_bytes
+** above 2^50, or (sampled mode) LUAPROF_ALLOCSTUB set to neither 0 nor 1 (errno EINVAL for
+** the last three); LUAPROF_PROFILE_ERRRUN: already running (checked first);
 ** LUAPROF_PROFILE_ERRMEM (errno ENOMEM); and LUAPROF_PROFILE_ERRIO when the symbol table
-** cannot be written (errno set). luaprof_memprof_error() names the problem.
+** cannot be written (errno set; ECANCELED when the writer asked to stop). On every failure
+** on_stop(ctx, buf) is called when set. luaprof_memprof_error() names the problem.
 */
 LUAPROF_API int luaprof_memprof_start(struct lua_State *L,
 				      const struct luaprof_memprof_options *opt);
