@@ -918,10 +918,21 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 				     "holds so far)"
 				   : "";
 
+	/* An empty file is a profile whose first write never came: most often a sampled
+	 * memory profile, written whole when it stops, that has not stopped or never will
+	 * (its process killed by SIGKILL, as the OOM killer does). */
+	const char *why_empty =
+		src.gz ? ""
+		: *live ? " (a profile is still being written into it; a sampled memory profile is "
+			  "written whole when it stops)"
+			: " (a profile reaches its file in blocks, a sampled memory profile whole when "
+			  "it stops: one whose process was killed by SIGKILL, as by the OOM killer, "
+			  "before its first write is left empty)";
 	if (st == LP_ERR_TRUNCATED && l.stats.bytes == 0) {
 		fprintf(stderr, "luaprof %s: %s: %s, not a profile stream%s\n", who, o.input,
 			!src.gz ? "empty file" : src.zcut ? "gzip data cut short before anything "
-			"it holds" : "gzip data of nothing (an empty file compressed)", live);
+			"it holds" : "gzip data of nothing (an empty file compressed)",
+			src.gz ? live : why_empty);
 		exit_code = LP_EXIT_MALFORMED;
 	} else if (st == LP_ERR_TRUNCATED && !l.kind && o.fmt != LP_FMT_INFO) {
 		fprintf(stderr, "luaprof %s: %s (no profile section: nothing to report)%s\n", who,

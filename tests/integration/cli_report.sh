@@ -211,6 +211,8 @@ fi
 # -- Bad input: message names file and byte, exit 2 (malformed) or 3 (truncated).
 : >"$t/empty.bin"
 expect 2 "empty.bin: empty file" -- $lp report "$t/empty.bin"
+# Most likely a sampled memory profile that never stopped (SIGKILL, the OOM killer): said.
+expect 2 "empty.bin: empty file, not a profile stream \(.*a sampled memory profile whole when it stops: one whose process was killed by SIGKILL" -- $lp report "$t/empty.bin"
 head -c 4000 /dev/urandom | sed '1s/^/x/' >"$t/garbage.bin"
 expect 2 "garbage.bin: byte 0: not a profile stream .text: a report or collapsed stacks.*a sysprof or memprof stream .luaprof's or Tarantool's. starts with \"ljs\", this file with 0x78$" -- $lp report "$t/garbage.bin"
 printf 'hello\n' >"$t/text.bin"
