@@ -187,7 +187,7 @@ LUAPROF_API int luaprof_sysprof_report(struct luaprof_sysprof_counters *counters
 /* Same for the extra statistics. LUAPROF_PROFILE_ERRUSE when stats is NULL. */
 LUAPROF_API int luaprof_sysprof_stats(struct luaprof_sysprof_stats *stats);
 
-/* One-line description of the last failed start/stop, "" if none. */
+/* One-line description of why the last start/stop failed; "" when it succeeded. */
 LUAPROF_API const char *luaprof_sysprof_error(void);
 
 /* -- Memory profiler ---------------------------------------------------------------- */
@@ -272,7 +272,8 @@ LUAPROF_API int luaprof_memprof_stop(struct lua_State *L);
 /* Counters of the running or last profile. LUAPROF_PROFILE_ERRUSE when counters is NULL,
  * else LUAPROF_PROFILE_SUCCESS. */
 LUAPROF_API int luaprof_memprof_report(struct luaprof_memprof_counters *counters);
-/* One-line description of the calling thread's last failed start/stop, "" if none. */
+/* One-line description of why the calling thread's last start/stop failed; "" when it
+ * succeeded. */
 LUAPROF_API const char *luaprof_memprof_error(void);
 
 /* Lua module entry point: require "luaprof". */
