@@ -433,23 +433,27 @@ void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_byt
 {
 	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
 		return;
-	fprintf(stderr, "luaprof %s: note: %.0f%% of the bytes were allocated by JIT traces, "
+	/* lp_text_share: most bytes but not all must not read "100%". */
+	char pct[16];
+	lp_text_share(pct, sizeof(pct), trace_bytes, alloc_bytes);
+	fprintf(stderr, "luaprof %s: note: %s of the bytes were allocated by JIT traces, "
 		"which exact mode names by where each trace starts (TRACE [n] started at "
 		"...): a run with luajit -joff charges them to their lines, and a sampled "
 		"profile (record --memory --sample 512K) shows the stacks that reach the "
-		"traces\n", cmd,
-		100.0 * (double)trace_bytes / (double)alloc_bytes);
+		"traces\n", cmd, pct);
 }
 
 void lp_cli_sampled_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes)
 {
 	if (!alloc_bytes || trace_bytes < alloc_bytes / 2)
 		return;
-	fprintf(stderr, "luaprof %s: note: %.0f%% of the sampled bytes were allocated in JIT "
+	char pct[16];
+	lp_text_share(pct, sizeof(pct), trace_bytes, alloc_bytes);
+	fprintf(stderr, "luaprof %s: note: %s of the sampled bytes were allocated in JIT "
 		"traces, each at the line of the trace's snapshot, often an earlier one than "
 		"the allocating statement (the loop's), and without the functions the trace "
 		"inlined that may have returned: a run with luajit -joff places them exactly\n",
-		cmd, 100.0 * (double)trace_bytes / (double)alloc_bytes);
+		cmd, pct);
 }
 
 void lp_cli_sites_note(const char *cmd, int graph, uint64_t alloc_bytes, uint64_t trace_bytes)
