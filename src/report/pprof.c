@@ -266,8 +266,15 @@ static int frame_func(struct pp *w, const struct lp_frame *f, uint64_t *id)
 	switch (f->kind) {
 	case LP_FK_LUA:
 		/* A function is its chunk and first line (0 for a main chunk; prototypes the
-		 * symtab does not know are named apart by the reader). */
-		rc = format(w, "%s:%" PRIu32, f->name, f->fline);
+		 * symtab does not know are named apart by the reader), named as a function:
+		 * "@app.lua:2" read as a line (an exact memory profile's report names the
+		 * allocating line so), a main chunk's as line 0. Not the top list's "function
+		 * <@app.lua:2>": go tool pprof takes what is between <> or () in a name it
+		 * cannot demangle for C++ template or call arguments and drops it. */
+		if (f->fline)
+			rc = format(w, "function %s:%" PRIu32, f->name, f->fline);
+		else
+			rc = format(w, "main chunk %s", f->name);
 		fn.start_line = f->fline;
 		if (!rc)
 			rc = intern(w, w->tmp, &fn.name);

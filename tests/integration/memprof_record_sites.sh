@@ -25,6 +25,15 @@ for o in a.svg a.folded a.pb.gz a.json; do
 	[ "$(grep -c "$note" "$t/err")" = 1 ] && grep -q -- '--sample 512K records call stacks' "$t/err" ||
 		fail "record --memory -o $o: not one note on the one-frame stacks: $(cat "$t/err")"
 done
+# go tool pprof names the functions as functions (the rows add up their lines): the main
+# chunk's was "@calls.lua:0", a line 0, make's "@calls.lua:2", read as the line of its
+# definition, where the memprof report names allocating lines so.
+if have go; then
+	PPROF_TMPDIR="$t" go tool pprof -top -sample_index=alloc_space "$t/a.pb.gz" >"$t/pp.out" 2>"$t/pp.err" ||
+		fail "go tool pprof -top: $(cat "$t/pp.err")"
+	grep -Eq ' main chunk @calls\.lua$' "$t/pp.out" && grep -Eq ' function @calls\.lua:2$' "$t/pp.out" &&
+		! grep -q 'calls\.lua:0' "$t/pp.out" || fail "go tool pprof -top: $(cat "$t/pp.out")"
+fi
 # report says the same of a graph of the stream, not of its memprof report.
 "$lp" report "$t/a.bin" -o "$t/b.svg" 2>"$t/err" && grep -q "^luaprof report: note: $note" "$t/err" ||
 	fail "report -o b.svg: no note on the one-frame stacks: $(cat "$t/err")"

@@ -135,9 +135,9 @@ for clock in cpu wall; do
 	sed 's/^ *[0-9]*: //' "$t/cpu_raw.out" >"$t/cpu_locs.out"
 	expect_has cpu_locs "0x41000 M=1 lj_gc_step /usr/lib/libluajit-5.1.so.2:0 s=0"
 	expect_has cpu_locs "0x42000 M=1 malloc :0 s=0"
-	expect_has cpu_locs "0x0 M=1 @app.lua:10 app.lua:12 s=10"
-	expect_has cpu_locs "0x0 M=1 @app.lua:10 app.lua:15 s=10"
-	expect_has cpu_locs "0x0 M=1 =stdin:1 stdin:3 s=1"
+	expect_has cpu_locs "0x0 M=1 function @app.lua:10 app.lua:12 s=10"
+	expect_has cpu_locs "0x0 M=1 function @app.lua:10 app.lua:15 s=10"
+	expect_has cpu_locs "0x0 M=1 function =stdin:1 stdin:3 s=1"
 	expect_has cpu_locs "0x0 M=1 TRACE [3] @app.lua:7 app.lua:7 s=0"
 	expect_has cpu_locs "0x43000 M=1 bad${FFFD}name :0 s=0"
 	if grep -q "$(printf '\377')" "$t/cpu_raw.out"; then
@@ -156,13 +156,15 @@ for clock in cpu wall; do
 		malloc|20ms|20ms
 		GC|5ms|5ms
 		bad${FFFD}name|5ms|5ms
-		=stdin:1|0|90ms
-		@app.lua:10|0|50ms
+		function =stdin:1|0|90ms
+		function @app.lua:10|0|50ms
 		pcall|0|5ms
 	EOF
 done
 
-# Function view: both lines of @app.lua:10 merge into one function.
+# Function view: both lines of function @app.lua:10 merge into one function (named as
+# a function: "@app.lua:10" read as a line, a main chunk as line 0; no <> around the chunk,
+# which go tool pprof drops as C++ template arguments).
 if pp cpu_top -top -sample_index=samples $TOP "$t/cpu.pb.gz"; then
 	expect_has cpu_top "Type: samples"
 	expect_has cpu_top "Showing nodes accounting for 100, 100% of 100 total"
@@ -172,8 +174,8 @@ if pp cpu_top -top -sample_index=samples $TOP "$t/cpu.pb.gz"; then
 		malloc|20|20
 		GC|5|5
 		bad${FFFD}name|5|5
-		=stdin:1|0|90
-		@app.lua:10|0|50
+		function =stdin:1|0|90
+		function @app.lua:10|0|50
 		pcall|0|5
 	EOF
 fi
@@ -186,9 +188,9 @@ if pp cpu_lines -top -lines -sample_index=samples $TOP "$t/cpu.pb.gz"; then
 		malloc|20|20
 		GC|5|5
 		bad${FFFD}name|5|5
-		=stdin:1 stdin:3|0|90
-		@app.lua:10 app.lua:12|0|30
-		@app.lua:10 app.lua:15|0|20
+		function =stdin:1 stdin:3|0|90
+		function @app.lua:10 app.lua:12|0|30
+		function @app.lua:10 app.lua:15|0|20
 		pcall|0|5
 	EOF
 fi
@@ -196,9 +198,9 @@ fi
 # Stacks, leaf first.
 if pp cpu_traces -traces -sample_index=samples "$t/cpu.pb.gz"; then
 	expect_rows cpu_traces traces <<-EOF
-		30|lj_gc_step;@app.lua:10;=stdin:1
-		20|malloc;@app.lua:10;=stdin:1
-		40|TRACE [3] @app.lua:7;=stdin:1
+		30|lj_gc_step;function @app.lua:10;function =stdin:1
+		20|malloc;function @app.lua:10;function =stdin:1
+		40|TRACE [3] @app.lua:7;function =stdin:1
 		5|GC;pcall
 		5|bad${FFFD}name
 	EOF
@@ -213,8 +215,8 @@ if pp cpu_ns -top -sample_index=cpu -unit=ns $TOP "$t/cpu.pb.gz"; then
 		malloc|20000000ns|20000000ns
 		GC|5000000ns|5000000ns
 		bad${FFFD}name|5000000ns|5000000ns
-		=stdin:1|0|90000000ns
-		@app.lua:10|0|50000000ns
+		function =stdin:1|0|90000000ns
+		function @app.lua:10|0|50000000ns
 		pcall|0|5000000ns
 	EOF
 fi
@@ -242,8 +244,8 @@ if pp mem_top -top -unit=B $TOP "$t/mem.pb.gz"; then
 		lj_gc_step|1024B|1024B
 		TRACE [3] @app.lua:7|256B|256B
 		GC|64B|64B
-		=stdin:1|0|1280B
-		@app.lua:10|0|1024B
+		function =stdin:1|0|1280B
+		function @app.lua:10|0|1024B
 		pcall|0|64B
 	EOF
 fi
@@ -256,8 +258,8 @@ if pp mem_alloc_space -top -sample_index=alloc_space -unit=B $TOP "$t/mem.pb.gz"
 		TRACE [3] @app.lua:7|512B|512B
 		bad${FFFD}name|128B|128B
 		GC|64B|64B
-		=stdin:1|0|70144B
-		@app.lua:10|0|69632B
+		function =stdin:1|0|70144B
+		function @app.lua:10|0|69632B
 		pcall|0|64B
 	EOF
 fi
@@ -265,9 +267,9 @@ fi
 if pp mem_alloc_objects -traces -sample_index=alloc_objects "$t/mem.pb.gz"; then
 	expect_has mem_alloc_objects "Type: alloc_objects"
 	expect_rows mem_alloc_objects traces <<-EOF
-		4|lj_gc_step;@app.lua:10;=stdin:1
-		16|malloc;@app.lua:10;=stdin:1
-		8|TRACE [3] @app.lua:7;=stdin:1
+		4|lj_gc_step;function @app.lua:10;function =stdin:1
+		16|malloc;function @app.lua:10;function =stdin:1
+		8|TRACE [3] @app.lua:7;function =stdin:1
 		1|GC;pcall
 		2|bad${FFFD}name
 	EOF
@@ -279,8 +281,8 @@ if pp mem_inuse_objects -top -sample_index=inuse_objects $TOP "$t/mem.pb.gz"; th
 		TRACE [3] @app.lua:7|4|4
 		lj_gc_step|1|1
 		GC|1|1
-		=stdin:1|0|5
-		@app.lua:10|0|1
+		function =stdin:1|0|5
+		function @app.lua:10|0|1
 		pcall|0|1
 	EOF
 fi

@@ -299,7 +299,7 @@ static void test_memory_profile(void)
 		const Perftools__Profiles__Function *fa = func(pb, l12->line[0]->function_id);
 		CHECK(fa != NULL);
 		if (fa) {
-			CHECK_STR(str(pb, fa->name), "@app.lua:10");
+			CHECK_STR(str(pb, fa->name), "function @app.lua:10");
 			CHECK_STR(str(pb, fa->filename), "app.lua");
 			CHECK_EQ(fa->start_line, 10);
 		}
@@ -311,7 +311,7 @@ static void test_memory_profile(void)
 		const Perftools__Profiles__Function *fm = func(pb, lm->line[0]->function_id);
 		CHECK(fm != NULL);
 		if (fm) {
-			CHECK_STR(str(pb, fm->name), "=stdin:1");
+			CHECK_STR(str(pb, fm->name), "function =stdin:1");
 			CHECK_STR(str(pb, fm->filename), "stdin");
 			CHECK_EQ(fm->start_line, 1);
 		}
@@ -424,7 +424,8 @@ static void test_cpu_profile(void)
 		if (la) {
 			const Perftools__Profiles__Function *f = func(pb, la->line[0]->function_id);
 			if (f) {
-				CHECK_STR(str(pb, f->name), "@x.lua:0");
+				/* Not "@x.lua:0": a main chunk has no line 0. */
+				CHECK_STR(str(pb, f->name), "main chunk @x.lua");
 				CHECK_EQ(f->start_line, 0);
 			}
 		}
@@ -591,7 +592,7 @@ static void test_utf8(void)
 		CHECK(f != NULL);
 		if (f) {
 			char name[128];
-			snprintf(name, sizeof(name), "@%s:1", file);
+			snprintf(name, sizeof(name), "function @%s:1", file);
 			CHECK_STR(str(pb, f->name), name);
 			CHECK_STR(str(pb, f->filename), file);
 		}
