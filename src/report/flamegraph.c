@@ -269,12 +269,13 @@ static uint32_t tree_child(struct tree *t, uint32_t parent, uint32_t frame)
 }
 
 /*
- * Merges all stacks with a positive value in column `col` into a tree rooted at node 0.
+ * Merges all stacks with a positive value in column `col` into a tree rooted at node 0, each
+ * frame as the one whose box it shares (same[]).
  * Non-positive values cannot be drawn as widths; *negative counts the stacks skipped for
  * being below zero. Returns 0 or -ENOMEM.
  */
-static int tree_build(struct tree *t, const struct lp_profile *p, unsigned col,
-		      size_t *negative)
+static int tree_build(struct tree *t, const struct lp_profile *p, const uint32_t *same,
+		      unsigned col, size_t *negative)
 {
 	if (tree_add(t, NONE, NONE, 0) == NONE)
 		return -ENOMEM;
@@ -291,7 +292,7 @@ static int tree_build(struct tree *t, const struct lp_profile *p, unsigned col,
 		uint32_t cur = 0;
 		t->nodes[0].value = lp_sat_add(t->nodes[0].value, v);
 		for (size_t d = 0; d < depth; d++) {
-			cur = tree_child(t, cur, fr[d]);
+			cur = tree_child(t, cur, same[fr[d]]);
 			if (cur == NONE)
 				return -ENOMEM;
 			t->nodes[cur].value = lp_sat_add(t->nodes[cur].value, v);
@@ -380,6 +381,8 @@ static size_t tree_layout(struct tree *t, double minv, uint32_t *order, uint32_t
 struct labels {
 	char **s;        /* clean label per frame id */
 	uint32_t *rank;  /* frame id -> position in label order */
+	uint32_t *same;  /* frame id -> the frame whose box it shares (itself, or the first
+			  * Lua frame in label order that reads the same) */
 	size_t n;        /* frames */
 	const struct lp_profile *p;  /* for tie-breaks between equal labels */
 };
@@ -415,9 +418,10 @@ static int labels_init(struct labels *l, const struct lp_profile *p)
 	l->n = n;
 	l->s = calloc(n ? n : 1, sizeof(*l->s));
 	l->rank = malloc((n ? n : 1) * sizeof(*l->rank));
+	l->same = malloc((n ? n : 1) * sizeof(*l->same));
 	uint32_t *a = malloc((n ? n : 1) * sizeof(*a)), *b = malloc((n ? n : 1) * sizeof(*b));
 	int err = -ENOMEM;
-	if (!l->s || !l->rank || !a || !b)
+	if (!l->s || !l->rank || !l->same || !a || !b)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)i);
@@ -450,8 +454,18 @@ static int labels_init(struct labels *l, const struct lp_profile *p)
 		a = b;
 		b = tmp;
 	}
-	for (size_t i = 0; i < n; i++)
+	/* Lua frames that read the same (one line of a chunk in two functions: a closure
+	 * made on the line that runs it, as pcall(function() ... end)) are one box, as
+	 * flamegraph.pl draws the collapsed stacks: an exact memory profile drew two roots
+	 * both named app.lua:17. Equal labels of one kind are next to each other here. */
+	for (size_t i = 0; i < n; i++) {
 		l->rank[a[i]] = (uint32_t)i;
+		l->same[a[i]] = a[i];
+		if (i && lp_profile_frame(p, a[i])->kind == LP_FK_LUA &&
+		    lp_profile_frame(p, a[i - 1])->kind == LP_FK_LUA &&
+		    strcmp(l->s[a[i]], l->s[a[i - 1]]) == 0)
+			l->same[a[i]] = l->same[a[i - 1]];
+	}
 	err = 0;
 out:
 	free(a);
@@ -466,6 +480,7 @@ static void labels_free(struct labels *l)
 			free(l->s[i]);
 	free(l->s);
 	free(l->rank);
+	free(l->same);
 }
 
 /* -- SVG -------------------------------------------------------------------- */
@@ -813,7 +828,7 @@ static int render(struct fg *g, const struct lp_render_opts *o, char *err, size_
 		return -EINVAL;
 	}
 	g->vt = lp_profile_value_type(g->p, col);
-	if ((rc = labels_init(&g->l, g->p)) || (rc = tree_build(&g->t, g->p, col, &g->negative)))
+	if ((rc = labels_init(&g->l, g->p)) || (rc = tree_build(&g->t, g->p, g->l.same, col, &g->negative)))
 		goto oom;
 	g->total = g->t.nodes[0].value;
 	if (g->total > 0) {

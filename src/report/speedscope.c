@@ -7,6 +7,7 @@
 ** "version" field, so none is written. Output is streamed; memory is one label buffer.
 */
 #include "report/render.h"
+#include "util/iset.h"
 #include "util/utf8.h"
 
 #include <errno.h>
@@ -100,6 +101,20 @@ static int write_frame(FILE *out, const struct lp_frame *f, char **buf, size_t *
 		fprintf(out, ",\"line\":%" PRIu32, f->line);
 	putc('}', out);
 	return 0;
+}
+
+/* A Lua frame that reads as one written before: same chunk and line (one line of a chunk
+ * in two functions, as a closure made on the line that runs it). */
+struct same_key {
+	const struct lp_profile *p;
+	const struct lp_frame *f;
+};
+
+static int same_eq(const void *ctx, uint32_t idx)
+{
+	const struct same_key *k = ctx;
+	const struct lp_frame *a = lp_profile_frame(k->p, idx);
+	return a->line == k->f->line && strcmp(a->name, k->f->name) == 0;
 }
 
 /* -- Profiles --------------------------------------------------------------- */
@@ -219,19 +234,31 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 			ids[fr[d]] = 1;
 	}
 	fputs("{\"$schema\":\"" SCHEMA_URL "\",\n\"shared\":{\"frames\":[", out);
+	/* Lua frames that read the same are one frame: speedscope keys frames by their index,
+	 * so an exact memory profile's two @app.lua:17 were two rows of its Sandwich view. */
+	struct lp_iset lua = { 0 };
 	uint32_t next = 0;
 	for (size_t i = 0; i < nframes; i++) {
 		if (!ids[i])
 			continue;
+		const struct lp_frame *f = lp_profile_frame(p, (uint32_t)i);
+		if (f->kind == LP_FK_LUA) {
+			struct same_key k = { p, f };
+			uint64_t h = lp_hash_bytes(f->name, strlen(f->name), f->line);
+			uint32_t first;
+			if (lp_iset_find(&lua, h, same_eq, &k, &first)) {
+				ids[i] = ids[first];
+				continue;
+			}
+			if (lp_iset_insert(&lua, h, (uint32_t)i))
+				goto oom;
+		}
 		fputs(next ? ",\n" : "\n", out);
 		ids[i] = next++;
-		if (write_frame(out, lp_profile_frame(p, (uint32_t)i), &buf, &cap)) {
-			free(ids);
-			free(buf);
-			lp_render_err(err, errlen, "speedscope: out of memory");
-			return -ENOMEM;
-		}
+		if (write_frame(out, f, &buf, &cap))
+			goto oom;
 	}
+	lp_iset_free(&lua);
 	free(buf);
 	fputs("]},\n\"profiles\":[", out);
 	for (unsigned v = 0; v < nvalues; v++) {
@@ -244,4 +271,10 @@ int lp_render_speedscope(const struct lp_profile *p, const struct lp_render_opts
 	json_cstr(out, name);
 	fprintf(out, ",\n\"activeProfileIndex\":%u,\n\"exporter\":\"luaprof\"}\n", active);
 	return lp_render_flushed(out, "speedscope", err, errlen);
+oom:
+	lp_iset_free(&lua);
+	free(ids);
+	free(buf);
+	lp_render_err(err, errlen, "speedscope: out of memory");
+	return -ENOMEM;
 }

@@ -626,6 +626,45 @@ static void test_singular(void)
 	lp_profile_free(p);
 }
 
+/* Lua frames that read the same, one line of a chunk in two functions (a closure made on
+ * the line that runs it), are one box with their children merged, as flamegraph.pl draws
+ * the collapsed stacks; an exact memory profile had two roots named @app.lua:17. C frames
+ * of one name in two objects stay apart. */
+static void test_same_line_one_box(void)
+{
+	struct lp_profile *p = lp_profile_new(1, &samples_t);
+	struct lp_frame f = { .kind = LP_FK_LUA, .name = "@app.lua", .line = 17 };
+	uint32_t main17 = 0, clos17 = 0, c1 = 0, c2 = 0;
+	CHECK(lp_profile_frame_id(p, &f, &main17) == 0);
+	f.fline = 17;
+	CHECK(lp_profile_frame_id(p, &f, &clos17) == 0);
+	CHECK(main17 != clos17);
+	struct lp_frame c = { .kind = LP_FK_C, .name = "init", .file = "/lib/a.so", .addr = 1 };
+	CHECK(lp_profile_frame_id(p, &c, &c1) == 0);
+	c.file = "/lib/b.so";
+	c.addr = 2;
+	CHECK(lp_profile_frame_id(p, &c, &c2) == 0);
+	uint32_t leaf = frame(p, LP_FK_C, "malloc", 0);
+	add1(p, &main17, 1, 5);
+	add1(p, &clos17, 1, 3);
+	add1(p, (uint32_t[]){ main17, leaf }, 2, 2);
+	add1(p, (uint32_t[]){ clos17, leaf }, 2, 1);
+	add1(p, &c1, 1, 4);
+	add1(p, &c2, 1, 6);
+	struct svg s;
+	char *doc = render_parsed(p, &s);
+	CHECK(find(&s, "@app.lua:17 (11 samples", 0) != NULL);
+	CHECK(find(&s, "@app.lua:17", 1) == NULL);
+	CHECK(find(&s, "malloc (3 samples", 0) != NULL);
+	CHECK(find(&s, "malloc", 1) == NULL);
+	CHECK(find(&s, "init (4 samples", 0) != NULL || find(&s, "init (4 samples", 1) != NULL);
+	CHECK(find(&s, "init", 1) != NULL);
+	CHECK(nested(&s));
+	svg_free(&s);
+	free(doc);
+	lp_profile_free(p);
+}
+
 /* A --clock wall profile's samples are elapsed time, sleeps included: not called CPU. */
 static void test_wall_clock(void)
 {
@@ -714,6 +753,7 @@ int main(void)
 	RUN(test_elision);
 	RUN(test_bytes_and_options);
 	RUN(test_singular);
+	RUN(test_same_line_one_box);
 	RUN(test_wall_clock);
 	RUN(test_write_error);
 	RUN(test_nothing_held);

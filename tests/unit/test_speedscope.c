@@ -131,6 +131,42 @@ static void test_two_columns(void)
 	lp_profile_free(p);
 }
 
+/* Lua frames that read the same (one line of a chunk in two functions: a closure made on
+ * the line that runs it) are one frame, which speedscope's Sandwich view lists once: an
+ * exact memory profile had two frames "@app.lua:17". A trace at that line stays apart. */
+static void test_same_line_one_frame(void)
+{
+	static const struct lp_value_type types[] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" }
+	};
+	struct lp_profile *p = lp_profile_new(2, types);
+	lp_profile_meta(p)->source = "mem.bin";
+	uint32_t m = frame(p, LP_FK_LUA, "@app.lua", NULL, 17, 0, 0);
+	uint32_t c = frame(p, LP_FK_LUA, "@app.lua", NULL, 17, 17, 0);
+	uint32_t o = frame(p, LP_FK_LUA, "@app.lua", NULL, 18, 0, 0);
+	uint32_t t = frame(p, LP_FK_TRACE, "@app.lua", NULL, 17, 17, 1);
+	CHECK(m != c);
+	add(p, (uint32_t[]){ m }, 1, 4, 512);
+	add(p, (uint32_t[]){ o }, 1, 1, 72);
+	add(p, (uint32_t[]){ c }, 1, 1, 104);
+	add(p, (uint32_t[]){ t }, 1, 1, 88);
+	struct lp_render_opts opts = { .value = 1 };
+	char *res = render_and_parse(p, &opts);
+	CHECK_STR(res,
+		  "$schema,activeProfileIndex,exporter,name,profiles,shared\n"
+		  "https://www.speedscope.app/file-format-schema.json mem.bin 1 luaprof\n"
+		  "{\"file\": \"app.lua\", \"line\": 17, \"name\": \"@app.lua:17\"}\n"
+		  "{\"file\": \"app.lua\", \"line\": 18, \"name\": \"@app.lua:18\"}\n"
+		  "{\"file\": \"app.lua\", \"line\": 17, \"name\": \"TRACE [1] @app.lua:17\"}\n"
+		  "{\"endValue\":7,\"name\":\"mem.bin (alloc_objects)\",\"samples\":[[0],[1],[0],[2]],"
+		  "\"startValue\":0,\"type\":\"sampled\",\"unit\":\"none\",\"weights\":[4,1,1,1]}\n"
+		  "{\"endValue\":776,\"name\":\"mem.bin (alloc_space)\",\"samples\":[[0],[1],[0],[2]],"
+		  "\"startValue\":0,\"type\":\"sampled\",\"unit\":\"bytes\",\"weights\":[512,72,104,88]}\n"
+		  "ok\n");
+	free(res);
+	lp_profile_free(p);
+}
+
 static void test_nasty_names(void)
 {
 	static const struct lp_value_type types[] = { { "cpu", "nanoseconds" } };
@@ -232,6 +268,7 @@ static void test_bad_value(void)
 int main(void)
 {
 	RUN(test_two_columns);
+	RUN(test_same_line_one_frame);
 	RUN(test_nasty_names);
 	RUN(test_cpu_time);
 	RUN(test_empty);
