@@ -117,7 +117,7 @@ static int frame_same(const struct lp_frame *a, const struct lp_frame *b)
 {
 	return a->kind == b->kind && a->line == b->line && a->traceno == b->traceno &&
 	       a->fline == b->fline && a->tline == b->tline && a->addr == b->addr &&
-	       a->name == b->name && a->file == b->file;
+	       a->name == b->name && a->file == b->file && a->func == b->func;
 }
 
 struct frame_key {
@@ -304,6 +304,12 @@ int lp_frame_label(const struct lp_frame *f, char *buf, size_t len)
 {
 	switch (f->kind) {
 	case LP_FK_LUA:
+		/* A function as Lua's tracebacks name one: "@app.lua:10" would read as a
+		 * line, and a main chunk's as line 0. */
+		if (f->func && f->line)
+			return snprintf(buf, len, "function <%s:%" PRIu32 ">", f->name, f->line);
+		if (f->func)
+			return snprintf(buf, len, "main chunk <%s>", f->name);
 		return snprintf(buf, len, "%s:%" PRIu32, f->name, f->line);
 	case LP_FK_TRACE:
 		return snprintf(buf, len, "TRACE [%" PRIu32 "] %s:%" PRIu32, f->traceno, f->name,
@@ -364,6 +370,7 @@ static void to_function(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	(void)ctx;
 	if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE) {
 		f->line = f->kind == LP_FK_TRACE && f->tline ? f->tline : f->fline;
+		f->func = f->kind == LP_FK_LUA;
 		return;
 	}
 	if (f->kind != LP_FK_C || !f->file || !f->nosym)

@@ -36,6 +36,8 @@ struct lp_frame {
 	uint32_t tline;    /* TRACE: the line where the trace starts, 0 if unknown (its row
 			    * by function, whichever line a frame has); last, so that
 			    * initializers by position stay valid */
+	uint8_t func;      /* Lua: the whole function (lp_profile_by_function), line its
+			    * first line: labelled as a function, not as a line */
 };
 
 /* What a profile measures, for titles and pprof's period/sample types. */
@@ -109,8 +111,9 @@ struct lp_profile_meta *lp_profile_meta(struct lp_profile *p);
 const struct lp_profile_meta *lp_profile_cmeta(const struct lp_profile *p);
 
 /*
-** Writes the display label of a frame: "@app.lua:12" (Lua, current line), "lj_gc_step",
-** "pcall", "TRACE [3] @app.lua:7", "GC", "INTERNAL". Returns the label length (as snprintf).
+** Writes the display label of a frame: "@app.lua:12" (Lua, current line), "function
+** <@app.lua:10>" and "main chunk <@app.lua>" (Lua by function), "lj_gc_step", "pcall",
+** "TRACE [3] @app.lua:7", "GC", "INTERNAL". Returns the label length (as snprintf).
 */
 int lp_frame_label(const struct lp_frame *f, char *buf, size_t len);
 

@@ -728,7 +728,8 @@ static void test_function_granularity(void)
 	struct lp_lua_frame b[] = { L(P_MAIN, 5), L(P_F, 13) };
 	sample(LP_VMST_LFUNC, a, 2, NULL, 0);
 	sample(LP_VMST_LFUNC, b, 2, NULL, 0);
-	CHECK_STR(collapse(0, 1), "@app.lua:0;@app.lua:10 2\n");
+	/* Named as functions: "@app.lua:0;@app.lua:10" read as lines, the main chunk's 0. */
+	CHECK_STR(collapse(0, 1), "main chunk <@app.lua>;function <@app.lua:10> 2\n");
 }
 
 static void test_proto_address_reuse(void)

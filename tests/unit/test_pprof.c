@@ -21,7 +21,7 @@ static uint32_t fid(struct lp_profile *p, enum lp_frame_kind kind, const char *n
 		    const char *file, uint32_t line, uint32_t fline, uint32_t traceno,
 		    uint64_t addr)
 {
-	struct lp_frame f = { kind, name, file, line, fline, traceno, addr, 0, 0 };
+	struct lp_frame f = { kind, name, file, line, fline, traceno, addr, 0, 0, 0 };
 	uint32_t id = UINT32_MAX;
 	CHECK_EQ(lp_profile_frame_id(p, &f, &id), 0);
 	return id;
