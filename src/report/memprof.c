@@ -748,12 +748,15 @@ int lp_memprof_report(struct lp_memprof *m, const struct lp_memprof_opts *o, FIL
 		const char *alias, *chunk;
 		lp_symtab_alias(m->st, i, &alias, &chunk);
 		fprintf(out, "%s:\n", alias);
+		/* Empty lines are left out, as Tarantool's parser leaves them, but counted:
+		 * the sites name the chunk's own lines (Tarantool's numbering went on
+		 * without them, so that "function_alias_1:3" was listed as line 2). */
 		unsigned lineno = 1;
-		for (const char *p = chunk; *p;) {
+		for (const char *p = chunk; *p; lineno++) {
 			const char *nl = strchr(p, '\n');
 			size_t len = nl ? (size_t)(nl - p) : strlen(p);
 			if (len > 0)
-				fprintf(out, "%u\t| %.*s\n", lineno++, (int)len, p);
+				fprintf(out, "%u\t| %.*s\n", lineno, (int)len, p);
 			p += len + (nl ? 1 : 0);
 		}
 		fprintf(out, "\n\n");

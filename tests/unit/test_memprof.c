@@ -245,7 +245,7 @@ static void test_aliases_and_late_symbols(void)
 		  "ALIASES:\n"
 		  "function_alias_1:\n"
 		  "1\t| local t = {}\n"
-		  "2\t| return t\n"
+		  "3\t| return t\n" /* its line in the chunk, the empty one left out */
 		  "\n\n");
 }
 
