@@ -1616,7 +1616,10 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		fprintf(stderr, "luaprof record: %s\n", unfinished_text(unfinished, prof, o->sample != 0));
 	if (!o->quiet) {
 		double secs = (double)(f.duration_ns ? f.duration_ns : wall) / 1e9;
-		fprintf(stderr, "luaprof record: %.*f s profiled, ", secs < 0.1 ? 3 : 2, secs);
+		/* A profile shorter than a millisecond (a small script's) read "0.000 s
+		 * profiled", as if nothing had run: microseconds then. */
+		fprintf(stderr, "luaprof record: %.*f s profiled, ",
+			secs < 0.001 ? 6 : secs < 0.1 ? 3 : 2, secs);
 		if (f.sampled) {
 			fprintf(stderr, "%" PRIu64 " sampled allocation%s (one per %" PRIu64 " byte%s "
 					"allocated on average", f.samples, f.samples == 1 ? "" : "s",

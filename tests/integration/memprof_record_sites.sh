@@ -51,6 +51,16 @@ grep -q "$note" "$t/err" && fail "sampled mode: the note on exact mode: $(grep n
 rec -q -o q.svg || fail "record -q --memory: $(cat "$t/err")"
 [ -s "$t/err" ] && fail "record -q --memory: $(cat "$t/err")"
 
+# A profile shorter than a millisecond (this tiny script's, about 0.3 ms here) gives its
+# length, not "0.000 s profiled", as if nothing had run (a machine slow enough to take a
+# millisecond passed before too).
+printf 'local x = {}\n' >"$t/tiny.lua"
+(cd "$t" && "$lp" record --memory -o tiny.txt -- luajit tiny.lua) >/dev/null 2>"$t/err" ||
+	fail "record --memory tiny.lua: $(cat "$t/err")"
+secs=$(sed -n 's/^luaprof record: \([0-9.]*\) s profiled, .*/\1/p' "$t/err")
+awk -v s="$secs" 'BEGIN { exit !(s + 0 > 0) }' ||
+	fail "record --memory tiny.lua: $(head -1 "$t/err")"
+
 [ $fails = 0 ] || exit 1
 echo "ok"
 exit 0
