@@ -1562,6 +1562,10 @@ static void write_ext_records(struct lp_wbuf *w)
 	free(refs);
 }
 
+/* Sampled mode's tables (stacks, samples, the live and freed maps), emptied: at start, and
+ * at stop once they are written (they hold about the sampled part of the live heap and every
+ * distinct stack, megabytes that were kept until the next start, for good when there was
+ * none). The run's count of samples goes too: a stop keeps it for luaprof_memprof_report. */
 static void free_samples(void)
 {
 	agent_stackdict_free(&mp.dict);
@@ -2212,6 +2216,17 @@ struct handback {
 	int e;                           /* the stream's failure, 0 if none */
 };
 
+/* What a stopped profile no longer needs: the symbol maps, the shared sampler, sampled
+ * mode's tables (the count of samples is kept: luaprof_memprof_report). */
+static void free_run(void)
+{
+	uint64_t nsampled = mp.nsampled;
+	free_maps();
+	native_release_mp();
+	free_samples();
+	mp.nsampled = nsampled;
+}
+
 static int stop_profile(lua_State *L, const char *cause, struct handback *hb);
 static int stop_profile_keep(lua_State *L, const char *cause, struct handback *hb, int keep);
 static int hand_back(int rc, const struct handback *hb);
@@ -2393,10 +2408,8 @@ int agent_memprof_stop_for_signal(void)
 	rc = hand_back(rc, &hb);
 	int e = errno;
 	agent_termstop_written();
-	if (stopped) {
-		free_maps();
-		native_release_mp();
-	}
+	if (stopped)
+		free_run();
 	api_leave();
 	agent_record_stopped(1, run, rc, e);
 	return 0;
@@ -2677,7 +2690,7 @@ static int hand_back(int rc, const struct handback *hb)
 
 /* cause: meta stopped_by (program: an API call; exit; close: lua_close). On success, *hb
  * is what on_stop gets. */
-/* keep: the maps and the shared sampler are left for the caller to release (after
+/* keep: the maps, the shared sampler and sampled mode's tables are left for the caller to release (after
  * on_stop, termstop.c's stop). */
 static int stop_profile_keep(lua_State *L, const char *cause, struct handback *hb, int keep)
 {
@@ -2773,10 +2786,8 @@ static int stop_profile_keep(lua_State *L, const char *cause, struct handback *h
 	/* The buffer goes with on_stop: nothing may write into it any more. */
 	mp.w.buf = mp.w.pos = mp.w.end = NULL;
 	mp.w.flags |= LP_WBUF_STOP;
-	if (!keep) {
-		free_maps();
-		native_release_mp();
-	}
+	if (!keep)
+		free_run();
 	*hb = (struct handback){ mp.on_stop, mp.ctx, mp.buf, e };
 	return LUAPROF_PROFILE_SUCCESS;
 }
