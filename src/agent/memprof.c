@@ -2148,11 +2148,14 @@ void agent_memprof_closing(lua_State *L)
 {
 	void *ud;
 	lua_Alloc f = lua_getallocf(L, &ud), top = f;
-	/* The running sampled profile's stub, when this state shares its allocator and ud
-	 * (lua_newstate(f, NULL)): its frees still go through it, to leave that profile's
-	 * live blocks as they are freed. */
-	if (mp.state == MP_RUNNING && mp.sample_bytes && top == mp.installed_f &&
-	    ud == mp.installed_ud)
+	/* The running profile's wrapper (exact mode's, or the sampled stub), when this state,
+	 * another than the profiled one, shares its allocator and ud (given them from
+	 * lua_getallocf): its blocks are in that profile, and its frees still go through the
+	 * wrapper, so that the profile sees them freed. (Exact mode put the original back
+	 * here, and the profile held every block the state still had at close: a false leak
+	 * in its HEAP SUMMARY.) */
+	if (mp.state == MP_RUNNING && top == mp.installed_f && ud == mp.installed_ud &&
+	    !agent_memprof_runs_in(L))
 		return;
 	unwrap(&f, &ud);
 	if (f != top)

@@ -74,13 +74,14 @@
 ** for a while after pthread_join returns, which lost samples under load). Writes
 ** OUTDIR/exiting.bin and prints "exitsampler ok".
 **
-** Usage: memprof_host closeshared CPATH OUTDIR -
+** Usage: memprof_host closeshared CPATH OUTDIR -|exact
 ** A state B, profiled once, then given the allocator of a state A that runs a sampled
-** profile (the profiler's generated stub, from lua_getallocf), which B then shares: B's
-** blocks are counted in A's profile, and lua_close(B) must free them through the stub (the
-** profiler's closing step must not put the stub's original back), so that A's profile no
-** longer holds them as in use. B keeps about 400 KiB; A almost nothing. Writes A's
-** profile to OUTDIR/cs.bin and prints "closeshared ok".
+** profile (the profiler's generated stub, from lua_getallocf; with exact, an exact profile
+** and its wrapper), which B then shares: B's blocks are counted in A's profile, and
+** lua_close(B) must free them through the stub or wrapper (the profiler's closing step must
+** not put its original back), so that A's profile no longer holds them as in use. B keeps
+** about 400 KiB; A almost nothing. Writes A's profile to OUTDIR/cs.bin (exact:
+** OUTDIR/cs-exact.bin) and prints "closeshared ok".
 **
 ** Usage: memprof_host duefree CPATH OUTDIR -
 ** A state A's wrapper kept from a sampled profile (lua_getallocf), then a state B profiled
@@ -616,7 +617,7 @@ static int run_deadsampler(const char *cpath, const char *out, int held)
 }
 
 /* closeshared mode: 0, or 1 with a message. */
-static int run_closeshared(const char *cpath, const char *out)
+static int run_closeshared(const char *cpath, const char *out, int exact)
 {
 	char code[4400];
 	/* B first, profiled once: its sentinel is what lua_close(B) runs the profiler's
@@ -627,8 +628,8 @@ static int run_closeshared(const char *cpath, const char *out)
 	if (!B || run_lua(B, code))
 		return 1;
 	lua_State *A = host_state(lua_newstate(malloc_alloc, NULL), cpath);
-	snprintf(code, sizeof(code), "assert(require 'luaprof'.memprof.start('%s/cs.bin', "
-		 "{ sample = 256 }))", out);
+	snprintf(code, sizeof(code), "assert(require 'luaprof'.memprof.start('%s/cs%s.bin'%s))",
+		 out, exact ? "-exact" : "", exact ? "" : ", { sample = 256 }");
 	if (!A || run_lua(A, code))
 		return 1;
 	void *ud;
@@ -738,6 +739,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: memprof_host memprof|memprof_malloc|plain|control CPATH "
 			"OUTDIR N\n       memprof_host oom CPATH OUTDIR on|off\n"
 			"       memprof_host stale|closing|fork|closeshared|duefree CPATH OUTDIR -\n"
+			"       memprof_host closeshared CPATH OUTDIR exact\n"
 			"       memprof_host chain CPATH OUTDIR exact|sampled\n");
 		return 1;
 	}
@@ -757,7 +759,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "exitsampler"))
 		return run_deadsampler(cpath, out, 1);
 	if (!strcmp(mode, "closeshared"))
-		return run_closeshared(cpath, out);
+		return run_closeshared(cpath, out, !strcmp(argv[4], "exact"));
 	if (!strcmp(mode, "duefree"))
 		return run_duefree(cpath, out);
 	if (!strcmp(mode, "chain"))

@@ -129,6 +129,8 @@
 #             state of its own, CPU and sampled memory (the sampler is not held for it);
 #  closeshared memprof_host.c: a state closed while it shares the running sampled
 #             profile's stub frees its blocks through it (none left in use in the profile);
+#             the same with the running exact profile's wrapper (its HEAP SUMMARY held
+#             them all);
 #  duefree    memprof_host.c: a free whose sampled profile's countdown another state's kept
 #             wrapper took below 0 is no sample, and its live sampled block is gone;
 #  oom        memprof_host.c with an allocator that refuses blocks past a limit, JIT off and
@@ -636,6 +638,19 @@ host() {
 	# B's blocks were sampled into A's profile (about 400 KiB allocated), and are gone.
 	[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
 		fail "$what: closeshared: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
+	# The same with an exact profile, whose wrapper the closing state shares: lua_close(B)
+	# freed B's blocks past it, and A's HEAP SUMMARY held them all (~420 KiB).
+	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" exact >"$dir/closeshared-exact.out" 2>&1 ||
+		fail "$what: memprof_host closeshared exact: exit $?: $(head -5 "$dir/closeshared-exact.out")"
+	cs_inuse=x cs_alloc=x
+	if grep -qx 'closeshared ok' "$dir/closeshared-exact.out" &&
+		build/luaprof report -q -f collapsed --value inuse_space -o "$dir/cse-inuse.folded" "$dir/cs-exact.bin" &&
+		build/luaprof report -q -f collapsed -o "$dir/cse-alloc.folded" "$dir/cs-exact.bin"; then
+		cs_inuse=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cse-inuse.folded")
+		cs_alloc=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cse-alloc.folded")
+	fi
+	[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
+		fail "$what: closeshared exact: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
 	# A free whose state's countdown another allocator's kept wrapper took below 0: it is
 	# no sample, and its block, a live sampled one, is gone (it stayed in use until stop).
 	env "$@" "$t/memprof_host" duefree "build/?.so" "$dir" - >"$dir/duefree.out" 2>&1 ||
