@@ -198,7 +198,9 @@ static struct lp_lj_frame s_frames[AGENT_MAX_LUA];
 static struct lp_lua_frame s_lua[AGENT_MAX_LUA];
 static struct lp_lj_trace_frame s_tfr[LP_LJ_TRACE_MAX_INLINED]; /* a trace's inlined calls */
 static uint64_t s_host[AGENT_MAX_HOST + 1]; /* + LP_HOST_CUT */
-static uint8_t s_body[AGENT_SAMPLE_MAX];
+static uint8_t s_body[AGENT_SAMPLE_MAX]; /* a capture's stacks, encoded to intern them */
+_Static_assert(sizeof(s_body) >= LP_SYS_STACKS_MAX(AGENT_MAX_LUA, AGENT_MAX_HOST + 1),
+	       "s_body holds any stack capture() encodes");
 
 /* -- Plain loads --------------------------------------------------------------------- */
 
@@ -1038,11 +1040,6 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 	return n;
 }
 
-/* s_body holds any stack (AGENT_SAMPLE_MAX): never flushed. */
-static size_t no_flush(const void **data, size_t len, void *ctx)
-{
-	return 0;
-}
 
 
 /* Sampled mode: the frames of trace tr in a capture's host stack (the trace's own
@@ -1210,11 +1207,7 @@ static int64_t capture(void)
 		s_host[nhost++] = LP_HOST_CUT;
 	struct lp_sys_sample smp = { .lua = s_lua, .nlua = nlua, .host = s_host + skip,
 				     .nhost = nhost - skip };
-	struct lp_wbuf w;
-	lp_wbuf_init(&w, s_body, sizeof(s_body), no_flush, NULL);
-	lp_write_sys_stacks(&w, &smp);
-	if (!lp_wbuf_ok(&w))
-		return -1;
+	size_t len = (size_t)(lp_put_sys_stacks(s_body, &smp) - s_body);
 	/* The collector's and the compiler's allocations: their state goes on top in the
 	 * report (astate record, from the dictionary's tags), as a CPU sample's does. The
 	 * state is part of the stack's key: the compiler's phases allocate at the same
@@ -1227,7 +1220,7 @@ static int64_t capture(void)
 		   : vmst == VMST_OPT ? LP_VMST_OPT
 		   : vmst == VMST_ASM ? LP_VMST_ASM : 0;
 	uint32_t id;
-	if (agent_stackdict_intern(&mp.dict, s_body, (size_t)(w.pos - w.buf), st, SIZE_MAX, &id))
+	if (agent_stackdict_intern(&mp.dict, s_body, len, st, SIZE_MAX, &id))
 		return -1;
 	return id;
 }

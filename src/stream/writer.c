@@ -150,6 +150,22 @@ void lp_write_sys_stacks(struct lp_wbuf *w, const struct lp_sys_sample *s)
 	lp_wbuf_uleb(w, 0);
 }
 
+uint8_t *lp_put_sys_stacks(uint8_t *p, const struct lp_sys_sample *s)
+{
+	/* lp_uleb_put_addr stores 8 bytes for a 7-byte value: the bound's last 8 bytes. */
+	for (size_t i = 0; i < s->nlua; i++) {
+		*p++ = s->lua[i].type;
+		p = lp_uleb_put_addr(p, s->lua[i].addr);
+		if (s->lua[i].type == LP_FRAME_LFUNC)
+			p = lp_uleb_put_small(p, s->lua[i].line);
+	}
+	*p++ = LP_FRAME_LUA_LAST;
+	for (size_t i = 0; i < s->nhost; i++)
+		p = lp_uleb_put_addr(p, s->host[i]);
+	*p++ = 0;
+	return p;
+}
+
 void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s)
 {
 	lp_wbuf_u8(w, s->vmstate);

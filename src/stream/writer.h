@@ -41,6 +41,11 @@ void lp_write_sys_sample(struct lp_wbuf *w, const struct lp_sys_sample *s);
 /* Writes "lua-stack host-stack" of s whatever its vmstate: a sample's body, and the body of
  * an extension stack record. */
 void lp_write_sys_stacks(struct lp_wbuf *w, const struct lp_sys_sample *s);
+/* The same bytes straight into memory, without the write buffer's call and room check per
+ * value (sampled memprof encodes a stack per capture to intern it): p has room for
+ * LP_SYS_STACKS_MAX(s->nlua, s->nhost) bytes. Returns the position after the stacks. */
+#define LP_SYS_STACKS_MAX(nlua, nhost) ((nlua) * 21 + 1 + (nhost) * 10 + 10 + 8)
+uint8_t *lp_put_sys_stacks(uint8_t *p, const struct lp_sys_sample *s);
 void lp_write_sys_sym_lua(struct lp_wbuf *w, uint64_t proto, const char *chunk, size_t len, uint64_t line);
 void lp_write_sys_sym_cfunc(struct lp_wbuf *w, uint64_t addr, const char *name, size_t len);
 void lp_write_sys_sym_trace(struct lp_wbuf *w, uint64_t traceno, uint64_t proto, uint64_t line);
