@@ -109,6 +109,7 @@ static struct rspan {
 	int32_t cfa;
 	int16_t ra;          /* the return address is at CFA + ra */
 	int16_t saved[6];    /* cr_regs[i] is at CFA + saved[i], or CR_SAME: unchanged */
+	int16_t omin, omax;  /* the lowest and highest of ra and the saved[] read */
 } spans[RULE_SPANS];
 enum { CR_NONE, CR_SP, CR_BP };
 #define CR_SAME INT16_MIN
@@ -172,6 +173,38 @@ static const struct rspan *rule_find(uint64_t ip)
 		return NULL;
 	}
 	return NULL;
+}
+
+/*
+** The VM thread's walks (memprof's captures) look each frame's rule up here first: a
+** direct-mapped copy of the spans found, by the address looked up. rule_find's loads depend
+** on each other (the block's slot, its function, then the function's spans one after the
+** other) in 1.3 MB of tables, which the program evicts between two captures; an entry here
+** is one cache line. An entry holds for as long as rule_gen keeps the value it was filled
+** with: spans are published whole and never change or go (rules_check_gen drops and
+** empties only on a new generation). Not the handler's: it runs on the sampled thread,
+** which need not be the one whose walks fill this, and it looks rules up only.
+*/
+#define RCACHE_SLOTS 256
+static struct rcache {
+	uint64_t look;
+	unsigned gen;
+	struct rspan x;
+} __attribute__((aligned(64))) rcache[RCACHE_SLOTS];
+
+static const struct rspan *rule_find_cached(uint64_t look)
+{
+	struct rcache *e = &rcache[(look * 0x9e3779b97f4a7c15ull) >> 56];
+	unsigned gen = atomic_load_explicit(&rule_gen, memory_order_relaxed);
+	if (e->look == look && e->gen == gen)
+		return &e->x;
+	const struct rspan *x = rule_find(look);
+	if (x) {
+		e->look = look;
+		e->gen = gen;
+		e->x = *x;
+	}
+	return x;
 }
 
 /* unw_reg_states_iterate's callback: keeps every range of the function with its rule. */
@@ -631,6 +664,15 @@ static void rule_compact(struct rspan *x)
 	x->cfa = k[0].cfa;
 	x->ra = k[0].ra;
 	memcpy(x->saved, k[0].saved, sizeof(x->saved));
+	x->omin = x->omax = x->ra;
+	for (int i = 0; i < 6; i++) {
+		if (x->saved[i] == CR_SAME)
+			continue;
+		if (x->saved[i] < x->omin)
+			x->omin = x->saved[i];
+		if (x->saved[i] > x->omax)
+			x->omax = x->saved[i];
+	}
 	x->cbase = k[0].cbase;
 }
 
@@ -640,6 +682,23 @@ static int compact_apply(struct walkctx *c, const struct rspan *x, uint64_t *r)
 {
 	uint64_t cfa = (x->cbase == CR_SP ? r[UNW_X86_64_RSP] : r[UNW_X86_64_RBP]) +
 		       (uint64_t)(int64_t)x->cfa, ra, v[6];
+	/* The words the rule reads, all on the stack above the walk's lowest readable address
+	 * (most frames): read_word's checks once for them all, the same words read. */
+	uint64_t lo = cfa + (uint64_t)(int64_t)x->omin;
+	if (lo <= cfa + (uint64_t)(int64_t)x->omax &&
+	    agent_objects_stack_has(c->sp_lo, lo, (uint64_t)(x->omax - x->omin) + 8)) {
+		ra = *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)x->ra);
+		if (ra == r[UNW_X86_64_RIP] && cfa == r[UNW_X86_64_RSP])
+			return -1;
+		for (int i = 0; i < 6; i++)
+			v[i] = x->saved[i] == CR_SAME ? r[cr_regs[i]]
+			     : *(const uint64_t *)(uintptr_t)(cfa + (uint64_t)(int64_t)x->saved[i]);
+		for (int i = 0; i < 6; i++)
+			r[cr_regs[i]] = v[i];
+		r[UNW_X86_64_RSP] = cfa;
+		r[UNW_X86_64_RIP] = ra;
+		return 1;
+	}
 	if (read_word(c, cfa + (uint64_t)(int64_t)x->ra, &ra) != 0)
 		return -1;
 	if (ra == r[UNW_X86_64_RIP] && cfa == r[UNW_X86_64_RSP])
@@ -715,8 +774,17 @@ static struct suffix {
 	uint64_t ip[SUFFIX_MAX], sp[SUFFIX_MAX];
 	size_t n, usable;  /* frames; frames [usable, n) have their return address checked */
 	unsigned gen;
+	/* A bit per hash of the stack pointers of frames [usable, n): a frame whose bit is
+	 * clear continues none of them, told without the binary search (each frame of a walk
+	 * up to the one that matches asked every kept walk). */
+	uint64_t spbits[4];
 } suffixes[SUFFIX_WALKS];
 static unsigned suffix_next;
+
+static unsigned sp_bit(uint64_t sp)
+{
+	return (unsigned)(((sp >> 3) * 0x9e3779b97f4a7c15ull) >> 56);
+}
 
 /* The return address of a frame at sp is ip (on the stack at sp - 8). */
 static int ra_holds(uint64_t sp, uint64_t ip)
@@ -728,10 +796,10 @@ static int ra_holds(uint64_t sp, uint64_t ip)
  * its return addresses are still on the stack: the new count, or 0. */
 static size_t suffix_take(uint64_t ip, uint64_t sp, uint64_t *pcs, size_t n, size_t max)
 {
-	unsigned gen = agent_objects_gen();
+	unsigned gen = agent_objects_gen(), b = sp_bit(sp);
 	for (unsigned w = 0; w < SUFFIX_WALKS; w++) {
 		const struct suffix *x = &suffixes[w];
-		if (!x->n || x->gen != gen)
+		if (!(x->spbits[b >> 6] >> (b & 63) & 1) || !x->n || x->gen != gen)
 			continue;
 		/* Stack pointers grow along a walk: binary search. */
 		size_t lo = 0, hi = x->n;
@@ -777,6 +845,11 @@ static void suffix_keep(const uint64_t *pcs, const uint64_t *sps, size_t n)
 	for (size_t k = 1; k < n; k++)
 		if (!ra_holds(sps[k], pcs[k]))
 			x->usable = k;
+	memset(x->spbits, 0, sizeof(x->spbits));
+	for (size_t k = x->usable; k < n; k++) {
+		unsigned b = sp_bit(sps[k]);
+		x->spbits[b >> 6] |= 1ull << (b & 63);
+	}
 }
 
 /* Every register of the cursor's frame (0 where libunwind cannot read it). */
@@ -933,7 +1006,8 @@ static size_t walk(unw_addr_space_t space, int cached, const ucontext_t *uc, uin
 		}
 		if (t == 0) {
 			uint64_t look = exact ? ip : ip - 1;
-			const struct rspan *x = rules_ok ? rule_find(look) : NULL;
+			const struct rspan *x = !rules_ok ? NULL
+					      : cached ? rule_find_cached(look) : rule_find(look);
 			int st;
 			if (x && x->cbase != CR_NONE) {
 				if (in_cursor)
