@@ -991,6 +991,9 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			break;
 		}
 	}
+	/* The key of the last prototype met: a recursion's frames repeat it, and it names the
+	 * same function throughout a capture (nothing is freed meanwhile). */
+	uint64_t last_pt = 0, last_key = 0;
 	for (int level = 0; level < AGENT_MAX_RESUMES && n < AGENT_MAX_LUA; level++) {
 		unsigned flags;
 		unsigned k = lp_lj_walk(&mp.vm, &direct, &t, base, leaf, s_frames,
@@ -1001,7 +1004,11 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			o->type = f->kind;
 			o->line = 0;
 			if (f->kind == LP_FRAME_LFUNC) {
-				o->addr = need_proto(f->addr);
+				if (f->addr != last_pt) {
+					last_pt = f->addr;
+					last_key = need_proto(f->addr);
+				}
+				o->addr = last_key;
 				o->line = f->line > 0 ? (uint64_t)f->line : 0;
 			} else if (f->kind == LP_FRAME_FFUNC) {
 				o->addr = f->ffid;

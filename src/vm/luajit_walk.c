@@ -22,21 +22,33 @@ struct win {
 	uint64_t v[WIN_SLOTS];
 };
 
-/* Reads the 8-byte-aligned range [a, a + len) of the stack, len <= 32. */
-static int win_read(const struct lp_mem *m, struct win *w, uint64_t stack, uint64_t a,
+static int win_fill(const struct lp_mem *m, struct win *w, uint64_t stack, uint64_t a,
+		    void *out, size_t len);
+
+/* Reads the 8-byte-aligned range [a, a + len) of the stack, len <= 32. Inline: a walk reads
+ * twice or more a frame, from the window nearly always. */
+static inline int win_read(const struct lp_mem *m, struct win *w, uint64_t stack, uint64_t a,
+			   void *out, size_t len)
+{
+	if (a < w->lo || a + len > w->hi)
+		return win_fill(m, w, stack, a, out, len);
+	memcpy(out, (const char *)w->v + (a - w->lo), len);
+	return 0;
+}
+
+/* win_read outside the window: the window moved to end at a + len. */
+static int win_fill(const struct lp_mem *m, struct win *w, uint64_t stack, uint64_t a,
 		    void *out, size_t len)
 {
-	if (a < w->lo || a + len > w->hi) {
-		uint64_t hi = a + len, lo = hi - 8 * WIN_SLOTS;
-		if (lo < stack || lo > hi)
-			lo = stack;
-		if (a < lo || lp_mem_read(m, lo, w->v, hi - lo)) {
-			w->lo = w->hi = 0;
-			return lp_mem_read(m, a, out, len);
-		}
-		w->lo = lo;
-		w->hi = hi;
+	uint64_t hi = a + len, lo = hi - 8 * WIN_SLOTS;
+	if (lo < stack || lo > hi)
+		lo = stack;
+	if (a < lo || lp_mem_read(m, lo, w->v, hi - lo)) {
+		w->lo = w->hi = 0;
+		return lp_mem_read(m, a, out, len);
 	}
+	w->lo = lo;
+	w->hi = hi;
 	memcpy(out, (const char *)w->v + (a - w->lo), len);
 	return 0;
 }
@@ -116,13 +128,19 @@ static uint64_t cf_pc(const struct lp_lj_vm *vm, const struct lp_mem *m, const s
 }
 
 /* Functions already decoded during this walk (recursion repeats them): saves the function
-** and prototype reads. Direct-mapped by function address. */
+** and prototype reads. Direct-mapped by function address. A Lua function keeps the lines of
+** the last two PCs looked up in it: a recursion's frames return to one or two call sites,
+** whose lines the walk otherwise looked up again for every frame (the memory read does not
+** change during a walk). */
 #define FNCACHE 8
 
 struct fncache {
 	uint64_t fn;            /* 0 = empty */
 	uint64_t addr;          /* proto / C function */
 	uint8_t ffid;
+	uint8_t lnext;          /* the memo slot to replace next */
+	uint64_t lpc[2];        /* PCs whose lines are known (0: none) */
+	int32_t lline[2];
 	struct lp_lj_proto p;   /* Lua functions */
 };
 
@@ -153,6 +171,8 @@ static unsigned frame_fill(const struct lp_lj_vm *vm, const struct lp_mem *m, ui
 			if (rc)
 				return rc == LP_LJ_EREAD ? LP_LJ_WALK_EREAD : LP_LJ_WALK_EFUNC;
 		}
+		ce->lpc[0] = ce->lpc[1] = 0;
+		ce->lnext = 0;
 		ce->fn = fn;
 	}
 	fr->func = fn;
@@ -163,8 +183,14 @@ static unsigned frame_fill(const struct lp_lj_vm *vm, const struct lp_mem *m, ui
 		return 0;
 	}
 	fr->kind = LP_FRAME_LFUNC;
-	if (pc != 0 && lp_lj_pc_line(vm, m, &ce->p, pc, &fr->line) == LP_LJ_OK) {
+	if (pc != 0 && (pc == ce->lpc[0] || pc == ce->lpc[1])) {
+		fr->line = ce->lline[pc == ce->lpc[1]];
 		fr->pc = pc;
+	} else if (pc != 0 && lp_lj_pc_line(vm, m, &ce->p, pc, &fr->line) == LP_LJ_OK) {
+		fr->pc = pc;
+		ce->lpc[ce->lnext] = pc;
+		ce->lline[ce->lnext] = fr->line;
+		ce->lnext ^= 1;
 	} else {
 		fr->line = ce->p.firstline >= 0 ? ce->p.firstline : 0;
 		fr->flags |= LP_LJ_FR_LINEDEF;
@@ -178,8 +204,11 @@ unsigned lp_lj_walk(const struct lp_lj_vm *vm, const struct lp_mem *m,
 {
 	const uint64_t bot = t->stack + 8; /* link slot of the dummy frame at stack[0..1] */
 	struct cfwalk c = {.cf = t->cframe & LP_LJ_CFRAME_RAWMASK, .ok = 1};
-	struct win w = {0};
-	struct fncache cache[FNCACHE] = {{0}};
+	struct win w; /* empty: only lo and hi need setting (the rest is 1 KiB a walk) */
+	struct fncache cache[FNCACHE];
+	w.lo = w.hi = 0;
+	for (unsigned i = 0; i < FNCACHE; i++)
+		cache[i].fn = 0;
 	enum { NEXT_TOP, NEXT_PC, NEXT_CFRAME } next = NEXT_TOP;
 	uint64_t f, next_pc = 0;
 	unsigned n = 0;
