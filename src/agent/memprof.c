@@ -1019,8 +1019,10 @@ static size_t lua_frames(uint64_t L, int32_t vmst, const uint64_t *host, size_t 
 			/* C code with no frame of its own that ran Lua here (a finalizer's
 			 * collector step): a C frame, as the CPU profiler's samples have it. It
 			 * takes a place of the AGENT_MAX_LUA, so that a stack that deep loses one
-			 * more outer frame (memory stacks carry no mark of a cut). */
-			uint64_t ra = i + 1 < k ? lp_lj_entry_caller(&mp.vm, &direct, f, f + 1) : 0;
+			 * more outer frame (memory stacks carry no mark of a cut). Only a VM
+			 * entry's frame can have one: the call is made for those alone. */
+			uint64_t ra = i + 1 < k && (f->flags & LP_LJ_FR_CENTRY)
+				    ? lp_lj_entry_caller(&mp.vm, &direct, f, f + 1) : 0;
 			if (ra && n < AGENT_MAX_LUA) {
 				s_lua[n].type = LP_FRAME_CFUNC;
 				s_lua[n].addr = ra;
