@@ -152,7 +152,9 @@ static unsigned frame_fill(const struct lp_lj_vm *vm, const struct lp_mem *m, ui
 	const struct lp_lj_layout *lay = vm->lay;
 	struct fncache *ce = &cache[(fn >> 4) % FNCACHE];
 
-	if (ce->fn != fn) {
+	/* fn 0 is no function, and an empty entry's (only fn is cleared at a walk's start:
+	 * its other fields are what the stack held) */
+	if (ce->fn != fn || fn == 0) {
 		unsigned char b[48];
 		uint64_t fpc;
 		int rc;

@@ -1073,6 +1073,12 @@ static void test_walk_corrupt(void)
 		n = walk(&F, 0, 0, fr, 8, &fl);
 		CHECK_EQ(n, 1);
 		CHECK_EQ(fl, LP_LJ_WALK_EREAD);
+		/* A null function pointer: unreadable as well, never an empty slot of the
+		** walk's function cache (whose other fields are not cleared). */
+		set_func(&F, b0, 0);
+		n = walk(&F, 0, 0, fr, 8, &fl);
+		CHECK_EQ(n, 1);
+		CHECK_EQ(fl, LP_LJ_WALK_EREAD);
 		set_func(&F, b0, mainp.pt);
 		n = walk(&F, 0, 0, fr, 8, &fl);
 		CHECK_EQ(fl, LP_LJ_WALK_EFUNC);
