@@ -203,6 +203,7 @@ static int describe(struct lp_memprof *m, struct loc *l, char *buf, size_t len)
 		} else {
 			n = snprintf(buf, len, "LFUNC 0x%" PRIx64 ":%" PRIu64, l->addr, l->line);
 			l->f.name = NULL; /* set to the label below */
+			l->f.nosym = 1;
 		}
 		break;
 	}

@@ -273,8 +273,10 @@ static int frame_func(struct pp *w, const struct lp_frame *f, uint64_t *id)
 		 * cannot demangle for C++ template or call arguments and drops it. */
 		if (f->fline)
 			rc = format(w, "function %s:%" PRIu32, f->name, f->fline);
-		else
+		else if (!f->nosym)
 			rc = format(w, "main chunk %s", f->name);
+		else /* a prototype the symbol table does not know: its stand-in name */
+			rc = format(w, "%s", f->name);
 		fn.start_line = f->fline;
 		if (!rc)
 			rc = intern(w, w->tmp, &fn.name);

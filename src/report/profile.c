@@ -310,6 +310,9 @@ int lp_frame_label(const struct lp_frame *f, char *buf, size_t len)
 			return snprintf(buf, len, "function <%s:%" PRIu32 ">", f->name, f->line);
 		if (f->func)
 			return snprintf(buf, len, "main chunk <%s>", f->name);
+		/* An unknown prototype by function: its stand-in name alone, no line 0. */
+		if (f->nosym && !f->line)
+			return snprintf(buf, len, "%s", f->name);
 		return snprintf(buf, len, "%s:%" PRIu32, f->name, f->line);
 	case LP_FK_TRACE:
 		return snprintf(buf, len, "TRACE [%" PRIu32 "] %s:%" PRIu32, f->traceno, f->name,
@@ -370,7 +373,9 @@ static void to_function(void *ctx, struct lp_frame *f, char *buf, size_t buflen)
 	(void)ctx;
 	if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE) {
 		f->line = f->kind == LP_FK_TRACE && f->tline ? f->tline : f->fline;
-		f->func = f->kind == LP_FK_LUA;
+		/* A prototype the symbol table does not know has no first line: not a
+		 * function named by where it is defined, nor a main chunk. */
+		f->func = f->kind == LP_FK_LUA && !f->nosym;
 		return;
 	}
 	if (f->kind != LP_FK_C || !f->file || !f->nosym)

@@ -32,12 +32,15 @@ struct lp_frame {
 	uint32_t fline;    /* first line of the Lua function (Lua, trace); 0 if unknown */
 	uint32_t traceno;  /* TRACE frames */
 	uint64_t addr;     /* C: symbol start or address (part of the identity); else 0 */
-	uint8_t nosym;     /* C: no symbol covers the address (name: object+offset of it) */
+	uint8_t nosym;     /* C: no symbol covers the address (name: object+offset of it);
+			    * Lua: the symbol table has no such prototype (name: a stand-in
+			    * for it, "[unknown function 0x...]"), so no first line either */
 	uint32_t tline;    /* TRACE: the line where the trace starts, 0 if unknown (its row
-			    * by function, whichever line a frame has); last, so that
-			    * initializers by position stay valid */
+			    * by function, whichever line a frame has) */
 	uint8_t func;      /* Lua: the whole function (lp_profile_by_function), line its
-			    * first line: labelled as a function, not as a line */
+			    * first line: labelled as a function, not as a line (not set
+			    * for an unknown prototype: nosym). Last two, so that
+			    * initializers by position stay valid */
 };
 
 /* What a profile measures, for titles and pprof's period/sample types. */

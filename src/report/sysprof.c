@@ -345,6 +345,7 @@ static int lua_frame(struct lp_sysprof *s, const struct lp_lua_frame *lf, uint32
 		} else {
 			snprintf(buf, sizeof(buf), "[unknown function 0x%" PRIx64 "]", lf->addr);
 			f.name = buf;
+			f.nosym = 1;
 		}
 		if (lp_profile_frame_id(s->raw, &f, id))
 			return -ENOMEM;

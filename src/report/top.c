@@ -170,7 +170,7 @@ out:
  * ENOMEM. */
 static char *function_label(const struct lp_frame *f)
 {
-	if (f->kind != LP_FK_LUA)
+	if (f->kind != LP_FK_LUA || f->nosym) /* an unknown prototype: its stand-in name */
 		return lp_text_label(f);
 	size_t n = strlen(f->name) + 32;
 	char *s = malloc(n);

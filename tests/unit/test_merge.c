@@ -730,6 +730,15 @@ static void test_function_granularity(void)
 	sample(LP_VMST_LFUNC, b, 2, NULL, 0);
 	/* Named as functions: "@app.lua:0;@app.lua:10" read as lines, the main chunk's 0. */
 	CHECK_STR(collapse(0, 1), "main chunk <@app.lua>;function <@app.lua:10> 2\n");
+	/* A prototype the symbol table does not know has no first line: its stand-in name,
+	 * not a main chunk's label (it read "main chunk <[unknown function 0x999000]>"). */
+	begin();
+	struct lp_lua_frame c[] = { L(P_MAIN, 5), L(0x999000, 7) };
+	sample(LP_VMST_LFUNC, c, 2, NULL, 0);
+	CHECK_STR(collapse(0, 1), "main chunk <@app.lua>;[unknown function 0x999000] 1\n");
+	begin();
+	sample(LP_VMST_LFUNC, c, 2, NULL, 0);
+	CHECK_STR(collapse(0, 0), "@app.lua:5;[unknown function 0x999000]:7 1\n");
 }
 
 static void test_proto_address_reuse(void)

@@ -470,6 +470,34 @@ static PbProfile *cpu_one(struct lp_profile **pp, int64_t count, uint64_t period
 
 /* The time column's type follows the clock, its values the period (the mean one when the
  * loader made it more than the interval asked); no period, no time column. */
+/* A prototype the symbol table does not know (nosym, no first line): its function is named
+ * by its stand-in, not "main chunk [unknown function 0x999000]". */
+static void test_unknown_function_name(void)
+{
+	static const struct lp_value_type t[1] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, t);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	struct lp_frame uf = { LP_FK_LUA, "[unknown function 0x999000]", NULL, 7, 0, 0, 0, 1, 0,
+			       0 };
+	uint32_t u = UINT32_MAX;
+	CHECK_EQ(lp_profile_frame_id(p, &uf, &u), 0);
+	int64_t v = 3;
+	CHECK_EQ(lp_profile_add(p, &u, 1, &v), 0);
+	lp_profile_meta(p)->event = "cpu";
+	PbProfile *pb = render_decode(p, 0);
+	if (pb) {
+		const Perftools__Profiles__Location *l = loc(pb, u + 1);
+		const Perftools__Profiles__Function *f = l ? func(pb, l->line[0]->function_id) : NULL;
+		CHECK(f != NULL);
+		if (f)
+			CHECK_STR(str(pb, f->name), "[unknown function 0x999000]");
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(p);
+}
+
 static void test_cpu_time_column(void)
 {
 	struct lp_profile *p;
@@ -650,6 +678,7 @@ int main(void)
 {
 	RUN(test_memory_profile);
 	RUN(test_cpu_profile);
+	RUN(test_unknown_function_name);
 	RUN(test_cpu_time_column);
 	RUN(test_large_profile);
 	RUN(test_utf8);

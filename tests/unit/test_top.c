@@ -87,6 +87,28 @@ static void test_by_function(void)
 	lp_profile_free(p);
 }
 
+/* A prototype the symbol table does not know (nosym: a stand-in name, no first line) is
+ * not a main chunk: it read "main chunk <[unknown function 0x999000]>". */
+static void test_unknown_function(void)
+{
+	static const struct lp_value_type types[] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, types);
+	lp_profile_meta(p)->event = "cpu";
+	uint32_t m = frame(p, LP_FK_LUA, "@main.lua", 3, 0);
+	struct lp_frame uf = { .kind = LP_FK_LUA, .name = "[unknown function 0x999000]",
+			       .line = 7, .nosym = 1 };
+	uint32_t u = UINT32_MAX;
+	CHECK_EQ(lp_profile_frame_id(p, &uf, &u), 0);
+	uint32_t st[] = { m, u };
+	add(p, st, 2, 4);
+	char err[128] = "";
+	char *s = render(p, NULL, err, sizeof(err));
+	CHECK(s && strstr(s, "Lua      [unknown function 0x999000]\n") != NULL);
+	CHECK(s && strstr(s, "Lua      main chunk <@main.lua>\n") != NULL);
+	free(s);
+	lp_profile_free(p);
+}
+
 /* A trace sampled at two of its lines and as the caller of C code (the C frame named after
  * it, at its start): one row by function, three by line. */
 static void test_trace_by_function(void)
@@ -515,6 +537,7 @@ static void test_rare_share(void)
 int main(void)
 {
 	RUN(test_by_function);
+	RUN(test_unknown_function);
 	RUN(test_trace_by_function);
 	RUN(test_trace_by_function_start);
 	RUN(test_unnamed_code);
