@@ -39,8 +39,9 @@
 #define PAGE 4096u
 #define NPAGES 32
 
-/* The pages' tags apart from their data: a reset (every walk) and a lookup touch a few
- * cache lines, not one line and one TLB entry per page. */
+/* The pages' tags apart from their data: a reset (every walk that reads through them, the
+ * handler's) and a lookup touch a few cache lines, not one line and one TLB entry per
+ * page. */
 static struct page {
 	uint64_t addr;   /* page address, 0 = empty */
 	uint32_t used;   /* last use, for eviction */
