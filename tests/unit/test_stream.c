@@ -662,6 +662,55 @@ static void test_uleb_inline_writers(void)
 	lp_uleb_pdep = 0;
 }
 
+/*
+** Sampled memory mode interns a capture's stacks as lp_put_sys_stacks encodes them, and the
+** CPU profiler's stacks go through lp_write_sys_stacks: the two must give the same bytes
+** (one stack vocabulary, and the dictionary's keys are those bytes). Values at every width
+** around the inline writers' fast cases (heap addresses, small lines).
+*/
+static size_t never_flushed(const void **data, size_t len, void *ctx)
+{
+	(void)data;
+	(void)len;
+	(void)ctx;
+	return 0;
+}
+
+static void put_sys_stacks_as_written(void)
+{
+	static const uint64_t vals[] = { 0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1fffff, 1ull << 35,
+					 (1ull << 42) - 1, 1ull << 42, 0x7f1234567890ull,
+					 (1ull << 49) - 1, 1ull << 49, 1ull << 56, UINT64_MAX };
+	enum { NV = sizeof(vals) / sizeof(vals[0]) };
+	struct lp_lua_frame lua[NV * 3];
+	uint64_t host[NV];
+	size_t nl = 0;
+	for (size_t i = 0; i < NV; i++) {
+		static const uint8_t types[] = { LP_FRAME_LFUNC, LP_FRAME_CFUNC, LP_FRAME_FFUNC };
+		for (size_t k = 0; k < 3; k++)
+			lua[nl++] = (struct lp_lua_frame){ types[k], vals[i], vals[NV - 1 - i] };
+		host[i] = vals[i];
+	}
+	struct lp_sys_sample smp = { .lua = lua, .nlua = nl, .host = host, .nhost = NV };
+	static uint8_t put[LP_SYS_STACKS_MAX(NV * 3, NV)], written[sizeof(put) * 2];
+	size_t len = (size_t)(lp_put_sys_stacks(put, &smp) - put);
+	struct lp_wbuf w;
+	lp_wbuf_init(&w, written, sizeof(written), never_flushed, NULL);
+	lp_write_sys_stacks(&w, &smp);
+	CHECK(lp_wbuf_ok(&w));
+	CHECK_EQ(len, (size_t)(w.pos - w.buf));
+	CHECK(len == (size_t)(w.pos - w.buf) && memcmp(put, written, len) == 0);
+}
+
+static void test_put_sys_stacks_as_written(void)
+{
+	lp_uleb_pdep = 0;
+	put_sys_stacks_as_written();
+	if (lp_uleb_fast_init())
+		put_sys_stacks_as_written();
+	lp_uleb_pdep = 0;
+}
+
 static void test_uleb_overflow_rejected(void)
 {
 	struct lp_input in;
@@ -1769,6 +1818,7 @@ int main(void)
 	RUN(test_uleb_known_encodings);
 	RUN(test_uleb_round_trip_all_widths);
 	RUN(test_uleb_inline_writers);
+	RUN(test_put_sys_stacks_as_written);
 	RUN(test_uleb_overflow_rejected);
 	RUN(test_uleb_truncated);
 	RUN(test_wbuf_short_write_keeps_errno);
