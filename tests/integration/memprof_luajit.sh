@@ -624,33 +624,30 @@ host() {
 	dsmp=$(build/luaprof report -q -f info "$dir/exiting.bin" 2>/dev/null | sed -n 's/^samples: //p')
 	[ "${dlost:-x}" = 0 ] && [ "${dsmp:-0}" -gt 1000 ] ||
 		fail "$what: the CPU profiler's thread exiting: $dlost sampled allocations lost (want 0), $dsmp kept (want > 1000)"
-	# A state closed while it shares the running sampled profile's stub: its blocks are
-	# freed through the stub, so the profile does not hold them as in use (~400 KiB).
-	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" - >"$dir/closeshared.out" 2>&1 ||
-		fail "$what: memprof_host closeshared: exit $?: $(head -5 "$dir/closeshared.out")"
-	cs_inuse=x cs_alloc=x
-	if grep -qx 'closeshared ok' "$dir/closeshared.out" &&
-		build/luaprof report -q -f collapsed --value inuse_space -o "$dir/cs-inuse.folded" "$dir/cs.bin" &&
-		build/luaprof report -q -f collapsed -o "$dir/cs-alloc.folded" "$dir/cs.bin"; then
-		cs_inuse=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cs-inuse.folded")
-		cs_alloc=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cs-alloc.folded")
-	fi
-	# B's blocks were sampled into A's profile (about 400 KiB allocated), and are gone.
-	[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
-		fail "$what: closeshared: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
-	# The same with an exact profile, whose wrapper the closing state shares: lua_close(B)
-	# freed B's blocks past it, and A's HEAP SUMMARY held them all (~420 KiB).
-	env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" exact >"$dir/closeshared-exact.out" 2>&1 ||
-		fail "$what: memprof_host closeshared exact: exit $?: $(head -5 "$dir/closeshared-exact.out")"
-	cs_inuse=x cs_alloc=x
-	if grep -qx 'closeshared ok' "$dir/closeshared-exact.out" &&
-		build/luaprof report -q -f collapsed --value inuse_space -o "$dir/cse-inuse.folded" "$dir/cs-exact.bin" &&
-		build/luaprof report -q -f collapsed -o "$dir/cse-alloc.folded" "$dir/cs-exact.bin"; then
-		cs_inuse=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cse-inuse.folded")
-		cs_alloc=$(awk '{ s += $NF } END { print s + 0 }' "$dir/cse-alloc.folded")
-	fi
-	[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
-		fail "$what: closeshared exact: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
+	# A state closed while it shares the running profile's allocator: the sampled profile's
+	# stub, then exact mode's wrapper. Its blocks are freed through it, so the profile does
+	# not hold them as in use (~400 KiB; exact mode's lua_close(B) freed them past the
+	# wrapper, and A's HEAP SUMMARY held them all). B's blocks were sampled into A's
+	# profile (about 400 KiB allocated), and are gone.
+	for mode in - exact; do
+		# The host names the sampled run's profile cs.bin, the exact one's cs-exact.bin.
+		if [ "$mode" = exact ]; then
+			cs=closeshared-exact bin=cs-exact.bin name="closeshared exact"
+		else
+			cs=closeshared bin=cs.bin name=closeshared
+		fi
+		env "$@" "$t/memprof_host" closeshared "build/?.so" "$dir" $mode >"$dir/$cs.out" 2>&1 ||
+			fail "$what: memprof_host $name: exit $?: $(head -5 "$dir/$cs.out")"
+		cs_inuse=x cs_alloc=x
+		if grep -qx 'closeshared ok' "$dir/$cs.out" &&
+			build/luaprof report -q -f collapsed --value inuse_space -o "$dir/$cs-inuse.folded" "$dir/$bin" &&
+			build/luaprof report -q -f collapsed -o "$dir/$cs-alloc.folded" "$dir/$bin"; then
+			cs_inuse=$(awk '{ s += $NF } END { print s + 0 }' "$dir/$cs-inuse.folded")
+			cs_alloc=$(awk '{ s += $NF } END { print s + 0 }' "$dir/$cs-alloc.folded")
+		fi
+		[ "$cs_alloc" != x ] && [ "$cs_alloc" -ge 300000 ] && [ "$cs_inuse" -lt 65536 ] ||
+			fail "$what: $name: $cs_alloc bytes allocated (want >= 300000: B's), $cs_inuse in use (want < 64 KiB: B's blocks freed)"
+	done
 	# A free whose state's countdown another allocator's kept wrapper took below 0: it is
 	# no sample, and its block, a live sampled one, is gone (it stayed in use until stop).
 	env "$@" "$t/memprof_host" duefree "build/?.so" "$dir" - >"$dir/duefree.out" 2>&1 ||
