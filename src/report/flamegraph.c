@@ -457,13 +457,11 @@ static int labels_init(struct labels *l, const struct lp_profile *p)
 	/* Lua frames that read the same (one line of a chunk in two functions: a closure
 	 * made on the line that runs it, as pcall(function() ... end)) are one box, as
 	 * flamegraph.pl draws the collapsed stacks: an exact memory profile drew two roots
-	 * both named app.lua:17. Equal labels of one kind are next to each other here. */
+	 * both named app.lua:17. Such frames have equal labels: next to each other here. */
 	for (size_t i = 0; i < n; i++) {
 		l->rank[a[i]] = (uint32_t)i;
 		l->same[a[i]] = a[i];
-		if (i && lp_profile_frame(p, a[i])->kind == LP_FK_LUA &&
-		    lp_profile_frame(p, a[i - 1])->kind == LP_FK_LUA &&
-		    strcmp(l->s[a[i]], l->s[a[i - 1]]) == 0)
+		if (i && lp_frame_lua_same(lp_profile_frame(p, a[i]), lp_profile_frame(p, a[i - 1])))
 			l->same[a[i]] = l->same[a[i - 1]];
 	}
 	err = 0;

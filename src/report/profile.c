@@ -300,6 +300,12 @@ const char *lp_frame_kind_name(enum lp_frame_kind k)
 	return (unsigned)k < LP_FK__MAX ? names[k] : "?";
 }
 
+int lp_frame_lua_same(const struct lp_frame *a, const struct lp_frame *b)
+{
+	return a->kind == LP_FK_LUA && b->kind == LP_FK_LUA && a->line == b->line &&
+	       a->func == b->func && a->nosym == b->nosym && strcmp(a->name, b->name) == 0;
+}
+
 int lp_frame_label(const struct lp_frame *f, char *buf, size_t len)
 {
 	switch (f->kind) {

@@ -120,6 +120,13 @@ const struct lp_profile_meta *lp_profile_cmeta(const struct lp_profile *p);
 */
 int lp_frame_label(const struct lp_frame *f, char *buf, size_t len);
 
+/*
+** Whether a and b are Lua frames that read the same (lp_frame_label), though they are two
+** frames: one line of a chunk in two functions (a closure made on the line that runs it),
+** a chunk loaded twice. The flame graph and speedscope draw them as one.
+*/
+int lp_frame_lua_same(const struct lp_frame *a, const struct lp_frame *b);
+
 /* Kind names for legends and formats: "Lua", "C", "builtin", "trace", "vmstate", "internal". */
 const char *lp_frame_kind_name(enum lp_frame_kind k);
 

@@ -103,8 +103,7 @@ static int write_frame(FILE *out, const struct lp_frame *f, char **buf, size_t *
 	return 0;
 }
 
-/* A Lua frame that reads as one written before: same chunk and line (one line of a chunk
- * in two functions, as a closure made on the line that runs it). */
+/* A Lua frame that reads as one written before (lp_frame_lua_same). */
 struct same_key {
 	const struct lp_profile *p;
 	const struct lp_frame *f;
@@ -113,8 +112,7 @@ struct same_key {
 static int same_eq(const void *ctx, uint32_t idx)
 {
 	const struct same_key *k = ctx;
-	const struct lp_frame *a = lp_profile_frame(k->p, idx);
-	return a->line == k->f->line && strcmp(a->name, k->f->name) == 0;
+	return lp_frame_lua_same(lp_profile_frame(k->p, idx), k->f);
 }
 
 /* -- Profiles --------------------------------------------------------------- */
