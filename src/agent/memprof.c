@@ -77,7 +77,7 @@ static struct {
 	void *orig_ud;
 	const void *chain;              /* the running profile's wrapper ud (struct chain), or
 					 * NULL: a wrapper called with another records nothing */
-	int64_t countdown;              /* sampled mode: bytes until the next sample */
+	int64_t *cd;                    /* sampled mode: the running wrapper's countdown */
 	int state;
 	int raw;                        /* exact mode writes raw events (see the stream below) */
 	const int32_t *vmstate;         /* the VM's g->vmstate (exact mode's every event) */
@@ -152,7 +152,8 @@ static struct {
 ** (lua_newstate(f, NULL)), and one's kept wrapper must not record into the other's
 ** profile. The generated stub cannot tell them apart (it gets the original's ud): with a
 ** stub of an earlier profile of another state still in that state's chain (kept, or under
-** an allocator installed over it), its calls count as the running sampled profile's.
+** an allocator installed over it), its calls count as the running sampled profile's when
+** both states have the same allocator function (stub_cd below).
 */
 enum { CHAIN_RAW, CHAIN_ENC, CHAIN_SAMPLED };
 struct chain {
@@ -161,11 +162,53 @@ struct chain {
 	uint64_t g;
 	int form;
 	struct chain *next;
+	int64_t countdown;  /* CHAIN_SAMPLED: its own (stub_cd below), CD_NEVER when idle */
 };
+
+/*
+** Sampled mode counts bytes down to the next sample in a countdown of the wrapper's own:
+** the compiled wrapper's in its chain record, a generated stub's here, one per allocator
+** function a stub was made for (the stub reads it at a 32-bit displacement from the
+** marks, allocstub.h). A wrapper an earlier run left in the state's chain (under an
+** allocator the program set over it, which stop cannot take off) is still called, and
+** with one countdown for all it counted the running profile's bytes too: samples came
+** twice as often and the estimates were twice the bytes (memprof_restart.sh). A countdown
+** is CD_NEVER whenever its wrapper is not the running profile's: 2^63 bytes from a
+** sample, so such a wrapper takes its rare path only for a block the marks name.
+*/
+#define CD_NEVER INT64_MAX
+#define STUB_CD_MAX 8
+static struct { lua_Alloc f; int64_t left; } stub_cd[STUB_CD_MAX];
+
+/* The stubs' countdown for allocator f: the one it had, or a new one (CD_NEVER); NULL when
+ * all are taken (the compiled wrapper runs then). claim 0: only an existing one. */
+static int64_t *stub_countdown(lua_Alloc f, int claim)
+{
+	for (int i = 0; i < STUB_CD_MAX; i++) {
+		if (stub_cd[i].f == f)
+			return &stub_cd[i].left;
+		if (!stub_cd[i].f) {
+			if (!claim)
+				return NULL;
+			stub_cd[i].f = f;
+			stub_cd[i].left = CD_NEVER;
+			return &stub_cd[i].left;
+		}
+	}
+	return NULL;
+}
+
+/* The running sampled wrapper's countdown to never: the profile stopped, or is not the
+ * process's any more (a forked child). A store: also from termstop's signal stop. */
+static void countdown_disarm(void)
+{
+	if (mp.cd)
+		*mp.cd = CD_NEVER;
+}
 static struct chain *chains;
 
 /* The record for f/ud of the state with global state g in form, or NULL without memory. */
-static const struct chain *chain_for(lua_Alloc f, void *ud, uint64_t g, int form)
+static struct chain *chain_for(lua_Alloc f, void *ud, uint64_t g, int form)
 {
 	struct chain *c;
 	for (c = chains; c; c = c->next)
@@ -173,7 +216,7 @@ static const struct chain *chain_for(lua_Alloc f, void *ud, uint64_t g, int form
 			return c;
 	if (!(c = malloc(sizeof(*c))))
 		return NULL;
-	*c = (struct chain){ f, ud, g, form, chains };
+	*c = (struct chain){ f, ud, g, form, chains, CD_NEVER };
 	chains = c;
 	return c;
 }
@@ -1360,7 +1403,7 @@ static RARE_PATH void *sampled_due(void *ud, void *ptr, size_t osize,
 	(void)ud; /* mp.orig_ud: the running profile's (sampled_rare) */
 	/* Before the allocation: a stack reallocation moves the frames. */
 	uint64_t t0 = agent_now_ns();
-	mp.countdown = next_interval();
+	*mp.cd = next_interval();
 	int64_t id = capture();
 	if (id < 0)
 		mp.nlost++;
@@ -1407,10 +1450,11 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 	 * (another state, an earlier run) passes the call on to the one it wrapped. */
 	if (mp.state == MP_RUNNING && mp.sample_bytes && orig == mp.orig_f && ud == mp.orig_ud) {
 		/* A free is never a sample: the countdown is below 0 at one only when a
-		 * wrapper kept from another allocator counted bytes down and passed them on
-		 * (above). It stays below 0 for the next allocation, and the free still looks
-		 * its block up: taken as due, a live sample freed stayed in use until stop. */
-		if (mp.countdown < 0 && nsize) {
+		 * stub another state kept, on the same allocator function, counted bytes down
+		 * and passed them on (below; stub_cd). It stays below 0 for the next
+		 * allocation, and the free still looks its block up: taken as due, a live
+		 * sample freed stayed in use until stop. */
+		if (*mp.cd < 0 && nsize) {
 			rare_enter();
 			void *np = sampled_due(ud, ptr, osize, nsize);
 			rare_leave();
@@ -1426,6 +1470,11 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 			return np;
 		}
 	}
+	/* A stub's countdown below 0 when it is not the running profile's (a stop between
+	 * its load and its store): never again, or every call would come here. */
+	int64_t *cd = stub_countdown(orig, 0);
+	if (cd && *cd < 0 && !(mp.state == MP_RUNNING && mp.sample_bytes && cd == mp.cd))
+		*cd = CD_NEVER;
 	return orig(ud, ptr, osize, nsize);
 }
 
@@ -1440,11 +1489,15 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 */
 static void *sampled_wrapper(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-	const struct chain *c = ud;
-	int64_t left = mp.countdown - (int64_t)nsize;
-	mp.countdown = left;
-	if (__builtin_expect((left | (int64_t)live_mark[live_granule(ptr)]) < 0, 0))
+	struct chain *c = ud;
+	int64_t left = c->countdown - (int64_t)nsize;
+	c->countdown = left;
+	if (__builtin_expect((left | (int64_t)live_mark[live_granule(ptr)]) < 0, 0)) {
+		/* As for a stub (sampled_rare). */
+		if (left < 0 && (&c->countdown != mp.cd || mp.state != MP_RUNNING))
+			c->countdown = CD_NEVER;
 		return sampled_rare(c->ud, ptr, osize, nsize, c->f);
+	}
 	return c->f(c->ud, ptr, osize, nsize);
 }
 
@@ -1686,6 +1739,7 @@ static void io_check(void)
 	restore_allocator();
 	mp.state = MP_HALTED;
 	mp.chain = NULL;
+	countdown_disarm();
 }
 
 /* sw's writer (exact mode): its bytes into the raw stream, as a blob. */
@@ -2207,6 +2261,7 @@ static void at_fork_child(void)
 		mp.state = MP_IDLE;
 		mp.chain = NULL;
 		mp.L = NULL;
+		countdown_disarm();
 	}
 	/* The child's CPU profiler may sample any state: the stack sampler is not held for
 	 * a profile the child does not have. */
@@ -2583,7 +2638,6 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 		return LUAPROF_PROFILE_ERRUSE;
 	}
 	mp.rng = (agent_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
-	mp.countdown = mp.sample_bytes ? next_interval() : 0;
 	free_maps();
 	memset(proto_cache, 0, sizeof(proto_cache));
 	pc_cache_clear();
@@ -2625,11 +2679,12 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
 	 * to the original instead of an indirect one). The compiled wrappers get their
 	 * chain record. */
-	lua_Alloc f = !mp.sample_bytes ? NULL
-		    : agent_allocstub_get(mp.orig_f, &mp.countdown, live_mark, LIVE_SHIFT,
-					  sampled_rare, sampled_wrapper);
+	int64_t *cd = mp.sample_bytes ? stub_countdown(mp.orig_f, 1) : NULL;
+	lua_Alloc f = !cd ? NULL
+		    : agent_allocstub_get(mp.orig_f, cd, live_mark, LIVE_SHIFT, sampled_rare,
+					  sampled_wrapper);
 	void *ud = mp.orig_ud;
-	const struct chain *c = NULL;
+	struct chain *c = NULL;
 	mp.stub = f != NULL;
 	if (!f) {
 		f = mp.sample_bytes ? sampled_wrapper : mp.raw ? wrapper_raw : wrapper_enc;
@@ -2643,7 +2698,12 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 			errno = ENOMEM;
 			return LUAPROF_PROFILE_ERRMEM;
 		}
+		if (mp.sample_bytes)
+			cd = &c->countdown;
 	}
+	mp.cd = cd;
+	if (cd)
+		*cd = next_interval();
 	mp.chain = mp.sample_bytes ? NULL : c; /* the sampled paths test orig and ud instead */
 	mp.installed_f = f;
 	mp.installed_ud = ud;
@@ -2711,6 +2771,7 @@ static int stop_profile_keep(lua_State *L, const char *cause, struct handback *h
 	if (mp.state == MP_RUNNING)
 		restore_allocator();
 	mp.chain = NULL; /* a wrapper left under another allocator records no more */
+	countdown_disarm();
 	int e = mp.io_errno;
 	if (!e) {
 		char events[32], dur[32], every[32], nsmp[32], lost[32], cap[32], look[32], ncut[32];
