@@ -55,10 +55,14 @@ void lp_cli_stacks_lost_note(const char *prefix, uint64_t lost, uint64_t samples
 /* Says how many CPU samples found the Lua state running on another thread than the one
  * sampled (meta lua_elsewhere): host stacks alone. */
 void lp_cli_elsewhere_note(const char *prefix, uint64_t n, uint64_t samples);
-/* Says, when a tenth of a CPU profile's samples or more end in code of one object that
- * no symbol names (object+0xOFFSET), that its debug file would name it. */
+/* Finds the object whose code no symbol names (object+0xOFFSET) the most of p's first
+ * column ends in (CPU samples; bytes allocated, at the stack's leaf: the allocating
+ * function); before the frames are merged by function, which renames such code. */
 struct lp_profile;
-void lp_cli_nosym_note(const char *prefix, const struct lp_profile *p);
+struct lp_nosym_share;
+void lp_cli_nosym_find(const struct lp_profile *p, struct lp_nosym_share *s);
+/* Says, when that is a tenth of the profile or more, that its debug file would name it. */
+void lp_cli_nosym_note(const char *prefix, const struct lp_nosym_share *s);
 /* Whether a CPU-clock profile's process spent its CPU time on other threads than the one
  * sampled (meta process_cpu_ns against thread_cpu_ns: four times as much, 0.1 s at least),
  * which that clock never samples; and the note that says so, and what to do. */

@@ -1544,7 +1544,9 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 	}
 	if (f->trace_stacks_lost)
 		lp_cli_stacks_lost_note("luaprof record", f->trace_stacks_lost, n);
-	lp_cli_nosym_note("luaprof record", p);
+	struct lp_nosym_share nosym;
+	lp_cli_nosym_find(p, &nosym);
+	lp_cli_nosym_note("luaprof record", &nosym);
 	if (f->lua_elsewhere)
 		lp_cli_elsewhere_note("luaprof record", f->lua_elsewhere, n);
 	if (f->paced)
@@ -1664,6 +1666,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 						"long runs, --sample 512K records the stacks of a sample "
 						"of them at a fraction of the cost and size\n");
 		}
+		lp_cli_nosym_note("luaprof record", &f.nosym);
 		if (f.stopped_by_program)
 			fprintf(stderr, "luaprof record: the program stopped the profile itself "
 					"(memprof.stop) after %.*f s: what it did after that is not in "

@@ -358,15 +358,18 @@ static int unnamed_code(const struct lp_frame *f)
 	return !strncmp(f->name, base, n) && !strncmp(f->name + n, "+0x", 3);
 }
 
-void lp_cli_nosym_note(const char *prefix, const struct lp_profile *p)
+void lp_cli_nosym_find(const struct lp_profile *p, struct lp_nosym_share *s)
 {
-	/* Samples by object, for the first few objects met (a profile has a handful). */
+	/* Column 0 by object, for the first few objects met (a profile has a handful). */
 	struct objsum {
 		const char *file;
 		int64_t sum;
 	} obj[16];
 	size_t nobj = 0, ns = lp_profile_nstacks(p);
-	int64_t all = lp_profile_total(p, 0);
+	s->object[0] = '\0';
+	s->value = 0;
+	s->total = lp_profile_total(p, 0);
+	s->bytes = !strcmp(lp_profile_value_type(p, 0)->unit, "bytes");
 	for (size_t i = 0; i < ns; i++) {
 		const uint32_t *fr;
 		const int64_t *v;
@@ -382,22 +385,25 @@ void lp_cli_nosym_note(const char *prefix, const struct lp_profile *p)
 		if (k < nobj)
 			obj[k].sum = lp_sat_add(obj[k].sum, v[0]);
 	}
-	const char *worst = NULL;
-	int64_t most = 0;
 	for (size_t k = 0; k < nobj; k++)
-		if (obj[k].sum > most) {
-			most = obj[k].sum;
-			worst = obj[k].file;
+		if (obj[k].sum > s->value) {
+			s->value = obj[k].sum;
+			snprintf(s->object, sizeof(s->object), "%s", obj[k].file);
 		}
+}
+
+void lp_cli_nosym_note(const char *prefix, const struct lp_nosym_share *s)
+{
 	/* A tenth of the profile or more: the addresses are what the user reads first. */
-	if (!worst || all <= 0 || most < all / 10)
+	if (!s->object[0] || s->total <= 0 || s->value < s->total / 10)
 		return;
-	const char *base = strrchr(worst, '/') ? strrchr(worst, '/') + 1 : worst;
+	const char *base = strrchr(s->object, '/') ? strrchr(s->object, '/') + 1 : s->object;
 	char pct[16];
-	lp_text_share(pct, sizeof(pct), (uint64_t)most, (uint64_t)all);
-	fprintf(stderr, "%s: note: %s of the samples end in code of %s that no symbol names "
-		"here (shown as %s+0xOFFSET): with its separate debug file installed (Debian: "
-		"its package's -dbgsym), a new profile names it\n", prefix, pct, worst, base);
+	lp_text_share(pct, sizeof(pct), (uint64_t)s->value, (uint64_t)s->total);
+	fprintf(stderr, "%s: note: %s of the %s in code of %s that no symbol names here "
+		"(shown as %s+0xOFFSET): with its separate debug file installed (Debian: its "
+		"package's -dbgsym), a new profile names it\n", prefix, pct,
+		s->bytes ? "bytes are allocated" : "samples end", s->object, base);
 }
 
 int lp_cli_other_threads(const struct lp_record_facts *f)
@@ -530,6 +536,7 @@ static void summary(const struct opts *o, const struct lp_loaded *l, const char 
 	if (l->kind == LP_STREAM_MEMPROF && l->sampled)
 		lp_cli_sampled_trace_note("report", l->facts.alloc_bytes,
 					  l->facts.trace_alloc_bytes);
+	lp_cli_nosym_note("luaprof report", &l->facts.nosym);
 }
 
 /* The top list of p's first top frames in value column ro->value, as text (malloc'd), or
@@ -595,6 +602,12 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		int rc = lp_memprof_report(l->mem, &o->mem, out);
 		if (rc)
 			snprintf(err, errlen, "cannot write the report: %s", strerror(-rc));
+		/* Its sites as a profile, for the note on code no symbol names alone: out of
+		 * memory for it, the report stands without the note. */
+		struct lp_profile *p = rc ? NULL : lp_memprof_profile(l->mem);
+		if (p)
+			lp_cli_nosym_find(p, &l->facts.nosym);
+		lp_profile_free(p);
 		return rc;
 	}
 	struct lp_profile *p = lp_loaded_profile(l, o->input);
@@ -602,6 +615,7 @@ static int render(struct opts *o, struct lp_loaded *l, FILE *out, char *err, siz
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	lp_cli_nosym_find(p, &l->facts.nosym);
 	if (o->functions && o->fmt != LP_FMT_TOP) {
 		struct lp_profile *q = lp_profile_by_function(p);
 		lp_profile_free(p);

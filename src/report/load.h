@@ -7,10 +7,21 @@
 #ifndef LP_LOAD_H
 #define LP_LOAD_H
 
+#include <limits.h>
+
 #include "report/memprof.h"
 #include "report/symtab.h"
 #include "report/sysprof.h"
 #include "stream/parse.h"
+
+/* Of a profile's first value column (CPU samples, bytes allocated), the most that ends in
+ * code of one object no symbol names (object+0xOFFSET) and that object's path ("" when
+ * none does), and the column's total: the CLI's note on that code (lp_cli_nosym_find). */
+struct lp_nosym_share {
+	char object[PATH_MAX];
+	int64_t value, total;
+	int bytes;                /* the column is bytes allocated, not samples */
+};
 
 /* What the in-process agent's extension meta says of the recording (0 when absent): for
  * `luaprof record`'s summary. */
@@ -39,6 +50,7 @@ struct lp_record_facts {
 				   * blocked, a long system call), not a coarse kernel tick */
 	uint64_t alloc_bytes, trace_alloc_bytes; /* memory: allocated, and by traces (sampled:
 						  * estimated, once a rendering ranked them) */
+	struct lp_nosym_share nosym; /* once a rendering ranked the profile's frames */
 };
 
 /* One pair of the extension's meta, as written (duplicates kept, in stream order). */

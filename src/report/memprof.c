@@ -426,6 +426,9 @@ static int relabel(struct lp_memprof *m)
 			return -ENOMEM;
 		l->f.name = by_symbol ? sym->name : m->labels[l->label].text;
 		l->f.addr = start;
+		/* The object's path, as a sampled profile's C frames have it: the renderings
+		 * name it, and the CLI's note on code no symbol names needs it. */
+		l->f.file = object;
 	}
 	for (size_t i = 0; i < m->nlabels; i++)
 		m->labels[i].last_alloc = 0;

@@ -435,11 +435,15 @@ PY
 	$lp report -q "$t/ns.bin" -f collapsed >"$t/ns.folded"
 	share=$(awk '{ n = $NF; all += n; k = split($0, f, ";"); sub(/ [0-9]+$/, "", f[k]);
 		       if (f[k] ~ /^luajit\+0x[0-9a-f]+$/) u += n } END { print all ? int(100 * u / all) : 0 }' "$t/ns.folded")
+	# report of the stream says it too (it said nothing).
+	$lp report "$t/ns.bin" -o "$t/ns.txt" 2>"$t/rep.err" || fail "report ns.bin: $(cat "$t/rep.err")"
 	if [ "$share" -ge 10 ]; then
 		grep -Eq "^luaprof record: note: [0-9.]+% of the samples end in code of .*/luajit[^ ]* that no symbol names here \(shown as luajit\+0xOFFSET\): with its separate debug file installed \(Debian: its package's -dbgsym\), a new profile names it$" "$t/rec.err" ||
 			fail "$share% of the samples in luajit+0x... and no note: $(cat "$t/rec.err")"
+		grep -Eq "^luaprof report: note: [0-9.]+% of the samples end in code of .*/luajit[^ ]* that no symbol names here" "$t/rep.err" ||
+			fail "$share% of the samples in luajit+0x... and no note from report: $(cat "$t/rep.err")"
 	else
-		grep -q "no symbol names here" "$t/rec.err" && fail "a note for $share% of the samples: $(cat "$t/rec.err")"
+		grep -q "no symbol names here" "$t/rec.err" "$t/rep.err" && fail "a note for $share% of the samples: $(cat "$t/rec.err" "$t/rep.err")"
 		echo "cli_report: note: luajit here is named (${share}% of the samples unnamed): the note's presence not checked" >&2
 	fi
 	echo 'local t = {} for i = 1, 1000 do t[i] = {} end' >"$t/alloc.lua"
