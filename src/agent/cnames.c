@@ -9,7 +9,10 @@
 ** of package.loaded._G names it by its bare global name ("print" would be one, were it not
 ** a builtin), and only when no module names it. One level: a module's fields, not the
 ** tables inside them (a submodule is its own package.loaded entry, and a fixed depth
-** needs no guard against cycles). Several names of one entry (cjson.safe's encode and
+** needs no guard against cycles), but for package.preload: its loaders (LuaJIT's
+** table.new, ffi and jit.profile; a host's preloaded C modules) are named as Lua reaches
+** them, `package.preload["table.new"]` (a key holding a quote, a backslash or a control
+** character is skipped, not escaped). Several names of one entry (cjson.safe's encode and
 ** decode share one C function) are joined with '/', at most four, shortest first. The
 ** report uses a name only where the symbol table has a stand-in ("object+0xoffset", from
 ** the unwind table) at that very address: an ELF symbol wins, and so does the unwind
@@ -49,6 +52,12 @@
 #define NAME_MAX_LEN 256u     /* module.field, longer ones skipped */
 #define JOIN_MAX   4u
 
+/* What names a function: a module's field, a global (_G's), a preload loader. */
+enum kind { K_MODULE, K_GLOBAL, K_PRELOAD };
+
+#define PRELOAD_OPEN "package.preload[\""
+#define PRELOAD_CLOSE "\"]"
+
 struct found {
 	uint64_t addr;
 	uint32_t off, len; /* in the name buffer */
@@ -82,11 +91,24 @@ void agent_cnames_clear(void)
 	memset(&pend, 0, sizeof(pend));
 }
 
-static void add(uint64_t addr, const char *mod, size_t mlen, const char *field, size_t flen,
-		int global)
+/* Whether a preload key reads right between quotes unescaped. */
+static int quotable(const char *key, size_t len)
 {
-	size_t len = global ? flen : mlen + 1 + flen;
-	if (len > NAME_MAX_LEN || pend.n >= NAMES_MAX)
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)key[i] < 0x20 || key[i] == 0x7f || key[i] == '"' || key[i] == '\\')
+			return 0;
+	return 1;
+}
+
+/* Adds `mod.field` (K_MODULE), `field` (K_GLOBAL) or `package.preload["field"]`
+ * (K_PRELOAD; mod unused) as a name of addr. */
+static void add(uint64_t addr, const char *mod, size_t mlen, const char *field, size_t flen,
+		enum kind kind)
+{
+	size_t len = kind == K_GLOBAL ? flen
+		     : kind == K_PRELOAD ? sizeof(PRELOAD_OPEN PRELOAD_CLOSE) - 1 + flen
+					 : mlen + 1 + flen;
+	if (len > NAME_MAX_LEN || pend.n >= NAMES_MAX || (kind == K_PRELOAD && !quotable(field, flen)))
 		return;
 	if (pend.fixed && (pend.n == pend.cap || pend.blen + len > pend.bcap))
 		return;
@@ -109,13 +131,19 @@ static void add(uint64_t addr, const char *mod, size_t mlen, const char *field, 
 		pend.bcap = cap;
 	}
 	char *d = pend.buf + pend.blen;
-	if (!global) {
+	if (kind == K_MODULE) {
 		memcpy(d, mod, mlen);
 		d[mlen] = '.';
 		d += mlen + 1;
+	} else if (kind == K_PRELOAD) {
+		memcpy(d, PRELOAD_OPEN, sizeof(PRELOAD_OPEN) - 1);
+		d += sizeof(PRELOAD_OPEN) - 1;
 	}
 	memcpy(d, field, flen);
-	pend.v[pend.n++] = (struct found){ addr, (uint32_t)pend.blen, (uint32_t)len, global };
+	if (kind == K_PRELOAD)
+		memcpy(d + flen, PRELOAD_CLOSE, sizeof(PRELOAD_CLOSE) - 1);
+	pend.v[pend.n++] = (struct found){ addr, (uint32_t)pend.blen, (uint32_t)len,
+					   kind == K_GLOBAL };
 	pend.blen += len;
 }
 
@@ -125,13 +153,45 @@ static const char *str_at(lua_State *L, int idx, size_t *len)
 	return lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, len) : NULL;
 }
 
+/* Adds the names of the C functions among the string-keyed fields of the table on top of
+** L's stack (of module mod, named as kind says); in package's (package), those of its
+** preload table too. 0 once SCAN_MAX fields have been looked at, with the stack as it
+** was; else 1. */
+static int scan_fields(lua_State *L, int ffid_off, const char *mod, size_t mlen,
+		       enum kind kind, int package, size_t *looked)
+{
+	int t = lua_gettop(L);
+	lua_pushnil(L);
+	while (lua_next(L, t)) {
+		size_t flen;
+		const char *field = str_at(L, -2, &flen);
+		lua_CFunction f = field && lua_iscfunction(L, -1) ? lua_tocfunction(L, -1) : NULL;
+		const uint8_t *fn = lua_topointer(L, -1);
+		/* Builtins (a fast function id) are the VM's, named by it. */
+		if (f && fn && fn[ffid_off] == 1)
+			add((uint64_t)(uintptr_t)f, mod, mlen, field, flen, kind);
+		else if (package && field && flen == 7 && !memcmp(field, "preload", 7) &&
+			 lua_type(L, -1) == LUA_TTABLE &&
+			 !scan_fields(L, ffid_off, NULL, 0, K_PRELOAD, 0, looked)) {
+			lua_settop(L, t);
+			return 0;
+		}
+		lua_pop(L, 1);
+		if (++*looked >= SCAN_MAX) {
+			lua_settop(L, t);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* The scan proper: agent_cnames_scan's, between its marks of the agent's own work. */
 static void scan(lua_State *L)
 {
 	int ffid_off = agent_vm_ffid_offset();
 	if (ffid_off < 0)
 		ffid_off = agent_memprof_ffid_offset();
-	if (ffid_off < 0 || !lua_checkstack(L, 8))
+	if (ffid_off < 0 || !lua_checkstack(L, 10))
 		return;
 	int top = lua_gettop(L), found = 0;
 	size_t looked = 0, len;
@@ -159,23 +219,10 @@ static void scan(lua_State *L)
 		size_t mlen;
 		const char *mod = str_at(L, -2, &mlen);
 		if (mod && lua_type(L, -1) == LUA_TTABLE) {
-			int global = mlen == 2 && !memcmp(mod, "_G", 2), t = lua_gettop(L);
-			lua_pushnil(L);
-			while (lua_next(L, t)) {
-				size_t flen;
-				const char *field = str_at(L, -2, &flen);
-				lua_CFunction f = field && lua_iscfunction(L, -1)
-						? lua_tocfunction(L, -1) : NULL;
-				const uint8_t *fn = lua_topointer(L, -1);
-				/* Builtins (a fast function id) are the VM's, named by it. */
-				if (f && fn && fn[ffid_off] == 1)
-					add((uint64_t)(uintptr_t)f, mod, mlen, field, flen, global);
-				lua_pop(L, 1);
-				if (++looked >= SCAN_MAX) {
-					lua_pop(L, 1);
-					break;
-				}
-			}
+			enum kind kind = mlen == 2 && !memcmp(mod, "_G", 2) ? K_GLOBAL : K_MODULE;
+			int package = mlen == 7 && !memcmp(mod, "package", 7);
+			if (!scan_fields(L, ffid_off, mod, mlen, kind, package, &looked))
+				break;
 		}
 		lua_pop(L, 1);
 	}
@@ -203,7 +250,8 @@ struct vscan {
 	uint64_t loaded;                /* package.loaded, once found */
 	char mod[NAME_MAX_LEN + 1];     /* the module being scanned */
 	size_t mlen;
-	int global;
+	enum kind kind;                 /* how its fields name functions */
+	int package;                    /* it is package: its preload is scanned too */
 };
 
 /* String TValue tv into buf (at most NAME_MAX_LEN bytes): its length, or -1. */
@@ -219,18 +267,29 @@ static long vstr(const struct vscan *v, uint64_t tv, char *buf)
 
 static int vfield(uint64_t key, uint64_t val, void *arg)
 {
-	const struct vscan *v = arg;
+	struct vscan *v = arg;
 	const struct lp_lj_layout *lay = v->vm->lay;
 	char field[NAME_MAX_LEN + 1];
 	uint8_t ffid;
 	uint64_t f;
 	long flen;
+	if (v->package && (val >> 47) == LP_LJ_ITYPE_TAB && vstr(v, key, field) == 7 &&
+	    !memcmp(field, "preload", 7)) {
+		enum kind kind = v->kind;
+		v->package = 0;
+		v->kind = K_PRELOAD;
+		(void)lp_lj_tab_each(v->vm, v->m, val & LP_LJ_GCVMASK, vfield, v, SCAN_MAX,
+				     &v->looked);
+		v->package = 1;
+		v->kind = kind;
+		return 0;
+	}
 	/* Builtins (a fast function id) are the VM's, named by it. */
 	if ((val >> 47) != LP_LJ_ITYPE_FUNC || (flen = vstr(v, key, field)) < 0 ||
 	    lp_mem_u8(v->m, (val & LP_LJ_GCVMASK) + lay->fn_ffid, &ffid) || ffid != LP_LJ_FFID_C ||
 	    lp_mem_u64(v->m, (val & LP_LJ_GCVMASK) + lay->fn_f, &f) || !f)
 		return 0;
-	add(f, v->mod, v->mlen, field, (size_t)flen, v->global);
+	add(f, v->mod, v->mlen, field, (size_t)flen, v->kind);
 	return 0;
 }
 
@@ -241,7 +300,8 @@ static int vmodule(uint64_t key, uint64_t val, void *arg)
 	if ((val >> 47) != LP_LJ_ITYPE_TAB || (mlen = vstr(v, key, v->mod)) < 0)
 		return 0;
 	v->mlen = (size_t)mlen;
-	v->global = mlen == 2 && !memcmp(v->mod, "_G", 2);
+	v->kind = mlen == 2 && !memcmp(v->mod, "_G", 2) ? K_GLOBAL : K_MODULE;
+	v->package = mlen == 7 && !memcmp(v->mod, "package", 7);
 	(void)lp_lj_tab_each(v->vm, v->m, val & LP_LJ_GCVMASK, vfield, v, SCAN_MAX, &v->looked);
 	return 0;
 }
