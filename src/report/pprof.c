@@ -20,8 +20,9 @@
 **   - one Location per frame, id = frame id + 1, with one Line, all in one Mapping marked
 **     as symbolized (so readers do not try to symbolize addresses we cannot resolve);
 **   - Lua frames share the Function of their Lua function ("chunk:firstline", filename =
-**     chunk without its '@'/'=' prefix, start_line = first line) and their Line carries
-**     the current line, so pprof's function view merges lines and -lines separates them;
+**     chunk without its '@'/'=' prefix, start_line = first line, a main chunk's 1) and
+**     their Line carries the current line (by function, the first line), so pprof's
+**     function view merges lines and -lines separates them;
 **   - C frames: Function = symbol (+ object file), Location.address = frame address;
 **   - builtins, traces, VM states and INTERNAL: one Function per display label;
 **   - period: CPU profiles cpu/nanoseconds (the sampling interval; wall/nanoseconds with
@@ -258,6 +259,18 @@ static int func_id(struct pp *w, const struct func *fn, uint64_t *id)
 	return 0;
 }
 
+/*
+** The first line of a Lua frame's function for pprof's Function.start_line, and the line
+** of its frame by function (lp_profile_by_function): a main chunk's is 1, where the chunk
+** starts (LuaJIT's first line 0 marks a main chunk; pprof's readers take 0 for no line at
+** all: go tool pprof -list left the chunk's samples on none, -raw read it ":0"); a
+** prototype the symbol table does not know has none (0).
+*/
+static uint32_t first_line(const struct lp_frame *f)
+{
+	return f->fline ? f->fline : f->nosym ? 0 : 1;
+}
+
 /* The Function a frame belongs to. */
 static int frame_func(struct pp *w, const struct lp_frame *f, uint64_t *id)
 {
@@ -277,7 +290,7 @@ static int frame_func(struct pp *w, const struct lp_frame *f, uint64_t *id)
 			rc = format(w, "main chunk %s", f->name);
 		else /* a prototype the symbol table does not know: its stand-in name */
 			rc = format(w, "%s", f->name);
-		fn.start_line = f->fline;
+		fn.start_line = first_line(f);
 		if (!rc)
 			rc = intern(w, w->tmp, &fn.name);
 		if (!rc)
@@ -458,7 +471,9 @@ static int emit_locations(struct pp *w)
 		PbLine line = PERFTOOLS__PROFILES__LINE__INIT;
 		PbLine *linep = &line;
 		line.function_id = w->frame_func[i];
-		if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE)
+		if (f->kind == LP_FK_LUA && f->func)
+			line.line = first_line(f); /* a function as a whole: its first line */
+		else if (f->kind == LP_FK_LUA || f->kind == LP_FK_TRACE)
 			line.line = f->line;
 		PbLocation loc = PERFTOOLS__PROFILES__LOCATION__INIT;
 		PbLocation *locp = &loc;

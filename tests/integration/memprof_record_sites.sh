@@ -33,6 +33,15 @@ if have go; then
 		fail "go tool pprof -top: $(cat "$t/pp.err")"
 	grep -Eq ' main chunk @calls\.lua$' "$t/pp.out" && grep -Eq ' function @calls\.lua:2$' "$t/pp.out" &&
 		! grep -q 'calls\.lua:0' "$t/pp.out" || fail "go tool pprof -top: $(cat "$t/pp.out")"
+	# By function (--functions), a function's line is its first one, the main chunk's 1,
+	# where it starts: it was 0, which pprof takes for no line (-lines showed none, -list
+	# put the chunk's bytes on no line).
+	"$lp" report -q --functions "$t/a.bin" -o "$t/f.pb.gz" || fail "report --functions -o f.pb.gz"
+	PPROF_TMPDIR="$t" go tool pprof -top -lines -sample_index=alloc_space "$t/f.pb.gz" >"$t/pp.out" 2>"$t/pp.err" ||
+		fail "go tool pprof -top -lines: $(cat "$t/pp.err")"
+	grep -Eq ' main chunk @calls\.lua calls\.lua:1$' "$t/pp.out" &&
+		grep -Eq ' function @calls\.lua:2 calls\.lua:2$' "$t/pp.out" ||
+		fail "go tool pprof -top -lines of --functions: $(cat "$t/pp.out")"
 fi
 # report says the same of a graph of the stream, not of its memprof report.
 "$lp" report "$t/a.bin" -o "$t/b.svg" 2>"$t/err" && grep -q "^luaprof report: note: $note" "$t/err" ||

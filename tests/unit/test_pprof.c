@@ -424,9 +424,9 @@ static void test_cpu_profile(void)
 		if (la) {
 			const Perftools__Profiles__Function *f = func(pb, la->line[0]->function_id);
 			if (f) {
-				/* Not "@x.lua:0": a main chunk has no line 0. */
+				/* Not "@x.lua:0": a main chunk has no line 0; it starts at 1. */
 				CHECK_STR(str(pb, f->name), "main chunk @x.lua");
-				CHECK_EQ(f->start_line, 0);
+				CHECK_EQ(f->start_line, 1);
 			}
 		}
 		CHECK_EQ(pb->n_sample, 2);
@@ -466,6 +466,60 @@ static PbProfile *cpu_one(struct lp_profile **pp, int64_t count, uint64_t period
 	m->period_ns = period_ns;
 	m->wall_clock = wall;
 	return render_decode(p, 0);
+}
+
+/* By function (--functions), a Lua frame's Line is its function's first line: a main
+ * chunk's 1, where it starts (LuaJIT's first line 0 only marks it; go tool pprof -list
+ * left a line 0's samples on no line), as its Function's start_line; an unknown
+ * prototype's none (0). */
+static void test_main_chunk_by_function(void)
+{
+	static const struct lp_value_type t[1] = { { "samples", "count" } };
+	struct lp_profile *p = lp_profile_new(1, t);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	uint32_t m = fid(p, LP_FK_LUA, "@x.lua", NULL, 4, 0, 0, 0);
+	uint32_t f = fid(p, LP_FK_LUA, "@x.lua", NULL, 12, 10, 0, 0);
+	struct lp_frame uf = { LP_FK_LUA, "[unknown function 0x999000]", NULL, 7, 0, 0, 0, 1, 0,
+			       0 };
+	uint32_t u = UINT32_MAX;
+	CHECK_EQ(lp_profile_frame_id(p, &uf, &u), 0);
+	uint32_t s1[2] = { m, f }, s2[2] = { m, u };
+	int64_t v = 5;
+	CHECK_EQ(lp_profile_add(p, s1, 2, &v), 0);
+	CHECK_EQ(lp_profile_add(p, s2, 2, &v), 0);
+	lp_profile_meta(p)->event = "cpu";
+	struct lp_profile *q = lp_profile_by_function(p);
+	CHECK(q != NULL);
+	PbProfile *pb = q ? render_decode(q, 0) : NULL;
+	if (pb) {
+		static const struct {
+			const char *name;
+			int64_t line, start;
+		} want[] = { { "main chunk @x.lua", 1, 1 },
+			     { "function @x.lua:10", 10, 10 },
+			     { "[unknown function 0x999000]", 0, 0 } };
+		size_t seen = 0;
+		for (size_t i = 0; i < pb->n_location; i++) {
+			const Perftools__Profiles__Location *l = pb->location[i];
+			CHECK_EQ(l->n_line, 1);
+			const Perftools__Profiles__Function *fn =
+				l->n_line ? func(pb, l->line[0]->function_id) : NULL;
+			CHECK(fn != NULL);
+			for (size_t k = 0; fn && k < sizeof(want) / sizeof(want[0]); k++) {
+				if (strcmp(str(pb, fn->name), want[k].name))
+					continue;
+				seen++;
+				CHECK_EQ(l->line[0]->line, want[k].line);
+				CHECK_EQ(fn->start_line, want[k].start);
+			}
+		}
+		CHECK_EQ(seen, 3);
+		perftools__profiles__profile__free_unpacked(pb, NULL);
+	}
+	lp_profile_free(q);
+	lp_profile_free(p);
 }
 
 /* The time column's type follows the clock, its values the period (the mean one when the
@@ -679,6 +733,7 @@ int main(void)
 	RUN(test_memory_profile);
 	RUN(test_cpu_profile);
 	RUN(test_unknown_function_name);
+	RUN(test_main_chunk_by_function);
 	RUN(test_cpu_time_column);
 	RUN(test_large_profile);
 	RUN(test_utf8);
