@@ -394,8 +394,10 @@ void lp_cli_nosym_find(const struct lp_profile *p, struct lp_nosym_share *s)
 
 void lp_cli_nosym_note(const char *prefix, const struct lp_nosym_share *s)
 {
-	/* A tenth of the profile or more: the addresses are what the user reads first. */
-	if (!s->object[0] || s->total <= 0 || s->value < s->total / 10)
+	/* A tenth of the profile or more: the addresses are what the user reads first. Not
+	 * total / 10 rounded down, which a small profile's share below it reached (2 of 25
+	 * samples, 8 %, had the note). */
+	if (!s->object[0] || s->total <= 0 || s->value < s->total / 10 + (s->total % 10 != 0))
 		return;
 	const char *base = strrchr(s->object, '/') ? strrchr(s->object, '/') + 1 : s->object;
 	char pct[16];
