@@ -5,6 +5,9 @@
 # the text reports (memprof, top, annotate), nor in sampled mode, nor when the trace note
 # already sends the user to sampled mode. A user looking for who calls the leaking line had a flat
 # graph and no word why.
+# Also what a user reads of these sites elsewhere: go tool pprof's functions and lines
+# (--functions: a main chunk at line 1), a short profile's length, and the note on bytes
+# allocated in code no symbol names (a stripped luajit's pmain), in both modes.
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
