@@ -163,13 +163,15 @@ void lp_cmd_record_usage(FILE *out)
 	      "many systems): a higher --rate then needs --clock wall. LUAPROF_TIMER=posix\n"
 	      "keeps the POSIX timer. The summary gives the rate actually achieved.\n"
 	      "\n"
-	      "Exit status: the program's own status (128+N if killed by signal N, also when\n"
-	      "the stream it left is cut short; what was read is rendered), or 0 when\n"
-	      "--duration stopped it, once the profile is written; 1 bad usage, a program\n"
-	      "that cannot be run, unwritable output, or no profile (the program never loaded\n"
-	      "the agent, or was killed before the profiler wrote anything, or recorded\n"
-	      "nothing: the earlier profile is kept); 2 the stream is malformed; 3 the stream\n"
-	      "is truncated although the program exited normally or --duration stopped it.\n"
+	      "Exit status: the program's own status (128+N if killed by signal N), also when\n"
+	      "the stream it left is cut short (what was read is rendered) or when it failed\n"
+	      "before anything was recorded (a misspelt script: no file is written then, and\n"
+	      "an earlier profile is kept); 0 when --duration stopped it, once the profile is\n"
+	      "written; 1 bad usage, a program that cannot be run, unwritable output, or no\n"
+	      "profile (the program never loaded the agent, or was killed before the profiler\n"
+	      "wrote anything, or succeeded and recorded nothing: the earlier profile is\n"
+	      "kept); 2 the stream is malformed; 3 the stream is truncated although the\n"
+	      "program exited normally or --duration stopped it.\n"
 	      "A program that fails or is killed is named with its status on standard error.\n"
 	      "\n"
 	      "Stopping: Ctrl-C reaches the program, and the profile ends with it (luajit\n"
@@ -2072,8 +2074,28 @@ int lp_cmd_record(int argc, char **argv)
 	    WEXITSTATUS(status) == 0)
 		got = SOMETHING;
 	int cut = got == NO_SECTION, kept = renamed && got == NOTHING;
-	if (cut || kept)
+	/* A program that failed before it recorded anything (a misspelt script: luajit says
+	 * why and exits 1) leaves no new file either: a flame graph of no sample and its
+	 * stream would only say what its status says, and stand where a profile is looked
+	 * for. (A program that succeeded too briefly for a sample keeps its empty profile,
+	 * with the summary's advice on the rate.) -d's stop is no failure. */
+	int failed = !rs.did.stopped_ns &&
+		     (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status)));
+	int dropped = created && got == NOTHING && failed;
+	if (cut || kept || dropped)
 		empty = 1;
+	/* Nothing recorded, as the earlier profile kept or no file written says. */
+	char nothing_tail[PATH_MAX + 32];
+	if (kept)
+		snprintf(nothing_tail, sizeof(nothing_tail), "the earlier profile %s is kept", raw);
+	else
+		snprintf(nothing_tail, sizeof(nothing_tail), "no file is written");
+	/* It failed before anything was recorded: its status is record's too, as when it
+	 * fails after. The line that says why nothing was recorded names the status when
+	 * nothing else explains it (not a stream cut short, a stop of its own, another
+	 * thread's time): then that line alone. */
+	int other_thr = (kept || dropped) && !o.memory && lp_cli_other_threads(&scanned);
+	int says_status = (kept || dropped) && failed && !ended_early && !stopped && !other_thr;
 	/* The earlier profile this one replaces changed while the program ran (a record run
 	 * by the program, writing the same default name): that one is kept, this one left
 	 * beside it. */
@@ -2097,49 +2119,65 @@ int lp_cmd_record(int argc, char **argv)
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty)
 		return LP_EXIT_USAGE; /* exec failed: the child said why */
-	tell_status(&o, status, &rs); /* -q or not: it explains the exit status */
+	if (!says_status)
+		tell_status(&o, status, &rs); /* -q or not: it explains the exit status */
 	if (skipped) /* -q or not: a profile of another process than the one expected */
 		fprintf(stderr, "luaprof record: %d more LuaJIT process%s under %s ran without the "
 			"profiler: record profiles the first one that starts (run the one to "
 			"profile under record itself)\n", skipped, skipped > 1 ? "es" : "",
 			o.cmd[0]);
 	if (empty) {
-		if (kept && ended_early && unfinished)
-			return fail("%s recorded nothing before its stream ended: %s; the earlier "
-				    "profile %s is kept", o.cmd[0],
-				    unfinished_text(unfinished, upid, o.sample != 0), raw);
+		int none = kept || dropped; /* the program ran, and recorded nothing */
+		int nrc = none && failed ? prog : LP_EXIT_USAGE;
+		const char *first = !o.memory ? "CPU sample" : o.sample ? "sampled allocation"
+							  : "allocation by Lua code";
+		if (none && ended_early && unfinished) {
+			fail("%s recorded nothing before its stream ended: %s; %s", o.cmd[0],
+			     unfinished_text(unfinished, upid, o.sample != 0), nothing_tail);
+			return nrc;
+		}
 		/* Killed: no message from the profiler, which had no time for one. */
-		if (kept && ended_early && WIFSIGNALED(status))
-			return fail("%s recorded nothing before its stream ended: it was killed "
-				    "before the profiler wrote %s (%s): the earlier profile %s is "
-				    "kept", o.cmd[0], o.sample ? "its stacks" : "what it recorded",
-				    o.sample ? "sampled mode writes them when the program ends"
-					     : "up to a quarter second of it is lost",
-				    raw);
-		if (kept && ended_early)
-			return fail("%s recorded nothing before its stream ended (the profiler's "
-				    "message above says why): the earlier profile %s is kept",
-				    o.cmd[0], raw);
-		if (kept && stopped)
-			return fail("%s recorded nothing: it stopped the profile itself (%s.stop) "
-				    "before the first %s: the earlier profile %s is kept", o.cmd[0],
-				    o.memory ? "memprof" : "sysprof",
-				    !o.memory ? "sample" : o.sample ? "sampled allocation"
-						 : "allocation by Lua code", raw);
+		if (none && ended_early && WIFSIGNALED(status)) {
+			fail("%s recorded nothing before its stream ended: it was killed before the "
+			     "profiler wrote %s (%s): %s", o.cmd[0],
+			     o.sample ? "its stacks" : "what it recorded",
+			     o.sample ? "sampled mode writes them when the program ends"
+				      : "up to a quarter second of it is lost",
+			     nothing_tail);
+			return nrc;
+		}
+		if (none && ended_early) {
+			fail("%s recorded nothing before its stream ended (the profiler's message "
+			     "above says why): %s", o.cmd[0], nothing_tail);
+			return nrc;
+		}
+		if (none && stopped) {
+			fail("%s recorded nothing: it stopped the profile itself (%s.stop) before the "
+			     "first %s: %s", o.cmd[0], o.memory ? "memprof" : "sysprof",
+			     !o.memory ? "sample" : first, nothing_tail);
+			return nrc;
+		}
 		/* The CPU time was another thread's: the note says whose and what to do. */
-		if (kept && !o.memory && lp_cli_other_threads(&scanned)) {
+		if (other_thr) {
 			lp_cli_other_threads_note("luaprof record", &scanned, 0);
-			return fail("%s recorded nothing (no CPU sample: the thread sampled hardly "
-				    "ran, see above): the earlier profile %s is kept", o.cmd[0], raw);
+			fail("%s recorded nothing (no CPU sample: the thread sampled hardly ran, see "
+			     "above): %s", o.cmd[0], nothing_tail);
+			return nrc;
 		}
 		/* A program that failed at once (a misspelt script, an error as it starts): its
 		 * status is the reason, not the interval (which --rate or --clock would not
-		 * help), as a first run's summary says. */
-		if (kept && (!o.memory || o.sample) && WIFEXITED(status) && WEXITSTATUS(status))
-			return fail("%s recorded nothing (no %s: it exited with status %d before "
-				    "the first one): the earlier profile %s is kept", o.cmd[0],
-				    o.memory ? "sampled allocation" : "CPU sample",
-				    WEXITSTATUS(status), raw);
+		 * help), and record's status. */
+		if (none && WIFEXITED(status) && WEXITSTATUS(status)) {
+			fail("%s recorded nothing (no %s: it exited with status %d before the first "
+			     "one): %s", o.cmd[0], first, WEXITSTATUS(status), nothing_tail);
+			return nrc;
+		}
+		if (none && WIFSIGNALED(status)) {
+			fail("%s recorded nothing (no %s: it was killed by signal %d (%s) before the "
+			     "first one): %s", o.cmd[0], first, WTERMSIG(status),
+			     strsignal(WTERMSIG(status)), nothing_tail);
+			return nrc;
+		}
 		if (kept)
 			return fail("%s recorded nothing (%s): the earlier profile %s is kept",
 				    o.cmd[0],
