@@ -374,8 +374,8 @@ static int l_stats(lua_State *L)
 static char mem_path[4096];
 static uint64_t mem_run; /* as cur_run */
 
-/* A sampling interval at idx: a whole number of bytes, or a string of one with K, M, G or T
- * (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
+/* A sampling interval at idx: a whole number of bytes, or a string of one with K, M, G, T or
+ * P (as `luaprof record --sample` takes it), from 1 to 2^50. 0, or -1. */
 static int parse_size(lua_State *L, int idx, uint64_t *out)
 {
 	if (lua_type(L, idx) == LUA_TSTRING)

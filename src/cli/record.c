@@ -117,12 +117,12 @@ void lp_cmd_record_usage(FILE *out)
 	      "                      held)\n"
 	      "      --sample SIZE   with --memory: sampled mode for production - the full Lua\n"
 	      "                      and C stack of about one allocation per SIZE bytes (a\n"
-	      "                      number of bytes, or with K, M, G or T, as 512K or 512KiB;\n"
-	      "                      1 to 1T) and which are\n"
-	      "                      still live at exit; rendered as the top list; sampled\n"
-	      "                      mode writes its stacks when the program ends: a program\n"
-	      "                      killed by SIGKILL (or a signal it handles and then dies\n"
-	      "                      of without exit) leaves none\n"
+	      "                      number of bytes, or with K, M, G, T or P, as 512K or\n"
+	      "                      512KiB; 1 to 1P, 2^50) and which are still live at exit;\n"
+	      "                      rendered as the top list; sampled mode writes its stacks\n"
+	      "                      when the program ends: a program killed by SIGKILL (or a\n"
+	      "                      signal it handles and then dies of without exit) leaves\n"
+	      "                      none\n"
 	      "      --value V       with --memory: what the graphs, pprof and top show -\n"
 	      "                      alloc_space (default), alloc_objects, inuse_space,\n"
 	      "                      inuse_objects (what is still allocated at the end)\n"
@@ -366,10 +366,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_SAMPLE: {
 			uint64_t size;
-			if (lp_size_parse(optarg, 1ull << 40, &size))
-				return fail("--sample expects a size from 1 byte to 1T: a whole number "
-					    "of bytes, or with K, M, G or T, binary (e.g. 524288, 512K, "
-					    "512KiB, 1M), not '%s'", optarg);
+			/* The range memprof.start and luaprof_memprof_start take. */
+			if (lp_size_parse(optarg, 1ull << 50, &size))
+				return fail("--sample expects a size from 1 byte to 1P (2^50 bytes): a "
+					    "whole number of bytes, or with K, M, G, T or P, binary "
+					    "(e.g. 524288, 512K, 512KiB, 1M), not '%s'", optarg);
 			o->sample = size;
 			break;
 		}

@@ -17,7 +17,8 @@ int lp_size_parse(const char *s, uint64_t max, uint64_t *out)
 	errno = 0;
 	unsigned long long n = strtoull(s, &end, 10);
 	unsigned shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
-		       : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40 : 0;
+		       : *end == 'G' || *end == 'g' ? 30 : *end == 'T' || *end == 't' ? 40
+		       : *end == 'P' || *end == 'p' ? 50 : 0;
 	if (shift) {
 		end++;
 		/* KiB, MiB...: the units reports print, in any case as K, M... are. */

@@ -1,6 +1,6 @@
 /*
-** Sizes as users write and read them: a whole number of bytes, optionally with K, M, G or T
-** (powers of 1024), as `luaprof record --sample` and memprof.start's sample option take
+** Sizes as users write and read them: a whole number of bytes, optionally with K, M, G, T or
+** P (powers of 1024), as `luaprof record --sample` and memprof.start's sample option take
 ** them; and byte counts scaled to KiB, MiB... for reports and summaries.
 */
 #ifndef LP_UTIL_SIZE_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parses s ("524288", "512K", "512KiB", "4m", "4mib", "1G") into *out, from 1 to max. 0, or -1 for
+/* Parses s ("524288", "512K", "512KiB", "4m", "4mib", "1G", "1P") into *out, from 1 to max. 0, or -1 for
  * anything else (a sign, a fraction, another suffix, 0, more than max). "KB" is refused:
  * 1000 or 1024 bytes, the reader cannot tell which was meant. */
 int lp_size_parse(const char *s, uint64_t max, uint64_t *out);

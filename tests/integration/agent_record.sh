@@ -719,7 +719,7 @@ expect '--rate applies to the CPU profiler, not to --memory' --memory -r 10 -- l
 expect 'no -p option: luaprof cannot attach to a running process yet' -p 1234
 expect 'no --pid option: .*require "luaprof"' --pid 1234
 expect '--clock applies to the CPU profiler' --memory --clock wall -- luajit app.lua
-expect '--sample expects a size from 1 byte to 1T' --memory --sample 1.5M -- luajit app.lua
+expect '--sample expects a size from 1 byte to 1P (2^50 bytes)' --memory --sample 1.5M -- luajit app.lua
 expect '--sample expects a size' --memory --sample 2G5 -- luajit app.lua
 expect "unknown --value 'held'" --memory --value held -- luajit app.lua
 expect '--value applies to the memory profiler: add --memory' --value inuse_space -- luajit app.lua

@@ -17,10 +17,15 @@ static void test_suffixes(void)
 	CHECK_EQ(parsed("512K", 1ull << 40), 512ull << 10);
 	CHECK_EQ(parsed("4m", 1ull << 40), 4ull << 20);
 	CHECK_EQ(parsed("1G", 1ull << 40), 1ull << 30);
-	/* The CLI's limit, 1T, written as it is documented. */
 	CHECK_EQ(parsed("1T", 1ull << 40), 1ull << 40);
 	CHECK_EQ(parsed("1024G", 1ull << 40), 1ull << 40);
 	CHECK_EQ(parsed("2t", 1ull << 50), 2ull << 40);
+	/* The limit of --sample and memprof.start's sample, 2^50, written as documented. */
+	CHECK_EQ(parsed("1P", 1ull << 50), 1ull << 50);
+	CHECK_EQ(parsed("1p", 1ull << 50), 1ull << 50);
+	CHECK_EQ(parsed("1PiB", 1ull << 50), 1ull << 50);
+	CHECK_EQ(parsed("1024T", 1ull << 50), 1ull << 50);
+	CHECK_EQ(parsed("1125899906842624", 1ull << 50), 1ull << 50);
 	/* The units the reports print. */
 	CHECK_EQ(parsed("512KiB", 1ull << 40), 512ull << 10);
 	CHECK_EQ(parsed("1MiB", 1ull << 40), 1ull << 20);
@@ -42,6 +47,13 @@ static void test_refused(void)
 			fprintf(stderr, "  accepted '%s'\n", bad[i]), unit_test_failed++;
 	}
 	CHECK_EQ(v, 7); /* untouched on failure */
+	/* Past 2^50 by a byte, a suffix, a unit. */
+	static const char *const above[] = { "1125899906842625", "2P", "1025T", "1PB", "1E" };
+	for (size_t i = 0; i < sizeof(above) / sizeof(above[0]); i++) {
+		if (lp_size_parse(above[i], 1ull << 50, &v) != -1)
+			fprintf(stderr, "  accepted '%s'\n", above[i]), unit_test_failed++;
+	}
+	CHECK_EQ(v, 7);
 }
 
 static const char *formatted(int64_t v, unsigned flags)
