@@ -510,6 +510,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->fmt == LP_FMT_MEMPROF && o->top_given && o->top > 0)
 		return fail("-n applies to -f top (its length) and to the summary's list of the "
 			    "other formats, not to the memprof report, which lists every site");
+	/* -n's list is the summary's unless the rendering is the list: -q leaves it out. */
+	if (o->quiet && o->top_given && o->top > 0 && o->fmt != LP_FMT_TOP)
+		return fail("-n %d is the length of the summary's list, which -q leaves out: "
+			    "give one or the other (-n is the list's length only with -f top)",
+			    o->top);
 	return 0;
 }
 
