@@ -152,7 +152,8 @@ void lp_cmd_record_usage(FILE *out)
 	      "  -n, --top N         frames in the summary on standard error (default 10, 0 for\n"
 	      "                      none), unless the rendering is such a list itself (-f top,\n"
 	      "                      memprof): then, with -f top, the list's length (default\n"
-	      "                      20, also for 0); --limit is the same\n"
+	      "                      20, 0 for every frame, as report's -n); --limit is the\n"
+	      "                      same\n"
 	      "  -q, --quiet         no summary (nor, on a terminal, the line saying what is\n"
 	      "                      being recorded)\n"
 	      "  -h, --help          this help\n"
@@ -1424,8 +1425,9 @@ static int render(const struct opts *o, struct lp_profile *p, char *err, size_t 
 		snprintf(err, errlen, "cannot write %s: %s", o->output, strerror(e));
 		return -e;
 	}
-	/* -n 0 (no list in the summary) leaves a rendered list its default length. */
-	struct lp_render_opts ro = { .limit = o->fmt == LP_FMT_TOP && o->top_given ? o->top : 0,
+	/* -f top -n 0: every row, as report's (the summary, which it is, has no list then). */
+	struct lp_render_opts ro = { .limit = o->fmt != LP_FMT_TOP || !o->top_given ? 0
+					      : o->top ? (unsigned)o->top : LP_LIMIT_ALL,
 				     .lines = o->lines, .html = lp_output_is_html(o->output) };
 	int rc = lp_fmt_renderer(o->fmt)(p, &ro, out, err, errlen);
 	return lp_output_close(out, o->output, tmp, rc, err, errlen);
@@ -1601,7 +1603,7 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 		args[n++] = "--human-readable";
 	if (o->lines)
 		args[n++] = "--lines";
-	if (o->fmt == LP_FMT_TOP && o->top_given && o->top > 0) {
+	if (o->fmt == LP_FMT_TOP && o->top_given) { /* 0: every row */
 		snprintf(limit, sizeof(limit), "%d", o->top);
 		args[n++] = "-n";
 		args[n++] = limit;

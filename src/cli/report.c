@@ -58,8 +58,8 @@ void lp_cmd_report_usage(FILE *out)
 	      "      --split          CPU: add one root frame per VM state (INTERP, LFUNC, GC...)\n"
 	      "      --functions      merge the lines of each Lua function into one frame\n"
 	      "      --lines          top: rank Lua lines instead of functions\n"
-	      "  -n, --limit N        top: print N rows (default 20; --top is the same);\n"
-	      "                       annotate: N files (default 10)\n"
+	      "  -n, --limit N        top: print N rows (default 20, 0 all of them; --top is\n"
+	      "                       the same); annotate: N files (default 10, 0 all)\n"
 	      "      --value TYPE     memory graphs, top, annotate and pprof: alloc_space\n"
 	      "                       (default), alloc_objects, inuse_space or inuse_objects\n"
 	      "      --leak-only      memory: what is still held - the memprof report's HEAP\n"
@@ -168,10 +168,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			char *end;
 			errno = 0;
 			long v = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || v < 1 || v > 1000000)
-				return fail("-n (--limit, --top) expects a number from 1 to "
+			if (errno || *end || end == optarg || v < 0 || v > 1000000)
+				return fail("-n (--limit, --top) expects a number from 0 (all) to "
 					    "1000000, not '%s'", optarg);
-			o->limit = (unsigned)v;
+			/* 0: every row, as `record -f top -n 0` lists (and o->limit is set
+			 * whenever -n is given, for the checks of the format). */
+			o->limit = v ? (unsigned)v : LP_LIMIT_ALL;
 			o->limit_flag = li >= 0 ? (longopts[li].name[0] == 'l' ? "--limit" : "--top")
 						: "-n";
 			break;

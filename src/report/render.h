@@ -7,16 +7,21 @@
 #ifndef LP_RENDER_H
 #define LP_RENDER_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #include "report/profile.h"
 
+/* lp_render_opts.limit for no limit (-n 0): more rows than any profile has. */
+#define LP_LIMIT_ALL UINT_MAX
+
 struct lp_render_opts {
 	unsigned value;        /* value column rendered by single-value formats */
 	const char *title;     /* heading (flame graph title); NULL or "" for a default */
 	int lines;             /* top: rank Lua frames by line rather than by function */
-	unsigned limit;        /* top: rows to print; annotate: files; 0 = default */
+	unsigned limit;        /* top: rows to print; annotate: files; 0 = default,
+				* LP_LIMIT_ALL: every one */
 	const char *source_dir; /* annotate: where to look for the source files first */
 	unsigned context;      /* annotate: lines around each profiled one + 1; 0 = default */
 	int html;              /* flame graph: an HTML page holding the SVG (-o x.html) */

@@ -37,5 +37,41 @@ refused "-n 3 is the length of the summary's list, which -q leaves out: give one
 ran -q -n 0 -o q.svg
 ran -q -n 5 -f top -o q.txt
 
+# -n 0 on a top list is every row, in report (it was refused there) and in record -f top
+# (it gave the default 20), CPU and memory alike; on annotate, every file. (record's -n 0
+# on the summary's list: none, agent_record.sh.) app.lua's profile has more than 20 frames.
+# rows FILE: the rows of the top list in FILE.
+rows() { grep -Ec '^ *[0-9.]+% +[0-9.]+( [KMG]i?B| B)? +[0-9.]+%' "$1"; }
+(cd "$t" && "$lp" record -q -f top -n 0 -o top0.txt --raw top0.bin -- luajit "$OLDPWD/examples/app.lua" 0.3) \
+	>/dev/null 2>"$t/err" || fail "record -f top -n 0: $(cat "$t/err")"
+"$lp" report -q "$t/top0.bin" -f top -n 1000000 >"$t/all.txt"
+all=$(rows "$t/all.txt")
+[ "$all" -gt 20 ] || fail "app.lua's profile has $all frames, not more than 20: -n 0 not told from 20"
+[ "$(rows "$t/top0.txt")" = "$all" ] && ! grep -q omitted "$t/top0.txt" ||
+	fail "record -f top -n 0: $(rows "$t/top0.txt") rows of $all: $(tail -2 "$t/top0.txt")"
+for n in "-n 0" "--limit 0" "--top 0"; do
+	"$lp" report -q "$t/top0.bin" -f top $n >"$t/r0.txt" 2>"$t/err" || fail "report -f top $n: $(cat "$t/err")"
+	[ "$(rows "$t/r0.txt")" = "$all" ] && ! grep -q omitted "$t/r0.txt" ||
+		fail "report -f top $n: $(rows "$t/r0.txt") rows of $all"
+done
+"$lp" report -q "$t/top0.bin" -f top -n 20 >"$t/r20.txt" && [ "$(rows "$t/r20.txt")" = 20 ] ||
+	fail "report -f top -n 20: $(rows "$t/r20.txt") rows"
+(cd "$t" && "$lp" record -q --memory --sample 1K -f top -n 0 -o mtop0.txt --raw mtop0.bin -- \
+	luajit "$OLDPWD/examples/app.lua" 0.3) >/dev/null 2>"$t/err" || fail "record --memory -f top -n 0: $(cat "$t/err")"
+"$lp" report -q "$t/mtop0.bin" -f top -n 1000000 >"$t/mall.txt"
+[ "$(rows "$t/mtop0.txt")" = "$(rows "$t/mall.txt")" ] && ! grep -q omitted "$t/mtop0.txt" ||
+	fail "record --memory -f top -n 0: $(rows "$t/mtop0.txt") rows, all: $(rows "$t/mall.txt")"
+"$lp" report -q "$t/top0.bin" -f annotate -n 0 >"$t/a0.txt" 2>"$t/err" && ! grep -q omitted "$t/a0.txt" ||
+	fail "report -f annotate -n 0: $(cat "$t/err") $(grep omitted "$t/a0.txt")"
+"$lp" report -q "$t/top0.bin" -f collapsed -n 0 >/dev/null 2>"$t/err" &&
+	fail "report -f collapsed -n 0: accepted"
+grep -qx "luaprof report: -n applies to -f top (the number of rows) and -f annotate (of files), not to -f collapsed" "$t/err" ||
+	fail "report -f collapsed -n 0: said $(cat "$t/err")"
+"$lp" report -q "$t/top0.bin" -f top -n -1 >/dev/null 2>"$t/err" && fail "report -n -1: accepted"
+grep -qx "luaprof report: -n (--limit, --top) expects a number from 0 (all) to 1000000, not '-1'" "$t/err" ||
+	fail "report -n -1: said $(cat "$t/err")"
+"$lp" report --help | grep -q 'top: print N rows (default 20, 0 all of them' ||
+	fail "report --help does not say what -n 0 does"
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "cli_edges: all checks passed"
