@@ -516,10 +516,15 @@ int lp_output_is_special(const char *path)
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,
 		    size_t errlen)
 {
+	const char *name = out == stdout || !path || !strcmp(path, "-") ? "standard output" : path;
+	/* A renderer that failed to write says what it wrote ("top: write error: ..."), not
+	 * where: the destination is named, as for a failure to open it. */
+	if (rc < 0 && ferror(out))
+		snprintf(err, errlen, "cannot write %s: %s", name, strerror(-rc));
 	if (out == stdout) {
 		if (fflush(stdout) && !rc) {
 			rc = -errno;
-			snprintf(err, errlen, "cannot write the report: %s", strerror(errno));
+			snprintf(err, errlen, "cannot write %s: %s", name, strerror(errno));
 		}
 		return rc;
 	}

@@ -80,7 +80,9 @@ const char *lp_fmt_tty_refusal(enum lp_fmt f);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */
 int lp_output_same(const char *a, const char *b);
 /* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the
- * close/rename failure (message in err), removing the temporary file on failure. */
+ * close/rename failure (message in err), removing the temporary file on failure. A write
+ * that failed (the renderer's, or the last flush) is said as "cannot write PATH: why"
+ * (PATH "standard output" for it). */
 int lp_output_close(FILE *out, const char *path, const char *tmp, int rc, char *err,
 		    size_t errlen);
 

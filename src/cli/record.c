@@ -1584,6 +1584,14 @@ static void summary(const struct opts *o, const struct lp_loaded *l, struct lp_p
 		strcmp(o->output, "-") ? o->output : "standard output", lp_fmt_name(o->fmt), raw);
 }
 
+/* The rendering failed (a full disk, its directory gone): the profile is not lost, and
+ * the user is told where it is and how to render it again. */
+static void raw_kept(const char *raw)
+{
+	fprintf(stderr, "luaprof record: the profile is kept in the raw stream %s: `luaprof "
+		"report %s -o FILE` renders it\n", raw, raw);
+}
+
 /* --memory: the stream is rendered by `luaprof report`, then a one-line summary. */
 /* killed: the signal the program died of, or 0. */
 static int record_memory(const struct opts *o, const char *raw, off_t size, int prog, int killed,
@@ -1621,6 +1629,8 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 				     &top, !o->quiet);
 	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED) {
+		if (rc == LP_EXIT_USAGE) /* the rendering could not be written */
+			raw_kept(raw);
 		free(top);
 		return rc;
 	}
@@ -2279,6 +2289,7 @@ int lp_cmd_record(int argc, char **argv)
 	}
 	if ((rc = render(&o, p, err, sizeof(err))) != 0) {
 		fprintf(stderr, "luaprof record: %s\n", err);
+		raw_kept(raw);
 		exit_code = LP_EXIT_USAGE;
 	} else {
 		if (!o.quiet)

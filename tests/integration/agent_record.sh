@@ -777,7 +777,7 @@ rm -f "$t/luaprof.bin"
 if [ -w /dev/full ]; then
 	(cd "$t" && "$lp" record -q --memory -o /dev/full -- luajit mem.lua) >/dev/null 2>"$t/err"
 	rc=$?
-	[ $rc = 1 ] && grep -q '^luaprof record: cannot write the report: No space left on device' "$t/err" ||
+	[ $rc = 1 ] && grep -q '^luaprof record: cannot write /dev/full: No space left on device' "$t/err" ||
 		fail "record -o /dev/full: exit $rc: $(cat "$t/err")"
 fi
 # Interpreted code calling builtins (JIT off): nearly every sample has its Lua frames. A

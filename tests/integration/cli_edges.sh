@@ -73,5 +73,35 @@ grep -qx "luaprof report: -n (--limit, --top) expects a number from 0 (all) to 1
 "$lp" report --help | grep -q 'top: print N rows (default 20, 0 all of them' ||
 	fail "report --help does not say what -n 0 does"
 
+# A rendering that cannot be written (a full disk): the message names where it went (it
+# said "top: write error", "cannot write collapsed stacks" or "cannot write the report"),
+# and record says the profile is kept in the raw stream, which renders.
+if [ -w /dev/full ]; then
+	for opts in "-f collapsed" "-f pprof" "--memory" "--memory -f collapsed" "--memory --sample 1K"; do
+		rm -f "$t/luaprof.bin"
+		(cd "$t" && "$lp" record -q $opts -o /dev/full -- luajit "$OLDPWD/examples/app.lua" 0.2) \
+			>/dev/null 2>"$t/err"
+		rc=$?
+		[ $rc = 1 ] && grep -qx 'luaprof record: cannot write /dev/full: No space left on device' "$t/err" &&
+			grep -qx 'luaprof record: the profile is kept in the raw stream luaprof.bin: `luaprof report luaprof.bin -o FILE` renders it' "$t/err" ||
+			fail "record $opts -o /dev/full: exit $rc: $(cat "$t/err")"
+		"$lp" report -q "$t/luaprof.bin" -f top >/dev/null 2>"$t/err" ||
+			fail "record $opts -o /dev/full: the raw stream does not render: $(cat "$t/err")"
+	done
+	for f in top collapsed pprof flamegraph memprof info; do
+		in=top0.bin
+		[ $f = memprof ] && { (cd "$t" && "$lp" record -q --memory -o m.txt -- luajit mark.lua ran); in=m.bin; }
+		"$lp" report -q "$t/$in" -f $f -o /dev/full 2>"$t/err"
+		rc=$?
+		[ $rc = 1 ] && grep -qx 'luaprof report: cannot write /dev/full: No space left on device' "$t/err" ||
+			fail "report -f $f -o /dev/full: exit $rc: $(cat "$t/err")"
+		[ $f = pprof ] || [ $f = flamegraph ] && continue # not to standard output: tested above
+		"$lp" report -q "$t/$in" -f $f >/dev/full 2>"$t/err"
+		rc=$?
+		[ $rc = 1 ] && grep -qx 'luaprof report: cannot write standard output: No space left on device' "$t/err" ||
+			fail "report -f $f >/dev/full: exit $rc: $(cat "$t/err")"
+	done
+fi
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "cli_edges: all checks passed"
