@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "luaprof/format.h"
 
 static const struct {
 	const char *name;
@@ -430,6 +431,25 @@ int lp_output_discarded(const char *path)
 	struct stat a, b;
 	return path && strcmp(path, "-") && stat(path, &a) == 0 && S_ISCHR(a.st_mode) &&
 	       stat("/dev/null", &b) == 0 && a.st_rdev == b.st_rdev;
+}
+
+int lp_file_holds_profile(const char *path)
+{
+	static const char profile[4] = { 'l', 'j', 's', LP_SYMTAB_VERSION };
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 4)
+		return 0;
+	char magic[4];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, magic, sizeof(magic));
+	int e = errno;
+	close(fd);
+	errno = e;
+	if (n < 0)
+		return -1;
+	return n == (ssize_t)sizeof(magic) && !memcmp(magic, profile, sizeof(magic));
 }
 
 int lp_output_same(const char *a, const char *b)

@@ -568,15 +568,11 @@ static const char *raw_unsafe(const char *path)
 		       "(give --raw a file name)";
 	if (st.st_size == 0)
 		return NULL;
-	static const char profile[4] = { 'l', 'j', 's', LP_SYMTAB_VERSION };
-	char magic[4];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int is = lp_file_holds_profile(path);
+	if (is < 0)
 		return "cannot be read to tell whether it is a profile (remove it or give --raw "
 		       "another name)";
-	ssize_t n = read(fd, magic, sizeof(magic));
-	close(fd);
-	if (n == (ssize_t)sizeof(magic) && !memcmp(magic, profile, sizeof(magic)))
+	if (is)
 		return NULL;
 	return "exists and is not a profile: the raw stream replaces only an earlier profile "
 	       "(remove the file or give --raw another name)";
@@ -1981,6 +1977,12 @@ int lp_cmd_record(int argc, char **argv)
 	if (lp_output_same(o.output, dest)) /* dest: a link to nothing yet is seen too */
 		return fail("the rendered profile and the raw stream would both be %s: give -o "
 			    "another name (or --raw)", strcmp(dest, rawabs) ? dest : raw);
+	/* An earlier profile at -o (another run's raw stream) would be replaced by this one's
+	 * rendering, as the raw stream never replaces anything but a profile (raw_unsafe). */
+	if (strcmp(o.output, "-") && lp_file_holds_profile(o.output) == 1)
+		return fail("-o %s holds a profile (a raw stream): the rendering would replace "
+			    "it; give -o another name (luaprof report %s renders it)", o.output,
+			    o.output);
 	const char *why = raw_unsafe(raw);
 	if (why)
 		return fail("%s %s", raw, why);

@@ -231,6 +231,11 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (o->output && lp_output_same(o->output, o->input))
 		return fail("-o %s is the input file: the report would replace the profile",
 			    o->output);
+	/* Another profile there (`-f collapsed -o cpu2.bin`, a slip of the other file's
+	 * name) would be lost the same way. */
+	if (o->output && strcmp(o->output, "-") && lp_file_holds_profile(o->output) == 1)
+		return fail("-o %s holds a profile (a raw stream): the report would replace it; "
+			    "give -o another name", o->output);
 	if (!o->quiet)
 		lp_fmt_note_mismatch("report", o->fmt, o->output);
 	/* A device or FIFO has no extension to tell: it gets what standard output would. */

@@ -103,5 +103,25 @@ if [ -w /dev/full ]; then
 	done
 fi
 
+# A profile at -o (another run's raw stream, a slip of the name) is not replaced by a
+# rendering: report and record refuse it (record before the program runs); a text file
+# that merely starts with "ljs" is no profile, and is replaced as any output is.
+cp "$t/top0.bin" "$t/other.bin"
+"$lp" report -q "$t/top0.bin" -f top -o "$t/other.bin" >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -qx "luaprof report: -o $t/other.bin holds a profile (a raw stream): the report would replace it; give -o another name" "$t/err" ||
+	fail "report -o PROFILE: exit $rc: $(cat "$t/err")"
+cmp -s "$t/top0.bin" "$t/other.bin" || fail "report -o PROFILE: the profile was replaced"
+ln -s other.bin "$t/link.txt"
+"$lp" report -q "$t/top0.bin" -o "$t/link.txt" >/dev/null 2>"$t/err" && fail "report -o LINK-TO-PROFILE: exit 0"
+cmp -s "$t/top0.bin" "$t/other.bin" || fail "report -o LINK-TO-PROFILE: the profile was replaced"
+refused "-o other.bin holds a profile (a raw stream): the rendering would replace it; give -o another name (luaprof report other.bin renders it)" \
+	-f collapsed -o other.bin --raw new.bin
+cmp -s "$t/top0.bin" "$t/other.bin" || fail "record -o PROFILE: the profile was replaced"
+[ -e "$t/new.bin" ] && fail "record -o PROFILE: the raw stream was made"
+printf 'ljs notes\n' >"$t/notes.txt"
+"$lp" report -q "$t/top0.bin" -f top -o "$t/notes.txt" 2>"$t/err" && grep -q '^Source:' "$t/notes.txt" ||
+	fail "report -o TEXT starting with ljs: $(cat "$t/err")"
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "cli_edges: all checks passed"
