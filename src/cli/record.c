@@ -2137,8 +2137,9 @@ int lp_cmd_record(int argc, char **argv)
 		unlink(tmp);
 		return fail("cannot write the raw stream %s: %s", raw, strerror(e));
 	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty)
-		return LP_EXIT_USAGE; /* exec failed: the child said why */
+	/* exec failed: the child said why. (Not a program that ran and chose 127.) */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && empty && !kept && !dropped)
+		return LP_EXIT_USAGE;
 	if (!says_status)
 		tell_status(&o, status, &rs); /* -q or not: it explains the exit status */
 	if (skipped) /* -q or not: a profile of another process than the one expected */

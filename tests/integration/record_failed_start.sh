@@ -41,15 +41,21 @@ for mode in cpu exact sampled; do
 	want="luaprof record: luajit recorded nothing ($first: it exited with status 1 before the first one): no file is written"
 	grep -v '^luajit: cannot open no-such-script.lua' "$t/$mode.err" >"$t/$mode.rest"
 	[ "$(cat "$t/$mode.rest")" = "$want" ] || fail "$mode, misspelt script: said $(cat "$t/$mode.err")"
-	# The program's own status, whatever it is.
-	run $mode "${opts[@]}" -o "$mode/$out" -- luajit -e 'os.exit(3)'
-	[ $rc = 3 ] || fail "$mode, os.exit(3) at once: exit $rc, want 3: $(cat "$t/$mode.err")"
-	left=$(ls -A "$t/$mode")
-	[ -z "$left" ] || fail "$mode, os.exit(3) at once: files left: $left"
+	# The program's own status, whatever it is (127 too, which a failed exec gives).
+	for st in 3 127; do
+		run $mode "${opts[@]}" -o "$mode/$out" -- luajit -e "os.exit($st)"
+		[ $rc = $st ] || fail "$mode, os.exit($st) at once: exit $rc, want $st: $(cat "$t/$mode.err")"
+		grep -qx "luaprof record: luajit recorded nothing ($first: it exited with status $st before the first one): no file is written" "$t/$mode.err" ||
+			fail "$mode, os.exit($st) at once: said $(cat "$t/$mode.err")"
+		left=$(ls -A "$t/$mode")
+		[ -z "$left" ] || fail "$mode, os.exit($st) at once: files left: $left"
+	done
 	# Killed at once: said, its status passed on, nothing left. (Not exact mode: the
-	# kill's own Lua code allocates, which is a profile.)
+	# kill's own Lua code allocates, which is a profile; sampled, 1G keeps it unsampled.)
 	if [ $mode != exact ]; then
-		run $mode "${opts[@]}" -o "$mode/$out" -- luajit term.lua
+		kopts=("${opts[@]}")
+		[ $mode = sampled ] && kopts=(--memory --sample 1G -f collapsed)
+		run $mode "${kopts[@]}" -o "$mode/$out" -- luajit term.lua
 		[ $rc = 143 ] || fail "$mode, killed at once: exit $rc, want 143: $(cat "$t/$mode.err")"
 		left=$(ls -A "$t/$mode")
 		[ -z "$left" ] || fail "$mode, killed at once: files left: $left"
