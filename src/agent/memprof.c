@@ -1305,10 +1305,22 @@ static inline int maybe_live(const void *ptr)
 	return live_mark[live_granule(ptr)] != 0;
 }
 
+/*
+** A granule's count saturates: granules alias every LIVE_GRANULES << LIVE_SHIFT bytes
+** (16 MiB), so one index may hold any number of live samples: 65,536 of them from 32 GiB
+** of heap (32 blocks of 8 bytes a granule) with every block sampled. Wrapped to 0, the
+** count cleared the mark while sampled blocks were live, and their frees passed the hot
+** path unseen: in use at stop (memprof_alias.sh). At its maximum a count stays there, the
+** mark set until the tables are emptied (free_samples): correct, only frees there look
+** the map up for nothing.
+*/
+#define LIVE_COUNT_STUCK UINT16_MAX
+
 static void live_add(const void *ptr)
 {
 	unsigned b = live_granule(ptr);
-	/* A granule holds at most LIVE_GRAIN / 8 blocks: the count cannot wrap. */
+	if (live_count[b] == LIVE_COUNT_STUCK)
+		return;
 	if (live_count[b]++ == 0)
 		live_mark[b] = INT8_MIN;
 }
@@ -1358,7 +1370,7 @@ static void sampled_gone(void *ptr)
 		mp.smp[i].live = 0;
 	}
 	unsigned b = live_granule(ptr);
-	if (--live_count[b] == 0)
+	if (live_count[b] != LIVE_COUNT_STUCK && --live_count[b] == 0)
 		live_mark[b] = 0;
 }
 
