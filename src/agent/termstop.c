@@ -440,6 +440,20 @@ void agent_termstop_redeliver(void)
 	}
 }
 
+/*
+** A forked child has no signal pending (fork(2)), and none held for it either: a signal
+** held for a start, a stop or a wrapper's path of the parent's (deferred) is the parent's
+** thread's to take. Inherited, it was delivered at the child's first start or stop of a
+** profile (or its wrapper's first rare path: agent_termstop_redeliver), and killed the
+** child with a SIGTERM sent to its parent before it was made (memprof_start_signal.sh,
+** fork). The rest stays: in a child the handler only lets a signal take its course
+** (getpid() is not ts.pid), and there is no thread to stop a profile.
+*/
+static void ts_fork_child(void)
+{
+	atomic_store(&ts.deferred, 0);
+}
+
 int agent_termstop_arm(int memory)
 {
 	if (ts.armed)
@@ -465,6 +479,7 @@ int agent_termstop_arm(int memory)
 	}
 	pthread_detach(th);
 	pthread_setname_np(th, "luaprof-stop");
+	pthread_atfork(NULL, NULL, ts_fork_child);
 	ts.armed = 1;
 	arm_defaults();
 	return 0;

@@ -24,6 +24,14 @@ for spec in phdr:raise:1 pthread:raise:1; do
 	start_signal_run "record-${spec//:/-}" record "$spec" cpu
 done
 
+# A child forked (by another thread) while the signal is held for the CPU start: the
+# child's own memory profile goes through, no signal inherited (memprof_start_signal.sh's
+# fork runs). Before, the child died of the parent's SIGTERM at its first start.
+rm -f "$t/fork_child.bin"
+start_signal_run fork restart phdr:fork:1 cpu
+grep -q '^fork child: exit 0$' "$t/fork.out" ||
+	fail "fork: $(grep '^fork child' "$t/fork.out" || head -3 "$t/fork.out")"
+
 # A start refused with the signal held meanwhile: no file left (start_signal_nofile).
 for how in none raise thread; do
 	start_signal_nofile "refused-$how" "cpcall:$how:1" cpu

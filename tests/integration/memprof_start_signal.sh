@@ -25,6 +25,21 @@ for sample in 0 4096; do
 	done
 done
 
+# A child forked (by another thread) while the signal is held for the start: the child has
+# no signal pending (fork's), and its own profile's start and stop go through. Before, it
+# inherited termstop's held signal, and its first start delivered it: the child died of
+# SIGTERM, sent to its parent before it was made. The parent still dies of its signal, its
+# profile whole.
+for sample in 0 4096; do
+	v=fork-$sample
+	rm -f "$t/fork_child.bin"
+	start_signal_run $v restart phdr:fork:1 $sample
+	grep -q '^fork child: exit 0$' "$t/$v.out" ||
+		fail "$v: $(grep '^fork child' "$t/$v.out" || head -3 "$t/$v.out")"
+	"$lp" report -f info "$t/fork_child.bin" 2>&1 | grep -q '^complete: yes$' ||
+		fail "$v: the child's profile is no whole profile"
+done
+
 # A start refused with the signal held meanwhile, and (memory) a signal as the start's
 # file is made, before the start: no file left (start_signal_nofile).
 for sample in 0 4096; do

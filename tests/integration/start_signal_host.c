@@ -18,7 +18,13 @@
 **          fails as out of memory (LUA_ERRMEM) without running: a start refused
 **   HOW    raise: SIGTERM on this thread; thread: SIGTERM to another thread of the host's,
 **          which the agent sends on to this one (given 300 ms to, before the start goes on);
-**          none: no signal (cpcall's failure alone)
+**          none: no signal (cpcall's failure alone);
+**          fork: SIGTERM on this thread, then another thread forks while this one holds
+**          it (the start under way), and waits for the child: the child (no signal
+**          pending: fork's) starts and stops a sampled memory profile of a state of its
+**          own into fork_child.bin, as any program's child may, and exits 0; "fork
+**          child: exit N" or "fork child: signal N" on the standard output says how
+**          it ended
 ** Exit 0 when the script ran (the signal did not end the process), 1 on an error.
 */
 #define _GNU_SOURCE
@@ -31,13 +37,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 
 static char point[16];
-static int thread_kill, no_signal, countdown;
+static int thread_kill, no_signal, fork_child, countdown;
 static pthread_t helper;
 
 static void *helper_main(void *arg)
@@ -54,13 +62,52 @@ static int arm(const char *spec)
 	if (sscanf(spec, "%15[a-z]:%15[a-z]:%d", point, how, &countdown) != 3 || countdown < 1 ||
 	    (strcmp(point, "phdr") && strcmp(point, "setallocf") && strcmp(point, "pthread") &&
 	     strcmp(point, "cpcall")) ||
-	    (strcmp(how, "raise") && strcmp(how, "thread") && strcmp(how, "none"))) {
+	    (strcmp(how, "raise") && strcmp(how, "thread") && strcmp(how, "none") &&
+	     strcmp(how, "fork"))) {
 		point[0] = '\0';
 		return -1;
 	}
 	thread_kill = !strcmp(how, "thread");
 	no_signal = !strcmp(how, "none");
+	fork_child = !strcmp(how, "fork");
 	return 0;
+}
+
+/* HOW fork's child: a profile of its own, from the agent already loaded (LP_SO). */
+static int child_profile(void)
+{
+	lua_State *L = luaL_newstate();
+	if (!L)
+		return 1;
+	luaL_openlibs(L);
+	int rc = luaL_dostring(L,
+		"local lp = assert(package.loadlib(os.getenv('LP_SO'), 'luaopen_luaprof'))"
+		"('luaprof')\n"
+		"assert(lp.memprof.start('fork_child.bin', { sample = 4096 }))\n"
+		"local keep = {} for i = 1, 1000 do keep[i] = { i } end\n"
+		"assert(lp.memprof.stop())");
+	if (rc)
+		fprintf(stderr, "fork child: %s\n", lua_tostring(L, -1));
+	lua_close(L);
+	return rc != 0;
+}
+
+static void *forker_main(void *arg)
+{
+	(void)arg;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(child_profile());
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		printf("fork child: none\n");
+	else if (WIFSIGNALED(st))
+		printf("fork child: signal %d\n", WTERMSIG(st));
+	else
+		printf("fork child: exit %d\n", WEXITSTATUS(st));
+	fflush(stdout);
+	return NULL;
 }
 
 /* A call from the agent (luaprof.so) at the armed point: the signal, once; 1 then. */
@@ -73,6 +120,13 @@ static int maybe_fire(const char *at, const void *caller)
 	point[0] = '\0';
 	if (no_signal)
 		return 1;
+	if (fork_child) {
+		raise(SIGTERM);
+		pthread_t th;
+		if (pthread_create(&th, NULL, forker_main, NULL) == 0)
+			pthread_join(th, NULL);
+		return 1;
+	}
 	if (!thread_kill) {
 		raise(SIGTERM);
 		return 1;
