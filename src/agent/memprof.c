@@ -1398,6 +1398,46 @@ static inline void rare_leave(void)
 	}
 }
 
+/*
+** Sampled mode's rare paths, entered: 1 when the profile still runs (the path may change the
+** tables), 0 when it no longer does (pass the call on; rare_leave either way). The flag is
+** stored, then the state loaded, across a full fence: a stop on another thread
+** (rare_close) stores the state, then loads the flag, across another, so that one of the
+** two sees the other's store. A full fence a sample or a lookup: both cost far more.
+*/
+static inline int rare_open(void)
+{
+	rare_enter();
+	atomic_thread_fence(memory_order_seq_cst);
+	return mp.state == MP_RUNNING;
+}
+
+/*
+** Before a sampled profile's stop on another thread than the one that runs its state while
+** that one may still run Lua code (exit() called on another thread: at_exit): the rare
+** paths are closed (the profile halted, which rare_open tests) and the one under way, if
+** any, waited for, so that the stop does not write the samples and free the tables as that
+** path changes them. The stop did (memprof_exit_thread.sh: SIGSEGV, profiles unreadable).
+** The allocator is left as it is: the wrapper passes every call on from here, and putting
+** the original back from this thread could let the VM read the new function with the
+** wrapper's ud. -1 when the path did not end within AGENT_STOP_WAIT_NS (its writer
+** blocked): no stop then, the file cut short rather than the tables freed under it.
+** Exact mode's light paths have no such flag (a fence an event would cost too much):
+** a stop there from another thread may still meet an event being written.
+*/
+static int rare_close(void)
+{
+	mp.state = MP_HALTED;
+	atomic_thread_fence(memory_order_seq_cst);
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; rare_busy; waited += 1000000) {
+		if (waited >= AGENT_STOP_WAIT_NS)
+			return -1;
+		nanosleep(&step, NULL);
+	}
+	return 0;
+}
+
 /* GCC's noipa keeps a rare path's calling convention and registers its own (no
  * interprocedural register allocation across it); clang has no such pass by default and
  * no such attribute: noinline is what is left. */
@@ -1467,16 +1507,16 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 		 * allocation, and the free still looks its block up: taken as due, a live
 		 * sample freed stayed in use until stop. */
 		if (*mp.cd < 0 && nsize) {
-			rare_enter();
-			void *np = sampled_due(ud, ptr, osize, nsize);
+			void *np = rare_open() ? sampled_due(ud, ptr, osize, nsize)
+					       : orig(ud, ptr, osize, nsize);
 			rare_leave();
 			return np;
 		}
 		if (ptr && maybe_live(ptr)) {
 			void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 			if (osize && (nsize == 0 || np)) {
-				rare_enter();
-				sampled_gone(ptr);
+				if (rare_open())
+					sampled_gone(ptr);
 				rare_leave();
 			}
 			return np;
@@ -2414,19 +2454,26 @@ static int scan_cnames(void)
 
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
- * still whole then; the allocator no longer matters. */
+ * still whole then; the allocator no longer matters. exit() on another thread than the
+ * VM's, which may still run: sampled mode's rare paths are closed first (rare_close). */
 static void at_exit(void)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
-		int cnames = scan_cnames();
-		int rc = stop_profile(NULL, agent_termstop_pending() ? "signal" : "exit", &hb);
-		if (cnames)
-			agent_cnames_clear();
-		api_leave();
-		rc = hand_back(rc, &hb);
-		agent_record_stopped(1, run, rc, errno);
+		if (mp.state == MP_RUNNING && mp.sample_bytes && syscall(SYS_gettid) != mp.tid &&
+		    rare_close() != 0) {
+			api_leave();
+			agent_record_stopped(1, run, LUAPROF_PROFILE_ERRIO, EBUSY);
+		} else {
+			int cnames = scan_cnames();
+			int rc = stop_profile(NULL, agent_termstop_pending() ? "signal" : "exit", &hb);
+			if (cnames)
+				agent_cnames_clear();
+			api_leave();
+			rc = hand_back(rc, &hb);
+			agent_record_stopped(1, run, rc, errno);
+		}
 		stop_leave();
 	}
 	agent_termstop_exit(1);

@@ -1,0 +1,89 @@
+/*
+** memprof_exit_thread.sh's host: exit() on another thread than the one running the
+** profiled Lua state, while it allocates.
+**
+** Usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over]
+** A thread makes a state, starts a sampled memory profile into PROFILE (one sample per
+** SAMPLE bytes) and allocates in a loop that never ends; with "over", the host first puts
+** an allocator of its own over the profiler's wrapper (passing every call on to it), so
+** that the stop cannot take the wrapper out and the thread's calls go on reaching it during
+** the stop. The main thread calls exit(0) MS milliseconds after the start: the profiler's
+** exit handler stops the profile while the other thread allocates.
+*/
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+static const char *cpath, *profile, *sample;
+static int over;
+static atomic_int started;
+static lua_Alloc kept_f;
+static void *kept_ud;
+
+static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	(void)ud;
+	return kept_f(kept_ud, ptr, osize, nsize);
+}
+
+static void *vm_main(void *arg)
+{
+	(void)arg;
+	lua_State *L = luaL_newstate();
+	if (!L) {
+		fprintf(stderr, "memprof_exit_thread: cannot create a Lua state\n");
+		exit(1);
+	}
+	luaL_openlibs(L);
+	lua_getglobal(L, "package");
+	lua_pushstring(L, cpath);
+	lua_setfield(L, -2, "cpath");
+	lua_pop(L, 1);
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 "mp = require 'luaprof'.memprof\n"
+		 "assert(mp.start('%s', { sample = %s }))", profile, sample);
+	if (luaL_dostring(L, code)) {
+		fprintf(stderr, "memprof_exit_thread: %s\n", lua_tostring(L, -1));
+		exit(1);
+	}
+	if (over) {
+		kept_f = lua_getallocf(L, &kept_ud);
+		lua_setallocf(L, host_alloc, NULL);
+	}
+	atomic_store(&started, 1);
+	(void)luaL_dostring(L, "local t, i = {}, 0\n"
+			       "while true do i = i + 1 t[i % 5000] = { i, ('x'):rep(i % 300) .. i } end");
+	fprintf(stderr, "memprof_exit_thread: the loop ended: %s\n", lua_tostring(L, -1));
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over]\n");
+		return 1;
+	}
+	cpath = argv[1];
+	profile = argv[2];
+	sample = argv[3];
+	over = argc > 5;
+	pthread_t th;
+	if (pthread_create(&th, NULL, vm_main, NULL) != 0) {
+		fprintf(stderr, "memprof_exit_thread: cannot create a thread\n");
+		return 1;
+	}
+	struct timespec step = { 0, 1000000 };
+	while (!atomic_load(&started))
+		nanosleep(&step, NULL);
+	struct timespec wait = { 0, atol(argv[4]) * 1000000L };
+	nanosleep(&wait, NULL);
+	exit(0);
+}
