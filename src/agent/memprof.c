@@ -1405,19 +1405,32 @@ static inline void rare_leave(void)
 ** (rare_close) stores the state, then loads the flag, across another, so that one of the
 ** two sees the other's store. A full fence a sample or a lookup: both cost far more.
 */
+static _Thread_local int rare_mine; /* this thread is in such a path (rare_open) */
+
 static inline int rare_open(void)
 {
 	rare_enter();
+	rare_mine = 1;
 	atomic_thread_fence(memory_order_seq_cst);
 	return mp.state == MP_RUNNING;
 }
 
+/* After rare_open. */
+static inline void rare_shut(void)
+{
+	rare_mine = 0;
+	rare_leave();
+}
+
 /*
-** Before a sampled profile's stop on another thread than the one that runs its state while
-** that one may still run Lua code (exit() called on another thread: at_exit): the rare
+** Before a sampled profile's stop at exit, which another thread than the one running its
+** state may make while that one still runs Lua code (exit() called on another thread; the
+** thread that started the profile tells nothing: a state may move to another): the rare
 ** paths are closed (the profile halted, which rare_open tests) and the one under way, if
 ** any, waited for, so that the stop does not write the samples and free the tables as that
 ** path changes them. The stop did (memprof_exit_thread.sh: SIGSEGV, profiles unreadable).
+** Not from inside such a path (rare_mine: a host's allocator that calls exit), which
+** will not go on.
 ** The allocator is left as it is: the wrapper passes every call on from here, and putting
 ** the original back from this thread could let the VM read the new function with the
 ** wrapper's ud. -1 when the path did not end within AGENT_STOP_WAIT_NS (its writer
@@ -1509,7 +1522,7 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 		if (*mp.cd < 0 && nsize) {
 			void *np = rare_open() ? sampled_due(ud, ptr, osize, nsize)
 					       : orig(ud, ptr, osize, nsize);
-			rare_leave();
+			rare_shut();
 			return np;
 		}
 		if (ptr && maybe_live(ptr)) {
@@ -1517,7 +1530,7 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 			if (osize && (nsize == 0 || np)) {
 				if (rare_open())
 					sampled_gone(ptr);
-				rare_leave();
+				rare_shut();
 			}
 			return np;
 		}
@@ -2454,15 +2467,14 @@ static int scan_cnames(void)
 
 /* A profile still running at exit() (os.exit does not close the state, nor does a host
  * that never stops it): the stream is finished so that the file is complete. The VM is
- * still whole then; the allocator no longer matters. exit() on another thread than the
- * VM's, which may still run: sampled mode's rare paths are closed first (rare_close). */
+ * still whole then; the allocator no longer matters. The VM's thread may still run (exit()
+ * on another thread): sampled mode's rare paths are closed first (rare_close). */
 static void at_exit(void)
 {
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
-		if (mp.state == MP_RUNNING && mp.sample_bytes && syscall(SYS_gettid) != mp.tid &&
-		    rare_close() != 0) {
+		if (mp.state == MP_RUNNING && mp.sample_bytes && !rare_mine && rare_close() != 0) {
 			api_leave();
 			agent_record_stopped(1, run, LUAPROF_PROFILE_ERRIO, EBUSY);
 		} else {

@@ -2,19 +2,22 @@
 ** memprof_exit_thread.sh's host: exit() on another thread than the one running the
 ** profiled Lua state, while it allocates.
 **
-** Usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over]
+** Usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over|migrate]
 ** A thread makes a state, starts a sampled memory profile into PROFILE (one sample per
 ** SAMPLE bytes) and allocates in a loop that never ends; with "over", the host first puts
 ** an allocator of its own over the profiler's wrapper (passing every call on to it), so
 ** that the stop cannot take the wrapper out and the thread's calls go on reaching it during
-** the stop. The main thread calls exit(0) MS milliseconds after the start: the profiler's
-** exit handler stops the profile while the other thread allocates.
+** the stop; with "migrate", the main thread makes the state and starts the profile (with
+** its allocator over the wrapper), and the other thread runs the loop. The main thread
+** calls exit(0) MS milliseconds after the start: the profiler's exit handler stops the
+** profile while the other thread allocates.
 */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <lauxlib.h>
@@ -22,7 +25,8 @@
 #include <lualib.h>
 
 static const char *cpath, *profile, *sample;
-static int over;
+static int over, migrate;
+static lua_State *shared;
 static atomic_int started;
 static lua_Alloc kept_f;
 static void *kept_ud;
@@ -33,9 +37,8 @@ static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 	return kept_f(kept_ud, ptr, osize, nsize);
 }
 
-static void *vm_main(void *arg)
+static lua_State *start(void)
 {
-	(void)arg;
 	lua_State *L = luaL_newstate();
 	if (!L) {
 		fprintf(stderr, "memprof_exit_thread: cannot create a Lua state\n");
@@ -58,6 +61,13 @@ static void *vm_main(void *arg)
 		kept_f = lua_getallocf(L, &kept_ud);
 		lua_setallocf(L, host_alloc, NULL);
 	}
+	return L;
+}
+
+static void *vm_main(void *arg)
+{
+	(void)arg;
+	lua_State *L = migrate ? shared : start();
 	atomic_store(&started, 1);
 	(void)luaL_dostring(L, "local t, i = {}, 0\n"
 			       "while true do i = i + 1 t[i % 5000] = { i, ('x'):rep(i % 300) .. i } end");
@@ -75,6 +85,9 @@ int main(int argc, char **argv)
 	profile = argv[2];
 	sample = argv[3];
 	over = argc > 5;
+	migrate = over && !strcmp(argv[5], "migrate");
+	if (migrate)
+		shared = start();
 	pthread_t th;
 	if (pthread_create(&th, NULL, vm_main, NULL) != 0) {
 		fprintf(stderr, "memprof_exit_thread: cannot create a thread\n");

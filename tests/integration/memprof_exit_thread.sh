@@ -19,10 +19,11 @@ luajit_dev "$t/apt.log" || skip "$why"
 cc_test "$t/host" tests/integration/memprof_exit_thread.c -O1 -I$inc -lluajit-5.1 -lpthread ||
 	exit 1
 
-for i in $(seq 16); do
+for i in $(seq 24); do
 	how=over
-	[ $i -le 12 ] || how=
-	v="run $i${how:+ (over)}"
+	[ $i -le 12 ] || how=migrate
+	[ $i -le 20 ] || how=
+	v="run $i${how:+ ($how)}"
 	rm -f "$t/p.bin"
 	# (bash's word of a crash kept out of the test's output)
 	{ timeout 30 "$t/host" "$PWD/build/?.so" "$t/p.bin" 64 $((10 + i * 3)) $how \
