@@ -2331,6 +2331,13 @@ static void at_fork_child(void)
 	/* The child's CPU profiler may sample any state: the stack sampler is not held for
 	 * a profile the child does not have. */
 	mp.own_native = 0;
+	/* Its one thread's: a rare path of another thread of the parent's has no thread to
+	 * end it here, and a later exit's stop waited for it (rare_close: 5 s, then none,
+	 * memprof_fork_rare.sh). A signal held for such a path is the parent's (termstop.c
+	 * forgets it in the child). Forked from inside a sampled path, the thread goes on in
+	 * it: still set. */
+	rare_busy = rare_mine;
+	rare_held = 0;
 }
 
 /* What a stop hands to on_stop, called once the lock is released (api_lock). */
