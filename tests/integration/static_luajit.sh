@@ -329,11 +329,21 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 	}
 	returnp=$(dis lj_vm_returnp | awk 'NR <= 2 { print $1 }')
 	contd=$(dis lj_cont_dispatch | awk 'NR <= 2 { print $1 }')
+	# The C __index function's return before that: lj_vm_returnc's five instructions (PC the
+	# link as stored) and lj_vm_return's three up to its branch to lj_vm_returnp (FRAME_C
+	# toggled), four breakpoints a run. Every C function's return passes there: the loop's
+	# os.clock and exit_stub_bp_hits (ffi.meta.__call) are theirs, at the loop's lines.
+	returnc=$(dis lj_vm_returnc | awk 'NR <= 4 { print $1 }')
+	returnc2=$(dis lj_vm_returnc | awk 'NR == 5 { print $1 }'
+		dis lj_vm_return | awk 'NR <= 3 { print $1 }')
 	linkst=$(dis lj_vm_call_dispatch_f | awk '/mov +%rbx,-0x8\(%rdx\)/ { print $1; exit }')
-	if [ -z "$returnp" ] || [ -z "$contd" ] || [ -z "$linkst" ]; then
-		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst'"
+	if [ -z "$returnp" ] || [ -z "$contd" ] || [ -z "$linkst" ] ||
+		[ "$(echo $returnc $returnc2 | wc -w)" != 8 ]; then
+		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst' '$returnc' '$returnc2'"
 	else
 		bp_meta_run metaret 40 index GET 30 $returnp $contd
+		bp_meta_run metaretc 80 index GET 50 $returnc
+		bp_meta_run metaretc2 80 index GET 50 $returnc2
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
 		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
 	fi
