@@ -1280,14 +1280,21 @@ static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint6
 **     code of the metamethod's runs there: the caller's sample, at the calling line, as
 **     for a C function's return to Lua (c_call_edge). A Lua metamethod keeps its frame
 **     there (vm_top: the function returning).
-** Both are told by the registers and the stack: a continuation that is the VM's code (not
+**   - a C function's call and return in BC_FUNCC, state INTERP (from vm_call_dispatch_f's
+**     load of its PC after the link's store until BC_FUNCC sets state C, and from state
+**     INTERP back until BC_FUNCC loads the link into PC for vm_returnc): BASE its frame,
+**     its link intact, PC its entry or the instruction after (c_call_edge). The caller's
+**     sample, as for a C function called by a Lua one (c_call_edge, returning).
+** All are told by the registers and the stack: a continuation that is the VM's code (not
 ** an FFI callback's mark, 1, nor a C function's tail call's, 0, lj_meta_tailcall) and a
 ** caller that runs the saved PC. The link's store by the bytes at ip, as dispatching()
 ** tells the dispatch. Those samples had no Lua frame: under breakpoints
 ** (static_luajit.sh), all 41 at lj_vm_returnp's and lj_cont_dispatch's first two
-** instructions after a C __index function, and 10 of 20 at vm_call_dispatch_f's store in
-** a loop reading a cdata's field (the FFI's __index builtin) in a Lua __call; a loop
-** calling `clib.f()` (an FFI library namespace's __index) passes both.
+** instructions after a C __index function, 10 of 20 at vm_call_dispatch_f's store in
+** a loop reading a cdata's field (the FFI's __index builtin) in a Lua __call, and 126 of
+** 160 at eight instructions of that C __index function's way through BC_FUNCC (the
+** others were the loop's own C calls); a loop calling `clib.f()` (an FFI library
+** namespace's __index) passes the first two.
 */
 static int cont_edge(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx,
 		     uint64_t *cbase, uint64_t *cpc, int *callee)
@@ -1304,9 +1311,12 @@ static int cont_edge(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, ui
 	    lp_mem_read(&mem, ip, b, sizeof(b)) == 0 && memcmp(b, store, sizeof(b)) == 0) {
 		link = rbx; /* the slot's older value may be the same link: a loop's last call */
 		*callee = 1;
-	} else if ((link & 7) != LP_LJ_FRAME_CONT ||
-		   (rbx != link && rbx != (link ^ LP_LJ_FRAME_C) && rbx != (link & ~(uint64_t)7))) {
+	} else if ((link & 7) != LP_LJ_FRAME_CONT) {
 		return 0;
+	} else if (rbx != link && rbx != (link ^ LP_LJ_FRAME_C) && rbx != (link & ~(uint64_t)7)) {
+		uint64_t own;
+		if (!c_call_edge(t, rdx, rbx, &own) || own != link)
+			return 0; /* else BC_FUNCC calling it, or back from it */
 	}
 	delta = link & ~(uint64_t)7;
 	if (!delta || delta > rdx - t->stack - 16 || lp_mem_u64(&mem, rdx - 32, &cont) != 0 ||

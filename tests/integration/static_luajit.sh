@@ -336,14 +336,28 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 	returnc=$(dis lj_vm_returnc | awk 'NR <= 4 { print $1 }')
 	returnc2=$(dis lj_vm_returnc | awk 'NR == 5 { print $1 }'
 		dis lj_vm_return | awk 'NR <= 3 { print $1 }')
+	# And the C __index function's call and return in lj_BC_FUNCC, state INTERP, BASE its
+	# frame, PC its entry (the function's bytecode) or the instruction after: from
+	# lj_vm_call_dispatch_f's load of that PC, after the link's store, to lj_BC_FUNCC's
+	# state C, and from its state INTERP back to its load of the link into PC. Every
+	# sample there had no Lua frame ("main;lua_pcall;lj_BC_FUNCC"), as in the return's
+	# next steps.
+	funcc=$(dis lj_vm_call_dispatch_f | awk '/mov +%rbx,-0x8\(%rdx\)/ { s = NR }
+			s && NR == s + 2 { print $1 } s && /jmp/ { print $1; exit }'
+		dis lj_BC_FUNCC | awk 'NR == 1 { print $1 }
+			/movl +\$0xfffffffe,/ { print prev; exit } { prev = $1 }')
+	funcc2=$(dis lj_BC_FUNCC | awk '{ at[NR] = $1 } /jmp .*<lj_vm_returnc>/ && NR > 4 {
+		print at[NR - 4], at[NR - 3], at[NR - 2], at[NR - 1]; exit }')
 	linkst=$(dis lj_vm_call_dispatch_f | awk '/mov +%rbx,-0x8\(%rdx\)/ { print $1; exit }')
 	if [ -z "$returnp" ] || [ -z "$contd" ] || [ -z "$linkst" ] ||
-		[ "$(echo $returnc $returnc2 | wc -w)" != 8 ]; then
-		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst' '$returnc' '$returnc2'"
+		[ "$(echo $returnc $returnc2 $funcc $funcc2 | wc -w)" != 16 ]; then
+		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst' '$returnc' '$returnc2' '$funcc' '$funcc2'"
 	else
 		bp_meta_run metaret 40 index GET 30 $returnp $contd
 		bp_meta_run metaretc 80 index GET 50 $returnc
 		bp_meta_run metaretc2 80 index GET 50 $returnc2
+		bp_meta_run metafuncc 80 index GET 50 $funcc
+		bp_meta_run metafuncc2 80 index GET 50 $funcc2
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
 		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
 	fi
