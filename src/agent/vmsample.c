@@ -1262,6 +1262,33 @@ static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint6
 }
 
 /*
+** ip is at ins_call's last steps, which every copy of it shares (the call handlers',
+** vm_call_dispatch_f's, where the VM's entries from C, pcall and a C function's tail
+** call, lj_meta_tailcall, call; vmeta_call's, a callable object's call): the store of the
+** new frame's link, `mov [BASE-8], PC` (LINK_UNSTORED: the slot may hold an older value),
+** or the load of the callee's PC right after it, `mov PC, [RB + pc]` (LINK_STORED). BASE is
+** the new frame there, PC its link. Told by the instructions' bytes, as dispatching()
+** tells the dispatch.
+*/
+enum { NO_LINK_STORE, LINK_UNSTORED, LINK_STORED };
+
+static int link_store_at(uint64_t ip)
+{
+	static const uint8_t store[4] = { 0x48, 0x89, 0x5a, 0xf8 }; /* mov [rdx-8], rbx */
+	uint8_t b[4];
+	if (!lp_lj_in_vm(&vm, ip) || !lp_lj_in_vm(&vm, ip + 3) ||
+	    lp_mem_read(&mem, ip, b, sizeof(b)) != 0)
+		return NO_LINK_STORE;
+	if (memcmp(b, store, sizeof(b)) == 0)
+		return LINK_UNSTORED;
+	if (b[0] != 0x48 || b[1] != 0x8b || b[2] != 0x5d || b[3] != vm.lay->fn_pc ||
+	    vm.lay->fn_pc >= 0x80 || !lp_lj_in_vm(&vm, ip - 4) ||
+	    lp_mem_read(&mem, ip - 4, b, sizeof(b)) != 0 || memcmp(b, store, sizeof(b)) != 0)
+		return NO_LINK_STORE; /* not mov rbx, [rbp + pc] after the store */
+	return LINK_STORED;
+}
+
+/*
 ** A metamethod's frame at BASE (rdx) at either end of the call, where the walk from BASE
 ** finds no caller: the caller's base (BASE - the link's delta) in *cbase and its PC, which
 ** the meta handler stored in the continuation's slot -3, in *cpc. *callee is set when
@@ -1287,8 +1314,7 @@ static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint6
 **     sample, as for a C function called by a Lua one (c_call_edge, returning).
 ** All are told by the registers and the stack: a continuation that is the VM's code (not
 ** an FFI callback's mark, 1, nor a C function's tail call's, 0, lj_meta_tailcall) and a
-** caller that runs the saved PC. The link's store by the bytes at ip, as dispatching()
-** tells the dispatch. Those samples had no Lua frame: under breakpoints
+** caller that runs the saved PC; the link's store by link_store_at. Those samples had no Lua frame: under breakpoints
 ** (static_luajit.sh), all 41 at lj_vm_returnp's and lj_cont_dispatch's first two
 ** instructions after a C __index function, 10 of 20 at vm_call_dispatch_f's store in
 ** a loop reading a cdata's field (the FFI's __index builtin) in a Lua __call, and 126 of
@@ -1299,16 +1325,13 @@ static uint64_t cont_caller_pc(const struct lp_lj_thread *t, uint64_t rdx, uint6
 static int cont_edge(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx,
 		     uint64_t *cbase, uint64_t *cpc, int *callee)
 {
-	static const uint8_t store[4] = { 0x48, 0x89, 0x5a, 0xf8 }; /* mov [rdx-8], rbx */
 	uint64_t link, cont, delta;
-	uint8_t b[4];
 	unsigned flags;
 	if (rdx < t->stack + 32 || rdx >= t->stack_end || (rdx & 7) ||
 	    lp_mem_u64(&mem, rdx - 8, &link) != 0)
 		return 0;
 	*callee = 0;
-	if ((rbx & 7) == LP_LJ_FRAME_CONT && lp_lj_in_vm(&vm, ip) && lp_lj_in_vm(&vm, ip + 3) &&
-	    lp_mem_read(&mem, ip, b, sizeof(b)) == 0 && memcmp(b, store, sizeof(b)) == 0) {
+	if ((rbx & 7) == LP_LJ_FRAME_CONT && link_store_at(ip) == LINK_UNSTORED) {
 		link = rbx; /* the slot's older value may be the same link: a loop's last call */
 		*callee = 1;
 	} else if ((link & 7) != LP_LJ_FRAME_CONT) {
@@ -1533,9 +1556,9 @@ static int dispatching(uint64_t ip)
 
 /*
 ** The interpreter's top frame in its own code (ip; BASE in rdx, PC in rbx): LP_VMST_LFUNC
-** for a Lua function (inside a call's handler, between setting the callee's BASE and
-** loading its PC, the callee with the PC still in the caller: at its first line, as the
-** walker reports it), LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between
+** for a Lua function (inside a call's handler, or at ins_call's last steps elsewhere,
+** link_store_at, between setting the callee's BASE and loading its PC, the callee with the
+** PC still in the caller: at its first line, as the walker reports it), LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between
 ** frames (while a return moves BASE the slot below it holds no function).
 ** A return stores its first result over the returning function's slot (BC_RET1, BC_RET,
 ** a builtin's), with PC already the frame's link: a function returned as a value (`return
@@ -1554,7 +1577,7 @@ static int vm_top(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint6
 		return LP_VMST_INTERP;
 	if (frames[0].kind == LP_FRAME_LFUNC)
 		return !(frames[0].flags & LP_LJ_FR_LINEDEF) || in_handlers(ip, BC_CALLM, BC_ITERC) ||
-				       !calling_base(t, rdx, rbx)
+				       link_store_at(ip) || !calling_base(t, rdx, rbx)
 			       ? LP_VMST_LFUNC
 			       : LP_VMST_INTERP;
 	if (frames[0].kind == LP_FRAME_FFUNC && builtin_runs_pc(&frames[0], rdx, rbx) &&
@@ -1612,7 +1635,9 @@ static int unlinked_call(struct agent_sample *s, const struct lp_lj_thread *t, u
 	unsigned flags;
 	uint64_t to;
 	int lua = s->vmstate == LP_VMST_LFUNC;
-	uint64_t prev = lua && in_handlers(ip, BC_CALLM, BC_ITERC) ? calling_base(t, rdx, rbx) : 0;
+	uint64_t prev = lua && (in_handlers(ip, BC_CALLM, BC_ITERC) || link_store_at(ip))
+				? calling_base(t, rdx, rbx)
+				: 0;
 	if (prev) {
 		if (lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) != 1)
 			return -1;
@@ -1896,6 +1921,17 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		if (mode == LUAPROF_SYSPROF_DEFAULT)
 			return 0;
+		/* A Lua function called by ins_call outside the call handlers with a Lua
+		 * link (a callable object's __call, a C function's tail call), before the
+		 * link's store: the slot holds an older value, not to be walked. */
+		if (s->vmstate == LP_VMST_LFUNC && (rbx & 3) == LP_LJ_FRAME_LUA &&
+		    !in_handlers(ip, BC_CALLM, BC_ITERC) && link_store_at(ip) == LINK_UNSTORED &&
+		    calling_base(&t, rdx, rbx)) {
+			if (unlinked_call(s, &t, ip, sp, rdx, rbx, mode) == 0)
+				return 0;
+			s->nlua = 0;
+			s->lua_truncated = 0;
+		}
 		uint64_t leaf =
 			s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0;
 		if (lua_stack(s, &t, rdx, leaf, mode) == 0)

@@ -283,7 +283,7 @@ local o = setmetatable({}, { __index = luaprof.sysprof.stats })
 local lo = setmetatable({}, { __index = function(_, k) -- LINDEX
 	return k
 end })
-local P = ffi.metatype("pt", { __call = function(q, x)
+local P = ffi.metatype("pt", { __call = function(q, x) -- CDCALLEE
 	return q.v + x -- CALL
 end })
 local p = P(1)
@@ -297,10 +297,18 @@ local function ccall(k)
 	local r = abs(k) -- CCALL
 	return r
 end
+local T = setmetatable({}, { __call = function(_, x) -- TCALLEE
+	return x
+end })
+local function tcall()
+	local r = T(2)
+	return r
+end
 local function work()
 	for _ = 1, 10 do
 		if what == "index" then get(o) elseif what == "lindex" then get(lo)
-		elseif what == "ccall" then ccall(-3) else call(p) end
+		elseif what == "ccall" then ccall(-3) elseif what == "tcall" then tcall()
+		else call(p) end
 	end
 end
 jit.off()
@@ -360,6 +368,24 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		bp_meta_run metafuncc2 80 index GET 50 $funcc2
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
 		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
+	fi
+	# A Lua __call function called by ins_call outside the call handlers, BASE its frame
+	# and PC its Lua link, at the store of that link and the load of its PC right after:
+	# a cdata's (call(p): the FFI's __call builtin tail-calls it, lj_meta_tailcall, by
+	# lj_cont_dispatch and lj_vm_call_tail to lj_vm_call_dispatch_f's) and a table's
+	# (tcall: lj_vmeta_call's own). Their samples had the caller at the call's line but
+	# not the function being called (walked from its frame, its PC outside it, the
+	# function was taken for a result returned); they have it on top at its first line,
+	# as a call's callee does in BC_CALL. The cdata's share the store with its `q.v`.
+	tailst=$(dis lj_vm_call_dispatch_f | awk '/mov +%rbx,-0x8\(%rdx\)/ { s = NR; print $1 }
+		s && NR == s + 1 { print $1; exit }')
+	vmetast=$(dis lj_vmeta_call | awk '/mov +%rbx,-0x8\(%rdx\)/ { s = NR; print $1 }
+		s && NR == s + 1 { print $1; exit }')
+	if [ "$(echo $tailst $vmetast | wc -w)" != 4 ]; then
+		fail "ins_call's link store not found: '$tailst' '$vmetast'"
+	else
+		bp_meta_run metatail 40 cdata CDCALLEE 15 $tailst
+		bp_meta_run metatcall 40 tcall TCALLEE 30 $vmetast
 	fi
 	# A call of a C function's cdata, resolved by lj_meta_call: from its last steps (the
 	# store of SAVE_PC, CARG3 in rdx) until the handler takes BASE back from L->base, with
