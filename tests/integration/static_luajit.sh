@@ -362,10 +362,10 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst' '$returnc' '$returnc2' '$funcc' '$funcc2'"
 	else
 		bp_meta_run metaret 40 index GET 30 $returnp $contd
-		bp_meta_run metaretc 80 index GET 50 $returnc
-		bp_meta_run metaretc2 80 index GET 50 $returnc2
-		bp_meta_run metafuncc 80 index GET 50 $funcc
-		bp_meta_run metafuncc2 80 index GET 50 $funcc2
+		bp_meta_run metaretc 80 index GET 30 $returnc
+		bp_meta_run metaretc2 80 index GET 35 $returnc2
+		bp_meta_run metafuncc 80 index GET 30 $funcc
+		bp_meta_run metafuncc2 80 index GET 30 $funcc2
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
 		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
 	fi
@@ -384,8 +384,8 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 	if [ "$(echo $tailst $vmetast | wc -w)" != 4 ]; then
 		fail "ins_call's link store not found: '$tailst' '$vmetast'"
 	else
-		bp_meta_run metatail 40 cdata CDCALLEE 15 $tailst
-		bp_meta_run metatcall 40 tcall TCALLEE 30 $vmetast
+		bp_meta_run metatail 40 cdata CDCALLEE 8 $tailst
+		bp_meta_run metatcall 40 tcall TCALLEE 15 $vmetast
 	fi
 	# A call of a C function's cdata, resolved by lj_meta_call: from its last steps (the
 	# store of SAVE_PC, CARG3 in rdx) until the handler takes BASE back from L->base, with
