@@ -1429,6 +1429,40 @@ static int in_handler(uint64_t ip, unsigned op)
 }
 
 /*
+** The Lua frames of a sample at a metamethod's call or return that the walk from BASE
+** (rdx) misplaces, in state INTERP or RECORD (the recorder's interpreter runs the same
+** code): cont_edge's, and a Lua function called by ins_call outside the call handlers with
+** a Lua link (a callable object's __call, a C function's tail call), before the link's
+** store (link_store_at), where the slot holds an older value, not to be walked. The
+** caller's frames, at the call, under the function being called when it is a Lua one (at
+** its first line). 1 when taken; else 0, with none.
+*/
+static int meta_call_frames(struct agent_sample *s, const struct lp_lj_thread *t,
+			    uint64_t ip, uint64_t rdx, uint64_t rbx, int mode)
+{
+	uint64_t cbase, cpc;
+	int callee;
+	unsigned flags;
+	if (cont_edge(t, ip, rdx, rbx, &cbase, &cpc, &callee)) {
+		; /* frames[0] the metamethod's */
+	} else if ((rbx & 3) == LP_LJ_FRAME_LUA && link_store_at(ip) == LINK_UNSTORED &&
+		   !in_handlers(ip, BC_CALLM, BC_ITERC) && (cbase = calling_base(t, rdx, rbx)) &&
+		   lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) == 1 &&
+		   frames[0].kind == LP_FRAME_LFUNC) {
+		cpc = rbx;
+		callee = 1;
+	} else {
+		return 0;
+	}
+	struct lp_lj_frame f = frames[0];
+	if ((!callee || put_frames(s, &f, 1) == 0) && lua_stack(s, t, cbase, cpc, mode) == 0)
+		return 1;
+	s->nlua = 0; /* not read whole: as if not recognised */
+	s->lua_truncated = 0;
+	return 0;
+}
+
+/*
 ** The code from ip reloads BASE from L->base (`mov rdx, [rbp + base]`, RB = L) before it
 ** reads BASE: the interpreter back from a C call, which clobbered rdx, a caller-saved
 ** register, after syncing L->base (25 such sites in Debian's build: a builtin's C
@@ -1844,20 +1878,15 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 				(void)over_lua_sample(s, &t, sp, t.base, mode);
 			return 0;
 		}
-		/* A metamethod's call or return where the walk from BASE finds no caller:
-		 * the caller's frames, at the call (under a Lua metamethod's, being called). */
+		/* A metamethod's call or return where the walk from BASE misplaces it: the
+		 * caller's frames, at the call (under a Lua function's, being called). */
 		uint64_t cbase, cpc;
 		int callee;
-		if (!stale && cont_edge(&t, ip, rdx, rbx, &cbase, &cpc, &callee)) {
-			struct lp_lj_frame f = frames[0];
-			if (mode == LUAPROF_SYSPROF_DEFAULT ||
-			    ((!callee || put_frames(s, &f, 1) == 0) &&
-			     lua_stack(s, &t, cbase, cpc, mode) == 0)) {
-				s->vmstate = LP_VMST_LFUNC;
-				return 0;
-			}
-			s->nlua = 0; /* not read whole: as if not recognised */
-			s->lua_truncated = 0;
+		if (!stale && (mode == LUAPROF_SYSPROF_DEFAULT
+				       ? cont_edge(&t, ip, rdx, rbx, &cbase, &cpc, &callee)
+				       : meta_call_frames(s, &t, ip, rdx, rbx, mode))) {
+			s->vmstate = LP_VMST_LFUNC;
+			return 0;
 		}
 		s->vmstate = vm_top(&t, ip, rdx, rbx);
 		if (s->vmstate == LP_VMST_INTERP) {
@@ -1921,17 +1950,6 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		}
 		if (mode == LUAPROF_SYSPROF_DEFAULT)
 			return 0;
-		/* A Lua function called by ins_call outside the call handlers with a Lua
-		 * link (a callable object's __call, a C function's tail call), before the
-		 * link's store: the slot holds an older value, not to be walked. */
-		if (s->vmstate == LP_VMST_LFUNC && (rbx & 3) == LP_LJ_FRAME_LUA &&
-		    !in_handlers(ip, BC_CALLM, BC_ITERC) && link_store_at(ip) == LINK_UNSTORED &&
-		    calling_base(&t, rdx, rbx)) {
-			if (unlinked_call(s, &t, ip, sp, rdx, rbx, mode) == 0)
-				return 0;
-			s->nlua = 0;
-			s->lua_truncated = 0;
-		}
 		uint64_t leaf =
 			s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0;
 		if (lua_stack(s, &t, rdx, leaf, mode) == 0)
@@ -2064,16 +2082,27 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** base between frames: host stack only), the C code it calls after the host walk
 	** (agent_vm_sample_helper). The sample stays RECORD, the recording's cost, its Lua
 	** frames on the side as the compiler's. A compile-heavy program (a linter run once
-	** over many files) spent 4 % of its samples there, host stack only.
+	** over many files) spent 4 % of its samples there, host stack only. The recorder
+	** follows metamethods, so their calls and returns run here too: the reload of BASE
+	** from L->base (reloads_base), meta_call_frames and cont_caller_pc place them as in
+	** state INTERP (under breakpoints, static_luajit.sh's RECORD runs: 11-28 of 60
+	** samples at ins_call's store and lj_vmeta_call's call had no Lua frame, 19 at
+	** lj_vm_call_dispatch_f's first instruction the caller at its first line).
 	*/
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
 		add_cframes(t.cframe);
 		if (dispatching(ip))
 			rbx += 4;
+		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI], sp))
+			rdx = t.base;
+		if (meta_call_frames(s, &t, ip, rdx, rbx, mode))
+			return 0;
 		int top = vm_top(&t, ip, rdx, rbx);
 		if (top == LP_VMST_INTERP ||
-		    !lua_stack_or_none(s, &t, rdx, top == LP_VMST_LFUNC ? rbx : 0, mode))
+		    !lua_stack_or_none(s, &t, rdx,
+				       top == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0,
+				       mode))
 			host_only(&t);
 		return 0;
 	}

@@ -266,6 +266,8 @@ EOF
 	# before its link is stored.
 	cat >"$t/bpm.lua" <<'EOF'
 local cpu, lib, pc_off, addrs, want, what = ...
+local rec = what:match("/rec$") -- the loop recorded again and again: state RECORD
+what = what:gsub("/rec$", "")
 package.cpath = "build/?.so;" .. package.cpath
 local luaprof = require("luaprof")
 local ffi = require("ffi")
@@ -311,25 +313,43 @@ local function work()
 		else call(p) end
 	end
 end
-jit.off()
+if rec then jit.on() jit.opt.start("hotloop=1") else jit.off() end
 want = tonumber(want)
 assert(luaprof.sysprof.start{mode = "C", interval = 1, path = cpu})
 if arm(at, n, want) ~= 0 then print("no breakpoint") os.exit(3) end
 local t0 = os.clock()
-while hits() < want and os.clock() - t0 < 20 do work() end
+while hits() < want and os.clock() - t0 < 20 do
+	if rec then jit.flush() end
+	work()
+end
 assert(luaprof.sysprof.stop())
 print("hits " .. hits())
 EOF
-	bp_meta_run() { # NAME HITS WORKLOAD MARK MIN ADDRESS...: MIN samples at MARK's line
-		local v=$1 hits=$2 what=$3 mark=$4 min=$5 line bad at
+	# bp_meta_run NAME HITS WORKLOAD MARK MIN ADDRESS...: no sample without Lua frames,
+	# MIN at MARK's line. With WORKLOAD/rec, the loop is recorded by the JIT again and again
+	# (its traces flushed): MIN samples in state RECORD (";RECORD" on top), the recorder's
+	# interpreter running the same code, each with a frame at MARK's line.
+	bp_meta_run() {
+		local v=$1 hits=$2 what=$3 mark=$4 min=$5 line bad at recs recat
 		shift 5
 		line=$(grep -n -- "-- $mark\$" "$t/bpm.lua" | cut -d: -f1)
 		bp_profile "$v" "$hits" "$t/bpm.lua" "$what" "$@" || return
-		read -r bad at < <(awk -v b="@$t/bpm.lua:" -v l="$line" '{
+		read -r bad at recs recat < <(awk -v b="@$t/bpm.lua:" -v l="$line" '{
 			v = $NF
 			if (!index($0, "main;lua_pcall;" b)) bad += v
 			if (index($0, ";" b l " ")) at += v
-		} END { print bad + 0, at + 0 }' "$t/$v.folded")
+			if ($0 ~ /;RECORD [0-9]+$/) {
+				recs += v
+				if (index($0, ";" b l ";")) recat += v
+			}
+		} END { print bad + 0, at + 0, recs + 0, recat + 0 }' "$t/$v.folded")
+		if [ "${what%/rec}" != "$what" ]; then
+			[ "$bad" = 0 ] && [ "$recs" -ge "$min" ] && [ "$recat" = "$recs" ] ||
+				{ fail "$v: of $hits samples at the metamethod's call or return ('$*'), $bad without Lua frames, $recs in state RECORD (want $min), $recat of them at line $line, $mark:
+$(sort -t' ' -k2 -nr "$t/$v.folded" | head -4)"; return; }
+			echo "ok $v: $recs samples at the metamethod's call or return in state RECORD, at line $line ($mark)"
+			return
+		fi
 		[ "$bad" = 0 ] && [ "$at" -ge "$min" ] ||
 			{ fail "$v: of $hits samples at the metamethod's call or return ('$*'), $bad without Lua frames, $at at line $line, $mark (want $min):
 $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
@@ -397,6 +417,23 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		fail "lj_vmeta_call's call not found"
 	else
 		bp_meta_run vmetacall 40 ccall CCALL 30 $metacall
+	fi
+	# The same instants in state RECORD: the JIT's recorder runs the interpreter's code,
+	# registers and stack as in state INTERP, but the sampler's checks of those instants
+	# ran in state INTERP only: the samples at ins_call's store after `q.v`'s metamethod,
+	# the FFI's __index builtin (CONT link), and at lj_vmeta_call's call (the C function's
+	# cdata) had no Lua frame ("main;lua_pcall;lj_vm_call_dispatch_f", "...;lj_vmeta_call"),
+	# and a Lua __index function's at lj_vm_call_dispatch_f's first instruction (PC its
+	# link, the caller's PC in the continuation's slot) had get at its first line, not at
+	# `t.x`. They are the caller's at the call, as in state INTERP, with state RECORD.
+	dispf=$(dis lj_vm_call_dispatch_f | awk 'NR == 1 { print $1; exit }')
+	if [ -z "$dispf" ] || [ -z "$metacall" ] || [ "$(echo $tailst $vmetast | wc -w)" != 4 ]; then
+		fail "the metamethods' instructions not found for state RECORD: '$dispf' '$tailst' '$vmetast' '$metacall'"
+	else
+		bp_meta_run metarec 60 cdata/rec CALL 5 $tailst
+		bp_meta_run metareclindex 60 lindex/rec GET 5 "$dispf" "$linkst"
+		bp_meta_run metarecccall 60 ccall/rec CCALL 5 $metacall
+		bp_meta_run metarectcall 60 tcall/rec TCALLEE 5 $vmetast
 	fi
 elif [ -s "$t/cpu.folded" ]; then
 	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
