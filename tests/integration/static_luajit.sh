@@ -381,13 +381,13 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		[ "$(echo $returnc $returnc2 $funcc $funcc2 | wc -w)" != 16 ]; then
 		fail "the metamethods' instructions not found: '$returnp' '$contd' '$linkst' '$returnc' '$returnc2' '$funcc' '$funcc2'"
 	else
-		bp_meta_run metaret 40 index GET 30 $returnp $contd
+		bp_meta_run metaret 40 index GET 20 $returnp $contd
 		bp_meta_run metaretc 80 index GET 30 $returnc
 		bp_meta_run metaretc2 80 index GET 35 $returnc2
 		bp_meta_run metafuncc 80 index GET 30 $funcc
 		bp_meta_run metafuncc2 80 index GET 30 $funcc2
 		bp_meta_run metacall 20 cdata CALL 5 "$linkst"
-		bp_meta_run metalcall 20 lindex LINDEX 15 "$linkst"
+		bp_meta_run metalcall 20 lindex LINDEX 8 "$linkst"
 	fi
 	# A Lua __call function called by ins_call outside the call handlers, BASE its frame
 	# and PC its Lua link, at the store of that link and the load of its PC right after:
@@ -416,7 +416,7 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 	if [ -z "$metacall" ]; then
 		fail "lj_vmeta_call's call not found"
 	else
-		bp_meta_run vmetacall 40 ccall CCALL 30 $metacall
+		bp_meta_run vmetacall 40 ccall CCALL 20 $metacall
 	fi
 	# The same instants in state RECORD: the JIT's recorder runs the interpreter's code,
 	# registers and stack as in state INTERP, but the sampler's checks of those instants
