@@ -1298,8 +1298,9 @@ static int link_store_at(uint64_t ip)
 **     vm_call_dispatch_f, where the meta handlers of `obj.x`, `obj.x = v` and the
 **     arithmetic ones jump, and in vmeta_call's copy, for a callable object as
 **     metamethod): BASE is the new frame, PC its link (delta | FRAME_CONT) not yet
-**     stored (the slot may hold the same link, left by the last such call). A Lua metamethod goes on top of the caller, as a call's callee does before
-**     its link is stored (unlinked_call).
+**     stored (the slot may hold the same link, left by the last such call). A Lua
+**     metamethod goes on top of the caller, as a call's callee does before its link is
+**     stored (unlinked_call).
 **   - a C function's or builtin's return to its continuation (vm_returnc, vm_return,
 **     vm_returnp, and cont_dispatch until it moves BASE to the caller, where
 **     cont_caller_pc takes over): BASE is still the metamethod's, its link intact, PC
@@ -1314,13 +1315,13 @@ static int link_store_at(uint64_t ip)
 **     sample, as for a C function called by a Lua one (c_call_edge, returning).
 ** All are told by the registers and the stack: a continuation that is the VM's code (not
 ** an FFI callback's mark, 1, nor a C function's tail call's, 0, lj_meta_tailcall) and a
-** caller that runs the saved PC; the link's store by link_store_at. Those samples had no Lua frame: under breakpoints
-** (static_luajit.sh), all 41 at lj_vm_returnp's and lj_cont_dispatch's first two
-** instructions after a C __index function, 10 of 20 at vm_call_dispatch_f's store in
-** a loop reading a cdata's field (the FFI's __index builtin) in a Lua __call, and 126 of
-** 160 at eight instructions of that C __index function's way through BC_FUNCC (the
-** others were the loop's own C calls); a loop calling `clib.f()` (an FFI library
-** namespace's __index) passes the first two.
+** caller that runs the saved PC; the link's store by link_store_at. Those samples had no
+** Lua frame: under breakpoints (static_luajit.sh), all 41 at lj_vm_returnp's and
+** lj_cont_dispatch's first two instructions after a C __index function, 10 of 20 at
+** vm_call_dispatch_f's store in a loop reading a cdata's field (the FFI's __index
+** builtin) in a Lua __call, and 126 of 160 at eight instructions of that C __index
+** function's way through BC_FUNCC (the others were the loop's own C calls); a loop
+** calling `clib.f()` (an FFI library namespace's __index) passes the first two.
 */
 static int cont_edge(const struct lp_lj_thread *t, uint64_t ip, uint64_t rdx, uint64_t rbx,
 		     uint64_t *cbase, uint64_t *cpc, int *callee)
@@ -1592,8 +1593,9 @@ static int dispatching(uint64_t ip)
 ** The interpreter's top frame in its own code (ip; BASE in rdx, PC in rbx): LP_VMST_LFUNC
 ** for a Lua function (inside a call's handler, or at ins_call's last steps elsewhere,
 ** link_store_at, between setting the callee's BASE and loading its PC, the callee with the
-** PC still in the caller: at its first line, as the walker reports it), LP_VMST_FFUNC for a builtin running that PC, LP_VMST_INTERP between
-** frames (while a return moves BASE the slot below it holds no function).
+** PC still in the caller: at its first line, as the walker reports it), LP_VMST_FFUNC for
+** a builtin running that PC, LP_VMST_INTERP between frames (while a return moves BASE the
+** slot below it holds no function).
 ** A return stores its first result over the returning function's slot (BC_RET1, BC_RET,
 ** a builtin's), with PC already the frame's link: a function returned as a value (`return
 ** f`, `rawget(t, k)`) is no frame, although the walk finds one there that "runs" PC
@@ -2085,9 +2087,9 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** over many files) spent 4 % of its samples there, host stack only. The recorder
 	** follows metamethods, so their calls and returns run here too: the reload of BASE
 	** from L->base (reloads_base), meta_call_frames and cont_caller_pc place them as in
-	** state INTERP (under breakpoints, static_luajit.sh's RECORD runs: 11-28 of 60
-	** samples at ins_call's store and lj_vmeta_call's call had no Lua frame, 19 at
-	** lj_vm_call_dispatch_f's first instruction the caller at its first line).
+	** state INTERP (under breakpoints, static_luajit.sh's RECORD runs: 1-28 of 60
+	** samples at ins_call's store and lj_vmeta_call's call had no Lua frame, and 19 at
+	** lj_vm_call_dispatch_f's first instruction had the caller at its first line).
 	*/
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
