@@ -1726,9 +1726,10 @@ enum content { NO_SECTION, NOTHING, SOMETHING };
 
 struct scan {
 	enum content c;
-	/* What its meta says (read only when nothing was found): stopped_by = program; the
+	/* What its meta says (read only when nothing was found): stopped_by = program or
+	 * signal (a terminating signal the profiler caught and stopped the profile at); the
 	 * clock and the CPU times (lp_cli_other_threads). */
-	int stopped_by_program;
+	int stopped_by_program, stopped_by_signal;
 	struct lp_record_facts f;
 };
 
@@ -1751,6 +1752,8 @@ static int meta_found(void *ctx, const char *key, const char *value)
 	struct scan *sc = ctx;
 	if (!strcmp(key, "stopped_by") && !strcmp(value, "program"))
 		sc->stopped_by_program = 1;
+	else if (!strcmp(key, "stopped_by") && !strcmp(value, "signal"))
+		sc->stopped_by_signal = 1;
 	else if (!strcmp(key, "clock"))
 		sc->f.wall_clock = !strcmp(value, "wall");
 	else if (!strcmp(key, "thread_cpu_ns"))
@@ -1794,7 +1797,7 @@ static int lua_stack_found(void *ctx, uint64_t id, const struct lp_lua_frame *lu
 ** when that cannot be told (the report that follows says what is wrong with the stream).
 */
 static enum content scan_stream(const char *path, int *ended_early, int *stopped_by_program,
-				struct lp_record_facts *f)
+				int *stopped_by_signal, struct lp_record_facts *f)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct scan sc = { .c = NO_SECTION };
@@ -1814,6 +1817,7 @@ static enum content scan_stream(const char *path, int *ended_early, int *stopped
 	close(fd);
 	*ended_early = rc == LP_ERR_TRUNCATED;
 	*stopped_by_program = sc.stopped_by_program;
+	*stopped_by_signal = sc.stopped_by_signal;
 	*f = sc.f;
 	if (sc.c == NO_SECTION && rc != LP_ERR_TRUNCATED && rc != LP_OK)
 		return SOMETHING;
@@ -2075,11 +2079,11 @@ int lp_cmd_record(int argc, char **argv)
 	 * disk) recorded nothing either: it does not replace an earlier profile; nor does
 	 * one of a program that ran no Lua code while profiled (a misspelt script name), or
 	 * too briefly for a sample. */
-	int ended_early = 0, stopped = 0;
+	int ended_early = 0, stopped = 0, sig_stopped = 0;
 	struct lp_record_facts scanned = { 0 };
 	/* A process record stopped waiting for still writes its stream: rendered as it is. */
 	enum content got = !empty && (renamed || created) && !rs.abandoned
-				   ? scan_stream(tmp, &ended_early, &stopped, &scanned)
+				   ? scan_stream(tmp, &ended_early, &stopped, &sig_stopped, &scanned)
 				   : SOMETHING;
 	if (empty && rs.abandoned) { /* left where the process writes it */
 		tell_status(&o, status, &rs);
@@ -2088,18 +2092,21 @@ int lp_cmd_record(int argc, char **argv)
 			    (long)upid, tmp);
 	}
 	/* Exact mode: a program whose Lua code allocates nothing itself (a C module's luaopen
-	 * does it all, `print "x"`) still made a profile when it succeeded; one that failed
-	 * with nothing from Lua code is the misspelt script. */
-	if (got == NOTHING && o.memory && !o.sample && WIFEXITED(status) &&
-	    WEXITSTATUS(status) == 0)
+	 * does it all, `print "x"`) still made a profile when it succeeded or a terminating
+	 * signal stopped it; one that failed with nothing from Lua code is the misspelt
+	 * script. */
+	if (got == NOTHING && o.memory && !o.sample &&
+	    ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || sig_stopped))
 		got = SOMETHING;
 	int cut = got == NO_SECTION, kept = renamed && got == NOTHING;
 	/* A program that failed before it recorded anything (a misspelt script: luajit says
 	 * why and exits 1) leaves no new file either: a flame graph of no sample and its
 	 * stream would only say what its status says, and stand where a profile is looked
 	 * for. (A program that succeeded too briefly for a sample keeps its empty profile,
-	 * with the summary's advice on the rate.) -d's stop is no failure. */
-	int failed = !rs.did.stopped_ns &&
+	 * with the summary's advice on the rate.) -d's stop is no failure, nor a terminating
+	 * signal the profiler caught and stopped the profile at (Ctrl-C, a SIGTERM to record
+	 * or to the program): that profile is whole, and what the user asked for. */
+	int failed = !rs.did.stopped_ns && !sig_stopped &&
 		     (WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status)));
 	int dropped = created && got == NOTHING && failed;
 	if (cut || kept || dropped)
