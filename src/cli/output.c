@@ -433,7 +433,7 @@ int lp_output_discarded(const char *path)
 	       stat("/dev/null", &b) == 0 && a.st_rdev == b.st_rdev;
 }
 
-int lp_file_holds_profile(const char *path)
+int lp_output_holds_profile(const char *path)
 {
 	static const char profile[4] = { 'l', 'j', 's', LP_SYMTAB_VERSION };
 	struct stat st;

@@ -81,7 +81,7 @@ const char *lp_fmt_tty_refusal(enum lp_fmt f);
  * the symbol table's magic and the one version readers take ("ljs" alone may start a text
  * file). 1 it is, 0 it is not (or is absent, or not a regular file), -1 when it cannot be
  * read to tell (errno). A rendering written there would lose the profile. */
-int lp_file_holds_profile(const char *path);
+int lp_output_holds_profile(const char *path);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */
 int lp_output_same(const char *a, const char *b);
 /* Closes what lp_output_open opened, given the renderer's result rc; returns rc or the

@@ -568,7 +568,7 @@ static const char *raw_unsafe(const char *path)
 		       "(give --raw a file name)";
 	if (st.st_size == 0)
 		return NULL;
-	int is = lp_file_holds_profile(path);
+	int is = lp_output_holds_profile(path);
 	if (is < 0)
 		return "cannot be read to tell whether it is a profile (remove it or give --raw "
 		       "another name)";
@@ -1983,7 +1983,7 @@ int lp_cmd_record(int argc, char **argv)
 			    "another name (or --raw)", strcmp(dest, rawabs) ? dest : raw);
 	/* An earlier profile at -o (another run's raw stream) would be replaced by this one's
 	 * rendering, as the raw stream never replaces anything but a profile (raw_unsafe). */
-	if (strcmp(o.output, "-") && lp_file_holds_profile(o.output) == 1)
+	if (strcmp(o.output, "-") && lp_output_holds_profile(o.output) == 1)
 		return fail("-o %s holds a profile (a raw stream): the rendering would replace "
 			    "it; give -o another name (luaprof report %s renders it)", o.output,
 			    o.output);

@@ -233,7 +233,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			    o->output);
 	/* Another profile there (`-f collapsed -o cpu2.bin`, a slip of the other file's
 	 * name) would be lost the same way. */
-	if (o->output && strcmp(o->output, "-") && lp_file_holds_profile(o->output) == 1)
+	if (o->output && strcmp(o->output, "-") && lp_output_holds_profile(o->output) == 1)
 		return fail("-o %s holds a profile (a raw stream): the report would replace it; "
 			    "give -o another name", o->output);
 	if (!o->quiet)
