@@ -78,7 +78,8 @@ static void *vm_main(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over]\n");
+		fprintf(stderr,
+			"usage: memprof_exit_thread CPATH PROFILE SAMPLE MS [over|migrate]\n");
 		return 1;
 	}
 	cpath = argv[1];

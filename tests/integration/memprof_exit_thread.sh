@@ -8,7 +8,9 @@
 # below failed: one died of SIGSEGV, three left a profile that does not read ("sampled
 # allocation with live flag 2"); 7 of 20 in an earlier trial. Each run must exit 0, its
 # profile whole and stopped by exit: 12 runs with the host's allocator over the wrapper,
-# 4 without (then only the calls under way as the stop began could meet it).
+# 8 with it there too and the profile started on the main thread, which then exits
+# ("migrate": a state moved to another thread), 4 without (then only the calls under way
+# as the stop began could meet it).
 # Exit 0 pass, 1 fail, 2 skip (reason on the last line).
 . "$(dirname "$0")/lib/common.sh" || exit 1
 test_init
