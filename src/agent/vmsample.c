@@ -1736,6 +1736,135 @@ static int exit_sample(struct agent_sample *s, const struct lp_lj_thread *t, int
 	return 1;
 }
 
+/*
+** The Lua frames of a sample in the interpreter's own code (ip in the VM's block), thread t
+** running, from the registers gr: BASE (rdx), PC (rbx), RB (rbp) and the instants where
+** they do not name the running frame (a call's or a return's steps, a metamethod's, a C
+** call that clobbered BASE, pcall's...). State INTERP, and state RECORD outside the
+** compiler's call, where the recorder's interpreter runs the same code with the same
+** registers and stack. s->vmstate is set to the top frame's state: LFUNC, FFUNC or CFUNC,
+** INTERP between frames (then no frame, or those of the code the instant leads to). stale:
+** L->base and L->top were out of order, t's are not theirs (running_thread): the checks
+** that need them are skipped. Returns 0, or -1 when the stack could not be read
+** consistently.
+*/
+static int interp_sample(struct agent_sample *s, const struct lp_lj_thread *t,
+			 const greg_t *gr, int stale, int mode)
+{
+	uint64_t ip = (uint64_t)gr[REG_RIP], sp = (uint64_t)gr[REG_RSP];
+	uint64_t rdx = (uint64_t)gr[REG_RDX], rbx = (uint64_t)gr[REG_RBX];
+	uint64_t rbp = (uint64_t)gr[REG_RBP], rdi = (uint64_t)gr[REG_RDI];
+	uint64_t rcx = (uint64_t)gr[REG_RCX];
+	if (mode == LUAPROF_SYSPROF_CALLGRAPH)
+		add_cframes(t->cframe);
+	if (dispatching(ip))
+		rbx += 4;
+	if (reloads_base(t, ip, rbp, rdi, sp))
+		rdx = t->base;
+	/* C code on top of a Lua frame entering the VM: its frames, as if sampled in it (that
+	 * Lua frame at the line the interpreter saved before calling it). */
+	if (!stale && entry_over_lua(t, sp, rdx, rbx, rcx)) {
+		s->vmstate = LP_VMST_CFUNC;
+		if (mode != LUAPROF_SYSPROF_DEFAULT)
+			(void)over_lua_sample(s, t, sp, t->base, mode);
+		return 0;
+	}
+	/* A metamethod's call or return where the walk from BASE misplaces it: the caller's
+	 * frames, at the call (under a Lua function's, being called). */
+	uint64_t cbase, cpc;
+	int callee;
+	if (!stale && (mode == LUAPROF_SYSPROF_DEFAULT
+			       ? cont_edge(t, ip, rdx, rbx, &cbase, &cpc, &callee)
+			       : meta_call_frames(s, t, ip, rdx, rbx, mode))) {
+		s->vmstate = LP_VMST_LFUNC;
+		return 0;
+	}
+	s->vmstate = vm_top(t, ip, rdx, rbx);
+	if (s->vmstate == LP_VMST_INTERP) {
+		/* An FFI callback's entry or exit, in the VM's block, keeps the CTState in PC
+		 * with no BASE in rdx: its frames start at L->base as for the C code it calls
+		 * (ffi_callback_glue); the sampled instruction is then the first VM frame of
+		 * the host walk. */
+		if (mode != LUAPROF_SYSPROF_DEFAULT && !stale) {
+			helper_t = *t;
+			uint8_t bst;
+			uint64_t to;
+			int kind;
+			struct lp_lj_thread r;
+			if (is_ctstate(rbx)) {
+				helper_ip = ip;
+				helper_rank = 1;
+				(void)ffi_callback_glue(s, mode);
+			} else if (returning(s, t, rdx, rbx, mode) ||
+				   (c_call_edge(t, rdx, rbx, &to) &&
+				    returning(s, t, rdx, to, mode))) {
+				; /* the caller's frames, taken */
+			} else if (runs_pc(rbp, rbx, &bst)) {
+				/* Back from a C call that clobbered BASE (lj_tab_len for
+				 * `#t`), before BASE is restored from rbp, where the
+				 * interpreter saved it ("Save BASE"). */
+				if (lua_stack_or_none(s, t, rbp, bst == LP_VMST_LFUNC ? rbx : 0,
+						      mode))
+					s->vmstate = bst;
+			} else if ((in_handler(ip, BC_UCLO) || in_handler(ip, BC_FNEW) ||
+				    in_handler(ip, BC_CAT)) &&
+				   runs_pc(t->base, rbx, &bst) && bst == LP_VMST_LFUNC) {
+				/* Around their C call, which clobbers BASE (rdx) before and
+				 * after it: these handlers store BASE in L->base first and
+				 * take it back from there (a closure-heavy loop lost 1 % of
+				 * its samples to their Lua-less VM code). */
+				if (lua_stack_or_none(s, t, t->base, rbx, mode))
+					s->vmstate = bst;
+			} else if (resume_results(t, sp, rdx, &to) &&
+				   returning(s, t, rdx, to, mode)) {
+				; /* the resumer's frames, at its call */
+			} else if (switching(t, rdx, &to)) {
+				/* A coroutine switch (lj_vm_resume's entry and exit, the
+				 * resuming builtin before and after it): cur_L's frames start
+				 * at the builtin's. */
+				if (lua_stack_or_none(s, t, to, 0, mode))
+					s->vmstate = LP_VMST_FFUNC;
+			} else if (starting(t, &r)) {
+				/* The coroutine's frames, none, then the resumer's (lua_stack
+				 * notes its C frames for the host walk): its only, for the
+				 * leaf. */
+				if (lua_stack_or_none(s, mode == LUAPROF_SYSPROF_CALLGRAPH ? t : &r,
+						      0, 0, mode))
+					s->vmstate = LP_VMST_FFUNC;
+			} else if ((kind = vm_link(t, sp, rdx, rbx, 0, &to)) != LINK_NONE) {
+				/* pcall's, or the C code that entered the VM or that it returns
+				 * to, as if sampled in it. */
+				(void)link_sample(s, t, sp, kind, to, NULL, mode);
+			}
+		}
+		return 0;
+	}
+	if (mode == LUAPROF_SYSPROF_DEFAULT)
+		return 0;
+	uint64_t leaf = s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(t, rdx, rbx, rbp) : 0;
+	if (lua_stack(s, t, rdx, leaf, mode) == 0)
+		return 0;
+	/*
+	** A meta handler back from its C call (lj_meta_tget for `obj.x` through __index...)
+	** before it reloads BASE from L->base, which it stored before the call: rdx is the
+	** callee's leftover, PC the caller's (luajit2 dropped 0.1 % of such a loop's samples
+	** there, JIT off).
+	*/
+	size_t failed = s->nlua;
+	uint8_t bst;
+	helper_t = *t;
+	if (t->base != rdx && runs_pc(t->base, rbx, &bst) && bst == LP_VMST_LFUNC) {
+		s->nlua = 0;
+		s->lua_truncated = 0;
+		if (lua_stack(s, t, t->base, rbx, mode) == 0) {
+			s->vmstate = bst;
+			return 0;
+		}
+		s->nlua = failed;
+	}
+	return s->nlua ? -1 : unlinked_call(s, t, ip, sp, rdx, rbx, mode);
+}
+
 int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 {
 	/* Objects found late by an earlier sample are not trusted here (agent_in_object). */
@@ -1752,7 +1881,7 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	/* Only when the thread runs on that stack (not a host's own fiber stack). */
 	stack_floor = agent_objects_on_stack(sp) && sp >= 128 ? (sp - 128) & ~7ull : 0;
 	uint64_t ip = (uint64_t)gr[REG_RIP], rdx = (uint64_t)gr[REG_RDX];
-	uint64_t rbx = (uint64_t)gr[REG_RBX], rbp = (uint64_t)gr[REG_RBP];
+	uint64_t rbx = (uint64_t)gr[REG_RBX];
 	s->nlua = 0;
 	s->nsyms = 0;
 	if (s->name_room > AGENT_NAMES_MAX)
@@ -1865,116 +1994,8 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 		return trace_c_sample(s, &t, have_t, traceno, mode);
 	if (st == LP_VMST_INTERP && have_t && lp_lj_in_vm(&vm, ip)) {
 		/* Executing bytecode (LFUNC), an assembler builtin (FFUNC), or between frames
-		 * (INTERP): vm_top. */
-		if (mode == LUAPROF_SYSPROF_CALLGRAPH)
-			add_cframes(t.cframe);
-		if (dispatching(ip))
-			rbx += 4;
-		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI], sp))
-			rdx = t.base;
-		/* C code on top of a Lua frame entering the VM: its frames, as if sampled in
-		 * it (that Lua frame at the line the interpreter saved before calling it). */
-		if (!stale && entry_over_lua(&t, sp, rdx, rbx, (uint64_t)gr[REG_RCX])) {
-			s->vmstate = LP_VMST_CFUNC;
-			if (mode != LUAPROF_SYSPROF_DEFAULT)
-				(void)over_lua_sample(s, &t, sp, t.base, mode);
-			return 0;
-		}
-		/* A metamethod's call or return where the walk from BASE misplaces it: the
-		 * caller's frames, at the call (under a Lua function's, being called). */
-		uint64_t cbase, cpc;
-		int callee;
-		if (!stale && (mode == LUAPROF_SYSPROF_DEFAULT
-				       ? cont_edge(&t, ip, rdx, rbx, &cbase, &cpc, &callee)
-				       : meta_call_frames(s, &t, ip, rdx, rbx, mode))) {
-			s->vmstate = LP_VMST_LFUNC;
-			return 0;
-		}
-		s->vmstate = vm_top(&t, ip, rdx, rbx);
-		if (s->vmstate == LP_VMST_INTERP) {
-			/* An FFI callback's entry or exit, in the VM's block, keeps the CTState
-			 * in PC with no BASE in rdx: its frames start at L->base as for the C
-			 * code it calls (ffi_callback_glue); the sampled instruction is then the
-			 * first VM frame of the host walk. */
-			if (mode != LUAPROF_SYSPROF_DEFAULT && !stale) {
-				helper_t = t;
-				uint8_t bst;
-				uint64_t to;
-				int kind;
-				struct lp_lj_thread r;
-				if (is_ctstate(rbx)) {
-					helper_ip = ip;
-					helper_rank = 1;
-					(void)ffi_callback_glue(s, mode);
-				} else if (returning(s, &t, rdx, rbx, mode) ||
-					   (c_call_edge(&t, rdx, rbx, &to) &&
-					    returning(s, &t, rdx, to, mode))) {
-					; /* the caller's frames, taken */
-				} else if (runs_pc(rbp, rbx, &bst)) {
-					/* Back from a C call that clobbered BASE (lj_tab_len
-					 * for `#t`), before BASE is restored from rbp, where
-					 * the interpreter saved it ("Save BASE"). */
-					if (lua_stack_or_none(s, &t, rbp,
-							      bst == LP_VMST_LFUNC ? rbx : 0, mode))
-						s->vmstate = bst;
-				} else if ((in_handler(ip, BC_UCLO) || in_handler(ip, BC_FNEW) ||
-					    in_handler(ip, BC_CAT)) &&
-					   runs_pc(t.base, rbx, &bst) && bst == LP_VMST_LFUNC) {
-					/* Around their C call, which clobbers BASE (rdx) before
-					 * and after it: these handlers store BASE in L->base first
-					 * and take it back from there (a closure-heavy loop lost
-					 * 1 % of its samples to their Lua-less VM code). */
-					if (lua_stack_or_none(s, &t, t.base, rbx, mode))
-						s->vmstate = bst;
-				} else if (resume_results(&t, sp, rdx, &to) &&
-					   returning(s, &t, rdx, to, mode)) {
-					; /* the resumer's frames, at its call */
-				} else if (switching(&t, rdx, &to)) {
-					/* A coroutine switch (lj_vm_resume's entry and exit, the
-					 * resuming builtin before and after it): cur_L's frames
-					 * start at the builtin's. */
-					if (lua_stack_or_none(s, &t, to, 0, mode))
-						s->vmstate = LP_VMST_FFUNC;
-				} else if (starting(&t, &r)) {
-					/* The coroutine's frames, none, then the resumer's
-					 * (lua_stack notes its C frames for the host walk): its
-					 * only, for the leaf. */
-					if (lua_stack_or_none(s, mode == LUAPROF_SYSPROF_CALLGRAPH
-								     ? &t : &r, 0, 0, mode))
-						s->vmstate = LP_VMST_FFUNC;
-				} else if ((kind = vm_link(&t, sp, rdx, rbx, 0, &to)) != LINK_NONE) {
-					/* pcall's, or the C code that entered the VM or that it
-					 * returns to, as if sampled in it. */
-					(void)link_sample(s, &t, sp, kind, to, NULL, mode);
-				}
-			}
-			return 0;
-		}
-		if (mode == LUAPROF_SYSPROF_DEFAULT)
-			return 0;
-		uint64_t leaf =
-			s->vmstate == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0;
-		if (lua_stack(s, &t, rdx, leaf, mode) == 0)
-			return 0;
-		/*
-		** A meta handler back from its C call (lj_meta_tget for `obj.x` through
-		** __index...) before it reloads BASE from L->base, which it stored before
-		** the call: rdx is the callee's leftover, PC the caller's (luajit2 dropped
-		** 0.1 % of such a loop's samples there, JIT off).
-		*/
-		size_t failed = s->nlua;
-		uint8_t bst;
-		helper_t = t;
-		if (t.base != rdx && runs_pc(t.base, rbx, &bst) && bst == LP_VMST_LFUNC) {
-			s->nlua = 0;
-			s->lua_truncated = 0;
-			if (lua_stack(s, &t, t.base, rbx, mode) == 0) {
-				s->vmstate = bst;
-				return 0;
-			}
-			s->nlua = failed;
-		}
-		return s->nlua ? -1 : unlinked_call(s, &t, ip, sp, rdx, rbx, mode);
+		 * (INTERP). */
+		return interp_sample(s, &t, gr, stale, mode);
 	}
 	if (st == LP_VMST_CFUNC) {
 		if (!have_t || stale)
@@ -2084,28 +2105,24 @@ int agent_vm_sample(const ucontext_t *uc, int mode, struct agent_sample *s)
 	** base between frames: host stack only), the C code it calls after the host walk
 	** (agent_vm_sample_helper). The sample stays RECORD, the recording's cost, its Lua
 	** frames on the side as the compiler's. A compile-heavy program (a linter run once
-	** over many files) spent 4 % of its samples there, host stack only. The recorder
-	** follows metamethods, so their calls and returns run here too: the reload of BASE
-	** from L->base (reloads_base), meta_call_frames and cont_caller_pc place them as in
-	** state INTERP (under breakpoints, static_luajit.sh's RECORD runs: 1-28 of 60
-	** samples at ins_call's store and lj_vmeta_call's call had no Lua frame, and 19 at
-	** lj_vm_call_dispatch_f's first instruction had the caller at its first line).
+	** over many files) spent 4 % of its samples there, host stack only. Every instant of
+	** state INTERP's runs here too (the recorder follows metamethods, pcall, returns, C
+	** calls): interp_sample, the same function, places them (under breakpoints,
+	** static_luajit.sh's RECORD runs: 1-28 of 60 samples at ins_call's store and
+	** lj_vmeta_call's call had no Lua frame, and 19 at lj_vm_call_dispatch_f's first
+	** instruction had the caller at its first line, when only some of INTERP's checks
+	** ran here; 13-39 of 40-80 at pcall's call, a return's result moves, `#t`'s C call,
+	** a call's stale link slot and a C function's call had none, before interp_sample).
+	** A sample it finds no frame for, or cannot read, is the host stack only.
 	*/
 	if (st == LP_VMST_RECORD && mode == LUAPROF_SYSPROF_CALLGRAPH && have_t && !stale &&
 	    lp_lj_in_vm(&vm, ip)) {
-		add_cframes(t.cframe);
-		if (dispatching(ip))
-			rbx += 4;
-		if (reloads_base(&t, ip, rbp, (uint64_t)gr[REG_RDI], sp))
-			rdx = t.base;
-		if (meta_call_frames(s, &t, ip, rdx, rbx, mode))
-			return 0;
-		int top = vm_top(&t, ip, rdx, rbx);
-		if (top == LP_VMST_INTERP ||
-		    !lua_stack_or_none(s, &t, rdx,
-				       top == LP_VMST_LFUNC ? cont_caller_pc(&t, rdx, rbx, rbp) : 0,
-				       mode))
+		if (interp_sample(s, &t, gr, 0, mode) != 0 || s->nlua == 0) {
+			s->nlua = 0;
+			s->lua_truncated = 0;
 			host_only(&t);
+		}
+		s->vmstate = LP_VMST_RECORD;
 		return 0;
 	}
 	/* INTERP outside bytecode, EXIT, and GC or the compiler when not taken above (L
