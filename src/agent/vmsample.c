@@ -1430,13 +1430,17 @@ static int in_handler(uint64_t ip, unsigned op)
 }
 
 /*
-** The Lua frames of a sample at a metamethod's call or return that the walk from BASE
+** The Lua frames of a sample at a call or a metamethod's return that the walk from BASE
 ** (rdx) misplaces, in state INTERP or RECORD (the recorder's interpreter runs the same
-** code): cont_edge's, and a Lua function called by ins_call outside the call handlers with
-** a Lua link (a callable object's __call, a C function's tail call), before the link's
-** store (link_store_at), where the slot holds an older value, not to be walked. The
-** caller's frames, at the call, under the function being called when it is a Lua one (at
-** its first line). 1 when taken; else 0, with none.
+** code): cont_edge's, and a Lua function called by ins_call with a Lua link (the call
+** handlers', a callable object's __call, a C function's tail call) before the link's store
+** (link_store_at), where the slot holds an older value, not to be walked: a number (a
+** call's results left there) or another call's link, whose line the caller took (11 of 12
+** samples at two(k)'s store in a function calling two(k), then one(k), had the caller at
+** one(k)'s line, under breakpoints, static_luajit.sh's stalecall); the call instruction
+** before PC gives the caller (calling_base). The caller's frames, at the call, under the
+** function being called when it is a Lua one (at its first line). 1 when taken; else 0,
+** with none.
 */
 static int meta_call_frames(struct agent_sample *s, const struct lp_lj_thread *t,
 			    uint64_t ip, uint64_t rdx, uint64_t rbx, int mode)
@@ -1447,7 +1451,7 @@ static int meta_call_frames(struct agent_sample *s, const struct lp_lj_thread *t
 	if (cont_edge(t, ip, rdx, rbx, &cbase, &cpc, &callee)) {
 		; /* frames[0] the metamethod's */
 	} else if ((rbx & 3) == LP_LJ_FRAME_LUA && link_store_at(ip) == LINK_UNSTORED &&
-		   !in_handlers(ip, BC_CALLM, BC_ITERC) && (cbase = calling_base(t, rdx, rbx)) &&
+		   (cbase = calling_base(t, rdx, rbx)) &&
 		   lp_lj_walk(&vm, &mem, t, rdx, rbx, frames, 1, &flags) == 1 &&
 		   frames[0].kind == LP_FRAME_LFUNC) {
 		cpc = rbx;

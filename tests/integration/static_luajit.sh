@@ -311,14 +311,14 @@ local function pcalls()
 	local ok, r = pcall(pf, 7) -- PCALL
 	return ok and r
 end
-local function two(a) return a, a + 1 end
+local function two(a) return a, a + 1 end -- TWO
 local function mret(k)
 	local x, y = two(k) -- MRET
 	return x + y
 end
-local function one(a) return a end
-local function stale(k)
-	do local x, y = two(k) end -- y in the slot of one's link
+local function one(a) return a end -- ONE
+local function stale(k) -- y, left by two(k), in the slot of one's link; one's in two's
+	do local x, y = two(k) end -- TWOCALL
 	local r = one(k) -- STALE
 	return r
 end
@@ -472,17 +472,15 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 	fi
 	# State INTERP's other instants in state RECORD, where the walk from BASE finds no
 	# frame or the wrong one; the sampler took them in state INTERP only. Each had no Lua
-	# frame in state RECORD (39 of 60, 35 of 80, 26 of 40, 8 of 60 and 12 of 60 samples
-	# in these runs): pcall's call of its function, from its own code until the
+	# frame in state RECORD (39 of 60, 35 of 80, 26 of 40 and 12 of 60 samples in these
+	# runs): pcall's call of its function, from its own code until the
 	# link's store (lj_ff_pcall's jump, lj_vm_call_dispatch_f's first instruction and its
 	# store: the function's copy in the link's slot), pcall at `pcall(pf, 7)`'s line; a
 	# return of two values from its handler's load of PC (the link) through the moves
 	# of the results over the returning frame (lj_BC_RET), the caller at `two(k)`'s line;
-	# `#t` back from lj_tab_len, which clobbered BASE (saved in rbp); a call whose link's
-	# slot holds a number (one(k), after two(k) left y there: lj_BC_CALL's store), one at
-	# its first line on top of the caller at the call; a C function being called, from
-	# the load of its PC (lj_BC_CALL's dispatch of its first instruction), the caller at
-	# the call. Their frames are the same as in state INTERP, state RECORD on top.
+	# `#t` back from lj_tab_len, which clobbered BASE (saved in rbp); a C function being
+	# called, from the load of its PC (lj_BC_CALL's dispatch of its first instruction), the
+	# caller at the call. Their frames are the same as in state INTERP, state RECORD on top.
 	pcallj=$(dis lj_ff_pcall | awk '/jmp .*<lj_vm_call_dispatch>/ { print $1; exit }')
 	retat=$(dis lj_BC_RET | awk '{ at[NR] = $1 } /mov +-0x8\(%rdx\),%rbx/ && !p { p = NR }
 		/mov +%rbp,-0x10\(%r/ && !s { s = NR }
@@ -498,8 +496,46 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -3)"; return; }
 		bp_meta_run recpcall 60 pcall/rec PCALL 20 "$pcallj" "$dispf" "$linkst"
 		bp_meta_run recmret 80 mret/rec MRET 17 $retat
 		bp_meta_run reclen 40 len/rec LEN 13 $lenat
-		bp_meta_run recstale 60 stale/recany STALE 4 "$callst"
 		bp_meta_run reccfunc 60 cfunc/recany CFUNC 6 $callt
+	fi
+	# The link store of a call (lj_BC_CALL's) whose slot holds no link: one(k)'s, where
+	# two(k) left y, a number (no Lua frame in state RECORD before interp_sample), and
+	# another call's link, older: two(k)'s, left there by one(k) the round before. The walk
+	# from BASE went through the latter: two on top of the caller at one(k)'s line (11 of
+	# 12 such samples in state INTERP, 8 of 8 in state RECORD); and in state RECORD
+	# one(k)'s had the caller without one (L->base, synced by lj_vm_record, runs PC: 8 of
+	# 8). Every sample there is the function being called, at its first line, on top of
+	# the caller at that call's line, as at the other instants of a call.
+	bp_stale_run() { # NAME HITS WORKLOAD MIN ADDRESS
+		local v=$1 hits=$2 what=$3 min=$4 lt lo ltc ls wrong at one two rec
+		shift 4
+		bp_profile "$v" "$hits" "$t/bpm.lua" "$what" "$@" || return
+		lt=$(grep -n -- "-- TWO\$" "$t/bpm.lua" | cut -d: -f1)
+		lo=$(grep -n -- "-- ONE\$" "$t/bpm.lua" | cut -d: -f1)
+		ltc=$(grep -n -- "-- TWOCALL\$" "$t/bpm.lua" | cut -d: -f1)
+		ls=$(grep -n -- "-- STALE\$" "$t/bpm.lua" | cut -d: -f1)
+		read -r wrong at one two rec < <(awk -v b="@$t/bpm.lua:" -v lt="$lt" -v lo="$lo" \
+			-v ltc="$ltc" -v ls="$ls" 'function has(a, c) { # line a, then c on top of it
+				return index($0, ";" b a ";" b c ";") || index($0, ";" b a ";" b c " ")
+			} {
+			v = $NF
+			if (has(ls, lt)) wrong += v
+			if (index($0, ";" b ls ";") || index($0, ";" b ls " ")) at += v
+			if (has(ls, lo)) {
+				one += v
+				if ($0 ~ /;RECORD [0-9]+$/) rec += v
+			}
+			if (has(ltc, lt)) two += v
+		} END { print wrong + 0, at + 0, one + 0, two + 0, rec + 0 }' "$t/$v.folded")
+		[ "$wrong" = 0 ] && [ "$at" = "$one" ] && [ "$one" -ge "$min" ] && [ "$two" -ge "$min" ] &&
+			{ [ "${what%/rec}" = "$what" ] || [ "$rec" -ge "$min" ]; } ||
+			{ fail "$v: at lj_BC_CALL's link store, $wrong samples with two on top of one(k)'s line, $at at one(k)'s line, $one of them with one on top ($rec in state RECORD), $two with two on top of two(k)'s (want $min of each):
+$(sort -t' ' -k2 -nr "$t/$v.folded" | head -5)"; return; }
+		echo "ok $v: $one samples at one(k)'s link store with one on top ($rec in state RECORD), $two at two(k)'s with two"
+	}
+	if [ -n "$callst" ]; then
+		bp_stale_run stalecall 40 stale 5 "$callst"
+		bp_stale_run recstalecall 60 stale/rec 4 "$callst"
 	fi
 elif [ -s "$t/cpu.folded" ]; then
 	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
