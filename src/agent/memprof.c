@@ -150,10 +150,10 @@ static struct {
 ** reuse them), and shared by the runs of a state that wrap the same allocator in the same
 ** form. The state is part of the key: two states may share an allocator and its ud
 ** (lua_newstate(f, NULL)), and one's kept wrapper must not record into the other's
-** profile. The generated stub cannot tell them apart (it gets the original's ud): with a
-** stub of an earlier profile of another state still in that state's chain (kept, or under
-** an allocator installed over it), its calls count as the running sampled profile's when
-** both states have the same allocator function (stub_cd below).
+** profile. The generated stub cannot tell them apart (it gets the original's ud): its
+** countdown is the allocator's and its ud's (stub_cd below), so that a stub of an earlier
+** profile of another state with the same allocator function, still in that state's chain
+** (kept, or under an allocator installed over it), does not count down the running one's.
 */
 enum { CHAIN_RAW, CHAIN_ENC, CHAIN_SAMPLED };
 struct chain {
@@ -168,8 +168,9 @@ struct chain {
 /*
 ** Sampled mode counts bytes down to the next sample in a countdown of the wrapper's own:
 ** the compiled wrapper's in its chain record, a generated stub's here, one per allocator
-** function a stub was made for (the stub reads it at a 32-bit displacement from the
-** marks, allocstub.h). A wrapper an earlier run left in the state's chain (under an
+** and ud a stub was made for (the stub reads it at a 32-bit displacement from the marks,
+** allocstub.h; a stub is made for each countdown, so a state of its own: two states with
+** LuaJIT's allocator share the function, not the ud). A wrapper an earlier run left in the state's chain (under an
 ** allocator the program set over it, which stop cannot take off) is still called, and
 ** with one countdown for all it counted the running profile's bytes too: samples came
 ** twice as often and the estimates were twice the bytes (memprof_restart.sh). A countdown
@@ -178,19 +179,20 @@ struct chain {
 */
 #define CD_NEVER INT64_MAX
 #define STUB_CD_MAX 8
-static struct { lua_Alloc f; int64_t left; } stub_cd[STUB_CD_MAX];
+static struct { lua_Alloc f; void *ud; int64_t left; } stub_cd[STUB_CD_MAX];
 
-/* The stubs' countdown for allocator f: the one it had, or a new one (CD_NEVER); NULL when
- * all are taken (the compiled wrapper runs then). claim 0: only an existing one. */
-static int64_t *stub_countdown(lua_Alloc f, int claim)
+/* The stubs' countdown for allocator f with ud: the one it had, or a new one (CD_NEVER);
+ * NULL when all are taken (the compiled wrapper runs then). claim 0: only an existing one. */
+static int64_t *stub_countdown(lua_Alloc f, void *ud, int claim)
 {
 	for (int i = 0; i < STUB_CD_MAX; i++) {
-		if (stub_cd[i].f == f)
+		if (stub_cd[i].f == f && stub_cd[i].ud == ud)
 			return &stub_cd[i].left;
 		if (!stub_cd[i].f) {
 			if (!claim)
 				return NULL;
 			stub_cd[i].f = f;
+			stub_cd[i].ud = ud;
 			stub_cd[i].left = CD_NEVER;
 			return &stub_cd[i].left;
 		}
@@ -1514,9 +1516,7 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 	/* Only for the running sampled profile's allocator: a wrapper kept from another's
 	 * (another state, an earlier run) passes the call on to the one it wrapped. */
 	if (mp.state == MP_RUNNING && mp.sample_bytes && orig == mp.orig_f && ud == mp.orig_ud) {
-		/* A free is never a sample: the countdown is below 0 at one only when a
-		 * stub another state kept, on the same allocator function, counted bytes down
-		 * and passed them on (below; stub_cd). It stays below 0 for the next
+		/* A free is never a sample: a countdown below 0 at one stays so for the next
 		 * allocation, and the free still looks its block up: taken as due, a live
 		 * sample freed stayed in use until stop. */
 		if (*mp.cd < 0 && nsize) {
@@ -1537,7 +1537,7 @@ static RARE_PATH void *sampled_rare(void *ud, void *ptr, size_t osize,
 	}
 	/* A stub's countdown below 0 when it is not the running profile's (a stop between
 	 * its load and its store): never again, or every call would come here. */
-	int64_t *cd = stub_countdown(orig, 0);
+	int64_t *cd = stub_countdown(orig, ud, 0);
 	if (cd && *cd < 0 && !(mp.state == MP_RUNNING && mp.sample_bytes && cd == mp.cd))
 		*cd = CD_NEVER;
 	return orig(ud, ptr, osize, nsize);
@@ -2757,7 +2757,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	 * generated form where one can be made (allocstub.h: the same test, then a direct jump
 	 * to the original instead of an indirect one). The compiled wrappers get their
 	 * chain record. */
-	int64_t *cd = mp.sample_bytes ? stub_countdown(mp.orig_f, 1) : NULL;
+	int64_t *cd = mp.sample_bytes ? stub_countdown(mp.orig_f, mp.orig_ud, 1) : NULL;
 	lua_Alloc f = !cd ? NULL
 		    : agent_allocstub_get(mp.orig_f, cd, live_mark, LIVE_SHIFT, sampled_rare,
 					  sampled_wrapper);
