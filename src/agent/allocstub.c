@@ -14,8 +14,9 @@
 
 #include "util/stubenv.h"
 
-/* Distinct allocators a process can have stubs for (one page each), or that none could be
- * made for (remembered, so that a policy refusing the page is asked once). */
+/* Distinct stubs a process can have (one page each: an allocator with a countdown, which
+ * memprof.c keeps per state), or allocators none could be made for (remembered, so that a
+ * policy refusing the page is asked once). */
 #define STUB_MAX 8
 
 /* Kernels before 4.17 ignore the flag (the address is a hint then, checked after). */
