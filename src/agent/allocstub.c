@@ -15,8 +15,8 @@
 #include "util/stubenv.h"
 
 /* Distinct stubs a process can have (one page each: an allocator with a countdown, which
- * memprof.c keeps per state), or allocators none could be made for (remembered, so that a
- * policy refusing the page is asked once). */
+ * memprof.c keeps per state), or those none could be made for (remembered, so that a
+ * policy refusing the page is asked once for each). */
 #define STUB_MAX 8
 
 /* Kernels before 4.17 ignore the flag (the address is a hint then, checked after). */
