@@ -2771,7 +2771,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 		ud = (void *)c;
 		if (!c) {
 			set_err("not enough memory");
-				free_maps();
+			free_maps();
 			native_release_mp();
 			errno = ENOMEM;
 			return LUAPROF_PROFILE_ERRMEM;
