@@ -38,6 +38,10 @@ struct lp_sysprof_opts;
 struct lp_loaded;
 int lp_cli_load(struct lp_input *in, const struct lp_sysprof_opts *so, int fd, const char *cmd,
 		const char *name, int show, struct lp_loaded *l);
+/* Whether fd (read from its current offset) holds what report reads as a profile stream,
+ * gzip-compressed or not: its start is one the parser takes. 1 it does, 0 it does not, -1
+ * when it cannot be read to tell (errno). name is for messages. */
+int lp_cli_input_is_profile(int fd, const char *name);
 /* Says, when most allocated bytes of an exact memory profile come from JIT traces, that
  * those are named by each trace's start, and where their lines are. */
 void lp_cli_trace_note(const char *cmd, uint64_t alloc_bytes, uint64_t trace_bytes);

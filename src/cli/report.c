@@ -26,6 +26,7 @@
 #include "report/load.h"
 #include "report/render.h"
 #include "report/text.h"
+#include "stream/parse.h"
 
 void lp_cmd_report_usage(FILE *out)
 {
@@ -808,6 +809,38 @@ static void source_close(struct source *s)
 {
 	if (s->gz)
 		inflateEnd(&s->zs);
+}
+
+int lp_cli_input_is_profile(int fd, const char *name)
+{
+	/* The input as report opens it (gzip undone) and its start as the parser reads it:
+	 * whatever report takes for a profile, with no second copy of its magic. */
+	struct source *s = malloc(sizeof(*s));
+	struct lp_input in;
+	if (!s) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (lp_input_open_fd(&in, fd, name) != LP_OK) {
+		free(s);
+		errno = ENOMEM;
+		return -1;
+	}
+	int is = -1;
+	errno = 0;
+	if (source_open(s, &in, fd) == 0) {
+		int st = lp_parse_starts_stream(&in);
+		/* A read that failed (not corrupt gzip data, which is no profile) cannot tell. */
+		is = st == LP_OK ? 1 : st == LP_ERR_IO && !s->zbad ? -1 : 0;
+		if (is < 0 && !errno)
+			errno = EIO;
+	}
+	int e = errno;
+	source_close(s);
+	lp_input_close(&in);
+	free(s);
+	errno = e;
+	return is;
 }
 
 /* Progress on a terminal for long reads: at most once a second, cleared at the end; from

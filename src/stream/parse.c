@@ -154,10 +154,21 @@ static int sym_body(struct lp_input *in, const struct lp_parse_handlers *h, unsi
 	return LP_OK;
 }
 
-static int symtab(struct lp_input *in, const struct lp_parse_handlers *h, struct lp_parse_stats *st)
+/* The symbol table's prologue, with which every stream this parser reads starts. */
+static int symtab_prologue(struct lp_input *in)
 {
 	unsigned version;
-	TRY(prologue(in, "ljs", LP_SYMTAB_VERSION, "symtab", &version));
+	return prologue(in, "ljs", LP_SYMTAB_VERSION, "symtab", &version);
+}
+
+int lp_parse_starts_stream(struct lp_input *in)
+{
+	return symtab_prologue(in);
+}
+
+static int symtab(struct lp_input *in, const struct lp_parse_handlers *h, struct lp_parse_stats *st)
+{
+	TRY(symtab_prologue(in));
 	for (;;) {
 		uint64_t at = lp_input_offset(in);
 		uint8_t hdr;

@@ -124,6 +124,14 @@ struct lp_parse_stats {
 int lp_parse_stream(struct lp_input *in, const struct lp_parse_handlers *h,
 		    struct lp_parse_stats *stats);
 
+/*
+** Reads the start of a stream from `in` as lp_parse_stream does (the symbol table's
+** prologue: its magic and the version this parser reads): LP_OK when what follows is a
+** stream lp_parse_stream would read, else the status it would fail with, the message in
+** `in`. Lets a caller tell a profile from other data without a copy of the magic.
+*/
+int lp_parse_starts_stream(struct lp_input *in);
+
 /* Name of a VM state ("INTERP", ...), or NULL when out of range. */
 const char *lp_vmstate_name(unsigned vmstate);
 

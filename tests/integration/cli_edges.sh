@@ -122,6 +122,20 @@ cmp -s "$t/top0.bin" "$t/other.bin" || fail "record -o PROFILE: the profile was 
 printf 'ljs notes\n' >"$t/notes.txt"
 "$lp" report -q "$t/top0.bin" -f top -o "$t/notes.txt" 2>"$t/err" && grep -q '^Source:' "$t/notes.txt" ||
 	fail "report -o TEXT starting with ljs: $(cat "$t/err")"
+# A gzip-compressed profile (which report reads) is one too; gzipped text is not.
+gzip -c "$t/top0.bin" >"$t/other.bin.gz"
+cp "$t/other.bin.gz" "$t/keep.gz"
+"$lp" report -q "$t/top0.bin" -f top -o "$t/other.bin.gz" >/dev/null 2>"$t/err"
+rc=$?
+[ $rc = 1 ] && grep -qx "luaprof report: -o $t/other.bin.gz holds a profile (a raw stream): the report would replace it; give -o another name" "$t/err" ||
+	fail "report -o GZIPPED-PROFILE: exit $rc: $(cat "$t/err")"
+cmp -s "$t/keep.gz" "$t/other.bin.gz" || fail "report -o GZIPPED-PROFILE: the profile was replaced"
+refused "-o other.bin.gz holds a profile (a raw stream): the rendering would replace it; give -o another name (luaprof report other.bin.gz renders it)" \
+	-f collapsed -o other.bin.gz --raw new.bin
+cmp -s "$t/keep.gz" "$t/other.bin.gz" || fail "record -o GZIPPED-PROFILE: the profile was replaced"
+printf 'ljs notes\n' | gzip -c >"$t/notes.gz"
+"$lp" report -q "$t/top0.bin" -f top -o "$t/notes.gz" 2>"$t/err" && grep -q '^Source:' "$t/notes.gz" ||
+	fail "report -o GZIPPED-TEXT: $(cat "$t/err")"
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "cli_edges: all checks passed"
