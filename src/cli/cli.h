@@ -25,10 +25,12 @@ int lp_cmd_report(int argc, char **argv);
 /* The same, also handing back what the stream's meta says of the recording (for record)
  * and, when top > 0 and the rendering is not a list itself (-f top, memprof, info), the
  * top list of its first top frames in *top_text (malloc'd; NULL if none). progress: the
- * reading's progress on a terminal even with -q (record's summary is its own). */
+ * reading's progress on a terminal even with -q (record's summary is its own).
+ * *unwritten (when not NULL): set when the failure is that the rendering could not be
+ * written (the input was read), cleared otherwise. */
 struct lp_record_facts;
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
-			char **top_text, int progress);
+			char **top_text, int progress, int *unwritten);
 void lp_cmd_report_usage(FILE *out);
 /* Reads in's stream into *l as lp_load does, showing the reading's progress on standard
  * error as report does when show is set and it is a terminal ("CMD: reading NAME: 42%

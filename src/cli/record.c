@@ -1621,11 +1621,14 @@ static int record_memory(const struct opts *o, const char *raw, off_t size, int 
 	fflush(stdout);
 	struct lp_record_facts f;
 	char *top = NULL;
+	int unwritten;
 	int rc = lp_cmd_report_facts(n, args, &f, o->quiet || o->top < 0 ? 0 : (unsigned)o->top,
-				     &top, !o->quiet);
+				     &top, !o->quiet, &unwritten);
 	fflush(stdout);
 	if (rc != LP_EXIT_OK && rc != LP_EXIT_TRUNCATED) {
-		if (rc == LP_EXIT_USAGE) /* the rendering could not be written */
+		/* Only when the stream was read and its rendering could not be written: a raw
+		 * stream that could not be read is no profile kept. */
+		if (unwritten)
 			raw_kept(raw);
 		free(top);
 		return rc;

@@ -902,12 +902,16 @@ int lp_cli_load(struct lp_input *in, const struct lp_sysprof_opts *so, int fd, c
 
 int lp_cmd_report(int argc, char **argv)
 {
-	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL, 0);
+	return lp_cmd_report_facts(argc, argv, NULL, 0, NULL, 0, NULL);
 }
 
 int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, unsigned top,
-			char **top_text, int progress)
+			char **top_text, int progress, int *unwritten)
 {
+	int unwritten_local;
+	if (!unwritten)
+		unwritten = &unwritten_local;
+	*unwritten = 0;
 	if (top_text)
 		*top_text = NULL;
 	who = facts ? "record" : "report";
@@ -917,8 +921,10 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 		return rc;
 	/* Before the input is read, which may take long: a destination that cannot be
 	 * written is known now. */
-	if (o.output && lp_output_check(o.output) != 0)
+	if (o.output && lp_output_check(o.output) != 0) {
+		*unwritten = 1;
 		return fail("cannot write %s: %s", o.output, strerror(errno));
+	}
 
 	int fd = strcmp(o.input, "-") ? open(o.input, O_RDONLY | O_CLOEXEC) : STDIN_FILENO;
 	if (fd < 0)
@@ -1019,12 +1025,14 @@ int lp_cmd_report_facts(int argc, char **argv, struct lp_record_facts *facts, un
 	char tmp[PATH_MAX], err[1024] = "";
 	FILE *out = lp_output_open(o.output, tmp, sizeof(tmp));
 	if (!out) {
+		*unwritten = 1;
 		exit_code = fail("cannot write %s: %s", o.output, strerror(errno));
 		goto out;
 	}
 	rc = render(&o, &l, out, err, sizeof(err), top, top_text);
 	rc = lp_output_close(out, o.output, tmp, rc, err, sizeof(err));
 	if (rc) {
+		*unwritten = 1;
 		fprintf(stderr, "luaprof %s: %s\n", who, err);
 		exit_code = LP_EXIT_USAGE;
 		goto out;

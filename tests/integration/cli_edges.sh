@@ -103,6 +103,21 @@ if [ -w /dev/full ]; then
 	done
 fi
 
+# A raw stream that cannot be read back (the program put a directory in its place) is no
+# profile kept: record says why it cannot read it, not that the raw stream renders.
+cat >"$t/dir.lua" <<'EOF'
+local keep = {} for i = 1, 2000 do keep[i] = { i } end
+os.remove(arg[1]) assert(os.execute("mkdir " .. arg[1]))
+EOF
+for opts in "--memory -o d.txt" "-o d.svg"; do
+	rm -rf "$t/d.bin"
+	(cd "$t" && "$lp" record -q $opts -- luajit dir.lua d.bin) >/dev/null 2>"$t/err"
+	rc=$?
+	[ $rc = 1 ] && grep -q 'd.bin.*Is a directory' "$t/err" && ! grep -q 'kept in the raw stream' "$t/err" ||
+		fail "record $opts, the raw stream a directory: exit $rc: $(cat "$t/err")"
+done
+rm -rf "$t/d.bin"
+
 # A profile at -o (another run's raw stream, a slip of the name) is not replaced by a
 # rendering: report and record refuse it (record before the program runs); a text file
 # that merely starts with "ljs" is no profile, and is replaced as any output is.
