@@ -553,8 +553,8 @@ static int raw_path(const struct opts *o, char *buf, size_t len, char *shown, si
 
 /*
 ** Why the raw stream may not replace what is at path, or NULL when it may: nothing there,
-** an empty file, or a profile (a stream starts with the symbol table's magic and the one
-** version readers take: a text file may start with "ljs"). Anything
+** an empty file, or a profile (what report reads as one, plain or gzipped: see
+** lp_output_holds_profile; a text file may start with "ljs"). Anything
 ** else is the user's: a device or FIFO could not be read back once the program ends, and
 ** a file of another kind (the script itself, given as --raw by mistake) would be lost.
 */
