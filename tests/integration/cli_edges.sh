@@ -121,33 +121,32 @@ rm -rf "$t/d.bin"
 # A profile at -o (another run's raw stream, a slip of the name) is not replaced by a
 # rendering: report and record refuse it (record before the program runs); a text file
 # that merely starts with "ljs" is no profile, and is replaced as any output is.
+# kept_over NAME KEEP WHAT: report -o NAME and record -o NAME (a profile, WHAT) are refused,
+# NAME left as KEEP, no raw stream made.
+kept_over() {
+	local name=$1 keep=$2 what=$3 rc
+	"$lp" report -q "$t/top0.bin" -f top -o "$t/$name" >/dev/null 2>"$t/err"
+	rc=$?
+	[ $rc = 1 ] && grep -qx "luaprof report: -o $t/$name holds a profile (a raw stream): the report would replace it; give -o another name" "$t/err" ||
+		fail "report -o $what: exit $rc: $(cat "$t/err")"
+	cmp -s "$keep" "$t/$name" || fail "report -o $what: the profile was replaced"
+	refused "-o $name holds a profile (a raw stream): the rendering would replace it; give -o another name (luaprof report $name renders it)" \
+		-f collapsed -o "$name" --raw new.bin
+	cmp -s "$keep" "$t/$name" || fail "record -o $what: the profile was replaced"
+	[ -e "$t/new.bin" ] && fail "record -o $what: the raw stream was made"
+}
 cp "$t/top0.bin" "$t/other.bin"
-"$lp" report -q "$t/top0.bin" -f top -o "$t/other.bin" >/dev/null 2>"$t/err"
-rc=$?
-[ $rc = 1 ] && grep -qx "luaprof report: -o $t/other.bin holds a profile (a raw stream): the report would replace it; give -o another name" "$t/err" ||
-	fail "report -o PROFILE: exit $rc: $(cat "$t/err")"
-cmp -s "$t/top0.bin" "$t/other.bin" || fail "report -o PROFILE: the profile was replaced"
+kept_over other.bin "$t/top0.bin" PROFILE
 ln -s other.bin "$t/link.txt"
 "$lp" report -q "$t/top0.bin" -o "$t/link.txt" >/dev/null 2>"$t/err" && fail "report -o LINK-TO-PROFILE: exit 0"
 cmp -s "$t/top0.bin" "$t/other.bin" || fail "report -o LINK-TO-PROFILE: the profile was replaced"
-refused "-o other.bin holds a profile (a raw stream): the rendering would replace it; give -o another name (luaprof report other.bin renders it)" \
-	-f collapsed -o other.bin --raw new.bin
-cmp -s "$t/top0.bin" "$t/other.bin" || fail "record -o PROFILE: the profile was replaced"
-[ -e "$t/new.bin" ] && fail "record -o PROFILE: the raw stream was made"
 printf 'ljs notes\n' >"$t/notes.txt"
 "$lp" report -q "$t/top0.bin" -f top -o "$t/notes.txt" 2>"$t/err" && grep -q '^Source:' "$t/notes.txt" ||
 	fail "report -o TEXT starting with ljs: $(cat "$t/err")"
 # A gzip-compressed profile (which report reads) is one too; gzipped text is not.
 gzip -c "$t/top0.bin" >"$t/other.bin.gz"
 cp "$t/other.bin.gz" "$t/keep.gz"
-"$lp" report -q "$t/top0.bin" -f top -o "$t/other.bin.gz" >/dev/null 2>"$t/err"
-rc=$?
-[ $rc = 1 ] && grep -qx "luaprof report: -o $t/other.bin.gz holds a profile (a raw stream): the report would replace it; give -o another name" "$t/err" ||
-	fail "report -o GZIPPED-PROFILE: exit $rc: $(cat "$t/err")"
-cmp -s "$t/keep.gz" "$t/other.bin.gz" || fail "report -o GZIPPED-PROFILE: the profile was replaced"
-refused "-o other.bin.gz holds a profile (a raw stream): the rendering would replace it; give -o another name (luaprof report other.bin.gz renders it)" \
-	-f collapsed -o other.bin.gz --raw new.bin
-cmp -s "$t/keep.gz" "$t/other.bin.gz" || fail "record -o GZIPPED-PROFILE: the profile was replaced"
+kept_over other.bin.gz "$t/keep.gz" GZIPPED-PROFILE
 printf 'ljs notes\n' | gzip -c >"$t/notes.gz"
 "$lp" report -q "$t/top0.bin" -f top -o "$t/notes.gz" 2>"$t/err" && grep -q '^Source:' "$t/notes.gz" ||
 	fail "report -o GZIPPED-TEXT: $(cat "$t/err")"
