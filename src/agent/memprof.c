@@ -1424,6 +1424,18 @@ static inline void rare_shut(void)
 	rare_leave();
 }
 
+/* Polls busy() every millisecond until it is 0 (0), or max_ns have passed (-1). */
+static int wait_while(int (*busy)(void), uint64_t max_ns)
+{
+	struct timespec step = { 0, 1000000 };
+	for (uint64_t waited = 0; busy(); waited += 1000000) {
+		if (waited >= max_ns)
+			return -1;
+		nanosleep(&step, NULL);
+	}
+	return 0;
+}
+
 /*
 ** Before a sampled profile's stop at exit, which another thread than the one running its
 ** state may make while that one still runs Lua code (exit() called on another thread; the
@@ -1444,13 +1456,7 @@ static int rare_close(void)
 {
 	mp.state = MP_HALTED;
 	atomic_thread_fence(memory_order_seq_cst);
-	struct timespec step = { 0, 1000000 };
-	for (uint64_t waited = 0; rare_busy; waited += 1000000) {
-		if (waited >= AGENT_STOP_WAIT_NS)
-			return -1;
-		nanosleep(&step, NULL);
-	}
-	return 0;
+	return wait_while(agent_memprof_signal_unsafe, AGENT_STOP_WAIT_NS);
 }
 
 /* GCC's noipa keeps a rare path's calling convention and registers its own (no
@@ -2516,15 +2522,14 @@ long agent_memprof_stop_tid(void)
 	return atomic_load(&stop_tid);
 }
 
+static int stop_named(void)
+{
+	return atomic_load(&stop_tid) != 0;
+}
+
 int agent_memprof_stop_wait(uint64_t max_ns)
 {
-	struct timespec step = { 0, 1000000 };
-	for (uint64_t waited = 0; atomic_load(&stop_tid); waited += 1000000) {
-		if (waited >= max_ns)
-			return -1;
-		nanosleep(&step, NULL);
-	}
-	return 0;
+	return wait_while(stop_named, max_ns);
 }
 
 /* As at_exit, from termstop.c's thread. The API's lock is not waited for (the signal may
