@@ -1478,6 +1478,39 @@ static int rare_close(void)
 	return wait_while(agent_memprof_signal_unsafe, AGENT_STOP_WAIT_NS);
 }
 
+/*
+** Exact mode's counterpart of rare_close, before its stop at exit on another thread than the
+** one running the state, which may still be allocating. Its light paths take no flag (a
+** fence an event would cost too much): the state is halted and the wrapper unhooked
+** (mp.chain, which every call tests first) for the calls to come, and a call under way is
+** given time to end: until the stream's position has stayed put for a millisecond (an
+** event moves it once its record is whole), at most 20 ms. One held longer in the original
+** allocator (a host's that blocks) finishes its record after the stop, into scratch memory
+** the stop leaves its pointers at (stop_profile_keep): before, it wrote through the emptied
+** stream (memprof_exit_thread.sh "late": SIGSEGV every time). The general path, which
+** takes a flag but no fence, is waited for as rare_close waits, after that millisecond:
+** the VM thread's store of the flag is seen by then, as its own fence would have made it
+** (a barrier on every thread, membarrier(2), took 10-15 ms to register in a process with
+** threads). -1 when it does not end in time (no stop then, the file cut short). The
+** allocator is left as it is, as there.
+*/
+static int events_close(void)
+{
+	mp.state = MP_HALTED;
+	mp.chain = NULL;
+	atomic_thread_fence(memory_order_seq_cst);
+	struct timespec step = { 0, 1000000 };
+	uint8_t *pos = *(uint8_t *volatile *)&mp.w.pos;
+	for (int i = 0; i < 20; i++) {
+		nanosleep(&step, NULL);
+		uint8_t *now = *(uint8_t *volatile *)&mp.w.pos;
+		if (now == pos)
+			break;
+		pos = now;
+	}
+	return wait_while(agent_memprof_signal_unsafe, AGENT_STOP_WAIT_NS);
+}
+
 /* GCC's noipa keeps a rare path's calling convention and registers its own (no
  * interprocedural register allocation across it); clang has no such pass by default and
  * no such attribute: noinline is what is left. */
@@ -2511,7 +2544,8 @@ static void at_exit(void)
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
-		if (mp.state == MP_RUNNING && mp.sample_bytes && !rare_mine && rare_close() != 0) {
+		if (mp.state == MP_RUNNING && !rare_mine &&
+		    (mp.sample_bytes ? rare_close() : events_close()) != 0) {
 			api_leave();
 			agent_record_stopped(1, run, LUAPROF_PROFILE_ERRIO, EBUSY);
 		} else {
@@ -2963,8 +2997,10 @@ static int stop_profile_keep(lua_State *L, const char *cause, struct handback *h
 	}
 	mp.state = MP_IDLE;
 	mp.L = NULL;
-	/* The buffer goes with on_stop: nothing may write into it any more. */
-	mp.w.buf = mp.w.pos = mp.w.end = NULL;
+	/* The buffer goes with on_stop: nothing may write into it any more. An exact-mode
+	 * event still under way on another thread (events_close) ends its record here. */
+	static uint64_t scratch[16];
+	mp.w.buf = mp.w.pos = mp.w.end = mp.pend = (uint8_t *)scratch;
 	mp.w.flags |= LP_WBUF_STOP;
 	if (!keep)
 		free_run();
