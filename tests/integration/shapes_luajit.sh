@@ -500,10 +500,13 @@ EOF
 build/luaprof record -q --rate 1000 --clock wall -f collapsed -o "$t/len.folded" -- \
 	luajit -joff "$t/len.lua" >/dev/null 2>"$t/err" || fail "record len.lua: $(cat "$t/err")"
 # Samples at the loop's own lines with nothing above them (the main chunk's line 3, the
-# coroutine's line 2: its yield, the resume) are the running line's too.
+# coroutine's line 2: its yield, the resume) are the running line's too, and so are those
+# in the switch's builtins: the main chunk in coroutine.wrap_aux, the coroutine in
+# coroutine.yield under it (3 in 1,336 on a faster host, which the test took for lost).
 read -r all lost < <(awk '{ a += $NF }
 		!/(^|;)main;.*lua_pcall;@[^;]*len\.lua:3;(coroutine\.wrap_aux;lj_vm[^;]*;@[^;]*len\.lua:2;)?@[^;]*len\.lua:1( |;)/ &&
-		!/(^|;)main;.*lua_pcall;@[^;]*len\.lua:3(;coroutine\.wrap_aux;lj_vm[^;]*;@[^;]*len\.lua:2)? [0-9]+$/ { l += $NF }
+		!/(^|;)main;.*lua_pcall;@[^;]*len\.lua:3(;coroutine\.wrap_aux;lj_vm[^;]*;@[^;]*len\.lua:2)? [0-9]+$/ &&
+		!/(^|;)main;.*lua_pcall;@[^;]*len\.lua:3;coroutine\.wrap_aux(;(lj_vm[^;]*;)?@[^;]*len\.lua:2;coroutine\.yield)? [0-9]+$/ { l += $NF }
 	END { print a + 0, l + 0 }' "$t/len.folded")
 [ "$all" -ge 300 ] && [ $((lost * 500)) -le "$all" ] ||
 	fail "\`#t\` in the interpreter: $lost of $all samples not at the filling line under its callers:
