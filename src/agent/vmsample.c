@@ -1084,7 +1084,14 @@ static int returning(struct agent_sample *s, const struct lp_lj_thread *t, uint6
 **     calling the function they run, or that function returning to them. The builtin's
 **     frame is at BASE (rdx), or delta below it once BASE is the callee's (before its link
 **     is stored, or while it returns). No C frame in between. (6-8 % of an interpreted
-**     pcall loop's samples had no Lua frame.)
+**     pcall loop's samples had no Lua frame.) Or the delta alone, type 0: lj_vm_returnp
+**     returning to the builtin from `and PC, -8` until it loads the builtin's own link
+**     into PC, BASE the callee's, then from `sub BASE, PC` the builtin's. The callee's
+**     link slot (delta above the builtin's base, less 8) still holds the pcall link
+**     there (the prepended `true` may overwrite it only after PC's load), which tells
+**     this from other deltas in PC (cont_dispatch's, a C frame's toggled). (0.5-1 % of
+**     that loop's samples had no Lua frame, at the `lea` and `mov` after the `sub`: 9-22
+**     of ~2,000 at 1 kHz, both builds, on a faster host.)
 **   - the VM's entry from C (lj_vm_call, lj_vm_pcall, lj_vm_cpcall: a builtin's or a C
 **     function's lua_call, as table.sort calls its comparator) before the callee's frame
 **     is linked: the entry has made its C frame (L->cframe, at the stack pointer) and
@@ -1116,11 +1123,14 @@ static int vm_link(const struct lp_lj_thread *t, uint64_t sp, uint64_t rdx, uint
 {
 	uint64_t delta = rbx & ~(uint64_t)7, cf = t->cframe & LP_LJ_CFRAME_RAWMASK, v;
 	unsigned flags;
-	if ((rbx & 6) == 6 && (delta == 16 || delta == 24) && vm.ffid_pcall) {
+	if (((rbx & 6) == 6 || (rbx & 7) == 0) && (delta == 16 || delta == 24) && vm.ffid_pcall) {
 		uint8_t want = delta == 16 ? vm.ffid_pcall : vm.ffid_xpcall;
 		for (uint64_t base = rdx;; base = rdx - delta) {
 			if (lp_lj_walk(&vm, &mem, t, base, 0, frames, 1, &flags) == 1 &&
-			    frames[0].kind == LP_FRAME_FFUNC && frames[0].ffid == want) {
+			    frames[0].kind == LP_FRAME_FFUNC && frames[0].ffid == want &&
+			    ((rbx & 7) != 0 ||
+			     (lp_mem_u64(&mem, base + delta - 8, &v) == 0 &&
+			      (v & ~(uint64_t)1) == (delta | LP_LJ_FRAME_PCALL)))) {
 				*to = base;
 				return LINK_PCALL;
 			}

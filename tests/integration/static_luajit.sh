@@ -306,7 +306,7 @@ local function tcall()
 	local r = T(2)
 	return r
 end
-local function pf(x) return x end
+local function pf(x) return x end -- PF
 local function pcalls()
 	local ok, r = pcall(pf, 7) -- PCALL
 	return ok and r
@@ -536,6 +536,32 @@ $(sort -t' ' -k2 -nr "$t/$v.folded" | head -5)"; return; }
 	if [ -n "$callst" ]; then
 		bp_stale_run stalecall 40 stale 5 "$callst"
 		bp_stale_run recstalecall 60 stale/rec 4 "$callst"
+	fi
+	# pcall's return to it (lj_vm_returnp, a PCALL link in PC): from `and PC, -8` until PC
+	# is loaded with the builtin's own link, PC holds the delta alone, BASE the returning
+	# function's, then from `sub BASE, PC` pcall's. Samples at the `lea` and `mov` after the
+	# `sub` had no Lua frame ("main;lua_pcall;lj_vm_returnp": 0.5-1 % of an interpreted
+	# pcall loop's samples on a faster host); they are pcall's, at `pcall(pf, 7)`'s line.
+	# Before the `sub`, the function returning, pf, on top of it (its link still pcall's).
+	pret=$(dis lj_vm_returnp | awk '/and +\$0xfffffffffffffff8,%rbx/ { s = NR }
+		s && NR < s + 4 { printf "%s ", $1 }')
+	if [ "$(echo $pret | wc -w)" != 4 ]; then
+		fail "lj_vm_returnp's return to pcall not found: '$pret'"
+	elif bp_profile pcallret 80 "$t/bpm.lua" pcall $pret; then
+		lp=$(grep -n -- "-- PCALL\$" "$t/bpm.lua" | cut -d: -f1)
+		lf=$(grep -n -- "-- PF\$" "$t/bpm.lua" | cut -d: -f1)
+		read -r bad inpc inpf < <(awk -v b="@$t/bpm.lua:" -v lp="$lp" -v lf="$lf" '{
+			v = $NF
+			if (!index($0, "main;lua_pcall;" b)) bad += v
+			if (index($0, ";" b lp ";pcall ")) inpc += v
+			if (index($0, ";" b lp ";pcall;" b lf " ")) inpf += v
+		} END { print bad + 0, inpc + 0, inpf + 0 }' "$t/pcallret.folded")
+		if [ "$bad" = 0 ] && [ "$inpc" -ge 25 ] && [ "$inpf" -ge 25 ]; then
+			echo "ok pcallret: $inpc samples at pcall's return in pcall at line $lp, $inpf in pf on top of it"
+		else
+			fail "pcallret: of 80 samples at lj_vm_returnp's return to pcall ('$pret'), $bad without Lua frames, $inpc in pcall at line $lp (want 25), $inpf in pf on top of it (want 25):
+$(sort -t' ' -k2 -nr "$t/pcallret.folded" | head -4)"
+		fi
 	fi
 elif [ -s "$t/cpu.folded" ]; then
 	echo "note: no objdump or cannot build exit_stub_bp.c: the resuming builtins' windows not checked ($(head -1 "$t/cc.log" 2>/dev/null))"
