@@ -77,6 +77,7 @@ static struct {
 	void *orig_ud;
 	const void *chain;              /* the running profile's wrapper ud (struct chain), or
 					 * NULL: a wrapper called with another records nothing */
+	uintptr_t evmask;               /* all ones while chain is set, else 0 (set_chain) */
 	int64_t *cd;                    /* sampled mode: the running wrapper's countdown */
 	int state;
 	int raw;                        /* exact mode writes raw events (see the stream below) */
@@ -141,6 +142,18 @@ static struct {
 	lua_Alloc installed_f;          /* what start installed, with installed_ud: restored */
 	void *installed_ud;             /* from only while it is still the state's allocator */
 } mp;
+
+/*
+** The running profile's wrapper ud, and with it evmask: an exact-mode event tests its
+** original allocator's result against evmask, so that one whose profile was stopped
+** meanwhile from another thread (events_close) writes nothing more, with no test more
+** than its result's (a separate test of chain cost half a point of binary trees).
+*/
+static void set_chain(const void *c)
+{
+	mp.chain = c;
+	mp.evmask = c ? UINTPTR_MAX : 0;
+}
 
 /*
 ** What an installed wrapper chains to, handed to it as its ud (the generated sampled stub
@@ -1426,7 +1439,9 @@ static inline void rare_leave(void)
 ** (rare_close) stores the state, then loads the flag, across another, so that one of the
 ** two sees the other's store. A full fence a sample or a lookup: both cost far more.
 */
-static _Thread_local int rare_mine; /* this thread is in such a path (rare_open) */
+/* This thread is in such a path (rare_open), or in exact mode's general one (wrapper_any).
+ * Initial-exec: one access relative to the thread pointer, no call, in wrapper_any. */
+static _Thread_local int rare_mine __attribute__((tls_model("initial-exec")));
 
 static inline int rare_open(void)
 {
@@ -1479,25 +1494,31 @@ static int rare_close(void)
 }
 
 /*
-** Exact mode's counterpart of rare_close, before its stop at exit on another thread than the
-** one running the state, which may still be allocating. Its light paths take no flag (a
-** fence an event would cost too much): the state is halted and the wrapper unhooked
-** (mp.chain, which every call tests first) for the calls to come, and a call under way is
-** given time to end: until the stream's position has stayed put for a millisecond (an
-** event moves it once its record is whole), at most 20 ms. One held longer in the original
-** allocator (a host's that blocks) finishes its record after the stop, into scratch memory
-** the stop leaves its pointers at (stop_profile_keep): before, it wrote through the emptied
-** stream (memprof_exit_thread.sh "late": SIGSEGV every time). The general path, which
-** takes a flag but no fence, is waited for as rare_close waits, after that millisecond:
-** the VM thread's store of the flag is seen by then, as its own fence would have made it
-** (a barrier on every thread, membarrier(2), took 10-15 ms to register in a process with
-** threads). -1 when it does not end in time (no stop then, the file cut short). The
-** allocator is left as it is, as there.
+** Exact mode's counterpart of rare_close, before its stop at exit, which another thread
+** than the one running the state may make while that one still allocates. The light paths
+** take no flag (a fence an event would cost too much): the state is halted and the wrapper
+** unhooked (set_chain: every call tests chain first, and an event under way tests evmask
+** once its original allocator returns, then writes nothing more), and an event past its
+** test is given time to end: until the stream's position has stayed put for a millisecond,
+** at most 20 ms. Before, an event held in the allocator (a host's that blocks) wrote the
+** rest of its record through the stream as the stop wrote or after it had emptied it
+** (memprof_exit_thread.sh "late": SIGSEGV; memprof_exit_late2.sh "mid": data after the
+** epilogue; "null", a failed reallocation: its freed record read). The stop leaves the
+** stream's pointers at scratch memory too (stop_profile_keep). What is left: a thread
+** descheduled for longer than the millisecond inside the few instructions between one of
+** those tests and its stores. The general path, which takes a flag but no fence, is waited
+** for as rare_close waits, after that millisecond: the VM thread's store of the flag is
+** seen by then, as its own fence would have made it (a barrier on every thread,
+** membarrier(2), took 10-15 ms to register in a process with threads). -1 when it does not
+** end in time (no stop then, the file cut short). Not called from inside this thread's own
+** general path (rare_mine: a host's allocator that calls exit), which will not go on (the
+** stop waited 5 s for it, memprof_exit_late2.sh "oom"). The allocator is left as it is, as
+** rare_close leaves it.
 */
 static int events_close(void)
 {
 	mp.state = MP_HALTED;
-	mp.chain = NULL;
+	set_chain(NULL);
 	atomic_thread_fence(memory_order_seq_cst);
 	struct timespec step = { 0, 1000000 };
 	uint8_t *pos = *(uint8_t *volatile *)&mp.w.pos;
@@ -1866,7 +1887,7 @@ static void io_check(void)
 		    : mp.w.saved_errno ? mp.w.saved_errno : EIO;
 	restore_allocator();
 	mp.state = MP_HALTED;
-	mp.chain = NULL;
+	set_chain(NULL);
 	countdown_disarm();
 }
 
@@ -1993,7 +2014,11 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 	}
 	mp.pend = p;
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
-	if (!np) {
+	if (__builtin_expect(!((uintptr_t)np & mp.evmask), 0)) {
+		/* Stopped meanwhile from another thread (events_close): the stream, h's
+		 * buffer too, is no longer this event's. */
+		if (!mp.evmask)
+			return np;
 		if ((*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC) {
 			mp.reallocs--;
 			mp.free_bytes -= osize;
@@ -2025,7 +2050,7 @@ static inline __attribute__((always_inline)) void *alloc_call_raw(unsigned hdr, 
 {
 	SELFCHECK_ORIGIN();
 	void *np = mp.orig_f(mp.orig_ud, NULL, 0, nsize);
-	if (!np)
+	if (!((uintptr_t)np & mp.evmask)) /* or stopped meanwhile: as in event_call */
 		return np;
 	uint8_t *p = mp.w.pos;
 	mp.w.pos = agent_rawev_word_nt(p + hdr, (uintptr_t)np);
@@ -2306,8 +2331,10 @@ static void *wrapper_general(void *ud, void *ptr, size_t osize, size_t nsize)
 static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
+	rare_mine = 1;
 	rare_enter();
 	void *np = wrapper_general(ud, ptr, osize, nsize);
+	rare_mine = 0;
 	rare_leave();
 	return np;
 }
@@ -2387,7 +2414,7 @@ static void at_fork_child(void)
 		restore_allocator();
 	if (mp.state != MP_IDLE) {
 		mp.state = MP_IDLE;
-		mp.chain = NULL;
+		set_chain(NULL);
 		mp.L = NULL;
 		countdown_disarm();
 	}
@@ -2847,7 +2874,7 @@ static int start_profile(lua_State *L, const struct luaprof_memprof_options *opt
 	mp.cd = cd;
 	if (cd)
 		*cd = next_interval();
-	mp.chain = mp.sample_bytes ? NULL : c; /* the sampled paths test orig and ud instead */
+	set_chain(mp.sample_bytes ? NULL : c); /* the sampled paths test orig and ud instead */
 	mp.installed_f = f;
 	mp.installed_ud = ud;
 	mp.state = MP_RUNNING;
@@ -2913,7 +2940,7 @@ static int stop_profile_keep(lua_State *L, const char *cause, struct handback *h
 	}
 	if (mp.state == MP_RUNNING)
 		restore_allocator();
-	mp.chain = NULL; /* a wrapper left under another allocator records no more */
+	set_chain(NULL); /* a wrapper left under another allocator records no more */
 	countdown_disarm();
 	int e = mp.io_errno;
 	if (!e) {

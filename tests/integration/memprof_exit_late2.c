@@ -13,8 +13,9 @@
 **     exits when out of memory does) in a call that came through the wrapper's general
 **     path (an allocation by a lua_CFunction), on the VM's own thread.
 **   null: as memprof_exit_thread.sh's "late" (Lua API, profile file), but the held call
-**     is a reallocation's (event_call in the raw stream too), and fails (returns NULL) once the profiler's exit handler has run: event_call reads the
-**     record's header (*h) in the stream buffer the stop unmapped.
+**     is a reallocation's (event_call in the raw stream too), and fails (returns NULL)
+**     once the profiler's exit handler has run: event_call read the record's header (*h)
+**     in the stream buffer the stop unmapped. JIT off (see start).
 */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -113,7 +114,10 @@ static void start(void)
 	lua_register(L, "die", l_die);
 	if (atomic_load(&fail_held)) {
 		char code[1024];
+		/* JIT off: LuaJIT 2.1 (Debian's) cannot unwind a trace's failed allocation (its
+		 * "not enough memory" error crashes in the unwinder, profiled or not). */
 		snprintf(code, sizeof(code), "package.cpath = 'build/?.so'\n"
+			 "jit.off()\n"
 			 "assert(require 'luaprof'.memprof.start('%s'))", path);
 		if (luaL_dostring(L, code)) {
 			fprintf(stderr, "start: %s\n", lua_tostring(L, -1));
@@ -133,8 +137,12 @@ static void *vm_main(void *arg)
 	(void)arg;
 	start();
 	atomic_store(&started, 1);
-	(void)luaL_dostring(L, "local t, i = {}, 0\n"
-			       "while true do i = i + 1 t[i % 5000] = { i, ('x'):rep(i % 300) .. i } end");
+	/* null: tables grown in the interpreter, whose array's reallocation is an event
+	 * of the light path (realloc_call_raw), not of the general one the stop waits for. */
+	(void)luaL_dostring(L, atomic_load(&fail_held)
+			       ? "while true do local x = {} for j = 1, 64 do x[j] = j end end"
+			       : "local t, i = {}, 0\n"
+				 "while true do i = i + 1 t[i % 5000] = { i, ('x'):rep(i % 300) .. i } end");
 	if (atomic_load(&exiting))
 		for (;;)
 			pause();
