@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 build_pkgs=(make gcc libc6-dev protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libiberty-dev
 	libluajit-5.1-dev libunwind-dev luajit)
-test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 time gdb strace
+test_pkgs=(clang libclang-rt-14-dev golang-go chromium python3 gdb strace
 	curl libpcre3 libpcre2-8-0 libssl3 sysbench wrk neovim tarantool lua5.1 lua5.4 rpm
 	lua-cjson dnsjit minetest-server)
 
