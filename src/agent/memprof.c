@@ -1439,9 +1439,18 @@ static inline void rare_leave(void)
 ** (rare_close) stores the state, then loads the flag, across another, so that one of the
 ** two sees the other's store. A full fence a sample or a lookup: both cost far more.
 */
-/* This thread is in such a path (rare_open), or in exact mode's general one (wrapper_any).
- * Initial-exec: one access relative to the thread pointer, no call, in wrapper_any. */
-static _Thread_local int rare_mine __attribute__((tls_model("initial-exec")));
+static _Thread_local int rare_mine; /* this thread is in such a path (rare_open) */
+
+/* The thread in exact mode's general path while rare_busy is set (wrapper_any). Not a flag
+ * in thread-local storage: an initial-exec one (no call on the path) made the library need
+ * static TLS, which a dlopen'ed module takes from a small surplus (static_tls.sh). */
+static pthread_t general_owner;
+
+/* This thread is inside one of the wrapper's paths that take rare_busy. */
+static int in_own_path(void)
+{
+	return rare_mine || (rare_busy && pthread_equal(general_owner, pthread_self()));
+}
 
 static inline int rare_open(void)
 {
@@ -1511,7 +1520,7 @@ static int rare_close(void)
 ** seen by then, as its own fence would have made it (a barrier on every thread,
 ** membarrier(2), took 10-15 ms to register in a process with threads). -1 when it does not
 ** end in time (no stop then, the file cut short). Not called from inside this thread's own
-** general path (rare_mine: a host's allocator that calls exit), which will not go on (the
+** general path (in_own_path: a host's allocator that calls exit), which will not go on (the
 ** stop waited 5 s for it, memprof_exit_late2.sh "oom"). The allocator is left as it is, as
 ** rare_close leaves it.
 */
@@ -2016,9 +2025,17 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (__builtin_expect(!((uintptr_t)np & mp.evmask), 0)) {
 		/* Stopped meanwhile from another thread (events_close): the stream, h's
-		 * buffer too, is no longer this event's. */
-		if (!mp.evmask)
+		 * buffer too, is no longer this event's, nor are the counts (a reallocation
+		 * has its old block's size; LuaJIT passes a new block's as 0). */
+		if (!mp.evmask) {
+			if (osize) {
+				mp.reallocs--;
+				mp.free_bytes -= osize;
+			} else {
+				mp.allocs--;
+			}
 			return np;
+		}
 		if ((*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC) {
 			mp.reallocs--;
 			mp.free_bytes -= osize;
@@ -2331,10 +2348,9 @@ static void *wrapper_general(void *ud, void *ptr, size_t osize, size_t nsize)
 static __attribute__((noinline)) void *wrapper_any(void *ud, void *ptr, size_t osize,
 						   size_t nsize)
 {
-	rare_mine = 1;
+	general_owner = pthread_self();
 	rare_enter();
 	void *np = wrapper_general(ud, ptr, osize, nsize);
-	rare_mine = 0;
 	rare_leave();
 	return np;
 }
@@ -2426,7 +2442,7 @@ static void at_fork_child(void)
 	 * memprof_fork_rare.sh). A signal held for such a path is the parent's (termstop.c
 	 * forgets it in the child). Forked from inside a sampled path, the thread goes on in
 	 * it: still set. */
-	rare_busy = rare_mine;
+	rare_busy = in_own_path();
 	rare_held = 0;
 }
 
@@ -2571,11 +2587,14 @@ static void at_exit(void)
 	struct handback hb = { 0 };
 	uint64_t run = agent_memprof_run_id();
 	if (mp.state != MP_IDLE && stop_enter() == 0) {
-		if (mp.state == MP_RUNNING && !rare_mine &&
+		if (mp.state == MP_RUNNING && !in_own_path() &&
 		    (mp.sample_bytes ? rare_close() : events_close()) != 0) {
 			api_leave();
 			agent_record_stopped(1, run, LUAPROF_PROFILE_ERRIO, EBUSY);
 		} else {
+			/* A light path may still write into the buffer (events_close): mapped. */
+			if (!mp.sample_bytes)
+				agent_pfile_keep_mapped();
 			int cnames = scan_cnames();
 			int rc = stop_profile(NULL, agent_termstop_pending() ? "signal" : "exit", &hb);
 			if (cnames)

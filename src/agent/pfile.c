@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -396,6 +397,13 @@ size_t agent_pfile_write(const void **data, size_t len, void *ctx)
 	return len;
 }
 
+static atomic_int keep_mapped;
+
+void agent_pfile_keep_mapped(void)
+{
+	atomic_store(&keep_mapped, 1);
+}
+
 int agent_pfile_close(void *ctx, uint8_t *buf)
 {
 	(void)buf;
@@ -430,7 +438,8 @@ int agent_pfile_close(void *ctx, uint8_t *buf)
 		unlink(f->path);
 	unclaim(f);
 	free(f->rawout);
-	munmap(f, sizeof(*f));
+	if (!atomic_load(&keep_mapped))
+		munmap(f, sizeof(*f));
 	if (err) {
 		errno = err;
 		return -1;

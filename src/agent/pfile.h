@@ -65,4 +65,9 @@ size_t agent_pfile_write(const void **data, size_t len, void *ctx);
  * for raw events that were malformed or ended inside a blob, or from close(2). */
 int agent_pfile_close(void *ctx, uint8_t *buf);
 
+/* From now on agent_pfile_close leaves each file's memory mapped (its buffer too), for an
+ * exit at which another thread may still write a record into the buffer it had taken
+ * (memprof.c's events_close): the process ends, and the write lands nowhere it can fault. */
+void agent_pfile_keep_mapped(void);
+
 #endif
