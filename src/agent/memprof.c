@@ -1524,20 +1524,24 @@ static int rare_close(void)
 ** stop waited 5 s for it, memprof_exit_late2.sh "oom"). The allocator is left as it is, as
 ** rare_close leaves it.
 */
+static uint8_t *last_pos; /* events_close's last look at the stream's position */
+
+/* The stream's position moved since the last look (at the first, from NULL: yes). */
+static int pos_moved(void)
+{
+	uint8_t *now = *(uint8_t *volatile *)&mp.w.pos;
+	int moved = now != last_pos;
+	last_pos = now;
+	return moved;
+}
+
 static int events_close(void)
 {
 	mp.state = MP_HALTED;
 	set_chain(NULL);
 	atomic_thread_fence(memory_order_seq_cst);
-	struct timespec step = { 0, 1000000 };
-	uint8_t *pos = *(uint8_t *volatile *)&mp.w.pos;
-	for (int i = 0; i < 20; i++) {
-		nanosleep(&step, NULL);
-		uint8_t *now = *(uint8_t *volatile *)&mp.w.pos;
-		if (now == pos)
-			break;
-		pos = now;
-	}
+	last_pos = NULL;
+	(void)wait_while(pos_moved, 20000000);
 	return wait_while(agent_memprof_signal_unsafe, AGENT_STOP_WAIT_NS);
 }
 
@@ -2024,19 +2028,11 @@ static inline __attribute__((always_inline)) void *event_call(int raw, uint8_t *
 	mp.pend = p;
 	void *np = mp.orig_f(mp.orig_ud, ptr, osize, nsize);
 	if (__builtin_expect(!((uintptr_t)np & mp.evmask), 0)) {
-		/* Stopped meanwhile from another thread (events_close): the stream, h's
-		 * buffer too, is no longer this event's, nor are the counts (a reallocation
-		 * has its old block's size; LuaJIT passes a new block's as 0). */
-		if (!mp.evmask) {
-			if (osize) {
-				mp.reallocs--;
-				mp.free_bytes -= osize;
-			} else {
-				mp.allocs--;
-			}
-			return np;
-		}
-		if ((*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC) {
+		/* The call failed, or the profile was stopped meanwhile from another thread
+		 * (events_close): the stream, h's buffer too, is no longer this event's (a
+		 * reallocation has its old block's size then; LuaJIT passes a new block's
+		 * as 0). Either way the counts are taken back. */
+		if (mp.evmask ? (*h & LP_AEVENT_MASK) == LP_AEVENT_REALLOC : osize != 0) {
 			mp.reallocs--;
 			mp.free_bytes -= osize;
 		} else {
