@@ -1511,7 +1511,7 @@ static int rare_close(void)
 ** test is given time to end: until the stream's position has stayed put for a millisecond,
 ** at most 20 ms. Before, an event held in the allocator (a host's that blocks) wrote the
 ** rest of its record through the stream as the stop wrote or after it had emptied it
-** (memprof_exit_thread.sh "late": SIGSEGV; memprof_exit_late2.sh "mid": data after the
+** (memprof_exit_thread.sh "late": SIGSEGV; memprof_exit_late2.c "mid": data after the
 ** epilogue; "null", a failed reallocation: its freed record read). The stop leaves the
 ** stream's pointers at scratch memory too (stop_profile_keep). What is left: a thread
 ** descheduled for longer than the millisecond inside the few instructions between one of
@@ -1521,7 +1521,7 @@ static int rare_close(void)
 ** membarrier(2), took 10-15 ms to register in a process with threads). -1 when it does not
 ** end in time (no stop then, the file cut short). Not called from inside this thread's own
 ** general path (in_own_path: a host's allocator that calls exit), which will not go on (the
-** stop waited 5 s for it, memprof_exit_late2.sh "oom"). The allocator is left as it is, as
+** stop waited 5 s for it, memprof_exit_late2.c "oom"). The allocator is left as it is, as
 ** rare_close leaves it.
 */
 static uint8_t *last_pos; /* events_close's last look at the stream's position */

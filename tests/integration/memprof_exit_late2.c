@@ -1,5 +1,6 @@
 /*
-** memprof_exit_late2.sh's host: exact-mode exit() cases events_close (ffb849a) handles badly.
+** memprof_exit_thread.sh's second host: exact-mode exit() cases that events_close
+** (ffb849a) handled badly.
 **
 ** Usage: memprof_exit_late2 PROFILE mid|oom
 **   mid: a thread runs a Lua loop under an exact profile (C API, file writer, 4 MiB
