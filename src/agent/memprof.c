@@ -182,16 +182,16 @@ struct chain {
 };
 
 /*
-** Sampled mode counts bytes down to the next sample in a countdown of the wrapper's own:
-** the compiled wrapper's in its chain record, a generated stub's here, one per allocator
-** and ud a stub was made for (the stub reads it at a 32-bit displacement from the marks,
-** allocstub.h; a stub is made for each countdown, so a state of its own: two states with
-** LuaJIT's allocator share the function, not the ud). A wrapper an earlier run left in the state's chain (under an
-** allocator the program set over it, which stop cannot take off) is still called, and
-** with one countdown for all it counted the running profile's bytes too: samples came
-** twice as often and the estimates were twice the bytes (memprof_restart.sh). A countdown
-** is CD_NEVER whenever its wrapper is not the running profile's: 2^63 bytes from a
-** sample, so such a wrapper takes its rare path only for a block the marks name.
+** Sampled mode counts bytes down to the next sample in a countdown of the wrapper's own: the
+** compiled wrapper's in its chain record, a generated stub's here, one per allocator and ud a
+** stub was made for (the stub reads it at a 32-bit displacement from the marks, allocstub.h; a
+** stub is made for each countdown, so a state of its own: two states with LuaJIT's allocator
+** share the function, not the ud). A wrapper an earlier run left in the state's chain (under
+** an allocator the program set over it, which stop cannot take off) is still called, and with
+** one countdown for all it counted the running profile's bytes too: samples came twice as
+** often and the estimates were twice the bytes (memprof_restart.sh). A countdown is CD_NEVER
+** whenever its wrapper is not the running profile's: 2^63 bytes from a sample, so such a
+** wrapper takes its rare path only for a block the marks name.
 */
 #define CD_NEVER INT64_MAX
 #define STUB_CD_MAX 8

@@ -79,8 +79,9 @@ int lp_output_tty(const char *path);
 const char *lp_fmt_tty_refusal(enum lp_fmt f);
 /* Whether path (links followed) is a regular file that report reads as a profile stream,
  * plain or gzip-compressed: its start is one the parser takes (lp_cli_input_is_profile;
- * "ljs" alone may start a text file). 1 it is, 0 it is not (or is absent, or not a regular file), -1 when it cannot be
- * read to tell (errno). A rendering written there would lose the profile. */
+ * "ljs" alone may start a text file). 1 it is, 0 it is not (or is absent, or not a regular
+ * file), -1 when it cannot be read to tell (errno). A rendering written there would lose
+ * the profile. */
 int lp_output_holds_profile(const char *path);
 /* Whether two paths name the same file (one need not exist yet; "-" is none). */
 int lp_output_same(const char *a, const char *b);
